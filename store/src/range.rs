@@ -1,0 +1,71 @@
+//! Reads: single-key gets and prefix ranges with pagination (etcd's `RangeRequest`).
+
+use crate::{KeyValue, Revision};
+use bytes::Bytes;
+
+/// Which keys a range or watch covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeyRange {
+    /// Exactly this key.
+    Key(Bytes),
+    /// Every key that starts with these bytes (an empty prefix is every key).
+    Prefix(Bytes),
+}
+
+impl KeyRange {
+    /// Whether `key` falls in this range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        match self {
+            KeyRange::Key(k) => k.as_ref() == key,
+            KeyRange::Prefix(p) => key.starts_with(p),
+        }
+    }
+}
+
+/// A range read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeRequest {
+    /// The keys to read.
+    pub range: KeyRange,
+    /// Only keys `>= start` (used to continue a paginated list); `None` starts at the beginning.
+    pub start: Option<Bytes>,
+    /// At most this many keys; `None` or `Some(0)` means no limit.
+    pub limit: Option<usize>,
+    /// Read as of this revision; `None` reads the latest. Older than the compaction point gives
+    /// [`crate::Error::Compacted`], newer than the current one [`crate::Error::FutureRevision`].
+    pub revision: Option<Revision>,
+}
+
+impl RangeRequest {
+    /// Every key under `prefix`, at the latest revision, unpaginated.
+    pub fn prefix(prefix: impl Into<Bytes>) -> Self {
+        RangeRequest {
+            range: KeyRange::Prefix(prefix.into()),
+            start: None,
+            limit: None,
+            revision: None,
+        }
+    }
+}
+
+/// The answer to a [`RangeRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeResponse {
+    /// Matching keys in ascending key order.
+    pub kvs: Vec<KeyValue>,
+    /// Whether more keys matched than `limit` allowed.
+    pub more: bool,
+    /// How many keys matched in total from `start` on (including those returned).
+    pub count: usize,
+    /// The revision the read was served at (the store's current revision for latest reads).
+    pub revision: Revision,
+}
+
+/// The answer to a single-key get.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetResponse {
+    /// The key's version at the read revision, if it existed then.
+    pub kv: Option<KeyValue>,
+    /// The revision the read was served at.
+    pub revision: Revision,
+}
