@@ -67,7 +67,7 @@ fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision)> {
                         "WAL jumps from revision {current} to {rev}"
                     )));
                 }
-                kv.apply(rev, &changes)?;
+                kv.apply(&mut kv.write(), rev, &changes)?;
                 current = rev;
                 Ok(())
             }
@@ -235,19 +235,19 @@ impl Backend for Store {
     }
 
     async fn get(&self, key: &[u8], revision: Option<Revision>) -> Result<GetResponse> {
-        let _read = self.kv.read();
+        let latest = self.kv.read();
         let rev = read_revision(revision, self.kv.current(), self.kv.compacted())?;
         Ok(GetResponse {
-            kv: self.kv.get(key, rev)?,
+            kv: self.kv.get(&latest, key, rev)?,
             revision: rev,
         })
     }
 
     async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
-        let _read = self.kv.read();
+        let latest = self.kv.read();
         let rev = read_revision(req.revision, self.kv.current(), self.kv.compacted())?;
         self.kv
-            .range(&req.range, req.start.as_ref(), req.limit, rev)
+            .range(&latest, &req.range, req.start.as_ref(), req.limit, rev)
     }
 
     async fn put(&self, key: Bytes, value: Bytes) -> Result<WriteResponse> {
