@@ -233,19 +233,23 @@ async fn bench_range() {
     store.close().await.unwrap();
 }
 
+/// A watch on `prefix` for future changes.
+async fn watch_prefix(store: &Store, prefix: &'static [u8]) -> store::Watcher {
+    let range = KeyRange::Prefix(Bytes::from_static(prefix));
+    let req = WatchRequest {
+        range,
+        start_revision: None,
+    };
+    store.watch(req).await.unwrap()
+}
+
 /// One writer puts `puts` keys one after another; `watchers` watchers record put→event delay.
 async fn watch_latency_run(watchers: usize, puts: usize) -> (Duration, Duration) {
     let (_dir, store) = open(true).await;
     let base = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..watchers {
-        let mut w = store
-            .watch(WatchRequest {
-                range: KeyRange::Prefix(Bytes::from_static(b"/w/")),
-                start_revision: None,
-            })
-            .await
-            .unwrap();
+        let mut w = watch_prefix(&store, b"/w/").await;
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(puts);
             while lat.len() < puts {
@@ -300,13 +304,7 @@ async fn fanout_run(watchers: usize, writers: usize, puts: usize) -> (f64, u64) 
     let cut_off = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..watchers {
-        let mut w = store
-            .watch(WatchRequest {
-                range: KeyRange::Prefix(Bytes::from_static(b"/f/")),
-                start_revision: None,
-            })
-            .await
-            .unwrap();
+        let mut w = watch_prefix(&store, b"/f/").await;
         let received = received.clone();
         let cut_off = cut_off.clone();
         tasks.push(tokio::spawn(async move {

@@ -54,6 +54,11 @@ pub struct Store {
     _lock: DirLock,
 }
 
+/// Takes a handle out of its slot (a poisoned slot still holds a valid `Option`).
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
 /// Replays the WAL into sled; returns the WAL (positioned on a new segment) and the revision.
 fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision)> {
     let checkpointed = checkpoint::read(&config.dir)?.unwrap_or(Revision(1));
@@ -140,12 +145,7 @@ impl Store {
     /// with [`Error::Closed`]. The directory is unlocked when the `Store` is dropped.
     pub async fn close(&self) -> Result<()> {
         self.shutdown.cancel();
-        let compactor = self
-            .compactor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(task) = compactor {
+        if let Some(task) = take(&self.compactor) {
             // A panic in the compactor was already reported by Tokio; closing goes on.
             let _ = task.await;
         }
@@ -154,12 +154,7 @@ impl Store {
             Ok(()) => done.await.unwrap_or(Err(Error::Closed)),
             Err(_) => Err(Error::Closed),
         };
-        let thread = self
-            .committer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(thread) = thread {
+        if let Some(thread) = take(&self.committer) {
             tokio::task::spawn_blocking(move || thread.join())
                 .await
                 .map_err(|e| Error::Io(std::io::Error::other(e)))?
