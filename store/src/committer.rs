@@ -227,7 +227,7 @@ impl Committer {
     }
 
     /// See `checkpoint.rs` for the steps and why each is there.
-    fn checkpoint(&mut self) -> Result<()> {
+    pub(crate) fn checkpoint(&mut self) -> Result<()> {
         let rev = self.kv.current();
         let seq = self.wal.rotate()?;
         self.kv.db().flush()?;

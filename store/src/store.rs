@@ -59,8 +59,9 @@ fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
     slot.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
-/// Replays the WAL into sled; returns the WAL (positioned on a new segment) and the revision.
-fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision)> {
+/// Replays the WAL into sled; returns the WAL (positioned on a new segment), the revision, and
+/// whether anything was replayed.
+fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision, bool)> {
     let checkpointed = checkpoint::read(&config.dir)?.unwrap_or(Revision(1));
     let mut current = checkpointed;
     let wal = Wal::open(&config.dir.join("wal"), config.fsync, |payload| {
@@ -81,7 +82,7 @@ fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision)> {
         }
     })?;
     kv.set_current(current);
-    Ok((wal, current))
+    Ok((wal, current, current > checkpointed))
 }
 
 impl Store {
@@ -101,10 +102,10 @@ impl Store {
         let lock = DirLock::acquire(&config.dir)?;
         let sled_dir = config.dir.join("sled");
         let kv = Arc::new(KvStore::open(&sled_dir)?);
-        let (wal, current) = recover(&config, &kv)?;
+        let (wal, current, replayed) = recover(&config, &kv)?;
         let hub = Arc::new(WatchHub::new(current, config.watch_buffer));
         let (tx, rx) = mpsc::channel(config.write_queue.max(1));
-        let committer = Committer {
+        let mut committer = Committer {
             requests: rx,
             wal,
             kv: kv.clone(),
@@ -115,6 +116,11 @@ impl Store {
             max_batch: config.max_batch.max(1),
             checkpoint_bytes: config.checkpoint_bytes,
         };
+        if replayed {
+            // After a crash: make the replayed writes part of sled's durable state now, so WAL
+            // segments do not pile up over repeated crashes.
+            committer.checkpoint()?;
+        }
         let thread = std::thread::Builder::new()
             .name("store-committer".into())
             .spawn(move || committer.run())?;
