@@ -49,6 +49,31 @@ pub(crate) struct KvStore {
     compacted: AtomicU64,
 }
 
+/// Opens sled. The caller holds the directory lock, so sled's own file lock can only be held by
+/// a `Store` of this process that was just closed: sled 0.34 releases it when its background
+/// write tasks finish, a moment after the last handle is dropped. That case is retried for up
+/// to two seconds.
+fn open_sled(dir: &Path) -> Result<sled::Db> {
+    let config = sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        // sled's own periodic flush would only compete with the WAL's fdatasync for the disk:
+        // durability comes from the WAL, and sled is flushed at checkpoints.
+        .flush_every_ms(None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
 /// Rebuilds the latest version of every key from the index (the last entry of each key).
 fn load_latest(index: &sled::Tree) -> Result<Latest> {
     let mut latest = Latest::new();
@@ -74,13 +99,7 @@ fn load_latest(index: &sled::Tree) -> Result<Latest> {
 impl KvStore {
     /// Opens the sled database in `dir`; the current revision is set later by recovery.
     pub(crate) fn open(dir: &Path) -> Result<KvStore> {
-        let db = sled::Config::new()
-            .path(dir)
-            .mode(sled::Mode::HighThroughput)
-            // sled's own periodic flush would only compete with the WAL's fdatasync for the
-            // disk: durability comes from the WAL, sled is flushed at checkpoints.
-            .flush_every_ms(None)
-            .open()?;
+        let db = open_sled(dir)?;
         let meta = db.open_tree("meta")?;
         let compacted = match meta.get(META_COMPACTED)? {
             Some(v) => codec::decode_rev(&v)?,
