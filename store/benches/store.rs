@@ -152,17 +152,21 @@ async fn put_run(
 }
 
 async fn bench_puts() {
-    println!("| durable puts (256 B values) | writers | puts/s | p50 | p99 | CPU per put |");
+    println!("| puts (256 B values) | writers | puts/s | p50 | p99 | CPU per put |");
     println!("|---|---:|---:|---:|---:|---:|");
     // STORE_BENCH_WRITERS=64 runs one writer count (for profiling).
     let pick: Option<usize> = std::env::var("STORE_BENCH_WRITERS")
         .ok()
         .and_then(|v| v.parse().ok());
-    for (writers, total) in [(1, 4_000), (16, 32_000), (64, 64_000), (256, 128_000)] {
+    let durable =
+        [(1, 4_000), (16, 32_000), (64, 64_000), (256, 128_000)].map(|(w, n)| (true, w, n));
+    // The same engine without fsync: its CPU ceiling, to tell disk from code (not durable).
+    let no_fsync = [(1, 20_000), (64, 128_000)].map(|(w, n)| (false, w, n));
+    for (fsync, writers, total) in durable.into_iter().chain(no_fsync) {
         if pick.is_some_and(|p| p != writers) {
             continue;
         }
-        let (_dir, store) = open(true).await;
+        let (_dir, store) = open(fsync).await;
         let mut rates = Vec::new();
         let mut p50s = Vec::new();
         let mut p99s = Vec::new();
@@ -175,7 +179,12 @@ async fn bench_puts() {
             cpus.push(cpu);
         }
         println!(
-            "| put | {writers} | {:.0} | {} | {} | {:.1} µs |",
+            "| {} | {writers} | {:.0} | {} | {} | {:.1} µs |",
+            if fsync {
+                "durable put"
+            } else {
+                "put, fsync off (not durable)"
+            },
             median(rates),
             ms(median_dur(p50s)),
             ms(median_dur(p99s)),
@@ -244,8 +253,8 @@ async fn watch_prefix(store: &Store, prefix: &'static [u8]) -> store::Watcher {
 }
 
 /// One writer puts `puts` keys one after another; `watchers` watchers record put→event delay.
-async fn watch_latency_run(watchers: usize, puts: usize) -> (Duration, Duration) {
-    let (_dir, store) = open(true).await;
+async fn watch_latency_run(watchers: usize, puts: usize, fsync: bool) -> (Duration, Duration) {
+    let (_dir, store) = open(fsync).await;
     let base = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..watchers {
@@ -281,16 +290,18 @@ async fn watch_latency_run(watchers: usize, puts: usize) -> (Duration, Duration)
 }
 
 async fn bench_watch_latency() {
-    for watchers in [1, 100] {
+    // With fsync off the figure is the store's own path (commit, publish, channel, wake-up).
+    for (watchers, fsync) in [(1, true), (100, true), (100, false)] {
         let mut p50s = Vec::new();
         let mut p99s = Vec::new();
         for _ in 0..RUNS {
-            let (p50, p99) = watch_latency_run(watchers, 2_000).await;
+            let (p50, p99) = watch_latency_run(watchers, 2_000, fsync).await;
             p50s.push(p50);
             p99s.push(p99);
         }
         println!(
-            "| watch put→event, {watchers} watcher(s), 1 writer | p50 {} | p99 {} |",
+            "| watch put→event, {watchers} watcher(s), 1 writer{} | p50 {} | p99 {} |",
+            if fsync { "" } else { ", fsync off" },
             ms(median_dur(p50s)),
             ms(median_dur(p99s))
         );
