@@ -6,6 +6,8 @@
 use crate::gvk::{GroupVersion, GroupVersionKind};
 use serde_json::Value;
 
+pub mod builtin;
+
 /// One kind served in a group/version, as the OpenAPI generator needs it.
 #[derive(Debug, Clone)]
 pub struct OpenApiKind {

@@ -8,6 +8,11 @@
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
 
+pub mod json_patch;
+pub mod merge;
+pub mod merge_keys;
+pub mod schema;
+
 /// The four PATCH content types Kubernetes accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
@@ -65,14 +70,14 @@ pub enum PatchError {
 
 /// Applies an RFC 7386 JSON merge patch.
 pub fn json_merge_patch(original: &Value, patch: &Value) -> Value {
-    let _ = patch;
-    original.clone()
+    let mut merged = original.clone();
+    merge::merge_patch(&mut merged, patch);
+    merged
 }
 
 /// Applies an RFC 6902 JSON patch (a list of operations).
 pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, PatchError> {
-    let _ = (original, patch);
-    Err(PatchError::Unsupported("json patch is not implemented yet".into()))
+    json_patch::apply(original, patch)
 }
 
 /// Applies a strategic merge patch, using the merge keys and strategies of `gvk`'s schema
