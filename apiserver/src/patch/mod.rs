@@ -12,6 +12,7 @@ pub mod json_patch;
 pub mod merge;
 pub mod merge_keys;
 pub mod schema;
+pub mod strategic;
 
 /// The four PATCH content types Kubernetes accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +81,10 @@ pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, PatchError> 
     json_patch::apply(original, patch)
 }
 
+/// The 415 message Kubernetes gives for a strategic merge patch of a custom resource
+/// (`negotiation.NewUnsupportedMediaTypeError` with the patch types CRs accept).
+pub const STRATEGIC_MERGE_UNSUPPORTED: &str = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
+
 /// Applies a strategic merge patch, using the merge keys and strategies of `gvk`'s schema
 /// (e.g. containers merged by `name`). Kinds without a known schema are refused with
 /// [`PatchError::Unsupported`], as Kubernetes refuses it for custom resources.
@@ -88,10 +93,9 @@ pub fn strategic_merge_patch(
     patch: &Value,
     gvk: &GroupVersionKind,
 ) -> Result<Value, PatchError> {
-    let _ = (original, patch, gvk);
-    Err(PatchError::Unsupported(
-        "strategic merge patch is not implemented yet".into(),
-    ))
+    let schema = schema::Schema::builtin(gvk)
+        .ok_or_else(|| PatchError::Unsupported(STRATEGIC_MERGE_UNSUPPORTED.into()))?;
+    strategic::apply(original, patch, Some(schema))
 }
 
 /// Server-side apply of `applied` (the applier's full intent) by `manager` onto `live` (None
