@@ -8,7 +8,10 @@
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
 
+pub mod apply;
+pub mod fieldpath;
 pub mod json_patch;
+pub mod managed_fields;
 pub mod merge;
 pub mod merge_keys;
 pub mod schema;
@@ -42,12 +45,64 @@ impl PatchType {
 }
 
 /// A field two managers disagree on, reported by server-side apply.
+///
+/// The registry turns a [`PatchError::Conflicts`] into a 409 `Status` with reason `Conflict`,
+/// message [`conflict_message`] and one `details.causes` entry per conflict:
+/// `{"reason": "FieldManagerConflict", "message": conflict.cause_message(), "field": conflict.field}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyConflict {
-    /// The manager that owns the field, e.g. `kubectl-client-side-apply`.
+    /// The manager that owns the field, *as Kubernetes prints it*: quoted, and for `Update`
+    /// managers followed by the API version, e.g. `"kubectl-client-side-apply" using apps/v1`,
+    /// `"kubectl"` (an applier), `"kubelet" with subresource "status" using v1`.
     pub manager: String,
-    /// The field path as Kubernetes prints it, e.g. `.spec.replicas`.
+    /// The field path as Kubernetes prints it, e.g. `.spec.replicas` or
+    /// `.spec.template.spec.containers[name="nginx"].image`.
     pub field: String,
+}
+
+impl ApplyConflict {
+    /// The message of this conflict's `StatusCause`: `conflict with "kubectl" using apps/v1`.
+    pub fn cause_message(&self) -> String {
+        format!("conflict with {}", self.manager)
+    }
+}
+
+/// The message of a 409 for apply conflicts, worded as Kubernetes' `getConflictMessage`
+/// (`managedfields/internal/conflict.go`):
+///
+/// ```text
+/// Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas
+/// Apply failed with 2 conflicts: conflicts with "a" using v1:
+/// - .data.x
+/// - .data.y
+/// ```
+///
+/// With several conflicts they are grouped by manager, managers sorted.
+pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
+    if let [only] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            only.manager, only.field
+        );
+    }
+    let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
+    managers.sort_unstable();
+    managers.dedup();
+    let mut lines = Vec::new();
+    for manager in managers {
+        lines.push(format!("conflicts with {manager}:"));
+        lines.extend(
+            conflicts
+                .iter()
+                .filter(|c| c.manager == manager)
+                .map(|c| format!("- {}", c.field)),
+        );
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
 }
 
 /// Why a patch could not be applied.
@@ -61,7 +116,7 @@ pub enum PatchError {
     #[error("{0}")]
     Invalid(String),
     /// Server-side apply conflicts (409 Conflict, one cause per field).
-    #[error("Apply failed with {} conflict(s)", .0.len())]
+    #[error("{}", conflict_message(.0))]
     Conflicts(Vec<ApplyConflict>),
     /// The patch type is not supported for this kind (415), e.g. strategic merge on a
     /// custom resource.
@@ -110,10 +165,29 @@ pub fn server_side_apply(
     force: bool,
     now: jiff::Timestamp,
 ) -> Result<Value, PatchError> {
-    let _ = (live, applied, gvk, manager, force, now);
-    Err(PatchError::Unsupported(
-        "server-side apply is not implemented yet".into(),
-    ))
+    server_side_apply_subresource(live, applied, gvk, manager, None, force, now)
+}
+
+/// [`server_side_apply`] through a subresource (`status`): the manager's entry records the
+/// subresource, and only fields under `status` are owned. Kinds without a built-in schema are
+/// applied with granular maps and atomic lists.
+pub fn server_side_apply_subresource(
+    live: Option<&Value>,
+    applied: &Value,
+    gvk: &GroupVersionKind,
+    manager: &str,
+    subresource: Option<&str>,
+    force: bool,
+    now: jiff::Timestamp,
+) -> Result<Value, PatchError> {
+    let request = managed_fields::ApplyRequest {
+        schema: schema::Schema::builtin(gvk),
+        manager,
+        subresource,
+        force,
+        now,
+    };
+    managed_fields::apply(live, applied, request)
 }
 
 /// Records a non-apply write (create, update, patch) by `manager` in `new`'s
@@ -127,5 +201,12 @@ pub fn update_managed_fields(
     subresource: Option<&str>,
     now: jiff::Timestamp,
 ) {
-    let _ = (old, new, gvk, manager, subresource, now);
+    managed_fields::update(
+        old,
+        new,
+        schema::Schema::builtin(gvk),
+        manager,
+        subresource,
+        now,
+    );
 }
