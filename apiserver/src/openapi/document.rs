@@ -100,64 +100,32 @@ impl Document {
         let item = format!("{collection}/{{name}}");
         let scope_params: &[&str] = if kind.namespaced { &["namespace"] } else { &[] };
 
-        let body = || Some(schema_ref(&name));
-        self.path(
-            &collection,
-            scope_params,
-            &[
-                Op {
-                    method: "get",
-                    action: "list",
-                    verb: "list",
-                    suffix: "",
+        let collection_ops = [
+            Op::new("get", "list", "list", gvk, LIST_QUERY, &list),
+            Op {
+                body: Some(schema_ref(&name)),
+                ..Op::new("post", "post", "create", gvk, WRITE_QUERY, &name)
+            },
+            Op {
+                body: Some(schema_ref(DELETE_OPTIONS)),
+                ..Op::new(
+                    "delete",
+                    "deletecollection",
+                    "deleteCollection",
                     gvk,
-                    query: LIST_QUERY,
-                    body: None,
-                    response: &list,
-                },
-                Op {
-                    method: "post",
-                    action: "post",
-                    verb: "create",
-                    suffix: "",
-                    gvk,
-                    query: WRITE_QUERY,
-                    body: body(),
-                    response: &name,
-                },
-                Op {
-                    method: "delete",
-                    action: "deletecollection",
-                    verb: "deleteCollection",
-                    suffix: "",
-                    gvk,
-                    query: DELETE_COLLECTION_QUERY,
-                    body: Some(schema_ref(DELETE_OPTIONS)),
-                    response: STATUS,
-                },
-            ],
-            &ops_id,
-        );
+                    DELETE_COLLECTION_QUERY,
+                    STATUS,
+                )
+            },
+        ];
+        self.path(&collection, scope_params, &collection_ops, &ops_id);
         let item_params: Vec<&str> = ["name"].iter().chain(scope_params).copied().collect();
         self.path(&item, &item_params, &item_ops(gvk, &name, ""), &ops_id);
         if kind.namespaced {
             let all = format!("{base}/{}", kind.plural);
             let all_id = format!("{}ForAllNamespaces", ops_id.replacen("Namespaced", "", 1));
-            self.path(
-                &all,
-                &[],
-                &[Op {
-                    method: "get",
-                    action: "list",
-                    verb: "list",
-                    suffix: "",
-                    gvk,
-                    query: LIST_QUERY,
-                    body: None,
-                    response: &list,
-                }],
-                &all_id,
-            );
+            let list_op = Op::new("get", "list", "list", gvk, LIST_QUERY, &list);
+            self.path(&all, &[], &[list_op], &all_id);
         }
         for sub in &kind.subresources {
             let path = format!("{item}/{sub}");
@@ -182,21 +150,19 @@ impl Document {
                     let binding = GroupVersionKind::new("", "v1", "Binding");
                     if let Some(binding_schema) = builtin::schema_name(&binding) {
                         self.roots.insert(binding_schema.to_owned());
-                        self.path(
-                            &path,
-                            &item_params,
-                            &[Op {
-                                method: "post",
-                                action: "post",
-                                verb: "create",
-                                suffix: "Binding",
-                                gvk: &binding,
-                                query: WRITE_QUERY,
-                                body: Some(schema_ref(binding_schema)),
-                                response: binding_schema,
-                            }],
-                            &ops_id,
-                        );
+                        let create = Op {
+                            suffix: "Binding",
+                            body: Some(schema_ref(binding_schema)),
+                            ..Op::new(
+                                "post",
+                                "post",
+                                "create",
+                                &binding,
+                                WRITE_QUERY,
+                                binding_schema,
+                            )
+                        };
+                        self.path(&path, &item_params, &[create], &ops_id);
                     }
                 }
                 // Other subresources (log, exec, eviction, ...) are not described.
@@ -243,49 +209,49 @@ const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 fn item_ops<'a>(gvk: &'a GroupVersionKind, schema: &'a str, suffix: &'a str) -> Vec<Op<'a>> {
     let mut ops = vec![
         Op {
-            method: "get",
-            action: "get",
-            verb: "read",
             suffix,
-            gvk,
-            query: &[],
-            body: None,
-            response: schema,
+            ..Op::new("get", "get", "read", gvk, &[], schema)
         },
         Op {
-            method: "put",
-            action: "put",
-            verb: "replace",
             suffix,
-            gvk,
-            query: WRITE_QUERY,
             body: Some(schema_ref(schema)),
-            response: schema,
+            ..Op::new("put", "put", "replace", gvk, WRITE_QUERY, schema)
         },
         Op {
-            method: "patch",
-            action: "patch",
-            verb: "patch",
             suffix,
-            gvk,
-            query: PATCH_QUERY,
-            body: None,
-            response: schema,
+            ..Op::new("patch", "patch", "patch", gvk, PATCH_QUERY, schema)
         },
     ];
     if suffix.is_empty() {
         ops.push(Op {
-            method: "delete",
-            action: "delete",
-            verb: "delete",
-            suffix,
-            gvk,
-            query: DELETE_QUERY,
             body: Some(schema_ref(DELETE_OPTIONS)),
-            response: STATUS,
+            ..Op::new("delete", "delete", "delete", gvk, DELETE_QUERY, STATUS)
         });
     }
     ops
+}
+
+impl<'a> Op<'a> {
+    /// An operation on the object itself without a request body.
+    fn new(
+        method: &'static str,
+        action: &'static str,
+        verb: &'static str,
+        gvk: &'a GroupVersionKind,
+        query: &'static [&'static str],
+        response: &'a str,
+    ) -> Self {
+        Op {
+            method,
+            action,
+            verb,
+            suffix: "",
+            gvk,
+            query,
+            body: None,
+            response,
+        }
+    }
 }
 
 fn operation(op: &Op<'_>, ops_id: &str) -> Value {

@@ -123,11 +123,23 @@ impl ManagedFieldsEntry {
     }
 }
 
+const METADATA: &str = "metadata";
+const MANAGED_FIELDS: &str = "managedFields";
+const STATUS: &str = "status";
+
+/// `metadata.managedFields` of `obj`, if it is a list.
+fn managed_fields_of(obj: &Value) -> Option<&Vec<Value>> {
+    obj.get(METADATA)?.get(MANAGED_FIELDS)?.as_array()
+}
+
+fn metadata_mut(obj: &mut Value) -> Option<&mut Map<String, Value>> {
+    obj.get_mut(METADATA).and_then(Value::as_object_mut)
+}
+
 /// Reads `metadata.managedFields` (entries that do not decode are dropped, as Kubernetes resets
 /// managed fields it cannot read).
 pub fn decode(obj: &Value) -> Vec<ManagedFieldsEntry> {
-    obj.pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
+    managed_fields_of(obj)
         .map(|entries| {
             entries
                 .iter()
@@ -148,22 +160,22 @@ pub fn encode(obj: &mut Value, mut entries: Vec<ManagedFieldsEntry>) {
             &b.subresource,
         ))
     });
-    let Some(metadata) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+    let Some(metadata) = metadata_mut(obj) else {
         return;
     };
     if entries.is_empty() {
-        metadata.remove("managedFields");
+        metadata.remove(MANAGED_FIELDS);
     } else {
         let encoded = entries.iter().map(ManagedFieldsEntry::encode).collect();
-        metadata.insert("managedFields".into(), Value::Array(encoded));
+        metadata.insert(MANAGED_FIELDS.into(), Value::Array(encoded));
     }
 }
 
 /// A copy of `obj` without `metadata.managedFields`.
 fn without_managed_fields(obj: &Value) -> Value {
     let mut obj = obj.clone();
-    if let Some(metadata) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        metadata.remove("managedFields");
+    if let Some(metadata) = metadata_mut(&mut obj) {
+        metadata.remove(MANAGED_FIELDS);
     }
     obj
 }
@@ -177,7 +189,7 @@ const SERVER_FIELDS: &[&str] = &[
     "generation",
     "creationTimestamp",
     "selfLink",
-    "managedFields",
+    MANAGED_FIELDS,
     "deletionTimestamp",
     "deletionGracePeriodSeconds",
 ];
@@ -191,15 +203,15 @@ fn ownable(set: &Set, subresource: Option<&str>, builtin: bool) -> Set {
         };
         let server_set = match (field(0), field(1)) {
             (Some("apiVersion" | "kind"), _) => true,
-            (Some("metadata"), None) => true,
-            (Some("metadata"), Some(f)) => SERVER_FIELDS.contains(&f),
+            (Some(METADATA), None) => true,
+            (Some(METADATA), Some(f)) => SERVER_FIELDS.contains(&f),
             _ => false,
         };
-        let is_status = field(0) == Some("status");
+        let is_status = field(0) == Some(STATUS);
         // Built-in kinds keep status behind the /status subresource (their strategies reset
         // it on main-resource writes); custom resources are not known here.
         let in_scope = match subresource {
-            Some("status") => is_status,
+            Some(STATUS) => is_status,
             Some(_) => true,
             None => !(builtin && is_status),
         };
@@ -246,7 +258,8 @@ pub fn apply(
         ));
     }
     let has_managed = applied
-        .pointer("/metadata/managedFields")
+        .get(METADATA)
+        .and_then(|m| m.get(MANAGED_FIELDS))
         .is_some_and(|m| !m.is_null());
     if has_managed {
         return Err(PatchError::BadRequest(
@@ -355,10 +368,7 @@ pub fn update(
 ) {
     // A writer that sends managedFields replaces them; one that leaves them out keeps the
     // stored ones (Kubernetes' rule for updates).
-    let sent = new
-        .pointer("/metadata/managedFields")
-        .and_then(Value::as_array)
-        .is_some_and(|m| !m.is_empty());
+    let sent = managed_fields_of(new).is_some_and(|m| !m.is_empty());
     let mut entries = if sent {
         decode(new)
     } else {

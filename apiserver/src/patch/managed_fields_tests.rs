@@ -43,6 +43,16 @@ fn entry<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
         .find(|e| e["manager"] == manager)
 }
 
+/// `kubectl apply --server-side` of [`config`] onto `live`, a minute after creation.
+fn kubectl_apply(
+    live: &Value,
+    image: &str,
+    replicas: i64,
+    force: bool,
+) -> Result<Value, PatchError> {
+    ssa(Some(live), &config(image, replicas), "kubectl", force, 60)
+}
+
 fn created() -> Value {
     ssa(None, &config("nginx:1.14.2", 3), "kubectl", false, 0).expect("created")
 }
@@ -78,28 +88,14 @@ fn create_records_an_apply_entry() {
 #[test]
 fn reapplying_unchanged_changes_nothing() {
     let live = created();
-    let again = ssa(
-        Some(&live),
-        &config("nginx:1.14.2", 3),
-        "kubectl",
-        false,
-        60,
-    )
-    .expect("applies");
+    let again = kubectl_apply(&live, "nginx:1.14.2", 3, false).expect("applies");
     assert_eq!(again, live, "same object, same managedFields time");
 }
 
 #[test]
 fn applying_a_changed_owned_field() {
     let live = created();
-    let obj = ssa(
-        Some(&live),
-        &config("nginx:1.16.1", 3),
-        "kubectl",
-        false,
-        60,
-    )
-    .expect("applies");
+    let obj = kubectl_apply(&live, "nginx:1.16.1", 3, false).expect("applies");
     assert_eq!(
         obj["spec"]["template"]["spec"]["containers"][0]["image"],
         "nginx:1.16.1"
@@ -124,14 +120,7 @@ fn update_managed(old: Option<&Value>, new: &mut Value, manager: &str, sub: Opti
 #[test]
 fn conflict_with_another_manager() {
     let live = client_side_applied();
-    let err = ssa(
-        Some(&live),
-        &config("nginx:1.14.2", 5),
-        "kubectl",
-        false,
-        60,
-    )
-    .expect_err("conflicts");
+    let err = kubectl_apply(&live, "nginx:1.14.2", 5, false).expect_err("conflicts");
     let want = vec![ApplyConflict {
         manager: "\"kubectl-client-side-apply\" using apps/v1".into(),
         field: ".spec.replicas".into(),
@@ -150,7 +139,7 @@ fn conflict_with_another_manager() {
 #[test]
 fn force_takes_ownership() {
     let live = client_side_applied();
-    let obj = ssa(Some(&live), &config("nginx:1.14.2", 5), "kubectl", true, 60).expect("forced");
+    let obj = kubectl_apply(&live, "nginx:1.14.2", 5, true).expect("forced");
     assert_eq!(obj["spec"]["replicas"], 5);
     let csa = &entry(&obj, "kubectl-client-side-apply").expect("still owns the rest")["fieldsV1"];
     assert!(csa["f:spec"].get("f:replicas").is_none());
@@ -165,38 +154,48 @@ fn force_takes_ownership() {
     );
 }
 
-#[test]
-fn fields_the_applier_stops_setting_are_removed() {
+/// A config setting only `metadata.labels`.
+fn labels_only(labels: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "labels": labels}})
+}
+
+/// The full config plus label `tier: web`.
+fn config_with_tier() -> Value {
     let mut with_tier = config("nginx:1.14.2", 3);
     with_tier["metadata"]["labels"]["tier"] = json!("web");
-    let live = ssa(None, &with_tier, "kubectl", false, 0).expect("created");
-    let obj = ssa(
-        Some(&live),
-        &config("nginx:1.14.2", 3),
-        "kubectl",
-        false,
-        60,
-    )
-    .expect("applies");
+    with_tier
+}
+
+#[test]
+fn fields_the_applier_stops_setting_are_removed() {
+    let live = ssa(None, &config_with_tier(), "kubectl", false, 0).expect("created");
+    let obj = kubectl_apply(&live, "nginx:1.14.2", 3, false).expect("applies");
     assert_eq!(obj["metadata"]["labels"], json!({"app": "nginx"}));
-    assert!(
-        entry(&obj, "kubectl").expect("entry")["fieldsV1"]["f:metadata"]["f:labels"]
-            .get("f:tier")
-            .is_none()
-    );
+    let labels = &entry(&obj, "kubectl").expect("entry")["fieldsV1"]["f:metadata"]["f:labels"];
+    assert!(labels.get("f:tier").is_none());
 }
 
 #[test]
 fn shared_fields_survive_one_applier_leaving() {
-    let mut with_tier = config("nginx:1.14.2", 3);
-    with_tier["metadata"]["labels"]["tier"] = json!("web");
-    let live = ssa(None, &with_tier, "a", false, 0).expect("created");
-    let tier_only = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","labels":{"tier":"web"}}});
-    let live = ssa(Some(&live), &tier_only, "b", false, 10).expect("same value: no conflict");
+    let live = ssa(None, &config_with_tier(), "a", false, 0).expect("created");
+    let live = ssa(
+        Some(&live),
+        &labels_only(json!({"tier": "web"})),
+        "b",
+        false,
+        10,
+    )
+    .expect("same value: no conflict");
     let obj = ssa(Some(&live), &config("nginx:1.14.2", 3), "a", false, 20).expect("a drops tier");
     assert_eq!(obj["metadata"]["labels"]["tier"], "web", "b still owns it");
-    let b = ssa(Some(&obj), &json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx","labels":{"tier":"db"}}}), "b", false, 30)
-        .expect("b alone owns tier now");
+    let b = ssa(
+        Some(&obj),
+        &labels_only(json!({"tier": "db"})),
+        "b",
+        false,
+        30,
+    )
+    .expect("b alone owns tier now");
     assert_eq!(b["metadata"]["labels"]["tier"], "db");
 }
 
