@@ -24,6 +24,7 @@
 
 use super::apply::{self, Comparison};
 use super::fieldpath::{PathElement, Set, path_string};
+use super::last_applied;
 use super::schema::Schema;
 use super::{ApplyConflict, PatchError};
 use serde_json::{Map, Value, json};
@@ -300,11 +301,14 @@ pub fn apply(
 
     let comparison = apply::compare(&live_obj, &merged, schema);
     let changed = comparison.changed();
+    // kubectl moving from client-side apply may take over its own earlier values.
+    let allowed = last_applied::allowed_conflicts(req.manager, &live_obj, schema);
     let conflicts: Vec<ApplyConflict> = entries
         .iter()
         .flat_map(|e| {
             e.fields
                 .intersection(&changed)
+                .difference(&allowed)
                 .paths()
                 .into_iter()
                 .map(|p| ApplyConflict {
@@ -341,6 +345,7 @@ pub fn apply(
         return Ok(live.clone());
     }
     encode(&mut merged, entries);
+    last_applied::update_annotation(req.manager, live, applied, &mut merged);
     Ok(merged)
 }
 

@@ -307,3 +307,58 @@ fn malformed_apply_bodies_are_bad_requests() {
         Err(PatchError::BadRequest(_))
     ));
 }
+
+/// `kubectl apply` (client-side) of `image`: the config carries its own last-applied
+/// annotation, and `kubectl-client-side-apply` records the write.
+fn client_side_apply(live: Option<&Value>, image: &str) -> Value {
+    let mut applied = config(image, 3);
+    let mut last = applied.clone();
+    last["metadata"]["annotations"] = json!({});
+    applied["metadata"]["annotations"] = json!({ LAST_APPLIED: format!("{last}\n") });
+    let mut new = match live {
+        Some(live) => crate::patch::strategic_merge_patch(live, &applied, &gvk()).expect("smp"),
+        None => applied,
+    };
+    update_managed(live, &mut new, "kubectl-client-side-apply", None, 0);
+    new
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Appendix C `06-ssa-existing-csa`: `kubectl apply --server-side` after client-side applies.
+#[test]
+fn server_side_apply_after_client_side_apply_takes_over_own_fields() {
+    let live = client_side_apply(None, "nginx:1.14.2");
+    let live = client_side_apply(Some(&live), "nginx:1.16.1");
+    let obj = kubectl_apply(&live, "nginx:1.14.2", 3, false).expect("no conflict with own values");
+    assert_eq!(
+        obj["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.14.2"
+    );
+    let annotation = obj["metadata"]["annotations"][LAST_APPLIED]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        annotation.contains("nginx:1.14.2") && annotation.ends_with('\n'),
+        "{annotation}"
+    );
+    let csa = &entry(&obj, "kubectl-client-side-apply").expect("csa")["fieldsV1"];
+    let nginx = &csa["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"];
+    assert!(
+        nginx.get("f:image").is_none(),
+        "kubectl took the image over"
+    );
+}
+
+#[test]
+fn fields_changed_since_the_last_client_side_apply_still_conflict() {
+    let live = client_side_apply(None, "nginx:1.14.2");
+    let mut scaled = live.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    update_managed(Some(&live), &mut scaled, "kubectl", Some("scale"), 30);
+    let err = kubectl_apply(&scaled, "nginx:1.14.2", 3, false).expect_err("replicas moved on");
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1: .spec.replicas"
+    );
+}

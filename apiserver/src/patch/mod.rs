@@ -11,6 +11,7 @@ use serde_json::Value;
 pub mod apply;
 pub mod fieldpath;
 pub mod json_patch;
+pub mod last_applied;
 pub mod managed_fields;
 pub mod merge;
 pub mod merge_keys;
