@@ -47,7 +47,7 @@ pub fn allowed_conflicts(manager: &str, live: &Value, schema: Option<Schema<'_>>
 /// applied configuration (without the annotation itself), encoded as Kubernetes does: compact
 /// JSON with a trailing newline.
 pub fn update_annotation(manager: &str, live: Option<&Value>, applied: &Value, merged: &mut Value) {
-    if manager != KUBECTL_MANAGER || !live.is_some_and(|l| last_applied(l).is_some()) {
+    if manager != KUBECTL_MANAGER || live.is_none_or(|l| last_applied(l).is_none()) {
         return;
     }
     let mut config = applied.clone();
