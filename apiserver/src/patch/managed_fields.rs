@@ -220,6 +220,22 @@ fn ownable(set: &Set, subresource: Option<&str>, builtin: bool) -> Set {
     })
 }
 
+/// The applied configuration without the fields the write cannot change (the strategies'
+/// `GetResetFields`): a built-in kind's `status` through the main resource, its `spec` through
+/// `/status`. Applying them would only produce conflicts over values that are thrown away.
+fn reset_fields(applied: &Value, subresource: Option<&str>, builtin: bool) -> Value {
+    let mut applied = applied.clone();
+    let reset = match subresource {
+        None if builtin => Some(STATUS),
+        Some(STATUS) => Some("spec"),
+        _ => None,
+    };
+    if let (Some(field), Some(map)) = (reset, applied.as_object_mut()) {
+        map.remove(field);
+    }
+    applied
+}
+
 /// Formats `now` as Kubernetes writes `metav1.Time`: RFC 3339 in UTC, whole seconds.
 fn timestamp(now: jiff::Timestamp) -> String {
     now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
@@ -275,6 +291,8 @@ pub fn apply(
     let mut entries = live.map(decode).unwrap_or_default();
     let before = entries.clone();
 
+    let reset = reset_fields(applied, req.subresource, builtin);
+    let applied = &reset;
     let applied_set = apply::field_set(applied, schema)
         .map_err(|e| PatchError::BadRequest(format!("failed to create typed patch object: {e}")))?;
     let new_set = ownable(&applied_set, req.subresource, builtin);

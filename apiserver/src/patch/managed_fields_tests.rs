@@ -362,3 +362,22 @@ fn fields_changed_since_the_last_client_side_apply_still_conflict() {
         "Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1: .spec.replicas"
     );
 }
+
+#[test]
+fn applied_status_is_ignored_on_the_main_resource() {
+    let live = created();
+    let mut status_written = live.clone();
+    status_written["status"] = json!({"replicas": 3});
+    update_managed(
+        Some(&live),
+        &mut status_written,
+        "kube-controller-manager",
+        Some("status"),
+        30,
+    );
+    let mut with_status = config("nginx:1.14.2", 3);
+    with_status["status"] = json!({"replicas": 0});
+    let obj =
+        ssa(Some(&status_written), &with_status, "kubectl", false, 60).expect("no status conflict");
+    assert_eq!(obj["status"]["replicas"], 3);
+}

@@ -81,9 +81,6 @@ fn merge_map(
             }
             continue;
         }
-        if key.starts_with('$') {
-            return Err(bad_request(&format!("unknown directive {key}")));
-        }
         if patch_value.is_null() {
             original.remove(&key);
             continue;
