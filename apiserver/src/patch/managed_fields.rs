@@ -248,7 +248,7 @@ fn api_version(obj: &Value) -> String {
         .to_owned()
 }
 
-/// What [`apply`] needs besides the objects.
+/// What [`fn@apply`] needs besides the objects.
 #[derive(Debug, Clone, Copy)]
 pub struct ApplyRequest<'a> {
     /// The schema of the kind, or None (custom resources).
