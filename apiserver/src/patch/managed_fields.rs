@@ -86,6 +86,17 @@ impl ManagedFieldsEntry {
         out
     }
 
+    /// `sortEncodedManagedFields`: operation, time, manager, API version, subresource.
+    fn sort_key(&self) -> (Operation, &Option<String>, &str, &str, &Option<String>) {
+        (
+            self.operation,
+            &self.time,
+            &self.manager,
+            &self.api_version,
+            &self.subresource,
+        )
+    }
+
     fn decode(entry: &Value) -> Option<ManagedFieldsEntry> {
         let text = |name: &str| entry.get(name).and_then(Value::as_str).map(str::to_owned);
         let operation = match entry.get("operation")?.as_str()? {
@@ -153,14 +164,7 @@ pub fn decode(obj: &Value) -> Vec<ManagedFieldsEntry> {
 /// Writes `entries` into `obj`'s `metadata.managedFields` in Kubernetes' order (Apply before
 /// Update, then by time, manager and subresource); no entries removes the field.
 pub fn encode(obj: &mut Value, mut entries: Vec<ManagedFieldsEntry>) {
-    entries.sort_by(|a, b| {
-        (a.operation, &a.time, &a.manager, &a.subresource).cmp(&(
-            b.operation,
-            &b.time,
-            &b.manager,
-            &b.subresource,
-        ))
-    });
+    entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let Some(metadata) = metadata_mut(obj) else {
         return;
     };

@@ -381,3 +381,14 @@ fn applied_status_is_ignored_on_the_main_resource() {
         ssa(Some(&status_written), &with_status, "kubectl", false, 60).expect("no status conflict");
     assert_eq!(obj["status"]["replicas"], 3);
 }
+
+#[test]
+fn update_owns_empty_objects_and_map_entries() {
+    let mut obj = config("nginx:1.14.2", 3);
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({});
+    update_managed(None, &mut obj, "kubectl-create", None, 0);
+    let fields = &entry(&obj, "kubectl-create").expect("entry")["fieldsV1"];
+    let nginx = &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"];
+    assert_eq!(nginx["f:resources"], json!({}));
+    assert_eq!(fields["f:metadata"]["f:labels"], json!({"f:app": {}}));
+}
