@@ -299,7 +299,7 @@ fn malformed_apply_bodies_are_bad_requests() {
     let missing_key = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx"},
         "spec":{"template":{"spec":{"containers":[{"image":"x"}]}}}});
     assert!(
-        matches!(ssa(None, &missing_key, "kubectl", false, 0), Err(PatchError::BadRequest(m)) if m.contains("omits key field \"name\""))
+        matches!(ssa(None, &missing_key, "kubectl", false, 0), Err(PatchError::BadRequest(m)) if m.starts_with("failed to create typed patch object (<unknown>/nginx; apps/v1, Kind=Deployment): .spec.template.spec.containers: element 0: associative list with keys has an element that omits key field \"name\""))
     );
     let with_managed = json!({"metadata":{"managedFields":[{}]}});
     assert!(matches!(
@@ -391,4 +391,17 @@ fn update_owns_empty_objects_and_map_entries() {
     let nginx = &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"];
     assert_eq!(nginx["f:resources"], json!({}));
     assert_eq!(fields["f:metadata"]["f:labels"], json!({"f:app": {}}));
+}
+
+#[test]
+fn apply_in_another_version_is_refused() {
+    let mut v1beta1 = config("nginx", 1);
+    v1beta1["apiVersion"] = json!("apps/v1beta1");
+    let err = crate::patch::server_side_apply(None, &v1beta1, &gvk(), "kubectl", false, at(0));
+    assert_eq!(
+        err,
+        Err(PatchError::BadRequest(
+            "Incorrect version specified in apply patch. Specified patch version: apps/v1beta1, expected: apps/v1".into()
+        ))
+    );
 }

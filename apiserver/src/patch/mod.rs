@@ -205,6 +205,16 @@ pub fn server_side_apply_subresource(
     force: bool,
     now: jiff::Timestamp,
 ) -> Result<Value, PatchError> {
+    let expected = gvk.group_version().api_version();
+    let specified = applied
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if specified != expected {
+        return Err(PatchError::BadRequest(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {specified}, expected: {expected}"
+        )));
+    }
     let request = managed_fields::ApplyRequest {
         schema: schema::Schema::builtin(gvk),
         manager,
