@@ -258,3 +258,21 @@ fn kubectl_apply_removing_a_container_and_a_port() {
     );
     assert!(!got.to_string().contains('$'), "{got}");
 }
+
+/// Like Kubernetes, `$patch: merge` is refused in maps and lists (merging is the default).
+#[test]
+fn patch_merge_directive_is_refused() {
+    let gvk = GroupVersionKind::new("apps", "v1", "Deployment");
+    let in_map = json!({"metadata":{"labels":{"$patch":"merge","a":"b"}}});
+    assert!(matches!(
+        apply(&deployment(), &in_map, Schema::builtin(&gvk)),
+        Err(PatchError::BadRequest(m)) if m.starts_with("unknown patch type: merge in map")
+    ));
+    let in_list = json!({"spec":{"template":{"spec":{"containers":[{"$patch":"merge"}]}}}});
+    assert_eq!(
+        apply(&deployment(), &in_list, Schema::builtin(&gvk)),
+        Err(PatchError::Invalid(
+            "merging lists cannot yet be specified in the patch".into()
+        ))
+    );
+}
