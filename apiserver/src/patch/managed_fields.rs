@@ -357,8 +357,9 @@ pub fn apply(
                 .paths()
                 .into_iter()
                 .map(|p| ApplyConflict {
-                    manager: e.describe(),
+                    manager: e.manager.clone(),
                     field: path_string(&p),
+                    printed_manager: e.describe(),
                 })
         })
         .collect();

@@ -122,8 +122,9 @@ fn conflict_with_another_manager() {
     let live = client_side_applied();
     let err = kubectl_apply(&live, "nginx:1.14.2", 5, false).expect_err("conflicts");
     let want = vec![ApplyConflict {
-        manager: "\"kubectl-client-side-apply\" using apps/v1".into(),
+        manager: "kubectl-client-side-apply".into(),
         field: ".spec.replicas".into(),
+        printed_manager: "\"kubectl-client-side-apply\" using apps/v1".into(),
     }];
     assert_eq!(err, PatchError::Conflicts(want.clone()));
     assert_eq!(
@@ -203,12 +204,14 @@ fn shared_fields_survive_one_applier_leaving() {
 fn two_conflicts_are_grouped_by_manager() {
     let conflicts = vec![
         ApplyConflict {
-            manager: "\"b\"".into(),
+            manager: "b".into(),
             field: ".spec.x".into(),
+            printed_manager: "\"b\"".into(),
         },
         ApplyConflict {
-            manager: "\"a\" using v1".into(),
+            manager: "a".into(),
             field: ".data.k".into(),
+            printed_manager: "\"a\" using v1".into(),
         },
     ];
     assert_eq!(

@@ -76,19 +76,22 @@ impl PatchType {
 /// `{"reason": "FieldManagerConflict", "message": conflict.cause_message(), "field": conflict.field}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyConflict {
-    /// The manager that owns the field, *as Kubernetes prints it*: quoted, and for `Update`
-    /// managers followed by the API version, e.g. `"kubectl-client-side-apply" using apps/v1`,
-    /// `"kubectl"` (an applier), `"kubelet" with subresource "status" using v1`.
+    /// The manager that owns the field, e.g. `kubectl-client-side-apply`.
     pub manager: String,
     /// The field path as Kubernetes prints it, e.g. `.spec.replicas` or
     /// `.spec.template.spec.containers[name="nginx"].image`.
     pub field: String,
+    /// The manager as Kubernetes prints it in messages (`printManager`): quoted, plus the API
+    /// version for `Update` managers and the subresource if any, e.g.
+    /// `"kubectl-client-side-apply" using apps/v1`, `"kubectl"` (an applier),
+    /// `"kubelet" with subresource "status" using v1`.
+    pub printed_manager: String,
 }
 
 impl ApplyConflict {
     /// The message of this conflict's `StatusCause`: `conflict with "kubectl" using apps/v1`.
     pub fn cause_message(&self) -> String {
-        format!("conflict with {}", self.manager)
+        format!("conflict with {}", self.printed_manager)
     }
 }
 
@@ -107,10 +110,13 @@ pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
     if let [only] = conflicts {
         return format!(
             "Apply failed with 1 conflict: conflict with {}: {}",
-            only.manager, only.field
+            only.printed_manager, only.field
         );
     }
-    let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
+    let mut managers: Vec<&str> = conflicts
+        .iter()
+        .map(|c| c.printed_manager.as_str())
+        .collect();
     managers.sort_unstable();
     managers.dedup();
     let mut lines = Vec::new();
@@ -119,7 +125,7 @@ pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
         lines.extend(
             conflicts
                 .iter()
-                .filter(|c| c.manager == manager)
+                .filter(|c| c.printed_manager == manager)
                 .map(|c| format!("- {}", c.field)),
         );
     }
