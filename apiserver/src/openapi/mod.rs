@@ -8,7 +8,7 @@
 //! GET /openapi/v3/apis/apps/v1?hash=.. ──► document(apps/v1, [Deployment, ReplicaSet, ..])
 //! ```
 //!
-//! [`builtin`] generates and annotates the schemas once per process; [`document`] picks the
+//! [`builtin`] generates and annotates the schemas once per process; [`mod@document`] picks the
 //! ones a group/version needs and writes its `paths`. `OpenApiKind::subresources` other than
 //! `status`, `scale` and `binding` are served but not described.
 
