@@ -8,6 +8,16 @@
 //! into `k8s-openapi` types where that is convenient, which drops unknown fields exactly as
 //! Kubernetes' Go decoding does.
 
+pub mod decode;
+pub mod field;
+pub mod human_duration;
+pub mod meta;
+pub mod names;
+pub mod quantity;
+pub mod selector;
+pub mod table;
+pub mod typed;
+
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
 use std::fmt;
