@@ -9,14 +9,17 @@
 //! Kubernetes' Go decoding does.
 
 pub mod decode;
+pub mod deployment;
 pub mod field;
 pub mod human_duration;
 pub mod meta;
 pub mod names;
+pub mod pod_spec;
 pub mod quantity;
 pub mod selector;
 pub mod table;
 pub mod typed;
+pub mod workload;
 
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
@@ -204,5 +207,7 @@ impl Strategy for DefaultStrategy {
 
 /// The strategy of each built-in kind miniplane serves.
 pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
-    Vec::new()
+    use std::sync::Arc;
+    use typed::Typed;
+    vec![Arc::new(Typed(deployment::DeploymentRules))]
 }
