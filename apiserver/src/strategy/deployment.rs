@@ -12,7 +12,7 @@ use super::pod_spec::default_pod_template;
 use super::table::{age_column, column, int, text};
 use super::typed::{KindRules, age};
 use super::workload::{
-    DeadlineRule, go_render_int_or_string, int_or_percent_value,
+    REPLICA_SET_DEADLINE, go_render_int_or_string, int_or_percent_value,
     validate_not_more_than_100_percent, validate_positive_int_or_percent,
     validate_selector_and_template, validate_selector_unchanged, wide_cells, wide_columns,
 };
@@ -63,7 +63,7 @@ impl KindRules for DeploymentRules {
             &spec.selector,
             &spec.template,
             &path,
-            DeadlineRule::ForbiddenLikeReplicaSet,
+            REPLICA_SET_DEADLINE,
         ));
         errs.extend(validate_strategy(
             spec.strategy.as_ref(),

@@ -8,15 +8,21 @@
 //! into `k8s-openapi` types where that is convenient, which drops unknown fields exactly as
 //! Kubernetes' Go decoding does.
 
+pub mod daemonset;
 pub mod decode;
 pub mod deployment;
 pub mod field;
 pub mod human_duration;
 pub mod meta;
 pub mod names;
+pub mod pod;
+pub mod pod_printer;
 pub mod pod_spec;
+pub mod qos;
 pub mod quantity;
+pub mod replicaset;
 pub mod selector;
+pub mod statefulset;
 pub mod table;
 pub mod typed;
 pub mod workload;
@@ -209,5 +215,11 @@ impl Strategy for DefaultStrategy {
 pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
     use std::sync::Arc;
     use typed::Typed;
-    vec![Arc::new(Typed(deployment::DeploymentRules))]
+    vec![
+        Arc::new(Typed(pod::PodRules)),
+        Arc::new(Typed(deployment::DeploymentRules)),
+        Arc::new(Typed(replicaset::ReplicaSetRules)),
+        Arc::new(Typed(daemonset::DaemonSetRules)),
+        Arc::new(Typed(statefulset::StatefulSetRules)),
+    ]
 }

@@ -24,14 +24,19 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
-/// What a workload's template may not contain besides a non-`Always` restart policy.
+/// How a workload rejects `activeDeadlineSeconds` in its template (each kind words it its own
+/// way in Kubernetes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DeadlineRule {
-    /// Deployment, ReplicaSet, DaemonSet: `Forbidden: activeDeadlineSeconds in ReplicaSet is not Supported`.
-    ForbiddenLikeReplicaSet,
-    /// StatefulSet: `Invalid value: ...: must not be specified`.
-    InvalidLikeStatefulSet,
+    /// `Forbidden: <message>` (Deployment, ReplicaSet).
+    Forbidden(&'static str),
+    /// `Invalid value: <seconds>: <message>` (DaemonSet, StatefulSet).
+    Invalid(&'static str),
 }
+
+/// Deployment's and ReplicaSet's rule.
+pub const REPLICA_SET_DEADLINE: DeadlineRule =
+    DeadlineRule::Forbidden("activeDeadlineSeconds in ReplicaSet is not Supported");
 
 /// The selector and template of an apps/v1 workload, on create and update.
 ///
@@ -72,12 +77,8 @@ pub fn validate_selector_and_template(
     if let Some(deadline_secs) = pod_spec.active_deadline_seconds {
         let p = template_path.child("spec").child("activeDeadlineSeconds");
         errs.push(match deadline {
-            DeadlineRule::ForbiddenLikeReplicaSet => {
-                FieldError::forbidden(&p, "activeDeadlineSeconds in ReplicaSet is not Supported")
-            }
-            DeadlineRule::InvalidLikeStatefulSet => {
-                FieldError::invalid(&p, deadline_secs, "must not be specified")
-            }
+            DeadlineRule::Forbidden(msg) => FieldError::forbidden(&p, msg),
+            DeadlineRule::Invalid(msg) => FieldError::invalid(&p, deadline_secs, msg),
         });
     }
     errs
@@ -182,7 +183,7 @@ mod tests {
             &sel(s),
             &template(t),
             &FieldPath::new("spec"),
-            DeadlineRule::ForbiddenLikeReplicaSet,
+            REPLICA_SET_DEADLINE,
         )
         .iter()
         .map(ToString::to_string)
