@@ -44,6 +44,19 @@ pub trait KindRules: Send + Sync + 'static {
         let _ = obj;
     }
 
+    /// `PrepareForCreate` (see [`Strategy::prepare_for_create`]).
+    fn prepare_for_create(&self, obj: &mut Self::Object) {
+        let _ = obj;
+    }
+
+    /// `PrepareForUpdate` (see [`Strategy::prepare_for_update`]).
+    fn prepare_for_update(&self, new: &mut Self::Object, old: &Self::Object) {
+        let _ = (new, old);
+    }
+
+    /// Whether tables lead with the registry's `Name` column.
+    const TABLE_HAS_NAME_COLUMN: bool = true;
+
     /// Validation of the kind's own fields on create (metadata is checked by [`Typed`]).
     fn validate(&self, obj: &Self::Object) -> Vec<FieldError> {
         let _ = obj;
@@ -113,6 +126,28 @@ impl<R: KindRules> Strategy for Typed<R> {
         self.0.set_defaults(&mut typed);
         *obj = encode(&typed)?;
         Ok(())
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if let Ok(mut typed) = decode::<R::Object>(obj) {
+            self.0.prepare_for_create(&mut typed);
+            if let Ok(v) = encode(&typed) {
+                *obj = v;
+            }
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if let (Ok(mut typed), Ok(old)) = (decode::<R::Object>(new), decode::<R::Object>(old)) {
+            self.0.prepare_for_update(&mut typed, &old);
+            if let Ok(v) = encode(&typed) {
+                *new = v;
+            }
+        }
+    }
+
+    fn table_has_name_column(&self) -> bool {
+        R::TABLE_HAS_NAME_COLUMN
     }
 
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
