@@ -13,8 +13,10 @@ pub mod configmap;
 pub mod daemonset;
 pub mod decode;
 pub mod deployment;
+pub mod endpoints;
 pub mod field;
 pub mod human_duration;
+pub mod lease;
 pub mod meta;
 pub mod names;
 pub mod namespace;
@@ -27,6 +29,8 @@ pub mod quantity;
 pub mod replicaset;
 pub mod secret;
 pub mod selector;
+pub mod service;
+pub mod serviceaccount;
 pub mod statefulset;
 pub mod table;
 pub mod typed;
@@ -248,6 +252,10 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(node::NodeRules)),
         Arc::new(Typed(configmap::ConfigMapRules)),
         Arc::new(Typed(secret::SecretRules)),
+        Arc::new(Typed(service::ServiceRules)),
+        Arc::new(Typed(endpoints::EndpointsRules)),
+        Arc::new(Typed(serviceaccount::ServiceAccountRules)),
+        Arc::new(Typed(lease::LeaseRules)),
         Arc::new(Typed(deployment::DeploymentRules)),
         Arc::new(Typed(replicaset::ReplicaSetRules)),
         Arc::new(Typed(daemonset::DaemonSetRules)),
