@@ -14,6 +14,8 @@ pub mod daemonset;
 pub mod decode;
 pub mod deployment;
 pub mod endpoints;
+pub mod event;
+pub mod events_v1;
 pub mod field;
 pub mod human_duration;
 pub mod lease;
@@ -256,6 +258,8 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(endpoints::EndpointsRules)),
         Arc::new(Typed(serviceaccount::ServiceAccountRules)),
         Arc::new(Typed(lease::LeaseRules)),
+        Arc::new(Typed(event::EventRules)),
+        Arc::new(Typed(events_v1::EventsV1Rules)),
         Arc::new(Typed(deployment::DeploymentRules)),
         Arc::new(Typed(replicaset::ReplicaSetRules)),
         Arc::new(Typed(daemonset::DaemonSetRules)),
