@@ -10,6 +10,8 @@
 
 pub mod config_data;
 pub mod configmap;
+pub mod cron_schedule;
+pub mod cronjob;
 pub mod daemonset;
 pub mod decode;
 pub mod deployment;
@@ -18,6 +20,7 @@ pub mod event;
 pub mod events_v1;
 pub mod field;
 pub mod human_duration;
+pub mod job;
 pub mod lease;
 pub mod meta;
 pub mod names;
@@ -264,5 +267,7 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(replicaset::ReplicaSetRules)),
         Arc::new(Typed(daemonset::DaemonSetRules)),
         Arc::new(Typed(statefulset::StatefulSetRules)),
+        Arc::new(Typed(job::JobRules)),
+        Arc::new(Typed(cronjob::CronJobRules)),
     ]
 }
