@@ -119,7 +119,8 @@ pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<Fi
     errs
 }
 
-fn validate_common(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
+/// The labels and annotations of `meta`, reported under `path.labels` and `path.annotations`.
+pub fn validate_labels_and_annotations(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(labels) = &meta.labels {
         errs.extend(validate_labels(labels, &path.child("labels")));
@@ -130,6 +131,11 @@ fn validate_common(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
             &path.child("annotations"),
         ));
     }
+    errs
+}
+
+fn validate_common(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = validate_labels_and_annotations(meta, path);
     if let Some(owners) = &meta.owner_references {
         errs.extend(validate_owner_references(
             owners,

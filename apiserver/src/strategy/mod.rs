@@ -271,3 +271,9 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(cronjob::CronJobRules)),
     ]
 }
+
+/// Test helper: errors rendered as Kubernetes prints them.
+#[cfg(test)]
+pub(crate) fn messages(errs: &[FieldError]) -> Vec<String> {
+    errs.iter().map(ToString::to_string).collect()
+}

@@ -253,11 +253,7 @@ mod tests {
         let mut obj = json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}, "status": {"capacity": {"cpu": "4"}}});
         s.default(&mut obj).unwrap();
         assert_eq!(obj["status"]["allocatable"], json!({"cpu": "4"}));
-        let errs: Vec<String> = s
-            .validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&obj));
         assert_eq!(
             errs,
             vec![

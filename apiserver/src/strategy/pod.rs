@@ -13,7 +13,7 @@
 //! added tolerations and a negative `terminationGracePeriodSeconds` raised to 1 may change.
 
 use super::field::FieldPath;
-use super::pod_printer::{pod_columns, pod_row};
+use super::pod_printer::{pod_columns, pod_ip, pod_row};
 use super::pod_spec::{default_pod_spec, validate_pod_spec};
 use super::qos::pod_qos;
 use super::typed::KindRules;
@@ -98,12 +98,7 @@ impl KindRules for PodRules {
     fn selectable_fields(&self, obj: &Pod) -> Vec<(&'static str, String)> {
         let spec = obj.spec.clone().unwrap_or_default();
         let status = obj.status.clone().unwrap_or_default();
-        let pod_ip = status
-            .pod_ips
-            .as_ref()
-            .and_then(|ips| ips.first())
-            .map(|ip| ip.ip.clone())
-            .unwrap_or_default();
+        let pod_ip = pod_ip(&status);
         vec![
             ("spec.nodeName", spec.node_name.unwrap_or_default()),
             (

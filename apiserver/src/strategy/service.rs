@@ -428,11 +428,7 @@ mod tests {
     }
 
     fn errs(spec: Value) -> Vec<String> {
-        Typed(ServiceRules)
-            .validate_create(&created(spec))
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        crate::strategy::messages(&Typed(ServiceRules).validate_create(&created(spec)))
     }
 
     #[test]
@@ -493,11 +489,7 @@ mod tests {
             errs(json!({"type": "ExternalName"})),
             vec!["spec.externalName: Required value"]
         );
-        let bad_name: Vec<String> = Typed(ServiceRules)
-            .validate_create(&json!({"metadata": {"name": "1web", "namespace": "d"}, "spec": {"clusterIP": "None"}}))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let bad_name: Vec<String> = crate::strategy::messages(&Typed(ServiceRules).validate_create(&json!({"metadata": {"name": "1web", "namespace": "d"}, "spec": {"clusterIP": "None"}})));
         assert!(
             bad_name[0].starts_with("metadata.name: Invalid value: \"1web\": a DNS-1035 label"),
             "{bad_name:?}"
@@ -518,11 +510,7 @@ mod tests {
         );
         assert!(s.validate_update(&new, &old).is_empty());
         new["spec"]["clusterIPs"] = json!(["10.96.0.99"]);
-        let errs: Vec<String> = s
-            .validate_update(&new, &old)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_update(&new, &old));
         assert_eq!(
             errs,
             vec![

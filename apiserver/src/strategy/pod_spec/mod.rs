@@ -26,10 +26,7 @@ mod tests {
     fn errors(spec: serde_json::Value) -> Vec<String> {
         let mut spec: PodSpec = serde_json::from_value(spec).unwrap();
         default_pod_spec(&mut spec);
-        validate_pod_spec(&spec, &FieldPath::new("spec"))
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        crate::strategy::messages(&validate_pod_spec(&spec, &FieldPath::new("spec")))
     }
 
     #[test]
