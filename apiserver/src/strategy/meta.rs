@@ -75,6 +75,19 @@ pub fn validate_object_meta(
     errs
 }
 
+/// [`validate_object_meta`] over a JSON object's `metadata`, for kinds without a typed strategy
+/// (custom resources): names must be DNS subdomains.
+pub fn validate_metadata_value(obj: &serde_json::Value, namespaced: bool) -> Vec<FieldError> {
+    match serde_json::from_value::<ObjectMeta>(obj["metadata"].clone()) {
+        Ok(meta) => validate_object_meta(&meta, namespaced, NameRule::Dns1123Subdomain),
+        Err(e) => vec![FieldError::invalid(
+            &FieldPath::new("metadata"),
+            Rendered(String::new()),
+            &e.to_string(),
+        )],
+    }
+}
+
 /// `ValidateObjectMetaUpdate`: the create rules for labels, annotations, owners and finalizers,
 /// plus immutable name and namespace, and no new finalizers once deletion started.
 pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<FieldError> {
