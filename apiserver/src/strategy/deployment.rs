@@ -254,6 +254,10 @@ mod tests {
             })
         );
         assert!(Typed(DeploymentRules).validate_create(&obj).is_empty());
+        let mut with_status = obj.clone();
+        with_status["status"] = json!({"replicas": 3});
+        Typed(DeploymentRules).prepare_for_create(&mut with_status);
+        assert_eq!(with_status["status"], json!({}));
     }
 
     #[test]

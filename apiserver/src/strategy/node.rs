@@ -22,6 +22,7 @@ pub struct NodeRules;
 impl KindRules for NodeRules {
     type Object = Node;
     const STATUS_SUBRESOURCE: bool = true;
+    const KEEP_STATUS_ON_CREATE: bool = true;
 
     fn set_defaults(&self, obj: &mut Node) {
         if let Some(status) = obj.status.as_mut()

@@ -78,6 +78,11 @@ impl KindRules for PodRules {
         status.qos_class.get_or_insert(qos);
     }
 
+    fn prepare_for_create(&self, obj: &mut Pod) {
+        // The status was reset: a new pod is `Pending` with its QoS class.
+        self.set_defaults(obj);
+    }
+
     fn validate(&self, obj: &Pod) -> Vec<FieldError> {
         validate_pod_spec(
             &obj.spec.clone().unwrap_or_default(),
@@ -321,6 +326,14 @@ mod tests {
         };
         assert_eq!(again, obj);
         assert!(Typed(PodRules).validate_create(&obj).is_empty());
+        // A status sent on create is replaced.
+        let mut running = obj.clone();
+        running["status"] = json!({"phase": "Running"});
+        Typed(PodRules).prepare_for_create(&mut running);
+        assert_eq!(
+            running["status"],
+            json!({"phase": "Pending", "qosClass": "Guaranteed"})
+        );
     }
 
     #[test]

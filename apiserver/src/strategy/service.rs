@@ -90,6 +90,11 @@ impl KindRules for ServiceRules {
         );
         let spec = obj.spec.get_or_insert_with(ServiceSpec::default);
         allocate(spec, &key);
+        // Go's non-pointer `LoadBalancerStatus` always shows: `status: {loadBalancer: {}}`.
+        obj.status
+            .get_or_insert_with(Default::default)
+            .load_balancer
+            .get_or_insert_with(Default::default);
     }
 
     fn prepare_for_update(&self, new: &mut Service, old: &Service) {

@@ -39,6 +39,11 @@ pub trait KindRules: Send + Sync + 'static {
     /// Whether the kind has a `status` subresource.
     const STATUS_SUBRESOURCE: bool = false;
 
+    /// Whether a new object keeps the `status` its creator sent. Kinds with a status subresource
+    /// start with an empty status (their `PrepareForCreate` resets it) unless this is true, as for
+    /// Nodes, whose kubelet registers them with a status.
+    const KEEP_STATUS_ON_CREATE: bool = false;
+
     /// `SetDefaults_<Kind>` plus what the kind's `PrepareForCreate` fills in.
     fn set_defaults(&self, obj: &mut Self::Object) {
         let _ = obj;
@@ -129,6 +134,12 @@ impl<R: KindRules> Strategy for Typed<R> {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        if R::STATUS_SUBRESOURCE
+            && !R::KEEP_STATUS_ON_CREATE
+            && let Some(map) = obj.as_object_mut()
+        {
+            map.insert("status".to_owned(), Value::Object(Default::default()));
+        }
         if let Ok(mut typed) = decode::<R::Object>(obj) {
             self.0.prepare_for_create(&mut typed);
             if let Ok(v) = encode(&typed) {
