@@ -100,6 +100,10 @@ impl KindRules for DeploymentRules {
         errs
     }
 
+    fn bumps_generation(&self, new: &Deployment, old: &Deployment, _: (&Value, &Value)) -> bool {
+        new.spec != old.spec || new.metadata.annotations != old.metadata.annotations
+    }
+
     fn table_columns(&self) -> Vec<TableColumn> {
         let mut cols = vec![
             column("Ready", "string", "Number of the pod with ready state", 0),
@@ -335,6 +339,11 @@ mod tests {
             ]
         );
         assert!(s.validate_update(&old, &old).is_empty());
+        assert!(s.bumps_generation(&new, &old));
+        let mut annotated = old.clone();
+        annotated["metadata"]["annotations"] = json!({"kubernetes.io/change-cause": "x"});
+        assert!(s.bumps_generation(&annotated, &old));
+        assert!(!s.bumps_generation(&old, &old));
     }
 
     #[test]

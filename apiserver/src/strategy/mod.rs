@@ -198,6 +198,22 @@ pub trait Strategy: Send + Sync + 'static {
         let _ = (new, old);
     }
 
+    /// Whether an update of the main resource starts a new `metadata.generation`
+    /// (`PrepareForUpdate`): by default when `spec` changed; Deployments also count annotation
+    /// changes (a rollback is requested through one), Pods never do.
+    fn bumps_generation(&self, new: &Value, old: &Value) -> bool {
+        new.get("spec") != old.get("spec")
+    }
+
+    /// `CheckGracefulDelete`: the grace period in seconds a deletion of `obj` waits (with
+    /// `deletionTimestamp` set) before the object is removed, given the `gracePeriodSeconds` the
+    /// client asked for; `None` (the default) or `Some(0)` deletes at once. Only Pods are
+    /// deleted gracefully: their kubelet stops the containers first.
+    fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        let _ = (obj, requested);
+        None
+    }
+
     /// Whether the registry puts its `Name` column first in tables. False for Events, whose
     /// table starts with `Last Seen` and lists the name as a `-o wide` column of its own.
     fn table_has_name_column(&self) -> bool {
@@ -396,6 +412,12 @@ mod tests {
             );
             assert_eq!(s.has_status_subresource(), status, "{gvk}");
             assert_eq!(s.table_has_name_column(), gvk.kind != "Event", "{gvk}");
+            assert_eq!(
+                s.graceful_delete_period(&obj, Some(30)).is_some(),
+                gvk.kind == "Pod",
+                "{gvk}"
+            );
+            assert!(!s.bumps_generation(&obj, &obj), "{gvk}");
         }
     }
 

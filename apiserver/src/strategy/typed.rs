@@ -59,6 +59,23 @@ pub trait KindRules: Send + Sync + 'static {
         let _ = (new, old);
     }
 
+    /// See [`Strategy::bumps_generation`].
+    fn bumps_generation(
+        &self,
+        new: &Self::Object,
+        old: &Self::Object,
+        json: (&Value, &Value),
+    ) -> bool {
+        let _ = (new, old);
+        json.0.get("spec") != json.1.get("spec")
+    }
+
+    /// See [`Strategy::graceful_delete_period`].
+    fn graceful_delete_period(&self, obj: &Self::Object, requested: Option<i64>) -> Option<i64> {
+        let _ = (obj, requested);
+        None
+    }
+
     /// Whether tables lead with the registry's `Name` column.
     const TABLE_HAS_NAME_COLUMN: bool = true;
 
@@ -159,6 +176,19 @@ impl<R: KindRules> Strategy for Typed<R> {
 
     fn table_has_name_column(&self) -> bool {
         R::TABLE_HAS_NAME_COLUMN
+    }
+
+    fn bumps_generation(&self, new: &Value, old: &Value) -> bool {
+        match (decode::<R::Object>(new), decode::<R::Object>(old)) {
+            (Ok(n), Ok(o)) => self.0.bumps_generation(&n, &o, (new, old)),
+            _ => new.get("spec") != old.get("spec"),
+        }
+    }
+
+    fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        decode::<R::Object>(obj)
+            .ok()
+            .and_then(|typed| self.0.graceful_delete_period(&typed, requested))
     }
 
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
