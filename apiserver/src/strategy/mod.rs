@@ -418,6 +418,16 @@ mod tests {
                 "{gvk}"
             );
             assert!(!s.bumps_generation(&obj, &obj), "{gvk}");
+            // The registry learns the selectable fields from a skeleton object.
+            let skeleton = json!({"apiVersion": gvk.group_version().api_version(), "kind": gvk.kind, "metadata": {}});
+            let names = |fields: Vec<(&'static str, String)>| {
+                fields.into_iter().map(|(f, _)| f).collect::<Vec<_>>()
+            };
+            assert_eq!(
+                names(s.selectable_fields(&skeleton)),
+                names(s.selectable_fields(&obj)),
+                "{gvk}"
+            );
         }
     }
 
