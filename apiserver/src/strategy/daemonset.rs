@@ -3,7 +3,7 @@
 //! `ValidateDaemonSetUpdateStrategy`, `ValidateRollingUpdateDaemonSet`, and `printDaemonSet` in
 //! `pkg/printers/internalversion/printers.go`).
 
-use super::field::{FieldPath, Rendered, go_quote, validate_nonnegative};
+use super::field::{FieldPath, validate_nonnegative};
 use super::pod_spec::default_pod_template;
 use super::selector::format_labels;
 use super::table::{age_column, column, container_columns, int, text};
@@ -188,7 +188,7 @@ fn validate_update_strategy(
         }
         other => errs.push(FieldError::not_supported(
             path,
-            Rendered(go_quote(other)),
+            other,
             &["RollingUpdate", "OnDelete"],
         )),
     }

@@ -12,7 +12,7 @@
 //!                                 batch.kubernetes.io/job-name: <name>, job-name: <name>
 //! ```
 
-use super::field::{FieldPath, Rendered, validate_immutable, validate_nonnegative};
+use super::field::{FieldPath, validate_immutable, validate_nonnegative};
 use super::human_duration::{human_duration, since};
 use super::pod_spec::{default_pod_template, validate_pod_template};
 use super::selector::{format_label_selector, go_render, matches, validate_label_selector};
@@ -297,7 +297,7 @@ pub fn validate_job_spec(spec: &JobSpec, path: &FieldPath) -> Vec<FieldError> {
         "OnFailure" | "Never" => {}
         other => errs.push(FieldError::not_supported(
             &restart_path,
-            Rendered(format!("{other:?}")),
+            other,
             &["OnFailure", "Never"],
         )),
     }

@@ -7,7 +7,7 @@
 //! `revisionHistoryLimit`, `persistentVolumeClaimRetentionPolicy` and `minReadySeconds` may
 //! change.
 
-use super::field::{FieldPath, Rendered, go_quote, validate_nonnegative};
+use super::field::{FieldPath, Rendered, validate_nonnegative};
 use super::pod_spec::default_pod_template;
 use super::table::{age_column, column, container_columns, text};
 use super::typed::{KindRules, age};
@@ -103,7 +103,7 @@ impl KindRules for StatefulSetRules {
             }
             other => errs.push(FieldError::invalid(
                 &strategy_path,
-                Rendered(go_quote(other)),
+                other,
                 "must be 'RollingUpdate' or 'OnDelete'",
             )),
         }
