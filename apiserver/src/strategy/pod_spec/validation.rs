@@ -49,6 +49,16 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &FieldPath) -> Vec<FieldError> {
             &volume_names,
             &mut container_names,
         ));
+        // Only `Always` is allowed: it makes the init container a sidecar.
+        if let Some(policy) = c.restart_policy.as_deref()
+            && policy != "Always"
+        {
+            errs.push(FieldError::not_supported(
+                &p.child("restartPolicy"),
+                policy,
+                &["Always"],
+            ));
+        }
     }
     if spec.containers.is_empty() {
         errs.push(FieldError::required(&path.child("containers"), ""));
@@ -61,6 +71,12 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &FieldPath) -> Vec<FieldError> {
             &volume_names,
             &mut container_names,
         ));
+        if c.restart_policy.is_some() {
+            errs.push(FieldError::forbidden(
+                &p.child("restartPolicy"),
+                "may not be set for non-init containers",
+            ));
+        }
     }
 
     errs.extend(validate_enum(
