@@ -128,6 +128,21 @@ mod tests {
     }
 
     #[test]
+    fn only_init_containers_restart_and_only_always() {
+        let errs = errors(json!({
+            "initContainers": [{"name": "log", "image": "x", "restartPolicy": "Always"}, {"name": "i", "image": "x", "restartPolicy": "Never"}],
+            "containers": [{"name": "a", "image": "y", "restartPolicy": "Always"}]
+        }));
+        assert_eq!(
+            errs,
+            vec![
+                "spec.initContainers[1].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+                "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers",
+            ]
+        );
+    }
+
+    #[test]
     fn spec_defaults() {
         let mut spec: PodSpec = serde_json::from_value(json!({
             "containers": [{"name": "nginx", "image": "nginx:1.25", "ports": [{"containerPort": 80}],
