@@ -202,4 +202,4 @@ pub fn describe_replica_sets(rss: &ReplicaSets) -> String {
 
 #[cfg(test)]
 #[path = "rolling_tests.rs"]
-mod tests;
+pub(crate) mod tests;
