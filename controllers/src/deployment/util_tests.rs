@@ -6,7 +6,13 @@ use crate::deployment::fixtures::{annotate, at, deployment, intstr, recreate_dep
 #[test]
 fn resolve_fenceposts_table() {
     // TestResolveFenceposts
-    let cases: [(Option<&str>, Option<&str>, i32, Result<(i32, i32)>); 9] = [
+    type Case = (
+        Option<&'static str>,
+        Option<&'static str>,
+        i32,
+        Result<(i32, i32)>,
+    );
+    let cases: [Case; 9] = [
         (Some("0"), Some("0"), 0, Ok((0, 1))),
         (Some("39%"), Some("39%"), 10, Ok((4, 3))),
         (

@@ -147,10 +147,11 @@ pub fn less(i: &Pod, rank_i: usize, j: &Pod, rank_j: usize, now: Option<Timestam
         i.metadata.uid.as_deref().unwrap_or(""),
         j.metadata.uid.as_deref().unwrap_or(""),
     );
-    if ready_i && ready_j {
-        if let Some(first) = newer_first(pod_ready_time(i), pod_ready_time(j), uids, now) {
-            return first;
-        }
+    if ready_i
+        && ready_j
+        && let Some(first) = newer_first(pod_ready_time(i), pod_ready_time(j), uids, now)
+    {
+        return first;
     }
     let (restarts_i, restarts_j) = (max_container_restarts(i), max_container_restarts(j));
     if restarts_i.0 != restarts_j.0 {
