@@ -159,9 +159,7 @@ mod tests {
         }
     }
 
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + secs).expect("in range")
-    }
+    use crate::testing::at;
 
     #[test]
     fn creations_are_satisfied_once_all_are_observed() {

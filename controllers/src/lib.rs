@@ -30,5 +30,8 @@ pub mod pod_readiness;
 pub mod replicaset;
 pub mod selector;
 
+#[cfg(test)]
+mod testing;
+
 pub use action::{Action, Event, EventType, ObjectKey, ObjectRef, PatchType, PropagationPolicy};
 pub use error::{Error, Result};

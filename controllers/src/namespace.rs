@@ -154,31 +154,36 @@ pub fn sync_namespace(
         }
     }
 
-    let mut failing: Vec<NamespaceCondition> = Vec::new();
-    if !remaining_by_resource.is_empty() {
-        let list: Vec<String> = remaining_by_resource
-            .iter()
-            .map(|(gr, n)| format!("{gr} has {n} resource instances"))
-            .collect();
-        failing.push(condition(
+    // ProcessContentTotals: one True condition per kind of leftover, sorted for stable updates.
+    let leftovers = [
+        (
             "NamespaceContentRemaining",
             "SomeResourcesRemain",
-            format!("Some resources are remaining: {}", list.join(", ")),
-            now,
-        ));
-    }
-    if !remaining_by_finalizer.is_empty() {
-        let list: Vec<String> = remaining_by_finalizer
-            .iter()
-            .map(|(f, n)| format!("{f} in {n} resource instances"))
-            .collect();
-        failing.push(condition(
+            "Some resources are remaining",
+            "has",
+            &remaining_by_resource,
+        ),
+        (
             "NamespaceFinalizersRemaining",
             "SomeFinalizersRemain",
-            format!(
-                "Some content in the namespace has finalizers remaining: {}",
-                list.join(", ")
-            ),
+            "Some content in the namespace has finalizers remaining",
+            "in",
+            &remaining_by_finalizer,
+        ),
+    ];
+    let mut failing: Vec<NamespaceCondition> = Vec::new();
+    for (type_, reason, prefix, verb, counts) in leftovers {
+        if counts.is_empty() {
+            continue;
+        }
+        let list: Vec<String> = counts
+            .iter()
+            .map(|(what, n)| format!("{what} {verb} {n} resource instances"))
+            .collect();
+        failing.push(condition(
+            type_,
+            reason,
+            format!("{prefix}: {}", list.join(", ")),
             now,
         ));
     }
@@ -270,9 +275,7 @@ mod tests {
 
     use super::*;
 
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + secs).expect("in range")
-    }
+    use crate::testing::at;
 
     fn terminating() -> Namespace {
         Namespace {

@@ -189,9 +189,7 @@ mod tests {
 
     use super::*;
 
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_700_000_000 + secs).expect("in range")
-    }
+    use crate::testing::at;
 
     #[test]
     fn set_condition_is_a_noop_when_status_and_reason_are_unchanged() {

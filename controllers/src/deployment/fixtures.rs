@@ -3,21 +3,18 @@
 
 use std::collections::BTreeMap;
 
-use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{
     Deployment, DeploymentSpec, DeploymentStrategy, ReplicaSet, ReplicaSetSpec, ReplicaSetStatus,
     RollingUpdateDeployment,
 };
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use crate::owner_ref::new_controller_ref;
 
-/// `t0 + secs`.
-pub fn at(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_700_000_000 + secs).expect("in range")
-}
+pub use crate::testing::at;
+use crate::testing::{object_meta, pod_template, selector_for};
 
 /// `"25%"` → String, `"3"` → Int, as `intstr.Parse`.
 pub fn intstr(v: &str) -> IntOrString {
@@ -28,20 +25,7 @@ pub fn intstr(v: &str) -> IntOrString {
 
 /// A pod template running `image`, labelled `app: foo`.
 pub fn template(image: &str) -> PodTemplateSpec {
-    PodTemplateSpec {
-        metadata: Some(ObjectMeta {
-            labels: Some(labels()),
-            ..Default::default()
-        }),
-        spec: Some(PodSpec {
-            containers: vec![Container {
-                name: "c".into(),
-                image: Some(image.into()),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-    }
+    pod_template(&labels(), image)
 }
 
 fn labels() -> BTreeMap<String, String> {
@@ -52,19 +36,10 @@ fn labels() -> BTreeMap<String, String> {
 /// progress deadline 600 s and history limit 10 (the API server's defaults).
 pub fn deployment(replicas: i32, surge: &str, unavailable: &str) -> Deployment {
     Deployment {
-        metadata: ObjectMeta {
-            name: Some("foo".into()),
-            namespace: Some("default".into()),
-            uid: Some("uid-foo".into()),
-            generation: Some(1),
-            ..Default::default()
-        },
+        metadata: object_meta("foo"),
         spec: Some(DeploymentSpec {
             replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels()),
-                ..Default::default()
-            },
+            selector: selector_for(&labels()),
             template: template("v1"),
             strategy: Some(DeploymentStrategy {
                 type_: Some("RollingUpdate".into()),
@@ -99,20 +74,13 @@ pub fn rs(name: &str, image: &str, replicas: i32, available: i32, created: i64) 
     let owner = deployment(1, "0", "0");
     ReplicaSet {
         metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            uid: Some(format!("uid-{name}")),
             creation_timestamp: Some(Time(at(created))),
             owner_references: Some(vec![new_controller_ref(&owner)]),
-            generation: Some(1),
-            ..Default::default()
+            ..object_meta(name)
         },
         spec: Some(ReplicaSetSpec {
             replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels()),
-                ..Default::default()
-            },
+            selector: selector_for(&labels()),
             template: Some(template(image)),
             min_ready_seconds: None,
         }),

@@ -21,12 +21,7 @@ impl DeploymentSyncer<'_> {
         // Don't create the new RS yet: scaling up before the old pods are gone is what
         // Recreate promises not to do.
         let mut rss = self.get_all_replica_sets_and_sync_revision(rs_list, false)?;
-        let active_old: Vec<ReplicaSet> = rss
-            .old
-            .iter()
-            .filter(|rs| rs_replicas(rs) > 0)
-            .cloned()
-            .collect();
+        let active_old = rss.active_old();
         if self.scale_down_old_replica_sets_for_recreate(&active_old) {
             self.sync_rollout_status(&rss.all(), rss.new.as_ref());
             return Ok(());

@@ -36,12 +36,7 @@ impl DeploymentSyncer<'_> {
             self.sync_rollout_status(&all, Some(&new_rs));
             return Ok(());
         }
-        let active_old: Vec<ReplicaSet> = rss
-            .old
-            .iter()
-            .filter(|rs| rs_replicas(rs) > 0)
-            .cloned()
-            .collect();
+        let active_old = rss.active_old();
         if self.reconcile_old_replica_sets(&all, &active_old, &new_rs) {
             self.sync_rollout_status(&all, Some(&new_rs));
             return Ok(());

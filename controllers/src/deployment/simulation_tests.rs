@@ -15,6 +15,7 @@ use super::fixtures::*;
 use super::util::*;
 use super::*;
 use crate::action::{Action, Event};
+use crate::testing::annotation;
 
 struct World {
     d: Deployment,
@@ -242,12 +243,7 @@ fn first_sync_creates_the_replica_set_with_kubernetes_wording() {
             .and_then(|l| l.get("pod-template-hash")),
         Some(&hash)
     );
-    let owner = rs
-        .metadata
-        .owner_references
-        .as_ref()
-        .and_then(|o| o.first())
-        .expect("owner");
+    let owner = crate::owner_ref::get_controller_of(&rs.metadata).expect("owner");
     assert_eq!(
         (
             owner.kind.as_str(),
@@ -257,16 +253,10 @@ fn first_sync_creates_the_replica_set_with_kubernetes_wording() {
         ("Deployment", Some(true), Some(true))
     );
     assert_eq!(rs_replicas(rs), 3);
-    let a = rs.metadata.annotations.clone().unwrap_or_default();
-    assert_eq!(a.get(REVISION_ANNOTATION).map(String::as_str), Some("1"));
-    assert_eq!(
-        a.get(DESIRED_REPLICAS_ANNOTATION).map(String::as_str),
-        Some("3")
-    );
-    assert_eq!(
-        a.get(MAX_REPLICAS_ANNOTATION).map(String::as_str),
-        Some("4")
-    );
+    let a = &rs.metadata;
+    assert_eq!(annotation(a, REVISION_ANNOTATION), Some("1"));
+    assert_eq!(annotation(a, DESIRED_REPLICAS_ANNOTATION), Some("3"));
+    assert_eq!(annotation(a, MAX_REPLICAS_ANNOTATION), Some("4"));
     assert_eq!(
         messages(&w.events),
         [format!(
@@ -506,12 +496,9 @@ fn rollback_reuses_the_old_replica_set_with_a_new_revision() {
         .iter()
         .find(|rs| rs_replicas(rs) == 2)
         .expect("scaled up");
-    let a = reused.metadata.annotations.clone().unwrap_or_default();
-    assert_eq!(a.get(REVISION_ANNOTATION).map(String::as_str), Some("3"));
-    assert_eq!(
-        a.get(REVISION_HISTORY_ANNOTATION).map(String::as_str),
-        Some("1")
-    );
+    let a = &reused.metadata;
+    assert_eq!(annotation(a, REVISION_ANNOTATION), Some("3"));
+    assert_eq!(annotation(a, REVISION_HISTORY_ANNOTATION), Some("1"));
     // Undoing to a revision that does not exist, or of a paused Deployment, is refused.
     assert_eq!(
         rollback::rollout_undo(&w.d, &w.rss, 7),

@@ -55,6 +55,15 @@ impl ReplicaSets {
         self.old.iter().chain(self.new.as_ref()).collect()
     }
 
+    /// Old ReplicaSets with `spec.replicas > 0` (`FilterActiveReplicaSets(oldRSs)`).
+    pub fn active_old(&self) -> Vec<ReplicaSet> {
+        self.old
+            .iter()
+            .filter(|rs| rs_replicas(rs) > 0)
+            .cloned()
+            .collect()
+    }
+
     /// The old ReplicaSets as references.
     pub fn old_refs(&self) -> Vec<&ReplicaSet> {
         self.old.iter().collect()
@@ -102,6 +111,13 @@ impl<'a> DeploymentSyncer<'a> {
 
     fn status_mut(&mut self) -> &mut DeploymentStatus {
         self.d.status.get_or_insert_with(Default::default)
+    }
+
+    /// Sets the Progressing condition on the working copy (`SetDeploymentCondition`).
+    fn set_progressing(&mut self, status: &str, reason: &str, message: impl Into<String>) {
+        let condition =
+            new_deployment_condition(DEPLOYMENT_PROGRESSING, status, reason, message, self.now);
+        set_deployment_condition(self.status_mut(), condition);
     }
 
     /// `getAllReplicaSetsAndSyncRevision`: split `rs_list` into new and old, syncing the new
@@ -168,14 +184,7 @@ impl<'a> DeploymentSyncer<'a> {
                 get_deployment_condition(self.d.status.as_ref(), DEPLOYMENT_PROGRESSING);
             if progress_deadline_seconds(&self.d).is_some() && progressing.is_none() {
                 let msg = format!("Found new replica set {:?}", name_of(&rs_copy));
-                let condition = new_deployment_condition(
-                    DEPLOYMENT_PROGRESSING,
-                    "True",
-                    FOUND_NEW_RS_REASON,
-                    msg,
-                    self.now,
-                );
-                set_deployment_condition(self.status_mut(), condition);
+                self.set_progressing("True", FOUND_NEW_RS_REASON, msg);
                 needs_update = true;
             }
             if needs_update {
@@ -204,14 +213,7 @@ impl<'a> DeploymentSyncer<'a> {
         let mut needs_update = set_deployment_revision(&mut self.d, &new_revision);
         if progress_deadline_seconds(&self.d).is_some() {
             let msg = format!("Created new replica set {name:?}");
-            let condition = new_deployment_condition(
-                DEPLOYMENT_PROGRESSING,
-                "True",
-                NEW_REPLICA_SET_REASON,
-                msg,
-                self.now,
-            );
-            set_deployment_condition(self.status_mut(), condition);
+            self.set_progressing("True", NEW_REPLICA_SET_REASON, msg);
             needs_update = true;
         }
         if needs_update {
@@ -484,9 +486,7 @@ impl<'a> DeploymentSyncer<'a> {
             _ => return,
         };
         self.note(message.to_lowercase());
-        let condition =
-            new_deployment_condition(DEPLOYMENT_PROGRESSING, "Unknown", reason, message, self.now);
-        set_deployment_condition(self.status_mut(), condition);
+        self.set_progressing("Unknown", reason, message);
         self.update_status();
     }
 

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::deployment::fixtures::{annotate, at, deployment, intstr, recreate_deployment, rs};
+use crate::testing::annotation;
 
 #[test]
 fn resolve_fenceposts_table() {
@@ -137,18 +138,12 @@ fn new_replica_set_annotations_bump_revision_and_keep_history() {
         false,
         MAX_REV_HISTORY_LENGTH_IN_CHARS
     ));
-    let a = fresh.metadata.annotations.clone().unwrap_or_default();
-    assert_eq!(a.get(REVISION_ANNOTATION).map(String::as_str), Some("4"));
-    assert_eq!(a.get("team").map(String::as_str), Some("a"));
-    assert_eq!(
-        a.get(DESIRED_REPLICAS_ANNOTATION).map(String::as_str),
-        Some("3")
-    );
-    assert_eq!(
-        a.get(MAX_REPLICAS_ANNOTATION).map(String::as_str),
-        Some("4")
-    );
-    assert!(!a.contains_key(LAST_APPLIED_CONFIG_ANNOTATION));
+    let a = &fresh.metadata;
+    assert_eq!(annotation(a, REVISION_ANNOTATION), Some("4"));
+    assert_eq!(annotation(a, "team"), Some("a"));
+    assert_eq!(annotation(a, DESIRED_REPLICAS_ANNOTATION), Some("3"));
+    assert_eq!(annotation(a, MAX_REPLICAS_ANNOTATION), Some("4"));
+    assert_eq!(annotation(a, LAST_APPLIED_CONFIG_ANNOTATION), None);
     // Rolling back to revision 2: it becomes 5, history "1,2".
     let mut old = with_revision("foo-old", "2");
     annotate(&mut old.metadata, REVISION_HISTORY_ANNOTATION, "1");
@@ -159,12 +154,9 @@ fn new_replica_set_annotations_bump_revision_and_keep_history() {
         true,
         MAX_REV_HISTORY_LENGTH_IN_CHARS
     ));
-    let a = old.metadata.annotations.clone().unwrap_or_default();
-    assert_eq!(a.get(REVISION_ANNOTATION).map(String::as_str), Some("5"));
-    assert_eq!(
-        a.get(REVISION_HISTORY_ANNOTATION).map(String::as_str),
-        Some("1,2")
-    );
+    let a = &old.metadata;
+    assert_eq!(annotation(a, REVISION_ANNOTATION), Some("5"));
+    assert_eq!(annotation(a, REVISION_HISTORY_ANNOTATION), Some("1,2"));
     // Never lowered.
     assert!(!set_new_replica_set_annotations(
         &d,
@@ -178,11 +170,8 @@ fn new_replica_set_annotations_bump_revision_and_keep_history() {
     assert!(set_new_replica_set_annotations(
         &d, &mut again, "6", true, 4
     ));
-    let a = again.metadata.annotations.unwrap_or_default();
-    assert_eq!(
-        a.get(REVISION_HISTORY_ANNOTATION).map(String::as_str),
-        Some("2,5")
-    );
+    let a = &again.metadata;
+    assert_eq!(annotation(a, REVISION_HISTORY_ANNOTATION), Some("2,5"));
 }
 
 #[test]

@@ -181,12 +181,7 @@ mod tests {
                 .map(String::as_str),
             Some("web")
         );
-        let owner = pod
-            .metadata
-            .owner_references
-            .as_ref()
-            .and_then(|o| o.first())
-            .expect("owner");
+        let owner = crate::owner_ref::get_controller_of(&pod.metadata).expect("owner");
         assert_eq!(
             (owner.kind.as_str(), owner.name.as_str(), owner.controller),
             ("ReplicaSet", "web-abc", Some(true))

@@ -1,14 +1,12 @@
 //! Cases in the spirit of `TestSortingActivePods` and `TestSortingActivePodsWithRanks`
 //! (`pkg/controller/controller_utils_test.go`).
 
-use k8s_openapi::api::core::v1::{ContainerStatus, PodCondition, PodSpec, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerStatus, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::*;
 
-fn at(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_700_000_000 + secs).expect("in range")
-}
+use crate::testing::{at, ready_since as ready_conditions};
 
 /// A pod: name (also its UID), node, phase, ready since (None: not ready), restarts, created.
 fn pod(
@@ -32,14 +30,7 @@ fn pod(
         }),
         status: Some(PodStatus {
             phase: Some(phase.into()),
-            conditions: ready_since.map(|s| {
-                vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    last_transition_time: Some(Time(at(s))),
-                    ..Default::default()
-                }]
-            }),
+            conditions: ready_conditions(ready_since),
             container_statuses: Some(vec![ContainerStatus {
                 name: "c".into(),
                 restart_count: restarts,

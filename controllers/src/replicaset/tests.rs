@@ -3,14 +3,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{ReplicaSetSpec, ReplicaSetStatus};
-use k8s_openapi::api::core::v1::{Container, PodCondition, PodSpec, PodStatus, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+use k8s_openapi::api::core::v1::{PodSpec, PodStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::*;
 
-pub(crate) fn at(secs: i64) -> Timestamp {
-    Timestamp::from_second(1_700_000_000 + secs).expect("in range")
-}
+pub(crate) use crate::testing::at;
+use crate::testing::{object_meta, pod_template, ready_since as ready_conditions, selector_for};
 
 fn labels() -> BTreeMap<String, String> {
     BTreeMap::from([("app".to_string(), "web".to_string())])
@@ -19,32 +18,11 @@ fn labels() -> BTreeMap<String, String> {
 /// A ReplicaSet `name` in `default` wanting `replicas` pods labelled `app: web`.
 pub(crate) fn replica_set(name: &str, replicas: i32) -> ReplicaSet {
     ReplicaSet {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some("default".into()),
-            uid: Some(format!("uid-{name}")),
-            generation: Some(1),
-            ..Default::default()
-        },
+        metadata: object_meta(name),
         spec: Some(ReplicaSetSpec {
             replicas: Some(replicas),
-            selector: LabelSelector {
-                match_labels: Some(labels()),
-                ..Default::default()
-            },
-            template: Some(PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels()),
-                    ..Default::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "c".into(),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-            }),
+            selector: selector_for(&labels()),
+            template: Some(pod_template(&labels(), "nginx")),
             min_ready_seconds: None,
         }),
         status: Some(ReplicaSetStatus {
@@ -71,14 +49,7 @@ pub(crate) fn pod(name: &str, ready_since: Option<i64>) -> Pod {
         }),
         status: Some(PodStatus {
             phase: Some("Running".into()),
-            conditions: ready_since.map(|s| {
-                vec![PodCondition {
-                    type_: "Ready".into(),
-                    status: "True".into(),
-                    last_transition_time: Some(Time(at(s))),
-                    ..Default::default()
-                }]
-            }),
+            conditions: ready_conditions(ready_since),
             ..Default::default()
         }),
     }
