@@ -15,6 +15,12 @@
 //!                                                              ▼
 //!                                    POST / PUT / PATCH / DELETE, events, requeue
 //! ```
+//!
+//! Writes carry the `resourceVersion` of the cached object they were decided from. When one
+//! list writes the same object twice (a Deployment's status after creating its ReplicaSet,
+//! then again after the rollout step), the shell should send the second write with the
+//! `resourceVersion` the first one returned; Kubernetes reuses the stale one and pays for it
+//! with a 409 and a retry.
 
 use std::fmt;
 use std::time::Duration;
@@ -235,7 +241,8 @@ pub enum Action {
     FinalizeNamespace(Box<Namespace>),
     /// Record an event.
     Event(Event),
-    /// Add the key back to the workqueue after this delay (`AddAfter`).
+    /// Add the key back to the workqueue after this delay (`AddAfter`); zero means "now,
+    /// rate limited" (`AddRateLimited`).
     RequeueAfter(Duration),
 }
 

@@ -18,6 +18,17 @@ pub enum Error {
     /// A label selector that cannot be turned into a matcher (`metav1.LabelSelectorAsSelector`).
     #[error("invalid label selector: {0}")]
     InvalidSelector(String),
+    /// `kubectl rollout undo` of a paused Deployment.
+    #[error(
+        "you cannot rollback a paused deployment; resume it first with 'kubectl rollout resume' and try again"
+    )]
+    RollbackPaused,
+    /// `kubectl rollout undo --to-revision=N` where no ReplicaSet has revision N.
+    #[error("unable to find specified revision {0} in history")]
+    RevisionNotFound(i64),
+    /// `kubectl rollout undo` with no previous revision.
+    #[error("no rollout history found for deployment {0:?}")]
+    NoRolloutHistory(String),
 }
 
 /// `Result` with this crate's [`Error`].

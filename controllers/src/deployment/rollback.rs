@@ -27,7 +27,7 @@ use serde_json::json;
 use super::sync::DeploymentSyncer;
 use super::util::*;
 use crate::action::{Action, EventType};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Event reason: the revision to roll back to does not exist.
 pub const ROLLBACK_REVISION_NOT_FOUND: &str = "DeploymentRollbackRevisionNotFound";
@@ -35,22 +35,6 @@ pub const ROLLBACK_REVISION_NOT_FOUND: &str = "DeploymentRollbackRevisionNotFoun
 pub const ROLLBACK_TEMPLATE_UNCHANGED: &str = "DeploymentRollbackTemplateUnchanged";
 /// Event reason: rolled back.
 pub const ROLLBACK_DONE: &str = "DeploymentRollback";
-
-/// Why `kubectl rollout undo` refuses, worded as kubectl words it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UndoError {
-    /// The Deployment is paused.
-    #[error(
-        "you cannot rollback a paused deployment; resume it first with 'kubectl rollout resume' and try again"
-    )]
-    Paused,
-    /// `--to-revision=N` names a revision no ReplicaSet has.
-    #[error("unable to find specified revision {0} in history")]
-    RevisionNotFound(i64),
-    /// No previous revision exists.
-    #[error("no rollout history found for deployment {0:?}")]
-    NoHistory(String),
-}
 
 /// What `kubectl rollout undo` does.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,13 +55,9 @@ pub enum RolloutUndo {
 
 /// `DeploymentRollbacker.Rollback` with `--to-revision=to_revision` (0: the previous one),
 /// given the Deployment and the ReplicaSets it controls.
-pub fn rollout_undo(
-    d: &Deployment,
-    rss: &[ReplicaSet],
-    to_revision: i64,
-) -> Result<RolloutUndo, UndoError> {
+pub fn rollout_undo(d: &Deployment, rss: &[ReplicaSet], to_revision: i64) -> Result<RolloutUndo> {
     if d.spec.as_ref().and_then(|s| s.paused).unwrap_or(false) {
-        return Err(UndoError::Paused);
+        return Err(Error::RollbackPaused);
     }
     let rs = rs_for_revision(d, rss, to_revision)?;
     let revision = revision(rs).unwrap_or(0);
@@ -118,7 +98,7 @@ fn rs_for_revision<'a>(
     d: &Deployment,
     rss: &'a [ReplicaSet],
     to_revision: i64,
-) -> Result<&'a ReplicaSet, UndoError> {
+) -> Result<&'a ReplicaSet> {
     let mut latest: Option<(&ReplicaSet, i64)> = None;
     let mut previous: Option<(&ReplicaSet, i64)> = None;
     for rs in rss {
@@ -137,11 +117,11 @@ fn rs_for_revision<'a>(
         }
     }
     if to_revision > 0 {
-        return Err(UndoError::RevisionNotFound(to_revision));
+        return Err(Error::RevisionNotFound(to_revision));
     }
     previous
         .map(|(rs, _)| rs)
-        .ok_or_else(|| UndoError::NoHistory(d.metadata.name.clone().unwrap_or_default()))
+        .ok_or_else(|| Error::NoRolloutHistory(d.metadata.name.clone().unwrap_or_default()))
 }
 
 /// `getRollbackTo`: the revision in the `deprecated.deployment.rollback.to` annotation
@@ -219,5 +199,55 @@ impl DeploymentSyncer<'_> {
         }
         self.actions
             .push(Action::UpdateDeployment(Box::new(self.d.clone())));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deployment::fixtures::{annotate, deployment, rs};
+
+    fn with_revision(name: &str, image: &str, revision: &str) -> ReplicaSet {
+        let mut r = rs(name, image, 0, 0, 0);
+        annotate(&mut r.metadata, REVISION_ANNOTATION, revision);
+        r
+    }
+
+    #[test]
+    fn undo_picks_the_previous_or_the_named_revision() {
+        let d = deployment(1, "1", "0"); // template v1 = revision 3's
+        let rss = [
+            with_revision("r2", "v2", "2"),
+            with_revision("r3", "v1", "3"),
+            with_revision("r1", "v0", "1"),
+        ];
+        let picked = |to| match rollout_undo(&d, &rss, to) {
+            Ok(RolloutUndo::Patch {
+                replica_set,
+                revision,
+                ..
+            }) => Ok((replica_set, revision)),
+            Ok(RolloutUndo::Skipped(msg)) => Err(msg),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(
+            picked(0),
+            Ok(("r2".into(), 2)),
+            "default: the second-highest revision"
+        );
+        assert_eq!(picked(1), Ok(("r1".into(), 1)));
+        assert_eq!(
+            picked(3),
+            Err("skipped rollback (current template already matches revision 3)".into())
+        );
+        assert_eq!(
+            picked(9),
+            Err("unable to find specified revision 9 in history".into())
+        );
+        let only = [with_revision("r1", "v1", "1")];
+        assert_eq!(
+            rollout_undo(&d, &only, 0),
+            Err(Error::NoRolloutHistory("foo".into()))
+        );
     }
 }

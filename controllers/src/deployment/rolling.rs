@@ -19,7 +19,7 @@
 
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
-use super::sync::{DeploymentSyncer, ReplicaSets, name_of};
+use super::sync::{DeploymentSyncer, name_of};
 use super::util::*;
 use crate::error::Result;
 
@@ -171,28 +171,6 @@ impl DeploymentSyncer<'_> {
         }
         total
     }
-}
-
-/// Helper for tests and the shell's tracing: a one-line view of a rollout, e.g.
-/// `foo-abc 2/2 (new), foo-old 1/1`.
-pub fn describe_replica_sets(rss: &ReplicaSets) -> String {
-    let mut parts: Vec<String> = rss
-        .old
-        .iter()
-        .map(|rs| format!("{} {}/{}", name_of(rs), rs_available(rs), rs_replicas(rs)))
-        .collect();
-    if let Some(rs) = &rss.new {
-        parts.insert(
-            0,
-            format!(
-                "{} {}/{} (new)",
-                name_of(rs),
-                rs_available(rs),
-                rs_replicas(rs)
-            ),
-        );
-    }
-    parts.join(", ")
 }
 
 #[cfg(test)]

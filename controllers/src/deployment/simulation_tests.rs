@@ -502,7 +502,7 @@ fn rollback_reuses_the_old_replica_set_with_a_new_revision() {
     // Undoing to a revision that does not exist, or of a paused Deployment, is refused.
     assert_eq!(
         rollback::rollout_undo(&w.d, &w.rss, 7),
-        Err(rollback::UndoError::RevisionNotFound(7))
+        Err(crate::Error::RevisionNotFound(7))
     );
     let mut paused = w.d.clone();
     if let Some(spec) = paused.spec.as_mut() {
@@ -510,7 +510,7 @@ fn rollback_reuses_the_old_replica_set_with_a_new_revision() {
     }
     assert_eq!(
         rollback::rollout_undo(&paused, &w.rss, 0),
-        Err(rollback::UndoError::Paused)
+        Err(crate::Error::RollbackPaused)
     );
     assert!(matches!(
         rollback::rollout_undo(&w.d, &w.rss, 3),
