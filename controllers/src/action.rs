@@ -188,9 +188,9 @@ pub enum Action {
     /// slow-start plan: each batch in parallel, stop after the first batch with an error.
     /// Per created pod emit `SuccessfulCreate` ([`crate::replicaset::pods::created_event`]),
     /// per error `FailedCreate` ([`crate::replicaset::pods::failed_create_event`]), and call
-    /// [`crate::expectations::Expectations::creation_observed`] once for every pod never
-    /// attempted. After an error, write the status from
-    /// [`crate::replicaset::status_after_manage_error`].
+    /// [`crate::expectations::Expectations::creation_observed`] once for every pod that was
+    /// not created (failed or never attempted: the informer will never see them). After an
+    /// error, write the status from [`crate::replicaset::status_after_manage_error`].
     CreatePods {
         /// The ReplicaSet, for expectations and events.
         controller: ObjectRef,

@@ -17,6 +17,21 @@
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
 //! | [`selector`] | `metav1.LabelSelectorAsSelector`, `labels.Selector` |
 //! | [`action`] | what the shell executes: writes, events, requeues |
+//!
+//! ## Driving it from the async shell
+//!
+//! Each controller is a workqueue of keys and a sync function. For one key the shell reads
+//! its informer caches, calls the core, and executes the returned [`Action`]s in order (see
+//! [`action`] for the failure contract):
+//!
+//! | controller | informers | per key the shell passes | keeps |
+//! | --- | --- | --- | --- |
+//! | Deployment | Deployments, ReplicaSets, Pods | [`deployment::sync_deployment`]: the Deployment, its ReplicaSets after [`controller_ref::claim_objects`], pods by ReplicaSet UID, `now` | — |
+//! | ReplicaSet | ReplicaSets, Pods | [`replicaset::sync_replica_set`]: the ReplicaSet, its claimed pods, sibling pods, `now` | [`expectations::Expectations`] (informer handlers call `creation_observed` / `deletion_observed`) |
+//! | garbage collector | every resource (metadata) | [`garbage_collector::garbage_collect`] over an [`garbage_collector::graph::OwnerGraph`] it updates on every event | the graph |
+//! | namespace | Namespaces, plus a list of every namespaced resource | [`namespace::sync_namespace`]: the Namespace and what is left in it, `now` | — |
+//!
+//! Every sync also returns a one-line summary ("what and why") for logs and traces.
 
 pub mod action;
 pub mod controller_ref;

@@ -26,6 +26,7 @@ struct World {
     broken_images: Vec<String>,
     pods_by_rs: BTreeMap<String, Vec<Pod>>,
     last_summary: String,
+    summaries: Vec<String>,
 }
 
 impl World {
@@ -38,6 +39,7 @@ impl World {
             broken_images: Vec::new(),
             pods_by_rs: BTreeMap::new(),
             last_summary: String::new(),
+            summaries: Vec::new(),
         }
     }
 
@@ -52,6 +54,7 @@ impl World {
         });
         assert_eq!(out.error, None, "{}", out.summary);
         self.last_summary = out.summary.clone();
+        self.summaries.push(out.summary.clone());
         for action in &out.actions {
             self.apply(action);
         }
@@ -600,4 +603,37 @@ fn a_selector_that_selects_everything_is_refused() {
     );
     assert!(actions.iter().any(|a| matches!(a, Action::UpdateDeploymentStatus(d) if d.status.as_ref().and_then(|s| s.observed_generation) == Some(4))));
     assert!(w.rss.is_empty());
+}
+
+/// The summaries of a run with each ReplicaSet name `foo-<hash>` shown as `foo-<image>`.
+fn narrative(w: &World) -> String {
+    let mut text = w.summaries.join("\n");
+    for rs in &w.rss {
+        let image = rs_template(rs)
+            .spec
+            .and_then(|s| s.containers.first().and_then(|c| c.image.clone()))
+            .unwrap_or_default();
+        text = text.replace(&sync::name_of(rs), &format!("foo-<{image}>"));
+    }
+    text
+}
+
+#[test]
+fn rollout_narrative() {
+    let mut w = World::settled(deployment(3, "25%", "25%"));
+    w.set_image("v2");
+    w.summaries.clear();
+    w.roll("v1", "v2", 4, 3);
+    // Each line is one sync: the state it saw → what it decided and why.
+    let expected = concat!(
+        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 1 RS → create new replica set foo-<v2> with 1 (revision 2); new foo-<v2> stays at 1: 4 pods already at replicas 3 + surge 1; old stay: 4 pods - min available 3 - 1 new unavailable leaves nothing to scale down\n",
+        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → new foo-<v2> stays at 1: 4 pods already at replicas 3 + surge 1; scale down foo-<v1> 3→2\n",
+        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → scale up foo-<v2> 1→2\n",
+        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → new foo-<v2> stays at 2: 4 pods already at replicas 3 + surge 1; scale down foo-<v1> 2→1\n",
+        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → scale up foo-<v2> 2→3\n",
+        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → scale down foo-<v1> 1→0\n",
+        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → rollout complete: ReplicaSet \"foo-<v2>\" has successfully progressed.\n",
+        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → nothing to do",
+    );
+    assert_eq!(narrative(&w), expected, "\n{}\n", narrative(&w));
 }

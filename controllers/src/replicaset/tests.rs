@@ -228,3 +228,46 @@ fn unchanged_status_is_not_written() {
     let out = sync(&mut Expectations::new(), &rs, &pods, 5);
     assert_eq!(out.actions, []);
 }
+
+#[test]
+fn slow_start_failure_lowers_expectations_and_the_next_sync_retries() {
+    // The shell's side of CreatePods, against a quota of 4 pods.
+    let mut e = Expectations::new();
+    let rs = replica_set("web", 10);
+    let key = ObjectKey::of(&rs.metadata);
+    let out = sync(&mut e, &rs, &[], 1);
+    let Some(Action::CreatePods { batches, .. }) = out.actions.first() else {
+        panic!()
+    };
+    assert_eq!(batches, &[1, 2, 4, 3]);
+    let mut created = 0;
+    let (successes, error) = pods::slow_start_batch(10, || {
+        if created < 4 {
+            created += 1;
+            Ok(())
+        } else {
+            Err("exceeded quota")
+        }
+    });
+    assert_eq!(
+        (successes, error),
+        (4, Some("exceeded quota")),
+        "batches 1 and 2 succeed, the batch of 4 gets 1 in"
+    );
+    for _ in successes..10 {
+        e.creation_observed(&key);
+    }
+    let status = status_after_manage_error(&rs, &[], "exceeded quota", at(1));
+    assert!(matches!(status, Some(Action::UpdateReplicaSetStatus(_))));
+    // The informer sees the 4 pods: expectations are met, the next sync asks for 6 more.
+    for _ in 0..successes {
+        e.creation_observed(&key);
+    }
+    let pods: Vec<Pod> = (0..4).map(|i| pod(&format!("web-{i}"), Some(0))).collect();
+    let retry = sync(&mut e, &rs, &pods, 2);
+    assert!(
+        retry.summary.contains("create 6 in batches 1, 2, 3"),
+        "{}",
+        retry.summary
+    );
+}
