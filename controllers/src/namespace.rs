@@ -13,6 +13,12 @@
 //!         NamespaceContentRemaining / NamespaceFinalizersRemaining, requeue
 //!     nothing left ─▶ PUT /finalize without "kubernetes" ─▶ API server removes the namespace
 //! ```
+//!
+//! Unlike Kubernetes, which sends a `DeleteCollection` per resource and then lists what is
+//! left, this decides from one snapshot: objects without a `deletionTimestamp` get a DELETE
+//! each, and objects that already have one (held by finalizers or a grace period) are what
+//! "remains". Discovery failures (`NamespaceDeletionDiscoveryFailure` & co.) cannot happen
+//! here, so those conditions are always in their "ok" form.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
