@@ -1,0 +1,323 @@
+//! Actions: what a sync decided, for the async shell to carry out.
+//!
+//! Every sync function in this crate is a plain function from a snapshot of cached objects
+//! (and `now`) to a list of [`Action`]s. The shell (informers → workqueue → sync → API
+//! writes) executes them **in order** and **stops at the first failed write**, then requeues
+//! the key with rate-limited backoff — exactly what Kubernetes does when a `syncDeployment`
+//! or `syncReplicaSet` returns an error half-way. Later actions were decided assuming earlier
+//! ones succeeded (Kubernetes continues with the object the API server returned), and events
+//! come right after the write they report, so stopping early never emits an event for a write
+//! that did not happen.
+//!
+//! ```text
+//!   informer caches ──snapshot──▶ sync_*(input, now) ──▶ [Action, Action, ...] + summary
+//!                                                              │ in order, stop on error
+//!                                                              ▼
+//!                                    POST / PUT / PATCH / DELETE, events, requeue
+//! ```
+//!
+//! Writes carry the `resourceVersion` of the cached object they were decided from. When one
+//! list writes the same object twice (a Deployment's status after creating its ReplicaSet,
+//! then again after the rollout step), the shell should send the second write with the
+//! `resourceVersion` the first one returned; Kubernetes reuses the stale one and pays for it
+//! with a 409 and a retry.
+
+use std::fmt;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{Metadata, Resource};
+
+/// `namespace/name`, the workqueue key of a namespaced object (`cache.MetaNamespaceKeyFunc`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of `obj` (missing fields become empty strings).
+    pub fn of(meta: &ObjectMeta) -> ObjectKey {
+        ObjectKey {
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{}", self.name)
+        } else {
+            write!(f, "{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+/// Identity of any object: what the garbage collector calls `objectReference` and what an
+/// event's `involvedObject` holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectRef {
+    /// `apps/v1`, `v1`, ...
+    pub api_version: String,
+    /// `Deployment`, `Pod`, ...
+    pub kind: String,
+    /// `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// Name.
+    pub name: String,
+    /// UID; identifies this incarnation (a re-created object with the same name differs).
+    pub uid: String,
+}
+
+impl ObjectRef {
+    /// The reference of a typed object.
+    pub fn from_object<K: Resource + Metadata<Ty = ObjectMeta>>(obj: &K) -> ObjectRef {
+        let meta = obj.metadata();
+        ObjectRef {
+            api_version: K::API_VERSION.to_string(),
+            kind: K::KIND.to_string(),
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+        }
+    }
+
+    /// `namespace/name` of the referenced object.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.namespace.clone().unwrap_or_default(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.key())
+    }
+}
+
+/// `v1.EventTypeNormal` / `v1.EventTypeWarning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Something expected happened (`Normal`).
+    Normal,
+    /// Something failed or looks wrong (`Warning`).
+    Warning,
+}
+
+impl EventType {
+    /// The string Kubernetes puts in `Event.type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// An event for the event recorder (`record.EventRecorder.Eventf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The object the event is about (`involvedObject`).
+    pub regarding: ObjectRef,
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// CamelCase reason, e.g. `ScalingReplicaSet`.
+    pub reason: String,
+    /// Human-readable message, worded as Kubernetes words it.
+    pub message: String,
+}
+
+/// How a patch body is to be sent (`Content-Type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/strategic-merge-patch+json` (ownerReference adoption/release).
+    StrategicMerge,
+    /// `application/merge-patch+json` (finalizer removal by the garbage collector).
+    Merge,
+    /// `application/json-patch+json`.
+    Json,
+}
+
+/// `DeleteOptions.propagationPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PropagationPolicy {
+    /// Leave dependents, removing their ownerReference (finalizer `orphan`).
+    Orphan,
+    /// Delete now; the garbage collector deletes dependents afterwards.
+    Background,
+    /// Delete dependents first (finalizer `foregroundDeletion`), then the owner.
+    Foreground,
+}
+
+impl PropagationPolicy {
+    /// The string in `DeleteOptions`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PropagationPolicy::Orphan => "Orphan",
+            PropagationPolicy::Background => "Background",
+            PropagationPolicy::Foreground => "Foreground",
+        }
+    }
+}
+
+/// One thing the shell must do. See the module docs for the ordering and failure contract.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// `POST` a ReplicaSet. On `AlreadyExists` the Deployment shell calls
+    /// [`crate::deployment::sync::on_replica_set_already_exists`]; on any other error
+    /// [`crate::deployment::sync::on_replica_set_create_error`] (then stops as usual).
+    CreateReplicaSet(Box<ReplicaSet>),
+    /// `PUT` a ReplicaSet (new `spec.replicas`, annotations, `minReadySeconds`).
+    UpdateReplicaSet(Box<ReplicaSet>),
+    /// `PUT .../replicasets/<name>/status`.
+    UpdateReplicaSetStatus(Box<ReplicaSet>),
+    /// `PUT` a Deployment (rollback: template and annotations restored, rollback annotation
+    /// cleared).
+    UpdateDeployment(Box<Deployment>),
+    /// `PUT .../deployments/<name>/status`.
+    UpdateDeploymentStatus(Box<Deployment>),
+    /// Create `batches.iter().sum()` copies of `pod` (it has `generateName`) following the
+    /// slow-start plan: each batch in parallel, stop after the first batch with an error.
+    /// Per created pod emit `SuccessfulCreate` ([`crate::replicaset::pods::created_event`]),
+    /// per error `FailedCreate` ([`crate::replicaset::pods::failed_create_event`]), and call
+    /// [`crate::expectations::Expectations::creation_observed`] once for every pod that was
+    /// not created (failed or never attempted: the informer will never see them). After an
+    /// error, write the status from [`crate::replicaset::status_after_manage_error`].
+    CreatePods {
+        /// The ReplicaSet, for expectations and events.
+        controller: ObjectRef,
+        /// The pod to create (from the template, with ownerReference and generateName).
+        pod: Box<Pod>,
+        /// Batch sizes: 1, 2, 4, ... summing to the number of pods.
+        batches: Vec<usize>,
+    },
+    /// Delete these pods, in parallel. Per deleted pod emit `SuccessfulDelete`; on a failure
+    /// other than NotFound call `Expectations::deletion_observed` for that pod and emit
+    /// `FailedDelete`.
+    DeletePods {
+        /// The ReplicaSet, for expectations and events.
+        controller: ObjectRef,
+        /// Victims, in the order `getPodsToDelete` ranked them.
+        pods: Vec<ObjectKey>,
+    },
+    /// `PATCH` an object (adopt/release ownerReferences, remove a finalizer).
+    Patch {
+        /// The object; for ownerReference patches the body also carries its UID as a
+        /// precondition.
+        target: ObjectRef,
+        /// Content type of `body`.
+        patch_type: PatchType,
+        /// The patch document.
+        body: serde_json::Value,
+    },
+    /// `DELETE` an object, with a UID precondition (so a re-created namesake is spared).
+    Delete {
+        /// The object.
+        target: ObjectRef,
+        /// `propagationPolicy`, `None` for the server's default.
+        propagation: Option<PropagationPolicy>,
+    },
+    /// `GET` each owner live; only if every one is NotFound (or has another UID) carry out
+    /// `then`. The garbage collector's check for "dangling" ownerReferences: the graph may
+    /// lag behind the API server, so absence in the cache is not proof.
+    VerifyOwnersAbsent {
+        /// Owners that are absent from the snapshot.
+        owners: Vec<ObjectRef>,
+        /// What to do when they are confirmed absent.
+        then: Box<Action>,
+    },
+    /// `PUT /api/v1/namespaces/<name>/status`.
+    UpdateNamespaceStatus(Box<Namespace>),
+    /// `PUT /api/v1/namespaces/<name>/finalize` with `spec.finalizers` emptied of
+    /// `kubernetes`; the API server then removes the namespace.
+    FinalizeNamespace(Box<Namespace>),
+    /// Record an event.
+    Event(Event),
+    /// Add the key back to the workqueue after this delay (`AddAfter`); zero means "now,
+    /// rate limited" (`AddRateLimited`).
+    RequeueAfter(Duration),
+}
+
+impl Action {
+    /// A short, human-readable line for logs and traces, e.g. `scale ReplicaSet default/web-abc to 3`.
+    pub fn describe(&self) -> String {
+        fn rs_line(verb: &str, rs: &ReplicaSet) -> String {
+            let replicas = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+            format!(
+                "{verb} ReplicaSet {} (replicas {replicas})",
+                ObjectKey::of(&rs.metadata)
+            )
+        }
+        match self {
+            Action::CreateReplicaSet(rs) => rs_line("create", rs),
+            Action::UpdateReplicaSet(rs) => rs_line("update", rs),
+            Action::UpdateReplicaSetStatus(rs) => {
+                format!(
+                    "update status of ReplicaSet {}",
+                    ObjectKey::of(&rs.metadata)
+                )
+            }
+            Action::UpdateDeployment(d) => {
+                format!("update Deployment {}", ObjectKey::of(&d.metadata))
+            }
+            Action::UpdateDeploymentStatus(d) => {
+                format!("update status of Deployment {}", ObjectKey::of(&d.metadata))
+            }
+            Action::CreatePods {
+                controller,
+                batches,
+                ..
+            } => {
+                let n: usize = batches.iter().sum();
+                format!("create {n} pods for {controller} in batches {batches:?}")
+            }
+            Action::DeletePods { controller, pods } => {
+                let names: Vec<String> = pods.iter().map(|p| p.name.clone()).collect();
+                format!("delete pods {} of {controller}", names.join(", "))
+            }
+            Action::Patch { target, .. } => format!("patch {target}"),
+            Action::Delete {
+                target,
+                propagation,
+            } => match propagation {
+                Some(p) => format!("delete {target} ({})", p.as_str()),
+                None => format!("delete {target}"),
+            },
+            Action::VerifyOwnersAbsent { owners, then } => {
+                let owners: Vec<String> = owners.iter().map(|o| o.to_string()).collect();
+                format!("if {} absent: {}", owners.join(", "), then.describe())
+            }
+            Action::UpdateNamespaceStatus(ns) => {
+                format!("update status of Namespace {}", ObjectKey::of(&ns.metadata))
+            }
+            Action::FinalizeNamespace(ns) => {
+                format!("finalize Namespace {}", ObjectKey::of(&ns.metadata))
+            }
+            Action::Event(e) => format!("event {} {}: {}", e.type_.as_str(), e.reason, e.message),
+            Action::RequeueAfter(d) => format!("requeue after {}s", d.as_secs_f64()),
+        }
+    }
+}
+
+/// Helper for building an [`Action::Event`].
+pub fn event(
+    regarding: ObjectRef,
+    type_: EventType,
+    reason: &str,
+    message: impl Into<String>,
+) -> Action {
+    Action::Event(Event {
+        regarding,
+        type_,
+        reason: reason.to_string(),
+        message: message.into(),
+    })
+}

@@ -1,0 +1,242 @@
+//! Background, foreground and orphan deletion of a Deployment → ReplicaSet → Pods chain.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+use super::*;
+
+fn owner_ref(kind: &str, uid: &str, block: bool) -> OwnerReference {
+    OwnerReference {
+        api_version: if kind == "ReplicaSet" || kind == "Deployment" {
+            "apps/v1".into()
+        } else {
+            "v1".into()
+        },
+        kind: kind.into(),
+        name: format!("{}-name", uid),
+        uid: uid.into(),
+        controller: Some(true),
+        block_owner_deletion: Some(block),
+    }
+}
+
+fn meta(uid: &str, owners: Vec<OwnerReference>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(format!("{uid}-name")),
+        namespace: Some("default".into()),
+        uid: Some(uid.into()),
+        owner_references: (!owners.is_empty()).then_some(owners),
+        resource_version: Some("7".into()),
+        ..Default::default()
+    }
+}
+
+fn deleting(mut m: ObjectMeta, finalizer: &str) -> ObjectMeta {
+    m.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+    m.finalizers = Some(vec![finalizer.to_string()]);
+    m
+}
+
+/// Deployment d1 → ReplicaSet r1 → pods p1, p2 (all blockOwnerDeletion), with `d1` as given.
+fn chain(d1: Option<ObjectMeta>) -> OwnerGraph {
+    let mut g = OwnerGraph::new();
+    if let Some(d1) = d1 {
+        g.observe_meta("apps/v1", "Deployment", &d1);
+    }
+    g.observe_meta(
+        "apps/v1",
+        "ReplicaSet",
+        &meta("r1", vec![owner_ref("Deployment", "d1", true)]),
+    );
+    for p in ["p1", "p2"] {
+        g.observe_meta(
+            "v1",
+            "Pod",
+            &meta(p, vec![owner_ref("ReplicaSet", "r1", true)]),
+        );
+    }
+    g
+}
+
+fn delete(uid: &str, kind: &str, policy: PropagationPolicy) -> Action {
+    let api_version = if kind == "Pod" { "v1" } else { "apps/v1" };
+    Action::Delete {
+        target: ObjectRef {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: Some("default".into()),
+            name: format!("{uid}-name"),
+            uid: uid.into(),
+        },
+        propagation: Some(policy),
+    }
+}
+
+#[test]
+fn nothing_to_do_while_owners_exist() {
+    assert_eq!(
+        garbage_collect(&chain(Some(meta("d1", vec![])))).actions,
+        []
+    );
+}
+
+#[test]
+fn background_deletes_dependents_of_a_vanished_owner_after_a_live_check() {
+    let gc = garbage_collect(&chain(None));
+    let [Action::VerifyOwnersAbsent { owners, then }] = gc.actions.as_slice() else {
+        panic!("{:?}", gc.actions)
+    };
+    assert_eq!(
+        owners.iter().map(|o| o.uid.as_str()).collect::<Vec<_>>(),
+        ["d1"]
+    );
+    assert_eq!(
+        **then,
+        delete("r1", "ReplicaSet", PropagationPolicy::Background)
+    );
+    // Once r1 is gone too, the pods follow.
+    let mut g = chain(None);
+    g.forget("r1");
+    let gc = garbage_collect(&g);
+    assert_eq!(gc.actions.len(), 2);
+    assert!(
+        gc.summary.iter().all(|l| l.contains("delete Pod")),
+        "{:?}",
+        gc.summary
+    );
+}
+
+#[test]
+fn foreground_deletes_bottom_up_then_removes_finalizers() {
+    let d1 = deleting(meta("d1", vec![]), FINALIZER_DELETE_DEPENDENTS);
+    // Step 1: the ReplicaSet (which has dependents) is deleted in the foreground too.
+    let g = chain(Some(d1.clone()));
+    assert_eq!(
+        garbage_collect(&g).actions,
+        [delete("r1", "ReplicaSet", PropagationPolicy::Foreground)]
+    );
+    // Step 2: r1 is now deleting its dependents: the pods are deleted.
+    let mut g = chain(Some(d1.clone()));
+    g.observe_meta(
+        "apps/v1",
+        "ReplicaSet",
+        &deleting(
+            meta("r1", vec![owner_ref("Deployment", "d1", true)]),
+            FINALIZER_DELETE_DEPENDENTS,
+        ),
+    );
+    assert_eq!(
+        garbage_collect(&g).actions,
+        [
+            delete("p1", "Pod", PropagationPolicy::Background),
+            delete("p2", "Pod", PropagationPolicy::Background)
+        ]
+    );
+    // Step 3: pods gone → r1's finalizer is removed (d1 still blocked by r1).
+    g.forget("p1");
+    g.forget("p2");
+    let actions = garbage_collect(&g).actions;
+    let [
+        Action::Patch {
+            target,
+            patch_type: PatchType::Merge,
+            body,
+        },
+    ] = actions.as_slice()
+    else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(target.uid, "r1");
+    assert_eq!(
+        body,
+        &json!({"metadata": {"resourceVersion": "7", "finalizers": []}})
+    );
+    // Step 4: r1 gone → d1's finalizer goes and the API server deletes it.
+    g.forget("r1");
+    let actions = garbage_collect(&g).actions;
+    assert!(
+        matches!(actions.as_slice(), [Action::Patch { target, .. }] if target.uid == "d1"),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn non_blocking_dependents_do_not_hold_up_a_foreground_delete() {
+    let mut g = OwnerGraph::new();
+    g.observe_meta(
+        "apps/v1",
+        "Deployment",
+        &deleting(meta("d1", vec![]), FINALIZER_DELETE_DEPENDENTS),
+    );
+    g.observe_meta(
+        "apps/v1",
+        "ReplicaSet",
+        &meta("r1", vec![owner_ref("Deployment", "d1", false)]),
+    );
+    let actions = garbage_collect(&g).actions;
+    assert!(
+        actions.contains(&delete("r1", "ReplicaSet", PropagationPolicy::Background)),
+        "{actions:?}"
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Patch { target, .. } if target.uid == "d1")),
+        "finalizer removed at once: {actions:?}"
+    );
+}
+
+#[test]
+fn orphan_strips_references_then_the_finalizer() {
+    let g = chain(Some(deleting(
+        meta("d1", vec![]),
+        FINALIZER_ORPHAN_DEPENDENTS,
+    )));
+    let actions = garbage_collect(&g).actions;
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    let Action::Patch {
+        target,
+        body,
+        patch_type: PatchType::StrategicMerge,
+    } = &actions[0]
+    else {
+        panic!()
+    };
+    assert_eq!(target.uid, "r1");
+    assert_eq!(
+        body,
+        &json!({"metadata": {"uid": "r1", "ownerReferences": [{"$patch": "delete", "uid": "d1"}]}})
+    );
+    assert!(
+        matches!(&actions[1], Action::Patch { target, patch_type: PatchType::Merge, .. } if target.uid == "d1")
+    );
+}
+
+#[test]
+fn a_dangling_reference_beside_a_solid_owner_is_removed_not_the_object() {
+    let mut g = OwnerGraph::new();
+    g.observe_meta("apps/v1", "Deployment", &meta("d1", vec![]));
+    let mut two_owners = owner_ref("Deployment", "gone", false);
+    two_owners.controller = Some(false);
+    g.observe_meta(
+        "apps/v1",
+        "ReplicaSet",
+        &meta("r1", vec![owner_ref("Deployment", "d1", true), two_owners]),
+    );
+    let actions = garbage_collect(&g).actions;
+    let [Action::VerifyOwnersAbsent { owners, then }] = actions.as_slice() else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(owners[0].uid, "gone");
+    assert!(
+        matches!(&**then, Action::Patch { body, .. } if body["metadata"]["ownerReferences"][0]["uid"] == "gone")
+    );
+}
+
+#[test]
+fn an_object_being_deleted_in_the_background_is_left_alone() {
+    let mut g = OwnerGraph::new();
+    let mut r1 = meta("r1", vec![owner_ref("Deployment", "d1", true)]);
+    r1.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+    g.observe_meta("apps/v1", "ReplicaSet", &r1);
+    assert_eq!(garbage_collect(&g).actions, []);
+}

@@ -1,0 +1,67 @@
+//! Shared test helpers: a fixed clock and small builders.
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Container, PodCondition, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
+
+/// `t0 + secs`, with t0 a fixed instant (tests never read the clock).
+pub fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(1_700_000_000 + secs).expect("in range")
+}
+
+/// A pod's conditions when Ready since `since` (None: no Ready condition).
+pub fn ready_since(since: Option<i64>) -> Option<Vec<PodCondition>> {
+    since.map(|s| {
+        vec![PodCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            last_transition_time: Some(Time(at(s))),
+            ..Default::default()
+        }]
+    })
+}
+
+/// Metadata of an object `name` in `default`, UID `uid-<name>`, generation 1.
+pub fn object_meta(name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("default".into()),
+        uid: Some(format!("uid-{name}")),
+        generation: Some(1),
+        ..Default::default()
+    }
+}
+
+/// A selector matching `labels` exactly.
+pub fn selector_for(labels: &std::collections::BTreeMap<String, String>) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels.clone()),
+        ..Default::default()
+    }
+}
+
+/// A pod template with `labels` and one container `c` running `image`.
+pub fn pod_template(
+    labels: &std::collections::BTreeMap<String, String>,
+    image: &str,
+) -> PodTemplateSpec {
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels.clone()),
+            ..Default::default()
+        }),
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                image: Some(image.into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+    }
+}
+
+/// An annotation's value.
+pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
