@@ -27,14 +27,18 @@
 mod backend;
 mod error;
 mod kv;
+mod memory;
+mod mvcc;
 mod range;
 mod revision;
 mod txn;
 mod watch;
+mod watch_hub;
 
 pub use backend::Backend;
 pub use error::{Error, Result};
 pub use kv::{Event, EventKind, KeyValue};
+pub use memory::{DEFAULT_WATCH_BUFFER, MemoryBackend};
 pub use range::{GetResponse, KeyRange, RangeRequest, RangeResponse};
 pub use revision::Revision;
 pub use txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse, WriteResponse};
