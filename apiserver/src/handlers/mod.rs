@@ -150,6 +150,21 @@ pub fn object_response(
     Ok(resp)
 }
 
+/// Answers a read-modify-write: 201 when it created the object, else 200.
+pub fn written_response(
+    ctx: &RequestContext,
+    info: &ResourceInfo,
+    updated: &crate::storage::Updated,
+    warnings: &[String],
+) -> Result<Response> {
+    let code = if updated.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    object_response(ctx, info, code, &updated.object, warnings)
+}
+
 /// Adds `Warning: 299 - "..."` headers (RFC 7234 warn-code 299, as Kubernetes sends them).
 pub fn add_warnings(resp: &mut Response, warnings: &[String]) {
     for w in warnings {
