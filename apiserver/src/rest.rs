@@ -192,6 +192,7 @@ pub fn before_create(
         }
     }
     let name = meta::name(obj).unwrap_or_default().to_string();
+    check_path_segment(info, &name)?;
     meta::set_meta_str(obj, MetaField::Uid, Some(&uuid::Uuid::new_v4().to_string()));
     meta::set_meta_str(
         obj,
@@ -217,6 +218,30 @@ pub fn before_create(
         patch::update_managed_fields(None, obj, &info.gvk(), manager, None, ctx.now);
     }
     Ok(())
+}
+
+/// A name must be usable as one URL path segment and one store key segment
+/// (`path.ValidatePathSegmentName`), whatever the kind's own name rules are.
+fn check_path_segment(info: &ResourceInfo, name: &str) -> Result<()> {
+    let problem = match name {
+        "." | ".." => Some(format!("may not be '{name}'")),
+        n if n.contains('/') => Some("may not contain '/'".to_string()),
+        n if n.contains('%') => Some("may not contain '%'".to_string()),
+        _ => None,
+    };
+    match problem {
+        Some(detail) => Err(invalid(
+            info,
+            name,
+            vec![field_error(
+                FieldErrorKind::Invalid,
+                "metadata.name",
+                Some(format!("{name:?}")),
+                &detail,
+            )],
+        )),
+        None => Ok(()),
+    }
 }
 
 /// A new namespace carries the `kubernetes` finalizer and phase `Active`

@@ -358,6 +358,49 @@ async fn every_resource_dry_run_writes_nothing() {
 }
 
 #[tokio::test]
+async fn every_resource_serves_tables_and_refuses_bad_names() {
+    let h = Harness::new().await;
+    for info in resources() {
+        let base = collection(&info);
+        assert_eq!(
+            h.post(&base, &sample(&info, "generic-t")).await.status,
+            StatusCode::CREATED,
+            "{base}"
+        );
+        let t = h.get_as(&base, common::TABLE).await;
+        assert_eq!(t.status, StatusCode::OK, "{base}");
+        assert_eq!(t.body["kind"], "Table", "{base}");
+        assert_eq!(t.body["columnDefinitions"][0]["name"], "Name", "{base}");
+        assert_eq!(t.body["columnDefinitions"][0]["format"], "name", "{base}");
+        let row = t.body["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["cells"][0] == "generic-t")
+            .cloned();
+        let row = row.unwrap_or_else(|| panic!("{base}: no row for generic-t"));
+        assert_eq!(
+            row["cells"].as_array().map(Vec::len),
+            t.body["columnDefinitions"].as_array().map(Vec::len),
+            "{base}"
+        );
+        assert_eq!(row["object"]["metadata"]["name"], "generic-t", "{base}");
+        let one = h.get_as(&format!("{base}/generic-t"), common::TABLE).await;
+        assert_eq!(one.body["rows"].as_array().map(Vec::len), Some(1), "{base}");
+        for bad in ["a/b", "..", "x%2"] {
+            let mut obj = sample(&info, "x");
+            obj["metadata"]["name"] = json!(bad);
+            let r = h.post(&base, &obj).await;
+            assert_eq!(
+                r.status,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "{base}: name {bad:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
 async fn unknown_resources_and_paths_are_404() {
     let h = Harness::new().await;
     for uri in [

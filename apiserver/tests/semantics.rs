@@ -1107,3 +1107,62 @@ async fn concurrent_updates_from_one_version_let_exactly_one_win() {
         2
     );
 }
+
+#[tokio::test]
+async fn patch_options_are_checked_before_patching() {
+    let h = with_widgets().await;
+    assert_eq!(
+        h.post(WIDGETS, &widget("p", "red", json!({}))).await.status,
+        StatusCode::CREATED
+    );
+    let force = h
+        .patch(
+            &format!("{WIDGETS}/p?force=true"),
+            "application/merge-patch+json",
+            &json!({}),
+        )
+        .await;
+    assert_eq!(force.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(force.body["details"]["causes"][0]["field"], "force");
+    let no_manager = h
+        .raw(
+            Method::PATCH,
+            &format!("{WIDGETS}/p"),
+            &[("content-type", "application/apply-patch+yaml")],
+            b"metadata: {name: p}".to_vec(),
+        )
+        .await;
+    assert_eq!(no_manager.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        no_manager.body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
+    let bad_json = h
+        .raw(
+            Method::PATCH,
+            &format!("{WIDGETS}/p"),
+            &[("content-type", "application/merge-patch+json")],
+            b"{".to_vec(),
+        )
+        .await;
+    assert_eq!(bad_json.status, StatusCode::BAD_REQUEST);
+    let bad_yaml = h
+        .raw(
+            Method::PATCH,
+            &format!("{WIDGETS}/p?fieldManager=m"),
+            &[("content-type", "application/apply-patch+yaml")],
+            b"a: [".to_vec(),
+        )
+        .await;
+    assert_eq!(bad_yaml.status, StatusCode::BAD_REQUEST);
+    let missing_ns = h
+        .raw(
+            Method::PATCH,
+            "/apis/example.com/v1/namespaces/nope/widgets/p?fieldManager=m",
+            &[("content-type", "application/apply-patch+yaml")],
+            b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: p}\n".to_vec(),
+        )
+        .await;
+    assert_eq!(missing_ns.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing_ns.body["message"], "namespaces \"nope\" not found");
+}

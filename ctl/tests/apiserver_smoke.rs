@@ -20,7 +20,13 @@ impl Drop for Server {
 
 fn start(data_dir: &std::path::Path) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
-        .args(["apiserver", "--listen", "127.0.0.1:0", "--no-fsync", "--data-dir"])
+        .args([
+            "apiserver",
+            "--listen",
+            "127.0.0.1:0",
+            "--no-fsync",
+            "--data-dir",
+        ])
         .arg(data_dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -28,7 +34,9 @@ fn start(data_dir: &std::path::Path) -> Server {
         .expect("miniplane starts");
     let stdout = child.stdout.take().expect("piped stdout");
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("announcement line");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("announcement line");
     let port = line
         .trim()
         .strip_prefix("miniplane apiserver listening on http://127.0.0.1:")
@@ -79,7 +87,10 @@ fn kubectl_talks_to_miniplane_apiserver() {
     let (ok, out) = kubectl(dir.path(), &["version"]);
     assert!(ok && out.contains("Server Version: v1.33"), "{out}");
     let (ok, out) = kubectl(dir.path(), &["api-resources"]);
-    assert!(ok && out.contains("deployments") && out.contains("deploy"), "{out}");
+    assert!(
+        ok && out.contains("deployments") && out.contains("deploy"),
+        "{out}"
+    );
     let (ok, out) = kubectl(dir.path(), &["get", "namespaces"]);
     assert!(ok && out.contains("kube-system"), "{out}");
     std::fs::write(
@@ -91,10 +102,16 @@ fn kubectl_talks_to_miniplane_apiserver() {
     let manifest = manifest.to_str().expect("utf-8 path");
     let (ok, out) = kubectl(dir.path(), &["apply", "--validate=false", "-f", manifest]);
     assert!(ok && out.contains("configmap/smoke created"), "{out}");
-    let (ok, out) = kubectl(dir.path(), &["get", "configmap", "smoke", "-o", "jsonpath={.data.a}"]);
+    let (ok, out) = kubectl(
+        dir.path(),
+        &["get", "configmap", "smoke", "-o", "jsonpath={.data.a}"],
+    );
     assert!(ok && out == "b", "{out}");
     let (ok, out) = kubectl(dir.path(), &["get", "cm", "missing"]);
-    assert!(!ok && out.contains("configmaps \"missing\" not found"), "{out}");
+    assert!(
+        !ok && out.contains("configmaps \"missing\" not found"),
+        "{out}"
+    );
     let (ok, out) = kubectl(dir.path(), &["delete", "-f", manifest]);
     assert!(ok && out.contains("deleted"), "{out}");
     // SIGTERM: a graceful stop.
@@ -107,7 +124,10 @@ fn kubectl_talks_to_miniplane_apiserver() {
             assert!(status.success(), "exit status {status}");
             break;
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "did not stop on SIGTERM");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "did not stop on SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
