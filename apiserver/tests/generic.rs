@@ -370,13 +370,15 @@ async fn every_resource_serves_tables_and_refuses_bad_names() {
         let t = h.get_as(&base, common::TABLE).await;
         assert_eq!(t.status, StatusCode::OK, "{base}");
         assert_eq!(t.body["kind"], "Table", "{base}");
-        assert_eq!(t.body["columnDefinitions"][0]["name"], "Name", "{base}");
-        assert_eq!(t.body["columnDefinitions"][0]["format"], "name", "{base}");
+        if info.strategy.table_has_name_column() {
+            assert_eq!(t.body["columnDefinitions"][0]["name"], "Name", "{base}");
+            assert_eq!(t.body["columnDefinitions"][0]["format"], "name", "{base}");
+        }
         let row = t.body["rows"]
             .as_array()
             .into_iter()
             .flatten()
-            .find(|r| r["cells"][0] == "generic-t")
+            .find(|r| r["object"]["metadata"]["name"] == "generic-t")
             .cloned();
         let row = row.unwrap_or_else(|| panic!("{base}: no row for generic-t"));
         assert_eq!(

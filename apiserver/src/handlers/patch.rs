@@ -41,10 +41,7 @@ pub fn patch_error(info: &ResourceInfo, name: &str, e: PatchError) -> ApiError {
                 detail: m,
             }],
         },
-        PatchError::Conflicts(conflicts) => ApiError::ApplyConflicts {
-            conflicts,
-            api_version: info.api_version(),
-        },
+        PatchError::Conflicts(conflicts) => ApiError::ApplyConflicts { conflicts },
         PatchError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
     }
 }

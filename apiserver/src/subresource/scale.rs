@@ -132,7 +132,7 @@ fn write_context(ctx: &RequestContext) -> WriteContext {
     WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
-        part: WritePart::Main,
+        part: WritePart::Scale,
     }
 }
 
