@@ -293,13 +293,20 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| "application/json".to_string())
 }
 
-/// Decodes a POST/PUT body as JSON or YAML by its content type; 415 for anything else.
+/// Decodes a POST/PUT body as JSON, YAML or (for the kinds kubectl's generators send)
+/// Kubernetes protobuf, by its content type; 415 for anything else.
 /// `expected` names the kind for the error message (`must be of type Deployment`).
 pub fn decode_body(headers: &HeaderMap, body: &[u8], expected: &str) -> Result<Value> {
     let ct = content_type(headers);
     match ct.as_str() {
         "application/json" | "*/*" => decode_json(body, expected),
         "application/yaml" | "application/x-yaml" | "text/yaml" => decode_yaml(body, expected),
+        crate::protobuf::CONTENT_TYPE => crate::protobuf::decode(body).map_err(|e| match e {
+            crate::protobuf::ProtobufError::Malformed(_) => unrecognized(expected, &e, body),
+            crate::protobuf::ProtobufError::Unsupported(_) => {
+                ApiError::UnsupportedMediaType(e.to_string())
+            }
+        }),
         other => Err(ApiError::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
         ))),

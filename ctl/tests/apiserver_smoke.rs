@@ -114,6 +114,34 @@ fn kubectl_talks_to_miniplane_apiserver() {
     );
     let (ok, out) = kubectl(dir.path(), &["delete", "-f", manifest]);
     assert!(ok && out.contains("deleted"), "{out}");
+    // kubectl's generators POST protobuf bodies.
+    let (ok, out) = kubectl(dir.path(), &["create", "namespace", "smoke-ns"]);
+    assert!(ok && out.contains("namespace/smoke-ns created"), "{out}");
+    let (ok, out) = kubectl(
+        dir.path(),
+        &[
+            "create",
+            "configmap",
+            "gen",
+            "-n",
+            "smoke-ns",
+            "--from-literal=k=v",
+        ],
+    );
+    assert!(ok && out.contains("configmap/gen created"), "{out}");
+    let (ok, out) = kubectl(
+        dir.path(),
+        &[
+            "get",
+            "cm",
+            "gen",
+            "-n",
+            "smoke-ns",
+            "-o",
+            "jsonpath={.data.k}",
+        ],
+    );
+    assert!(ok && out == "v", "{out}");
     // SIGTERM: a graceful stop.
     let started = Instant::now();
     let _ = Command::new("kill")
