@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod widgets;
+
 use apiserver::{AppState, ResourceInfo, ServerOptions, router};
 use axum::Router;
 use axum::body::Body;
