@@ -354,6 +354,41 @@ async fn every_resource_dry_run_writes_nothing() {
             StatusCode::NOT_FOUND,
             "{base}"
         );
+        // Dry-run update, patch and delete of a real object change nothing either.
+        let real = h.post(&base, &sample(&info, "generic-real")).await;
+        assert_eq!(real.status, StatusCode::CREATED, "{base}");
+        let rv_before = h.backend_revision();
+        let mut changed = real.body.clone();
+        changed["metadata"]["labels"]["dry"] = json!("run");
+        let put = h
+            .put(&format!("{base}/generic-real?dryRun=All"), &changed)
+            .await;
+        assert_eq!(put.status, StatusCode::OK, "{base}: {:?}", put.body);
+        assert_eq!(put.body["metadata"]["labels"]["dry"], "run", "{base}");
+        let patch = h
+            .patch(
+                &format!("{base}/generic-real?dryRun=All"),
+                "application/merge-patch+json",
+                &json!({"metadata": {"labels": {"dry": "patch"}}}),
+            )
+            .await;
+        assert_eq!(patch.status, StatusCode::OK, "{base}: {:?}", patch.body);
+        assert_eq!(patch.body["metadata"]["labels"]["dry"], "patch", "{base}");
+        let del = h
+            .delete(&format!("{base}/generic-real?dryRun=All"), None)
+            .await;
+        assert_eq!(del.status, StatusCode::OK, "{base}");
+        assert_eq!(h.backend_revision(), rv_before, "{base}");
+        let after = h.get(&format!("{base}/generic-real")).await;
+        assert_eq!(after.status, StatusCode::OK, "{base}");
+        assert!(
+            after.body["metadata"]["labels"].get("dry").is_none(),
+            "{base}"
+        );
+        assert!(
+            after.body["metadata"].get("deletionTimestamp").is_none(),
+            "{base}"
+        );
     }
 }
 
@@ -399,6 +434,85 @@ async fn every_resource_serves_tables_and_refuses_bad_names() {
                 "{base}: name {bad:?}"
             );
         }
+    }
+}
+
+#[tokio::test]
+async fn every_resource_patches_with_all_four_types() {
+    let h = Harness::new().await;
+    for info in resources() {
+        let base = collection(&info);
+        let created = h.post(&base, &sample(&info, "generic-p")).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{base}");
+        let url = format!("{base}/generic-p");
+        let merge = h
+            .patch(
+                &url,
+                "application/merge-patch+json",
+                &json!({"metadata": {"labels": {"m": "1"}}}),
+            )
+            .await;
+        assert_eq!(merge.status, StatusCode::OK, "{base}: {:?}", merge.body);
+        assert_eq!(merge.body["metadata"]["labels"]["m"], "1", "{base}");
+        let jp = h
+            .patch(
+                &url,
+                "application/json-patch+json",
+                &json!([{"op": "add", "path": "/metadata/labels/j", "value": "2"}]),
+            )
+            .await;
+        assert_eq!(jp.status, StatusCode::OK, "{base}: {:?}", jp.body);
+        assert_eq!(jp.body["metadata"]["labels"]["j"], "2", "{base}");
+        let smp = h
+            .patch(
+                &url,
+                "application/strategic-merge-patch+json",
+                &json!({"metadata": {"labels": {"s": "3"}}}),
+            )
+            .await;
+        assert_eq!(smp.status, StatusCode::OK, "{base}: {:?}", smp.body);
+        assert_eq!(smp.body["metadata"]["labels"]["m"], "1", "{base}");
+        // A stale resourceVersion in a patch conflicts.
+        let stale = h
+            .patch(&url, "application/merge-patch+json", &json!({"metadata": {"resourceVersion": created.body["metadata"]["resourceVersion"]}}))
+            .await;
+        assert_eq!(stale.status, StatusCode::CONFLICT, "{base}");
+        // Server-side apply creates (201), then updates (200), and records its manager.
+        let apply_url = format!("{base}/generic-ssa?fieldManager=tester");
+        let body = serde_json::to_vec(&sample(&info, "generic-ssa")).expect("json");
+        let first = h
+            .raw(
+                axum::http::Method::PATCH,
+                &apply_url,
+                &[("content-type", "application/apply-patch+yaml")],
+                body.clone(),
+            )
+            .await;
+        assert_eq!(
+            first.status,
+            StatusCode::CREATED,
+            "{base}: {:?}",
+            first.body
+        );
+        let again = h
+            .raw(
+                axum::http::Method::PATCH,
+                &apply_url,
+                &[("content-type", "application/apply-patch+yaml")],
+                body,
+            )
+            .await;
+        assert_eq!(again.status, StatusCode::OK, "{base}: {:?}", again.body);
+        let managers: Vec<_> = again.body["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| (m["manager"].clone(), m["operation"].clone()))
+            .collect();
+        assert!(
+            managers.contains(&(json!("tester"), json!("Apply"))),
+            "{base}: {managers:?}"
+        );
     }
 }
 
