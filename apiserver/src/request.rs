@@ -226,6 +226,9 @@ pub struct Accept {
     pub table: bool,
     /// Aggregated discovery, if asked for before plain JSON.
     pub aggregated: Option<AggregatedDiscovery>,
+    /// `PartialObjectMetadata`/`PartialObjectMetadataList` (metadata-only clients such as
+    /// kube-rs' `metadata_watcher` and client-go's metadata informers).
+    pub partial_metadata: bool,
 }
 
 impl Accept {
@@ -248,6 +251,14 @@ impl Accept {
             match (param("as"), param("g"), param("v")) {
                 (Some("Table"), Some("meta.k8s.io"), Some("v1" | "v1beta1")) => {
                     out.table = true;
+                    return out;
+                }
+                (
+                    Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
+                    Some("meta.k8s.io"),
+                    Some("v1" | "v1beta1"),
+                ) => {
+                    out.partial_metadata = true;
                     return out;
                 }
                 (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some(v)) => {

@@ -507,3 +507,40 @@ async fn discovery_aggregated_only_when_asked() {
         StatusCode::NOT_FOUND
     );
 }
+
+#[tokio::test]
+async fn partial_object_metadata_for_metadata_clients() {
+    let h = Harness::new().await;
+    let created = h.post(PODS, &pod("m", json!({"a": "b"}))).await;
+    let rv = created.body["metadata"]["resourceVersion"]
+        .as_str()
+        .expect("rv")
+        .to_string();
+    let accept =
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json";
+    let list = h.get_as(PODS, accept).await;
+    assert_eq!(list.body["kind"], "PartialObjectMetadataList");
+    assert_eq!(list.body["items"][0]["kind"], "PartialObjectMetadata");
+    assert_eq!(list.body["items"][0]["metadata"]["labels"]["a"], "b");
+    assert!(list.body["items"][0].get("spec").is_none());
+    let one = h
+        .get_as(
+            &format!("{PODS}/m"),
+            "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        )
+        .await;
+    assert_eq!(one.body["kind"], "PartialObjectMetadata");
+    let mut w = h
+        .watch(
+            &format!("{PODS}?watch=1&resourceVersion={rv}"),
+            Some(accept),
+        )
+        .await;
+    assert_eq!(
+        h.delete(&format!("{PODS}/m"), None).await.status,
+        StatusCode::OK
+    );
+    let ev = w.next_change().await.expect("event");
+    assert_eq!(ev["type"], "DELETED");
+    assert_eq!(ev["object"]["kind"], "PartialObjectMetadata");
+}

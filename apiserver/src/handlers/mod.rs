@@ -142,6 +142,8 @@ pub fn object_response(
             true,
             ctx.state.now(),
         )
+    } else if ctx.accept.partial_metadata {
+        crate::meta::partial_object_metadata(obj)
     } else {
         obj.clone()
     };
