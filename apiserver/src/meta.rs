@@ -274,20 +274,6 @@ pub fn set_status(obj: &mut Value, status: Option<Value>) {
     }
 }
 
-/// Everything but `metadata` and `status` (the "spec" in the wide sense, for generation).
-pub fn spec_part(obj: &Value) -> Map<String, Value> {
-    obj.as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// `spec.<field>` as a string.
 pub fn spec_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     str_at(obj, "spec", field)

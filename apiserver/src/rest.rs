@@ -330,7 +330,7 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
     }
     if info.has_status()
         && matches!(ctx.part, WritePart::Main | WritePart::Scale)
-        && meta::spec_part(&new) != meta::spec_part(old)
+        && info.strategy.bumps_generation(&new, old)
     {
         meta::set_meta_i64(
             &mut new,

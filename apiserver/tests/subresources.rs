@@ -345,3 +345,26 @@ async fn delete_collection_with_selectors() {
     assert_eq!(names(&r.body), vec!["a", "b"]);
     assert_eq!(names(&h.get(PODS).await.body), vec!["c"]);
 }
+
+#[tokio::test]
+async fn deployment_generation_follows_spec_and_annotations_not_labels() {
+    // `pkg/registry/apps/deployment/strategy.go` PrepareForUpdate: spec or annotation changes
+    // bump the generation (rollout undo and restart write annotations), labels do not.
+    let h = Harness::new().await;
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gen"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "gen"}},
+                 "template": {"metadata": {"labels": {"app": "gen"}}, "spec": {"containers": [{"name": "n", "image": "nginx"}]}}}});
+    let created = h.post(DEPLOYS, &d).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    assert_eq!(created.body["metadata"]["generation"], 1);
+    let mut labelled = created.body.clone();
+    labelled["metadata"]["labels"] = json!({"team": "a"});
+    let labelled = h.put(&format!("{DEPLOYS}/gen"), &labelled).await;
+    assert_eq!(labelled.status, StatusCode::OK, "{:?}", labelled.body);
+    assert_eq!(labelled.body["metadata"]["generation"], 1);
+    let mut annotated = labelled.body.clone();
+    annotated["metadata"]["annotations"] = json!({"kubernetes.io/change-cause": "undo"});
+    let annotated = h.put(&format!("{DEPLOYS}/gen"), &annotated).await;
+    assert_eq!(annotated.status, StatusCode::OK, "{:?}", annotated.body);
+    assert_eq!(annotated.body["metadata"]["generation"], 2);
+}
