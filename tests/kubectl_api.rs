@@ -3,6 +3,8 @@
 //! serves, through kubectl's own verbs (`create ...`) or manifests.
 //!
 //! Each test starts its own `miniplane apiserver` (port 0, temporary data dir).
+// Helpers outside #[test] fns unwrap too: a failed step is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
@@ -31,7 +33,13 @@ fn version_reports_minor_33_and_the_dispatcher_runs_kubectl_1_33() {
     assert_eq!(v["serverVersion"]["minor"], "33", "{v}");
     // The Debian dispatcher picked the kubectl matching the server's minor.
     assert_eq!(v["clientVersion"]["minor"], "33", "{v}");
-    assert!(v["serverVersion"]["gitVersion"].as_str().unwrap().starts_with("v1.33."), "{v}");
+    assert!(
+        v["serverVersion"]["gitVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("v1.33."),
+        "{v}"
+    );
 }
 
 #[test]
@@ -44,13 +52,28 @@ fn api_resources_lists_kinds_with_short_names_and_scope() {
         ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"],
         "{out}"
     );
-    assert_eq!(row(&rows, "deployments"), ["deployments", "deploy", "apps/v1", "true", "Deployment"]);
-    assert_eq!(row(&rows, "replicasets"), ["replicasets", "rs", "apps/v1", "true", "ReplicaSet"]);
+    assert_eq!(
+        row(&rows, "deployments"),
+        ["deployments", "deploy", "apps/v1", "true", "Deployment"]
+    );
+    assert_eq!(
+        row(&rows, "replicasets"),
+        ["replicasets", "rs", "apps/v1", "true", "ReplicaSet"]
+    );
     assert_eq!(row(&rows, "pods"), ["pods", "po", "v1", "true", "Pod"]);
-    assert_eq!(row(&rows, "namespaces"), ["namespaces", "ns", "v1", "false", "Namespace"]);
+    assert_eq!(
+        row(&rows, "namespaces"),
+        ["namespaces", "ns", "v1", "false", "Namespace"]
+    );
     assert_eq!(row(&rows, "nodes"), ["nodes", "no", "v1", "false", "Node"]);
-    assert_eq!(row(&rows, "services"), ["services", "svc", "v1", "true", "Service"]);
-    assert_eq!(row(&rows, "configmaps"), ["configmaps", "cm", "v1", "true", "ConfigMap"]);
+    assert_eq!(
+        row(&rows, "services"),
+        ["services", "svc", "v1", "true", "Service"]
+    );
+    assert_eq!(
+        row(&rows, "configmaps"),
+        ["configmaps", "cm", "v1", "true", "ConfigMap"]
+    );
 
     // Filtering by group and scope is done by kubectl from the same discovery documents.
     let apps = s.kubectl_ok(&["api-resources", "--api-group=apps", "-o", "name"]);
@@ -58,7 +81,10 @@ fn api_resources_lists_kinds_with_short_names_and_scope() {
     assert!(!apps.lines().any(|l| l == "pods"), "{apps}");
     let cluster = s.kubectl_ok(&["api-resources", "--namespaced=false", "-o", "name"]);
     assert!(cluster.lines().any(|l| l == "nodes"), "{cluster}");
-    assert!(!cluster.lines().any(|l| l == "deployments.apps"), "{cluster}");
+    assert!(
+        !cluster.lines().any(|l| l == "deployments.apps"),
+        "{cluster}"
+    );
 }
 
 #[test]
@@ -68,11 +94,23 @@ fn explain_walks_the_openapi_schema() {
     assert!(spec.contains("KIND:       Deployment"), "{spec}");
     assert!(spec.contains("VERSION:    v1"), "{spec}");
     assert!(spec.contains("FIELD: spec <DeploymentSpec>"), "{spec}");
-    for field in ["replicas", "selector", "strategy", "template", "revisionHistoryLimit"] {
-        assert!(spec.contains(field), "explain deployment.spec lacks {field}:\n{spec}");
+    for field in [
+        "replicas",
+        "selector",
+        "strategy",
+        "template",
+        "revisionHistoryLimit",
+    ] {
+        assert!(
+            spec.contains(field),
+            "explain deployment.spec lacks {field}:\n{spec}"
+        );
     }
     let strategy = s.kubectl_ok(&["explain", "deployment.spec.strategy"]);
-    assert!(strategy.contains("FIELD: strategy <DeploymentStrategy>"), "{strategy}");
+    assert!(
+        strategy.contains("FIELD: strategy <DeploymentStrategy>"),
+        "{strategy}"
+    );
     assert!(strategy.contains("rollingUpdate"), "{strategy}");
     assert!(strategy.contains("type"), "{strategy}");
     let pod = s.kubectl_ok(&["explain", "pods.spec.containers.image"]);
@@ -83,32 +121,63 @@ fn explain_walks_the_openapi_schema() {
     let err = s.kubectl_err(&["explain", "deployment.spec.nope"]);
     assert!(err.contains("field \"nope\" does not exist"), "{err}");
     let err = s.kubectl_err(&["explain", "nosuchkinds"]);
-    assert!(err.contains("the server doesn't have a resource type \"nosuchkinds\""), "{err}");
+    assert!(
+        err.contains("the server doesn't have a resource type \"nosuchkinds\""),
+        "{err}"
+    );
 }
 
 #[test]
 fn namespaces_scope_objects_and_a_missing_namespace_is_not_found() {
     let s = Server::start();
-    assert_eq!(s.kubectl_ok(&["create", "namespace", "team-a"]).trim(), "namespace/team-a created");
+    assert_eq!(
+        s.kubectl_ok(&["create", "namespace", "team-a"]).trim(),
+        "namespace/team-a created"
+    );
     let ns = s.kubectl_json(&["get", "namespace", "team-a"]);
     assert_eq!(ns["status"]["phase"], "Active", "{ns}");
     // The default namespace exists from the start, as in every cluster.
     s.kubectl_ok(&["get", "namespace", "default"]);
 
-    s.kubectl_ok(&["-n", "team-a", "create", "configmap", "cfg", "--from-literal=k=v"]);
+    s.kubectl_ok(&[
+        "-n",
+        "team-a",
+        "create",
+        "configmap",
+        "cfg",
+        "--from-literal=k=v",
+    ]);
     let cm = s.kubectl_json(&["-n", "team-a", "get", "configmap", "cfg"]);
     assert_eq!(cm["metadata"]["namespace"], "team-a");
     assert_eq!(cm["data"]["k"], "v");
     // Not visible from another namespace.
     let err = s.kubectl_err(&["get", "configmap", "cfg"]);
-    assert!(err.contains("Error from server (NotFound): configmaps \"cfg\" not found"), "{err}");
+    assert!(
+        err.contains("Error from server (NotFound): configmaps \"cfg\" not found"),
+        "{err}"
+    );
 
-    let err = s.kubectl_err(&["-n", "missing", "create", "configmap", "x", "--from-literal=a=b"]);
-    assert!(err.contains("Error from server (NotFound): namespaces \"missing\" not found"), "{err}");
+    let err = s.kubectl_err(&[
+        "-n",
+        "missing",
+        "create",
+        "configmap",
+        "x",
+        "--from-literal=a=b",
+    ]);
+    assert!(
+        err.contains("Error from server (NotFound): namespaces \"missing\" not found"),
+        "{err}"
+    );
 
     let table = s.kubectl_ok(&["get", "namespaces"]);
     assert!(table.lines().next().unwrap().starts_with("NAME"), "{table}");
-    assert!(table.lines().any(|l| l.starts_with("team-a") && l.contains("Active")), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("team-a") && l.contains("Active")),
+        "{table}"
+    );
 
     // Namespace deletion is two-phase (the namespace controller empties it); the API server's
     // part: the namespace turns Terminating, and no new content may be created in it.
@@ -118,7 +187,14 @@ fn namespaces_scope_objects_and_a_missing_namespace_is_not_found() {
         let ns: serde_json::Value = serde_json::from_str(&after.stdout).unwrap();
         assert_eq!(ns["status"]["phase"], "Terminating", "{ns}");
         assert!(ns["metadata"]["deletionTimestamp"].is_string(), "{ns}");
-        let err = s.kubectl_err(&["-n", "team-a", "create", "configmap", "late", "--from-literal=a=b"]);
+        let err = s.kubectl_err(&[
+            "-n",
+            "team-a",
+            "create",
+            "configmap",
+            "late",
+            "--from-literal=a=b",
+        ]);
         assert!(err.contains("because it is being terminated"), "{err}");
     } else {
         assert!(after.stderr.contains("NotFound"), "{after}");
@@ -128,15 +204,27 @@ fn namespaces_scope_objects_and_a_missing_namespace_is_not_found() {
 #[test]
 fn create_deployment_imperatively_gets_defaults() {
     let s = Server::start();
-    let out = s.kubectl_ok(&["create", "deployment", "web", "--image=nginx:1.25", "--replicas=2"]);
+    let out = s.kubectl_ok(&[
+        "create",
+        "deployment",
+        "web",
+        "--image=nginx:1.25",
+        "--replicas=2",
+    ]);
     assert_eq!(out.trim(), "deployment.apps/web created");
     let d = s.kubectl_json(&["get", "deployment", "web"]);
     assert_eq!(d["spec"]["replicas"], 2, "{d}");
     assert_eq!(d["spec"]["selector"]["matchLabels"]["app"], "web", "{d}");
-    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1.25");
+    assert_eq!(
+        d["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.25"
+    );
     // Defaulting (pkg/apis/apps/v1/defaults.go, pkg/apis/core/v1/defaults.go).
     assert_eq!(d["spec"]["strategy"]["type"], "RollingUpdate", "{d}");
-    assert_eq!(d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%", "{d}");
+    assert_eq!(
+        d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], "25%",
+        "{d}"
+    );
     assert_eq!(d["spec"]["revisionHistoryLimit"], 10, "{d}");
     assert_eq!(d["spec"]["progressDeadlineSeconds"], 600, "{d}");
     let pod = &d["spec"]["template"]["spec"];
@@ -144,14 +232,30 @@ fn create_deployment_imperatively_gets_defaults() {
     assert_eq!(pod["terminationGracePeriodSeconds"], 30, "{d}");
     assert_eq!(pod["dnsPolicy"], "ClusterFirst", "{d}");
     assert_eq!(pod["schedulerName"], "default-scheduler", "{d}");
-    assert_eq!(pod["containers"][0]["imagePullPolicy"], "IfNotPresent", "{d}");
-    assert_eq!(pod["containers"][0]["terminationMessagePath"], "/dev/termination-log");
+    assert_eq!(
+        pod["containers"][0]["imagePullPolicy"], "IfNotPresent",
+        "{d}"
+    );
+    assert_eq!(
+        pod["containers"][0]["terminationMessagePath"],
+        "/dev/termination-log"
+    );
     // Server-owned metadata.
     let meta = &d["metadata"];
     assert_eq!(meta["generation"], 1, "{d}");
     assert!(meta["uid"].as_str().is_some_and(|u| u.len() == 36), "{d}");
-    assert!(meta["resourceVersion"].as_str().is_some_and(|rv| rv.parse::<u64>().is_ok()), "{d}");
-    assert!(meta["creationTimestamp"].as_str().is_some_and(|t| t.ends_with('Z')), "{d}");
+    assert!(
+        meta["resourceVersion"]
+            .as_str()
+            .is_some_and(|rv| rv.parse::<u64>().is_ok()),
+        "{d}"
+    );
+    assert!(
+        meta["creationTimestamp"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{d}"
+    );
 
     let err = s.kubectl_err(&["create", "deployment", "web", "--image=nginx:1.25"]);
     assert!(
@@ -162,7 +266,13 @@ fn create_deployment_imperatively_gets_defaults() {
 
 /// Creates an object (kubectl verb or manifest), reads it back, deletes it, and checks it is
 /// gone: the minimum every served kind must support.
-fn crud(s: &Server, resource: &str, name: &str, create: Create<'_>, namespaced: bool) -> serde_json::Value {
+fn crud(
+    s: &Server,
+    resource: &str,
+    name: &str,
+    create: Create<'_>,
+    namespaced: bool,
+) -> serde_json::Value {
     let created = match create {
         Create::Verb(args) => s.kubectl_ok(args),
         Create::Manifest(yaml) => s.apply_ok(yaml, &[]),
@@ -173,23 +283,38 @@ fn crud(s: &Server, resource: &str, name: &str, create: Create<'_>, namespaced: 
     if namespaced {
         assert_eq!(obj["metadata"]["namespace"], "default", "{obj}");
     } else {
-        assert!(obj["metadata"]["namespace"].is_null(), "cluster-scoped: {obj}");
+        assert!(
+            obj["metadata"]["namespace"].is_null(),
+            "cluster-scoped: {obj}"
+        );
     }
     assert!(obj["metadata"]["uid"].is_string(), "{obj}");
     let list = s.kubectl_ok(&["get", resource, "-o", "name"]);
-    assert!(list.lines().any(|l| l.ends_with(&format!("/{name}"))), "{list}");
+    assert!(
+        list.lines().any(|l| l.ends_with(&format!("/{name}"))),
+        "{list}"
+    );
     let table = s.kubectl_ok(&["get", resource]);
     if resource == "event" {
         // Events print LAST SEEN, TYPE, REASON, OBJECT, MESSAGE (no name column).
-        assert!(table.lines().next().unwrap().starts_with("LAST SEEN"), "{table}");
+        assert!(
+            table.lines().next().unwrap().starts_with("LAST SEEN"),
+            "{table}"
+        );
     } else {
         assert!(table.lines().next().unwrap().starts_with("NAME"), "{table}");
         assert!(table.lines().any(|l| l.starts_with(name)), "{table}");
     }
     let deleted = s.kubectl_ok(&["delete", resource, name]);
-    assert!(deleted.contains(&format!("\"{name}\" deleted")), "{deleted}");
+    assert!(
+        deleted.contains(&format!("\"{name}\" deleted")),
+        "{deleted}"
+    );
     let err = s.kubectl_err(&["get", resource, name]);
-    assert!(err.contains("(NotFound)") && err.contains(&format!("\"{name}\" not found")), "{err}");
+    assert!(
+        err.contains("(NotFound)") && err.contains(&format!("\"{name}\" not found")),
+        "{err}"
+    );
     obj
 }
 
@@ -205,7 +330,12 @@ fn configmap_crud() {
         &s,
         "configmap",
         "settings",
-        Create::Verb(&["create", "configmap", "settings", "--from-literal=mode=fast"]),
+        Create::Verb(&[
+            "create",
+            "configmap",
+            "settings",
+            "--from-literal=mode=fast",
+        ]),
         true,
     );
     assert_eq!(cm["data"]["mode"], "fast");
@@ -218,11 +348,20 @@ fn secret_crud() {
         &s,
         "secret",
         "token",
-        Create::Verb(&["create", "secret", "generic", "token", "--from-literal=key=s3cr3t"]),
+        Create::Verb(&[
+            "create",
+            "secret",
+            "generic",
+            "token",
+            "--from-literal=key=s3cr3t",
+        ]),
         true,
     );
     assert_eq!(secret["type"], "Opaque", "{secret}");
-    assert_eq!(secret["data"]["key"], "czNjcjN0", "base64 of s3cr3t: {secret}");
+    assert_eq!(
+        secret["data"]["key"], "czNjcjN0",
+        "base64 of s3cr3t: {secret}"
+    );
 }
 
 #[test]
@@ -247,20 +386,38 @@ fn namespace_crud() {
     assert!(ns.contains("namespace/scratch created"), "{ns}");
     let obj = s.kubectl_json(&["get", "ns", "scratch"]);
     assert!(obj["metadata"]["namespace"].is_null(), "{obj}");
-    assert!(s.kubectl_ok(&["get", "ns", "-o", "name"]).contains("namespace/scratch"));
+    assert!(
+        s.kubectl_ok(&["get", "ns", "-o", "name"])
+            .contains("namespace/scratch")
+    );
 }
 
 #[test]
 fn serviceaccount_crud() {
     let s = Server::start();
-    crud(&s, "serviceaccount", "robot", Create::Verb(&["create", "serviceaccount", "robot"]), true);
+    crud(
+        &s,
+        "serviceaccount",
+        "robot",
+        Create::Verb(&["create", "serviceaccount", "robot"]),
+        true,
+    );
 }
 
 #[test]
 fn job_crud() {
     let s = Server::start();
-    let job = crud(&s, "job", "once", Create::Verb(&["create", "job", "once", "--image=busybox:1.36"]), true);
-    assert_eq!(job["spec"]["template"]["spec"]["restartPolicy"], "Never", "{job}");
+    let job = crud(
+        &s,
+        "job",
+        "once",
+        Create::Verb(&["create", "job", "once", "--image=busybox:1.36"]),
+        true,
+    );
+    assert_eq!(
+        job["spec"]["template"]["spec"]["restartPolicy"], "Never",
+        "{job}"
+    );
 }
 
 #[test]
@@ -270,7 +427,13 @@ fn cronjob_crud() {
         &s,
         "cronjob",
         "tick",
-        Create::Verb(&["create", "cronjob", "tick", "--image=busybox:1.36", "--schedule=*/5 * * * *"]),
+        Create::Verb(&[
+            "create",
+            "cronjob",
+            "tick",
+            "--image=busybox:1.36",
+            "--schedule=*/5 * * * *",
+        ]),
         true,
     );
     assert_eq!(cj["spec"]["schedule"], "*/5 * * * *", "{cj}");
@@ -389,7 +552,13 @@ spec:
 #[test]
 fn pod_crud() {
     let s = Server::start();
-    let pod = crud(&s, "pod", "solo", Create::Manifest(&support::pod_yaml("solo", "app: solo", None)), true);
+    let pod = crud(
+        &s,
+        "pod",
+        "solo",
+        Create::Manifest(&support::pod_yaml("solo", "app: solo", None)),
+        true,
+    );
     assert_eq!(pod["status"]["phase"], "Pending", "{pod}");
 }
 

@@ -37,8 +37,19 @@ impl HttpResponse {
 
     /// The body as JSON; panics (showing the body) when it is not.
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("status {}: body is not JSON ({e}): {}", self.status, self.text()))
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "status {}: body is not JSON ({e}): {}",
+                self.status,
+                self.text()
+            )
+        })
+    }
+
+    /// Checks the response is `201 Created` and returns the object.
+    pub fn expect_created(&self) -> serde_json::Value {
+        assert_eq!(self.status, 201, "expected 201 Created: {}", self.text());
+        self.json()
     }
 
     /// Checks the response is a Kubernetes `Status` failure with `code` and `reason`, and
@@ -56,7 +67,13 @@ impl HttpResponse {
 
 impl Server {
     /// Sends one request. `content_type` `None` sends no Content-Type header.
-    pub fn http(&self, method: &str, path: &str, content_type: Option<&str>, body: &[u8]) -> HttpResponse {
+    pub fn http(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> HttpResponse {
         request(self.addr, method, path, content_type, body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
@@ -68,12 +85,22 @@ impl Server {
 
     /// Sends `body` as JSON with `method`.
     pub fn send_json(&self, method: &str, path: &str, body: &serde_json::Value) -> HttpResponse {
-        self.http(method, path, Some("application/json"), body.to_string().as_bytes())
+        self.http(
+            method,
+            path,
+            Some("application/json"),
+            body.to_string().as_bytes(),
+        )
     }
 
     /// Opens a watch (`path` must carry `watch=1`) and reads events until `count` arrived, the
     /// server closed the stream, or `timeout` passed.
-    pub fn watch_events(&self, path: &str, count: usize, timeout: Duration) -> (u16, Vec<serde_json::Value>) {
+    pub fn watch_events(
+        &self,
+        path: &str,
+        count: usize,
+        timeout: Duration,
+    ) -> (u16, Vec<serde_json::Value>) {
         watch(self.addr, path, count, timeout).unwrap_or_else(|e| panic!("watch {path}: {e}"))
     }
 }
@@ -207,7 +234,12 @@ fn watch(
             match read_chunk(&mut reader) {
                 Ok(Some(chunk)) => chunk,
                 Ok(None) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => break,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         } else {
@@ -215,7 +247,12 @@ fn watch(
             match reader.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => buf[..n].to_vec(),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => break,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::WouldBlock
+                        || e.kind() == std::io::ErrorKind::TimedOut =>
+                {
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         };
@@ -226,16 +263,20 @@ fn watch(
                 continue;
             }
             let event = serde_json::from_slice(&line).map_err(|e| {
-                std::io::Error::other(format!("bad watch line ({e}): {}", String::from_utf8_lossy(&line)))
+                std::io::Error::other(format!(
+                    "bad watch line ({e}): {}",
+                    String::from_utf8_lossy(&line)
+                ))
             })?;
             events.push(event);
         }
     }
     // A non-200 answer carries a Status body instead of events.
-    if status != 200 && !pending.is_empty() {
-        if let Ok(v) = serde_json::from_slice(&pending) {
-            events.push(v);
-        }
+    if status != 200
+        && !pending.is_empty()
+        && let Ok(v) = serde_json::from_slice(&pending)
+    {
+        events.push(v);
     }
     Ok((status, events))
 }

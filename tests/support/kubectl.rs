@@ -61,7 +61,12 @@ impl Server {
             .env("PATH", "/usr/local/bin:/usr/bin:/bin")
             .env("HOME", self.dir().join("home"))
             .env("KUBECONFIG", self.kubeconfig())
-            .arg(format!("--cache-dir={}", self.dir().join("cache").display()))
+            // kubectl edit keeps copies of rejected edits in TMPDIR: keep them in the test's dir.
+            .env("TMPDIR", self.dir().join("tmp"))
+            .arg(format!(
+                "--cache-dir={}",
+                self.dir().join("cache").display()
+            ))
             .args(args);
         cmd
     }
@@ -104,7 +109,8 @@ impl Server {
         let mut all = args.to_vec();
         all.extend(["-o", "json"]);
         let out = self.kubectl_ok(&all);
-        serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {all:?}: bad JSON {e}: {out}"))
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("kubectl {all:?}: bad JSON {e}: {out}"))
     }
 
     /// `kubectl apply -f - <extra>` with `yaml` on standard input.
@@ -149,6 +155,7 @@ impl Server {
             child,
             lines,
             seen: Vec::new(),
+            cursor: 0,
             threads: Some((reader, stderr)),
         }
     }
@@ -161,21 +168,32 @@ pub struct Background {
     lines: mpsc::Receiver<String>,
     /// Every stdout line received so far.
     pub seen: Vec<String>,
+    /// Lines before this index were already matched or skipped by [`Background::wait_line`].
+    cursor: usize,
     threads: Option<(std::thread::JoinHandle<()>, std::thread::JoinHandle<String>)>,
 }
 
 impl Background {
-    /// Waits until a stdout line satisfies `pred`; returns it. Panics after `timeout`.
-    pub fn wait_line(&mut self, what: &str, timeout: Duration, pred: impl Fn(&str) -> bool) -> String {
-        if let Some(line) = self.seen.iter().find(|l| pred(l)) {
-            return line.clone();
+    /// Waits until a stdout line after the last matched one satisfies `pred`; returns it.
+    /// Panics after `timeout`. Successive calls thus match lines in order.
+    pub fn wait_line(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        if let Some(i) = self.seen[self.cursor..].iter().position(|l| pred(l)) {
+            self.cursor += i + 1;
+            return self.seen[self.cursor - 1].clone();
         }
+        self.cursor = self.seen.len();
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok(line) => {
                     self.seen.push(line.clone());
+                    self.cursor = self.seen.len();
                     if pred(&line) {
                         return line;
                     }
@@ -226,10 +244,18 @@ impl Drop for Background {
 }
 
 /// Runs `cmd` to completion, feeding `stdin`, killing it after `timeout`.
-fn run_with_timeout(mut cmd: Command, stdin: Option<&str>, timeout: Duration) -> Result<Output, String> {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+fn run_with_timeout(
+    mut cmd: Command,
+    stdin: Option<&str>,
+    timeout: Duration,
+) -> Result<Output, String> {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| format!("cannot start: {e}"))?;
     if let Some(input) = stdin {
         let mut pipe = child.stdin.take().unwrap();

@@ -87,3 +87,18 @@ spec:
 "
     )
 }
+
+/// Writes `status` (a JSON object) through the `/status` subresource with a merge patch, as a
+/// controller would (there are no controllers yet).
+pub fn write_status(s: &Server, resource: &str, name: &str, status: serde_json::Value) {
+    let patch = serde_json::json!({ "status": status }).to_string();
+    s.kubectl_ok(&[
+        "patch",
+        resource,
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &patch,
+    ]);
+}

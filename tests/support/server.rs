@@ -30,7 +30,7 @@ impl Server {
     /// Starts the binary Cargo built for these tests and waits for its "listening" line.
     pub fn start() -> Server {
         let dir = tempfile::tempdir().expect("a temp dir for the server");
-        for sub in ["data", "home", "cache"] {
+        for sub in ["data", "home", "cache", "tmp"] {
             std::fs::create_dir(dir.path().join(sub)).unwrap();
         }
         let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
@@ -50,7 +50,8 @@ impl Server {
             Err(why) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
+                let log =
+                    std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
                 panic!("miniplane apiserver did not start: {why}\n--- server log ---\n{log}");
             }
         };
@@ -135,7 +136,10 @@ current-context: miniplane
 impl Drop for Server {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("--- miniplane apiserver log (tail) ---\n{}", self.log_tail());
+            eprintln!(
+                "--- miniplane apiserver log (tail) ---\n{}",
+                self.log_tail()
+            );
         }
         self.stop();
     }
@@ -158,6 +162,8 @@ fn read_address(stdout: impl Read + Send + 'static) -> Result<SocketAddr, String
     match rx.recv_timeout(START_TIMEOUT) {
         Ok(Ok(addr)) => Ok(addr),
         Ok(Err(e)) => Err(format!("unparsable address: {e}")),
-        Err(_) => Err(format!("no `{LISTENING}PORT` line within {START_TIMEOUT:?}")),
+        Err(_) => Err(format!(
+            "no `{LISTENING}PORT` line within {START_TIMEOUT:?}"
+        )),
     }
 }
