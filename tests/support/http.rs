@@ -182,7 +182,8 @@ fn read_chunk(reader: &mut impl BufRead) -> std::io::Result<Option<Vec<u8>>> {
     Ok(Some(chunk))
 }
 
-fn request(
+/// Sends one request to `addr` (see [`Server::http`]).
+pub fn request(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -215,7 +216,8 @@ fn request(
     })
 }
 
-fn watch(
+/// Opens a watch on `addr` (see [`Server::watch_events`]).
+pub fn watch(
     addr: SocketAddr,
     path: &str,
     count: usize,
