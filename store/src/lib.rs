@@ -25,22 +25,36 @@
 //! can be added later without touching its users.
 
 mod backend;
+mod checkpoint;
+mod clock;
+mod codec;
+mod committer;
+mod compaction;
+mod config;
 mod error;
 mod kv;
+mod kvstore;
+mod lock;
 mod memory;
 mod mvcc;
 mod range;
 mod revision;
+mod store;
 mod txn;
+mod wal;
 mod watch;
 mod watch_hub;
 
 pub use backend::Backend;
+pub use clock::{Clock, SystemClock};
+pub use compaction::AutoCompactor;
+pub use config::{AutoCompaction, StoreConfig};
 pub use error::{Error, Result};
 pub use kv::{Event, EventKind, KeyValue};
 pub use memory::{DEFAULT_WATCH_BUFFER, MemoryBackend};
 pub use range::{GetResponse, KeyRange, RangeRequest, RangeResponse};
 pub use revision::Revision;
+pub use store::Store;
 pub use txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse, WriteResponse};
 pub use watch::{WatchRequest, WatchResponse, Watcher};
 

@@ -128,7 +128,10 @@ impl MemoryBackend {
         self.hub.close().await;
     }
 
-    fn write(&self, txn: &Txn) -> Result<TxnResponse> {
+    async fn write(&self, txn: &Txn) -> Result<TxnResponse> {
+        // Writes never wait on anything here; without a yield point a writer loop could
+        // starve the tasks that drain watchers on the same runtime.
+        tokio::task::yield_now().await;
         mvcc::validate_txn(txn)?;
         let mut state = self.data.lock();
         let current = state.rev;
@@ -212,16 +215,18 @@ impl Backend for MemoryBackend {
 
     async fn put(&self, key: Bytes, value: Bytes) -> Result<WriteResponse> {
         self.write(&mvcc::put_txn(key, value))
+            .await
             .map(single_write_response)
     }
 
     async fn delete(&self, key: Bytes) -> Result<WriteResponse> {
         self.write(&mvcc::delete_txn(key))
+            .await
             .map(single_write_response)
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse> {
-        self.write(&txn)
+        self.write(&txn).await
     }
 
     async fn watch(&self, req: WatchRequest) -> Result<Watcher> {

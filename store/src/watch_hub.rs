@@ -145,12 +145,6 @@ impl WatchHub {
         state.synced.retain_mut(|w| deliver(w, events, revision));
     }
 
-    /// The highest revision published so far.
-    #[cfg(test)]
-    pub(crate) fn published(&self) -> Revision {
-        self.shared.lock().published
-    }
-
     /// Ends every watch (their channels close) and waits for the catch-up tasks.
     pub(crate) async fn close(&self) {
         {
