@@ -72,7 +72,9 @@ pub fn json_merge_patch(original: &Value, patch: &Value) -> Value {
 /// Applies an RFC 6902 JSON patch (a list of operations).
 pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, PatchError> {
     let _ = (original, patch);
-    Err(PatchError::Unsupported("json patch is not implemented yet".into()))
+    Err(PatchError::Unsupported(
+        "json patch is not implemented yet".into(),
+    ))
 }
 
 /// Applies a strategic merge patch, using the merge keys and strategies of `gvk`'s schema
