@@ -8,6 +8,25 @@
 //! into `k8s-openapi` types where that is convenient, which drops unknown fields exactly as
 //! Kubernetes' Go decoding does.
 
+pub mod daemonset;
+pub mod decode;
+pub mod deployment;
+pub mod field;
+pub mod human_duration;
+pub mod meta;
+pub mod names;
+pub mod pod;
+pub mod pod_printer;
+pub mod pod_spec;
+pub mod qos;
+pub mod quantity;
+pub mod replicaset;
+pub mod selector;
+pub mod statefulset;
+pub mod table;
+pub mod typed;
+pub mod workload;
+
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
 use std::fmt;
@@ -194,5 +213,13 @@ impl Strategy for DefaultStrategy {
 
 /// The strategy of each built-in kind miniplane serves.
 pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
-    Vec::new()
+    use std::sync::Arc;
+    use typed::Typed;
+    vec![
+        Arc::new(Typed(pod::PodRules)),
+        Arc::new(Typed(deployment::DeploymentRules)),
+        Arc::new(Typed(replicaset::ReplicaSetRules)),
+        Arc::new(Typed(daemonset::DaemonSetRules)),
+        Arc::new(Typed(statefulset::StatefulSetRules)),
+    ]
 }
