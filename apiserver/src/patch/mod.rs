@@ -8,6 +8,16 @@
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
 
+pub mod apply;
+pub mod fieldpath;
+pub mod json_patch;
+pub mod last_applied;
+pub mod managed_fields;
+pub mod merge;
+pub mod merge_keys;
+pub mod schema;
+pub mod strategic;
+
 /// The four PATCH content types Kubernetes accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PatchType {
@@ -36,12 +46,64 @@ impl PatchType {
 }
 
 /// A field two managers disagree on, reported by server-side apply.
+///
+/// The registry turns a [`PatchError::Conflicts`] into a 409 `Status` with reason `Conflict`,
+/// message [`conflict_message`] and one `details.causes` entry per conflict:
+/// `{"reason": "FieldManagerConflict", "message": conflict.cause_message(), "field": conflict.field}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyConflict {
-    /// The manager that owns the field, e.g. `kubectl-client-side-apply`.
+    /// The manager that owns the field, *as Kubernetes prints it*: quoted, and for `Update`
+    /// managers followed by the API version, e.g. `"kubectl-client-side-apply" using apps/v1`,
+    /// `"kubectl"` (an applier), `"kubelet" with subresource "status" using v1`.
     pub manager: String,
-    /// The field path as Kubernetes prints it, e.g. `.spec.replicas`.
+    /// The field path as Kubernetes prints it, e.g. `.spec.replicas` or
+    /// `.spec.template.spec.containers[name="nginx"].image`.
     pub field: String,
+}
+
+impl ApplyConflict {
+    /// The message of this conflict's `StatusCause`: `conflict with "kubectl" using apps/v1`.
+    pub fn cause_message(&self) -> String {
+        format!("conflict with {}", self.manager)
+    }
+}
+
+/// The message of a 409 for apply conflicts, worded as Kubernetes' `getConflictMessage`
+/// (`managedfields/internal/conflict.go`):
+///
+/// ```text
+/// Apply failed with 1 conflict: conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas
+/// Apply failed with 2 conflicts: conflicts with "a" using v1:
+/// - .data.x
+/// - .data.y
+/// ```
+///
+/// With several conflicts they are grouped by manager, managers sorted.
+pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
+    if let [only] = conflicts {
+        return format!(
+            "Apply failed with 1 conflict: conflict with {}: {}",
+            only.manager, only.field
+        );
+    }
+    let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
+    managers.sort_unstable();
+    managers.dedup();
+    let mut lines = Vec::new();
+    for manager in managers {
+        lines.push(format!("conflicts with {manager}:"));
+        lines.extend(
+            conflicts
+                .iter()
+                .filter(|c| c.manager == manager)
+                .map(|c| format!("- {}", c.field)),
+        );
+    }
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
 }
 
 /// Why a patch could not be applied.
@@ -55,7 +117,7 @@ pub enum PatchError {
     #[error("{0}")]
     Invalid(String),
     /// Server-side apply conflicts (409 Conflict, one cause per field).
-    #[error("Apply failed with {} conflict(s)", .0.len())]
+    #[error("{}", conflict_message(.0))]
     Conflicts(Vec<ApplyConflict>),
     /// The patch type is not supported for this kind (415), e.g. strategic merge on a
     /// custom resource.
@@ -65,17 +127,19 @@ pub enum PatchError {
 
 /// Applies an RFC 7386 JSON merge patch.
 pub fn json_merge_patch(original: &Value, patch: &Value) -> Value {
-    let _ = patch;
-    original.clone()
+    let mut merged = original.clone();
+    merge::merge_patch(&mut merged, patch);
+    merged
 }
 
 /// Applies an RFC 6902 JSON patch (a list of operations).
 pub fn json_patch(original: &Value, patch: &Value) -> Result<Value, PatchError> {
-    let _ = (original, patch);
-    Err(PatchError::Unsupported(
-        "json patch is not implemented yet".into(),
-    ))
+    json_patch::apply(original, patch)
 }
+
+/// The 415 message Kubernetes gives for a strategic merge patch of a custom resource
+/// (`negotiation.NewUnsupportedMediaTypeError` with the patch types CRs accept).
+pub const STRATEGIC_MERGE_UNSUPPORTED: &str = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml";
 
 /// Applies a strategic merge patch, using the merge keys and strategies of `gvk`'s schema
 /// (e.g. containers merged by `name`). Kinds without a known schema are refused with
@@ -85,10 +149,9 @@ pub fn strategic_merge_patch(
     patch: &Value,
     gvk: &GroupVersionKind,
 ) -> Result<Value, PatchError> {
-    let _ = (original, patch, gvk);
-    Err(PatchError::Unsupported(
-        "strategic merge patch is not implemented yet".into(),
-    ))
+    let schema = schema::Schema::builtin(gvk)
+        .ok_or_else(|| PatchError::Unsupported(STRATEGIC_MERGE_UNSUPPORTED.into()))?;
+    strategic::apply(original, patch, Some(schema))
 }
 
 /// Server-side apply of `applied` (the applier's full intent) by `manager` onto `live` (None
@@ -103,10 +166,29 @@ pub fn server_side_apply(
     force: bool,
     now: jiff::Timestamp,
 ) -> Result<Value, PatchError> {
-    let _ = (live, applied, gvk, manager, force, now);
-    Err(PatchError::Unsupported(
-        "server-side apply is not implemented yet".into(),
-    ))
+    server_side_apply_subresource(live, applied, gvk, manager, None, force, now)
+}
+
+/// [`server_side_apply`] through a subresource (`status`): the manager's entry records the
+/// subresource, and only fields under `status` are owned. Kinds without a built-in schema are
+/// applied with granular maps and atomic lists.
+pub fn server_side_apply_subresource(
+    live: Option<&Value>,
+    applied: &Value,
+    gvk: &GroupVersionKind,
+    manager: &str,
+    subresource: Option<&str>,
+    force: bool,
+    now: jiff::Timestamp,
+) -> Result<Value, PatchError> {
+    let request = managed_fields::ApplyRequest {
+        schema: schema::Schema::builtin(gvk),
+        manager,
+        subresource,
+        force,
+        now,
+    };
+    managed_fields::apply(live, applied, request)
 }
 
 /// Records a non-apply write (create, update, patch) by `manager` in `new`'s
@@ -120,5 +202,12 @@ pub fn update_managed_fields(
     subresource: Option<&str>,
     now: jiff::Timestamp,
 ) {
-    let _ = (old, new, gvk, manager, subresource, now);
+    managed_fields::update(
+        old,
+        new,
+        schema::Schema::builtin(gvk),
+        manager,
+        subresource,
+        now,
+    );
 }
