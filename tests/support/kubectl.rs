@@ -127,6 +127,12 @@ impl Server {
         run.stdout
     }
 
+    /// `kubectl create -f -` with `yaml` on standard input (JSON on the wire, unlike the
+    /// imperative `kubectl create <kind>` commands, which send protobuf).
+    pub fn create_yaml(&self, yaml: &str) -> Run {
+        self.kubectl_run(&["create", "-f", "-"], Some(yaml), &[])
+    }
+
     /// Starts a long-running kubectl (`get -w`, `wait`, `rollout status`) in the background.
     pub fn kubectl_spawn(&self, args: &[&str]) -> Background {
         let mut cmd = self.kubectl_command(args);
@@ -135,6 +141,7 @@ impl Server {
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn kubectl");
         let (tx, lines) = mpsc::channel();
+        let tx_err = tx.clone();
         let stdout = child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
@@ -144,11 +151,19 @@ impl Server {
                 }
             }
         });
-        let mut stderr = child.stderr.take().unwrap();
+        // Standard error lines go to the same stream (prefixed), so a test can wait for a
+        // `-v=6` request log line, e.g. the moment a watch starts.
+        let stderr = child.stderr.take().unwrap();
+        let err_tx = tx_err;
         let stderr = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = stderr.read_to_string(&mut s);
-            s
+            let mut all = String::new();
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                all.push_str(&line);
+                all.push('\n');
+                let _ = err_tx.send(format!("{STDERR_PREFIX}{line}"));
+            }
+            all
         });
         Background {
             args: args.join(" "),
@@ -161,12 +176,15 @@ impl Server {
     }
 }
 
+/// Marks lines of standard error in [`Background::seen`].
+pub const STDERR_PREFIX: &str = "stderr: ";
+
 /// A kubectl running in the background; killed on drop.
 pub struct Background {
     args: String,
     child: Child,
     lines: mpsc::Receiver<String>,
-    /// Every stdout line received so far.
+    /// Every line received so far (stderr lines prefixed with [`STDERR_PREFIX`]).
     pub seen: Vec<String>,
     /// Lines before this index were already matched or skipped by [`Background::wait_line`].
     cursor: usize,
@@ -230,9 +248,15 @@ impl Background {
         };
         let (reader, stderr) = self.threads.take().unwrap();
         let _ = reader.join();
-        self.seen.extend(self.lines.try_iter());
         let stderr = stderr.join().unwrap_or_default();
-        (status, self.seen.join("\n"), stderr)
+        self.seen.extend(self.lines.try_iter());
+        let stdout: Vec<&str> = self
+            .seen
+            .iter()
+            .filter(|l| !l.starts_with(STDERR_PREFIX))
+            .map(String::as_str)
+            .collect();
+        (status, stdout.join("\n"), stderr)
     }
 }
 

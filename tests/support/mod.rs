@@ -102,3 +102,13 @@ pub fn write_status(s: &Server, resource: &str, name: &str, status: serde_json::
         &patch,
     ]);
 }
+
+/// A ConfigMap manifest (YAML) with `data` given as a YAML flow mapping body (`k: v, k2: v2`).
+pub fn configmap_yaml(name: &str, data: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata: {{{data}}}\n")
+}
+
+/// A Namespace manifest (YAML).
+pub fn namespace_yaml(name: &str) -> String {
+    format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
+}
