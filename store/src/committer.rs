@@ -86,7 +86,7 @@ impl KvView for BatchView<'_> {
     fn current(&mut self, key: &[u8]) -> Result<Option<KeyValue>> {
         match self.overlay.get(key) {
             Some(state) => Ok(state.clone()),
-            None => self.kv.latest(key),
+            None => Ok(self.kv.latest(key)),
         }
     }
 }
@@ -206,13 +206,13 @@ impl Committer {
             return Ok(());
         };
         self.wal.sync()?;
-        let _write = self.kv.write();
+        let mut latest = self.kv.write();
         for (rev, events) in &pending.revisions {
             let changes: Vec<Change> = pending.events[events.clone()]
                 .iter()
                 .map(Change::from_event)
                 .collect();
-            self.kv.apply(*rev, &changes)?;
+            self.kv.apply(&mut latest, *rev, &changes)?;
         }
         self.kv.set_current(*last);
         Ok(())
@@ -227,7 +227,7 @@ impl Committer {
     }
 
     /// See `checkpoint.rs` for the steps and why each is there.
-    fn checkpoint(&mut self) -> Result<()> {
+    pub(crate) fn checkpoint(&mut self) -> Result<()> {
         let rev = self.kv.current();
         let seq = self.wal.rotate()?;
         self.kv.db().flush()?;

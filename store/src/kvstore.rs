@@ -1,19 +1,22 @@
-//! The indexed state on sled: current keys, every kept version, the change log by revision,
-//! and compaction (etcd's `server/storage/mvcc/kvstore.go`, `kvstore_compaction.go`,
-//! `index.go` + `key_index.go` and the bbolt `key` bucket).
+//! The indexed state: every kept version and the change log on sled, the latest version of each
+//! key in memory, and compaction (etcd's `server/storage/mvcc/kvstore.go`,
+//! `kvstore_compaction.go`, `index.go` + `key_index.go` and the bbolt `key` bucket).
 //!
 //! ```text
-//!   kv     key              -> current version          latest get/range, committer lookups
-//!   index  (key, rev)       -> version or tombstone     get/range at an older revision
-//!   log    (rev, sub)       -> (prev_mod_rev, key)      watch replay: the changes of each rev
-//!   meta   "compacted"      -> rev
+//!   memory  key             -> latest version           latest get/range, committer lookups
+//!   index   (key, rev)      -> version or tombstone     get/range at an older revision
+//!   log     (rev, sub)      -> (prev_mod_rev, key)      watch replay: the changes of each rev
+//!   meta    "compacted"     -> rev
 //! ```
 //!
-//! etcd keeps one bbolt bucket keyed by revision plus an in-memory B-tree from key to its
-//! revisions, rebuilt at start-up. Here the key index is a sled tree too, so start-up does not
-//! scan the history, at the price of writing three trees per change.
+//! etcd keeps one bbolt bucket keyed by revision plus an in-memory B-tree from each key to its
+//! revisions, rebuilt at start-up. Here the per-key history is a sled tree (`index`), and what
+//! is rebuilt at start-up (from `index`) is a map of every key's latest version, values
+//! included: unlike etcd, the current data set must fit in memory (as it does in the API
+//! server's watch cache anyway). It makes latest reads and the committer's lookups cheap, and
+//! each change costs two sled inserts instead of three.
 //!
-//! Only the committer writes, under the write half of `guard`; readers hold the read half, so
+//! Only the committer writes, under the write half of `latest`; readers hold the read half, so
 //! a read never sees half of a batch and the revision it reports matches the data it read.
 //! sled is not trusted for durability (the WAL is); see `checkpoint.rs`.
 
@@ -22,50 +25,94 @@ use crate::range::Page;
 use crate::watch_hub::EventSource;
 use crate::{Error, Event, EventKind, KeyRange, KeyValue, RangeResponse, Result, Revision};
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const META_COMPACTED: &[u8] = b"compacted";
 
-/// sled trees plus the current and compacted revisions.
+/// The latest version of every existing key.
+pub(crate) type Latest = BTreeMap<Bytes, KeyValue>;
+
+/// sled trees, the latest versions, and the current and compacted revisions.
 pub(crate) struct KvStore {
     db: sled::Db,
-    kv: sled::Tree,
     index: sled::Tree,
     log: sled::Tree,
     meta: sled::Tree,
     /// Readers share, the committer's apply and compaction are exclusive.
-    guard: RwLock<()>,
+    latest: RwLock<Latest>,
     /// Revision of the last applied write (set under the write guard).
     current: AtomicU64,
     /// The compaction point (set under the write guard).
     compacted: AtomicU64,
 }
 
-fn bytes_of(iv: &sled::IVec) -> Bytes {
-    Bytes::copy_from_slice(iv)
+/// Opens sled. The caller holds the directory lock, so sled's own file lock can only be held by
+/// a `Store` of this process that was just closed: sled 0.34 releases it when its background
+/// write tasks finish, a moment after the last handle is dropped. That case is retried for up
+/// to two seconds.
+fn open_sled(dir: &Path) -> Result<sled::Db> {
+    let config = sled::Config::new()
+        .path(dir)
+        .mode(sled::Mode::HighThroughput)
+        // sled's own periodic flush would only compete with the WAL's fdatasync for the disk:
+        // durability comes from the WAL, and sled is flushed at checkpoints.
+        .flush_every_ms(None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        match config.open() {
+            Err(sled::Error::Io(e))
+                if e.to_string().contains("could not acquire lock")
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
+/// Rebuilds the latest version of every key from the index (the last entry of each key).
+fn load_latest(index: &sled::Tree) -> Result<Latest> {
+    let mut latest = Latest::new();
+    let mut last: Option<(Bytes, EventKind, KeyValue)> = None;
+    for entry in index.iter() {
+        let (k, v) = entry?;
+        let (key, _) = codec::decode_index_key(&k)?;
+        if let Some((prev, kind, kv)) = last.take()
+            && prev != key
+            && kind == EventKind::Put
+        {
+            latest.insert(prev, kv);
+        }
+        let (kind, kv) = codec::decode_record(&key, &v)?;
+        last = Some((key, kind, kv));
+    }
+    if let Some((key, EventKind::Put, kv)) = last {
+        latest.insert(key, kv);
+    }
+    Ok(latest)
 }
 
 impl KvStore {
     /// Opens the sled database in `dir`; the current revision is set later by recovery.
     pub(crate) fn open(dir: &Path) -> Result<KvStore> {
-        let db = sled::Config::new()
-            .path(dir)
-            .mode(sled::Mode::HighThroughput)
-            .open()?;
+        let db = open_sled(dir)?;
         let meta = db.open_tree("meta")?;
         let compacted = match meta.get(META_COMPACTED)? {
             Some(v) => codec::decode_rev(&v)?,
             None => Revision::ZERO,
         };
+        let index = db.open_tree("index")?;
+        let latest = load_latest(&index)?;
         Ok(KvStore {
-            kv: db.open_tree("kv")?,
-            index: db.open_tree("index")?,
+            index,
             log: db.open_tree("log")?,
             meta,
             db,
-            guard: RwLock::new(()),
+            latest: RwLock::new(latest),
             current: AtomicU64::new(1),
             compacted: AtomicU64::new(compacted.0),
         })
@@ -76,15 +123,15 @@ impl KvStore {
         &self.db
     }
 
-    /// Takes the read half of the guard.
-    pub(crate) fn read(&self) -> RwLockReadGuard<'_, ()> {
-        // The guard protects no data of its own, so poisoning carries no meaning here.
-        self.guard.read().unwrap_or_else(PoisonError::into_inner)
+    /// Takes the read half of the lock.
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Latest> {
+        // Every map update is a single insert or remove, so a poisoned map is still whole.
+        self.latest.read().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Takes the write half of the guard (committer only).
-    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, ()> {
-        self.guard.write().unwrap_or_else(PoisonError::into_inner)
+    /// Takes the write half of the lock (committer and recovery only).
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Latest> {
+        self.latest.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Revision of the last applied write.
@@ -102,27 +149,34 @@ impl KvStore {
         self.current.store(rev.0, Ordering::Release);
     }
 
-    /// The latest version of `key` (no guard needed by the committer, the only writer).
-    pub(crate) fn latest(&self, key: &[u8]) -> Result<Option<KeyValue>> {
-        match self.kv.get(key)? {
-            Some(v) => Ok(Some(
-                codec::decode_record(&Bytes::copy_from_slice(key), &v)?.1,
-            )),
-            None => Ok(None),
-        }
+    /// The latest version of `key`.
+    pub(crate) fn latest(&self, key: &[u8]) -> Option<KeyValue> {
+        self.read().get(key).cloned()
     }
 
-    /// Writes the changes of revision `rev` to every tree. Idempotent, so WAL replay may
-    /// repeat revisions sled already has. Call under the write guard.
-    pub(crate) fn apply(&self, rev: Revision, changes: &[Change]) -> Result<()> {
+    /// Writes the changes of revision `rev` to sled and to `latest` (the write-locked map).
+    /// Idempotent, so WAL replay may repeat revisions sled already has.
+    pub(crate) fn apply(
+        &self,
+        latest: &mut Latest,
+        rev: Revision,
+        changes: &[Change],
+    ) -> Result<()> {
         for (sub, c) in changes.iter().enumerate() {
             let record = codec::encode_record(c, rev);
             match c.kind {
                 EventKind::Put => {
-                    self.kv.insert(&c.key[..], &record[..])?;
+                    let kv = KeyValue {
+                        key: c.key.clone(),
+                        value: c.value.clone(),
+                        create_revision: c.create,
+                        mod_revision: rev,
+                        version: c.version,
+                    };
+                    latest.insert(c.key.clone(), kv);
                 }
                 EventKind::Delete => {
-                    self.kv.remove(&c.key[..])?;
+                    latest.remove(&c.key);
                 }
             }
             self.index.insert(codec::index_key(&c.key, rev), record)?;
@@ -148,18 +202,24 @@ impl KvStore {
         }
     }
 
-    /// One key at `rev` (already resolved against current/compacted). Call under the read guard.
-    pub(crate) fn get(&self, key: &[u8], rev: Revision) -> Result<Option<KeyValue>> {
+    /// One key at `rev` (already resolved against current/compacted), with `latest` read-locked.
+    pub(crate) fn get(
+        &self,
+        latest: &Latest,
+        key: &[u8],
+        rev: Revision,
+    ) -> Result<Option<KeyValue>> {
         if rev == self.current() {
-            self.latest(key)
+            Ok(latest.get(key).cloned())
         } else {
             self.version_at(key, rev)
         }
     }
 
-    /// A range at `rev` (already resolved). Call under the read guard.
+    /// A range at `rev` (already resolved), with `latest` read-locked.
     pub(crate) fn range(
         &self,
+        latest: &Latest,
         range: &KeyRange,
         start: Option<&Bytes>,
         limit: Option<usize>,
@@ -168,12 +228,11 @@ impl KvStore {
         let from = range.scan_start(start);
         let mut page = Page::new(limit);
         if rev == self.current() {
-            for entry in self.kv.range(&from[..]..) {
-                let (k, v) = entry?;
-                if !range.contains(&k) {
+            for (k, kv) in latest.range(from..) {
+                if !range.contains(k) {
                     break;
                 }
-                page.push(codec::decode_record(&bytes_of(&k), &v)?.1);
+                page.push(kv.clone());
             }
             return Ok(page.finish(rev));
         }

@@ -1,13 +1,14 @@
 //! miniplane's etcd: a multi-version key-value store on sled.
 //!
 //! The store plays the part etcd plays in Kubernetes and mirrors etcd's `mvcc` package
-//! (`server/mvcc/kvstore.go`, `watchable_store.go`, `key_index.go`). It knows nothing of
-//! Kubernetes: keys and values are bytes.
+//! (`server/storage/mvcc/kvstore.go`, `watchable_store.go`, `key_index.go`) and its write-ahead
+//! log (`server/storage/wal/wal.go`). It knows nothing of Kubernetes: keys and values are bytes.
 //!
 //! ```text
 //!   writers ──put/delete/txn──▶ committer ──append+fdatasync──▶ WAL      (durability)
 //!                                  │ one revision per write
-//!                                  ├──apply──▶ sled: current keys + history by revision
+//!                                  ├──apply──▶ sled: history by key and by revision
+//!                                  │           + latest versions in memory
 //!                                  └──events─▶ watch hub ──bounded──▶ watchers
 //! ```
 //!
@@ -22,7 +23,28 @@
 //!   [`Error::Compacted`].
 //!
 //! The [`Backend`] trait is the boundary the API server uses, so an etcd-backed implementation
-//! can be added later without touching its users.
+//! can be added later without touching its users. Two implementations live here:
+//!
+//! * [`Store`]: durable (WAL + sled), opened with a [`StoreConfig`];
+//! * [`MemoryBackend`]: in memory, the reference model for tests.
+//!
+//! Where things are (one concept per file):
+//!
+//! | file | concept | etcd |
+//! |---|---|---|
+//! | `store.rs` | open/recover, `Backend` impl, close | `etcdserver/bootstrap.go` |
+//! | `committer.rs` | the single writer, group commit | `etcdserver/server.go` apply loop |
+//! | `wal.rs` | write-ahead log segments | `storage/wal/wal.go` |
+//! | `checkpoint.rs` | make sled durable, drop old WAL | backend `ForceCommit`, WAL purge |
+//! | `kvstore.rs` | sled trees, reads, compaction | `storage/mvcc/kvstore.go` |
+//! | `codec.rs` | on-disk encodings | `mvccpb`, `walpb`, `revision.go` |
+//! | `mvcc.rs` | validation and txn rules | `etcdserver/txn/txn.go` |
+//! | `watch_hub.rs` | synced/unsynced watchers | `storage/mvcc/watchable_store.go` |
+//! | `compaction.rs` | auto-compaction policy | `etcdserver/api/v3compactor/` |
+//! | `lock.rs` | data-directory lock | `client/pkg/fileutil/lock_linux.go` |
+//! | `memory.rs` | in-memory reference backend | — |
+//!
+//! `docs/store.md` in the repository is the guided tour.
 
 mod backend;
 mod checkpoint;

@@ -67,19 +67,21 @@ fn validate_branch(ops: &[Op]) -> Result<()> {
         });
     }
     // As etcd, only writes count as duplicates: a get next to a put of the same key is fine.
+    // A single op (every plain put and delete) cannot repeat a key, so it skips the set.
+    let check_duplicates = ops.len() > 1;
     let mut written: HashSet<&[u8]> = HashSet::new();
     for op in ops {
         match op {
             Op::Put { key, value } => {
                 validate_key(key)?;
                 validate_value(value)?;
-                if !written.insert(key) {
+                if check_duplicates && !written.insert(key) {
                     return Err(Error::DuplicateKey);
                 }
             }
             Op::Delete { key } => {
                 validate_key(key)?;
-                if !written.insert(key) {
+                if check_duplicates && !written.insert(key) {
                     return Err(Error::DuplicateKey);
                 }
             }

@@ -54,8 +54,14 @@ pub struct Store {
     _lock: DirLock,
 }
 
-/// Replays the WAL into sled; returns the WAL (positioned on a new segment) and the revision.
-fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision)> {
+/// Takes a handle out of its slot (a poisoned slot still holds a valid `Option`).
+fn take<T>(slot: &Mutex<Option<T>>) -> Option<T> {
+    slot.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
+/// Replays the WAL into sled; returns the WAL (positioned on a new segment), the revision, and
+/// whether anything was replayed.
+fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision, bool)> {
     let checkpointed = checkpoint::read(&config.dir)?.unwrap_or(Revision(1));
     let mut current = checkpointed;
     let wal = Wal::open(&config.dir.join("wal"), config.fsync, |payload| {
@@ -67,7 +73,7 @@ fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision)> {
                         "WAL jumps from revision {current} to {rev}"
                     )));
                 }
-                kv.apply(rev, &changes)?;
+                kv.apply(&mut kv.write(), rev, &changes)?;
                 current = rev;
                 Ok(())
             }
@@ -76,7 +82,7 @@ fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision)> {
         }
     })?;
     kv.set_current(current);
-    Ok((wal, current))
+    Ok((wal, current, current > checkpointed))
 }
 
 impl Store {
@@ -96,10 +102,10 @@ impl Store {
         let lock = DirLock::acquire(&config.dir)?;
         let sled_dir = config.dir.join("sled");
         let kv = Arc::new(KvStore::open(&sled_dir)?);
-        let (wal, current) = recover(&config, &kv)?;
+        let (wal, current, replayed) = recover(&config, &kv)?;
         let hub = Arc::new(WatchHub::new(current, config.watch_buffer));
         let (tx, rx) = mpsc::channel(config.write_queue.max(1));
-        let committer = Committer {
+        let mut committer = Committer {
             requests: rx,
             wal,
             kv: kv.clone(),
@@ -110,6 +116,11 @@ impl Store {
             max_batch: config.max_batch.max(1),
             checkpoint_bytes: config.checkpoint_bytes,
         };
+        if replayed {
+            // After a crash: make the replayed writes part of sled's durable state now, so WAL
+            // segments do not pile up over repeated crashes.
+            committer.checkpoint()?;
+        }
         let thread = std::thread::Builder::new()
             .name("store-committer".into())
             .spawn(move || committer.run())?;
@@ -140,12 +151,7 @@ impl Store {
     /// with [`Error::Closed`]. The directory is unlocked when the `Store` is dropped.
     pub async fn close(&self) -> Result<()> {
         self.shutdown.cancel();
-        let compactor = self
-            .compactor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(task) = compactor {
+        if let Some(task) = take(&self.compactor) {
             // A panic in the compactor was already reported by Tokio; closing goes on.
             let _ = task.await;
         }
@@ -154,12 +160,7 @@ impl Store {
             Ok(()) => done.await.unwrap_or(Err(Error::Closed)),
             Err(_) => Err(Error::Closed),
         };
-        let thread = self
-            .committer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        if let Some(thread) = thread {
+        if let Some(thread) = take(&self.committer) {
             tokio::task::spawn_blocking(move || thread.join())
                 .await
                 .map_err(|e| Error::Io(std::io::Error::other(e)))?
@@ -235,19 +236,19 @@ impl Backend for Store {
     }
 
     async fn get(&self, key: &[u8], revision: Option<Revision>) -> Result<GetResponse> {
-        let _read = self.kv.read();
+        let latest = self.kv.read();
         let rev = read_revision(revision, self.kv.current(), self.kv.compacted())?;
         Ok(GetResponse {
-            kv: self.kv.get(key, rev)?,
+            kv: self.kv.get(&latest, key, rev)?,
             revision: rev,
         })
     }
 
     async fn range(&self, req: RangeRequest) -> Result<RangeResponse> {
-        let _read = self.kv.read();
+        let latest = self.kv.read();
         let rev = read_revision(req.revision, self.kv.current(), self.kv.compacted())?;
         self.kv
-            .range(&req.range, req.start.as_ref(), req.limit, rev)
+            .range(&latest, &req.range, req.start.as_ref(), req.limit, rev)
     }
 
     async fn put(&self, key: Bytes, value: Bytes) -> Result<WriteResponse> {

@@ -309,7 +309,8 @@ fn read_request(prefix: u8, start: Option<u8>, limit: u8, back: u8, current: u64
         )),
         start: start.map(key),
         limit: Some(limit as usize),
-        revision: (back % 4 != 0).then(|| Revision(current.saturating_sub(u64::from(back) % 8))),
+        revision: (!back.is_multiple_of(4))
+            .then(|| Revision(current.saturating_sub(u64::from(back) % 8))),
     }
 }
 
