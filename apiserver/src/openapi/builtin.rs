@@ -93,6 +93,7 @@ fn generate() -> Definitions {
     for (gvk, name) in kinds {
         if let Some(Value::Object(schema)) = schemas.get_mut(&name) {
             schema.insert(EXT_GVK.to_owned(), gvk_extension(&gvk));
+            optional_metadata(schema);
         }
         let list_gvk = GroupVersionKind::new(&gvk.group, &gvk.version, format!("{}List", gvk.kind));
         schemas.insert(format!("{name}List"), list_schema(&name, &list_gvk));
@@ -101,6 +102,17 @@ fn generate() -> Definitions {
     Definitions {
         schemas,
         kinds: by_gvk,
+    }
+}
+
+/// k8s-openapi lists `metadata` as required (it is not an `Option` in Rust); Kubernetes does
+/// not, and `kubectl explain` would print `-required-` for it.
+fn optional_metadata(schema: &mut Map<String, Value>) {
+    if let Some(Value::Array(required)) = schema.get_mut("required") {
+        required.retain(|r| r != "metadata");
+        if required.is_empty() {
+            schema.remove("required");
+        }
     }
 }
 
@@ -177,5 +189,7 @@ mod tests {
                 .is_some_and(|d| d.contains("declarative updates"))
         );
         assert!(!definitions().schemas.contains_key("$defs"));
+        let required = schema.get("required").and_then(Value::as_array);
+        assert!(!required.is_some_and(|r| r.contains(&json!("metadata"))));
     }
 }

@@ -67,29 +67,30 @@ struct Op<'a> {
 }
 
 impl Document {
+    /// Registers the schema of `kind` (and its list) and returns its name.
+    fn add_schema(&mut self, kind: &OpenApiKind) -> String {
+        let gvk = &kind.gvk;
+        if let (None, Some(name)) = (&kind.schema, builtin::schema_name(gvk)) {
+            self.roots.insert(name.to_owned());
+            self.roots.insert(format!("{name}List"));
+            return name.to_owned();
+        }
+        let name = custom_schema_name(gvk);
+        self.own
+            .insert(name.clone(), custom_schema(kind.schema.as_ref(), gvk));
+        let list_gvk = GroupVersionKind::new(&gvk.group, &gvk.version, format!("{}List", gvk.kind));
+        self.own
+            .insert(format!("{name}List"), list_schema(&name, &list_gvk));
+        self.roots.insert(builtin::LIST_META.to_owned());
+        self.roots.insert(OBJECT_META.to_owned());
+        name
+    }
+
     fn add_kind(&mut self, gv: &GroupVersion, kind: &OpenApiKind) {
         let gvk = &kind.gvk;
-        let name = match (&kind.schema, builtin::schema_name(gvk)) {
-            (None, Some(name)) => {
-                self.roots.insert(name.to_owned());
-                self.roots.insert(format!("{name}List"));
-                name.to_owned()
-            }
-            (schema, _) => {
-                let name = custom_schema_name(gvk);
-                self.own
-                    .insert(name.clone(), custom_schema(schema.as_ref(), gvk));
-                let list_gvk =
-                    GroupVersionKind::new(&gvk.group, &gvk.version, format!("{}List", gvk.kind));
-                self.own
-                    .insert(format!("{name}List"), list_schema(&name, &list_gvk));
-                self.roots.insert(builtin::LIST_META.to_owned());
-                self.roots.insert(OBJECT_META.to_owned());
-                name
-            }
-        };
+        let name = self.add_schema(kind);
         let list = format!("{name}List");
-        let ops_id = operation_infix(gv, kind);
+        let ops_id = operation_infix(gv, &gvk.kind, kind.namespaced);
         let base = gv.url_prefix();
         let scope = if kind.namespaced {
             "/namespaces/{namespace}"
@@ -123,7 +124,7 @@ impl Document {
         self.path(&item, &item_params, &item_ops(gvk, &name, ""), &ops_id);
         if kind.namespaced {
             let all = format!("{base}/{}", kind.plural);
-            let all_id = format!("{}ForAllNamespaces", ops_id.replacen("Namespaced", "", 1));
+            let all_id = format!("{}ForAllNamespaces", operation_infix(gv, &gvk.kind, false));
             let list_op = Op::new("get", "list", "list", gvk, LIST_QUERY, &list);
             self.path(&all, &[], &[list_op], &all_id);
         }
@@ -449,15 +450,15 @@ fn path_parameter(name: &str) -> Value {
 }
 
 /// `AppsV1NamespacedDeployment`: the middle of Kubernetes' operation ids.
-fn operation_infix(gv: &GroupVersion, kind: &OpenApiKind) -> String {
+fn operation_infix(gv: &GroupVersion, kind: &str, namespaced: bool) -> String {
     let group = if gv.group.is_empty() {
         "core"
     } else {
         gv.group.trim_end_matches(".k8s.io")
     };
     let group: String = group.split(['.', '-']).map(capitalize).collect();
-    let scope = if kind.namespaced { "Namespaced" } else { "" };
-    format!("{group}{}{scope}{}", capitalize(&gv.version), kind.gvk.kind)
+    let scope = if namespaced { "Namespaced" } else { "" };
+    format!("{group}{}{scope}{kind}", capitalize(&gv.version))
 }
 
 fn capitalize(word: &str) -> String {

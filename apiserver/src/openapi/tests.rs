@@ -101,7 +101,10 @@ fn patch_operation_lets_kubectl_skip_client_validation() {
     let scale =
         &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}/scale"]["patch"];
     assert_eq!(scale[EXT_GVK]["kind"], "Scale");
-    assert!(doc["paths"]["/apis/apps/v1/deployments"]["get"].is_object());
+    assert_eq!(
+        doc["paths"]["/apis/apps/v1/deployments"]["get"]["operationId"],
+        "listAppsV1DeploymentForAllNamespaces"
+    );
 }
 
 #[test]

@@ -71,19 +71,31 @@ fn item_element_lenient(item: &Value, index: usize, list: OptSchema<'_>) -> Path
     item_element(item, index, list).unwrap_or(PathElement::Index(index))
 }
 
-/// The set of fields `value` sets (`ToFieldSet`): every scalar, every atomic list or map, every
-/// element of a granular list, and empty objects and nulls, which are leaves too.
+/// How [`walk`] builds a field set.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `ToFieldSet` of an applied configuration: elements must carry their keys.
+    Apply,
+    /// The node set `Compare` works on: elements without keys are named by index, and empty
+    /// objects and nulls are fields of their own (so `resources: {}` can be owned).
+    Compare,
+}
+
+/// The set of fields an applied configuration sets (`ToFieldSet`): every scalar, every atomic
+/// list, map or struct, every element of a granular list, and every entry of a map (as opposed
+/// to a struct field, which is only a path to its own fields).
 pub fn field_set(value: &Value, schema: OptSchema<'_>) -> Result<Set, String> {
     let mut set = Set::new();
-    walk(value, schema, &mut Vec::new(), &mut set, true)?;
+    walk(value, schema, &mut Vec::new(), &mut set, Mode::Apply)?;
     Ok(set)
 }
 
-/// [`field_set`] that never fails (elements without keys are named by index).
+/// The fields of a stored object, for comparing two versions: like [`field_set`], plus empty
+/// objects and nulls as leaves; never fails (elements without their keys are named by index).
 pub fn field_set_lenient(value: &Value, schema: OptSchema<'_>) -> Set {
     let mut set = Set::new();
-    // Cannot fail when not strict.
-    let _ = walk(value, schema, &mut Vec::new(), &mut set, false);
+    // Cannot fail in compare mode.
+    let _ = walk(value, schema, &mut Vec::new(), &mut set, Mode::Compare);
     set
 }
 
@@ -92,15 +104,17 @@ fn walk(
     schema: OptSchema<'_>,
     path: &mut Path,
     set: &mut Set,
-    strict: bool,
+    mode: Mode,
 ) -> Result<(), String> {
     match value {
         Value::Object(_) if is_atomic_map(schema) => set.insert(path),
         Value::Object(map) => {
             for (name, child) in map {
                 path.push(PathElement::Field(name.clone()));
-                walk(child, field(schema, name), path, set, strict)?;
-                if child.is_null() || child.as_object().is_some_and(Map::is_empty) {
+                walk(child, field(schema, name), path, set, mode)?;
+                let map_entry = schema.is_some_and(|s| !s.declares(name));
+                let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
+                if map_entry || (mode == Mode::Compare && empty) {
                     set.insert(path);
                 }
                 path.pop();
@@ -108,14 +122,13 @@ fn walk(
         }
         Value::Array(list) if list_type(schema) != ListType::Atomic => {
             for (index, item) in list.iter().enumerate() {
-                let element = if strict {
-                    item_element(item, index, schema)
-                        .map_err(|e| format!("{}: {e}", super::fieldpath::path_string(path)))?
-                } else {
-                    item_element_lenient(item, index, schema)
+                let element = match mode {
+                    Mode::Apply => item_element(item, index, schema)
+                        .map_err(|e| format!("{}: {e}", super::fieldpath::path_string(path)))?,
+                    Mode::Compare => item_element_lenient(item, index, schema),
                 };
                 path.push(element);
-                walk(item, items(schema), path, set, strict)?;
+                walk(item, items(schema), path, set, mode)?;
                 set.insert(path);
                 path.pop();
             }

@@ -50,7 +50,12 @@ impl PathElement {
     pub fn encode(&self) -> String {
         match self {
             PathElement::Field(name) => format!("f:{name}"),
-            PathElement::Key(key) => format!("k:{}", Value::Object(key.clone())),
+            PathElement::Key(key) => {
+                let fields: Vec<String> = sorted(key)
+                    .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                    .collect();
+                format!("k:{{{}}}", fields.join(","))
+            }
             PathElement::Value(value) => format!("v:{value}"),
             PathElement::Index(index) => format!("i:{index}"),
         }
@@ -100,13 +105,20 @@ impl fmt::Display for PathElement {
         match self {
             PathElement::Field(name) => write!(f, ".{name}"),
             PathElement::Key(key) => {
-                let parts: Vec<String> = key.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let parts: Vec<String> = sorted(key).map(|(k, v)| format!("{k}={v}")).collect();
                 write!(f, "[{}]", parts.join(","))
             }
             PathElement::Value(value) => write!(f, "[={value}]"),
             PathElement::Index(index) => write!(f, "[{index}]"),
         }
     }
+}
+
+/// The fields of a key in name order, whatever order the map keeps.
+fn sorted(key: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
+    let mut fields: Vec<(&String, &Value)> = key.iter().collect();
+    fields.sort_by(|a, b| a.0.cmp(b.0));
+    fields.into_iter()
 }
 
 /// A path from the object's root.

@@ -36,7 +36,7 @@ pub fn allowed_conflicts(manager: &str, live: &Value, schema: Option<Schema<'_>>
     let parsed = last_applied(live).and_then(|text| serde_json::from_str::<Value>(text).ok());
     match parsed {
         Some(config) if manager == KUBECTL_MANAGER => {
-            let fields = apply::field_set_lenient(&config, schema);
+            let fields = apply::field_set(&config, schema).unwrap_or_default();
             fields.difference(&apply::compare(&config, live, schema).modified)
         }
         _ => Set::new(),

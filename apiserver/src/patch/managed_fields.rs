@@ -27,6 +27,7 @@ use super::fieldpath::{PathElement, Set, path_string};
 use super::last_applied;
 use super::schema::Schema;
 use super::{ApplyConflict, PatchError};
+use crate::gvk::{GroupVersion, GroupVersionKind};
 use serde_json::{Map, Value, json};
 
 /// `metadata.managedFields[].operation`.
@@ -84,6 +85,17 @@ impl ManagedFieldsEntry {
             out.push_str(&format!(" using {}", self.api_version));
         }
         out
+    }
+
+    /// `sortEncodedManagedFields`: operation, time, manager, API version, subresource.
+    fn sort_key(&self) -> (Operation, &Option<String>, &str, &str, &Option<String>) {
+        (
+            self.operation,
+            &self.time,
+            &self.manager,
+            &self.api_version,
+            &self.subresource,
+        )
     }
 
     fn decode(entry: &Value) -> Option<ManagedFieldsEntry> {
@@ -153,14 +165,7 @@ pub fn decode(obj: &Value) -> Vec<ManagedFieldsEntry> {
 /// Writes `entries` into `obj`'s `metadata.managedFields` in Kubernetes' order (Apply before
 /// Update, then by time, manager and subresource); no entries removes the field.
 pub fn encode(obj: &mut Value, mut entries: Vec<ManagedFieldsEntry>) {
-    entries.sort_by(|a, b| {
-        (a.operation, &a.time, &a.manager, &a.subresource).cmp(&(
-            b.operation,
-            &b.time,
-            &b.manager,
-            &b.subresource,
-        ))
-    });
+    entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let Some(metadata) = metadata_mut(obj) else {
         return;
     };
@@ -248,7 +253,25 @@ fn api_version(obj: &Value) -> String {
         .to_owned()
 }
 
-/// What [`apply`] needs besides the objects.
+/// The start of the message for an applied configuration that does not fit its schema.
+const TYPED_PATCH_ERROR: &str = "failed to create typed patch object";
+
+/// `objectGVKNN`: `default/nginx; apps/v1, Kind=Deployment`.
+fn describe_object(obj: &Value) -> String {
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("").to_owned();
+    let meta = |field: &str| {
+        obj.get(METADATA)
+            .and_then(|m| m.get(field))
+            .and_then(Value::as_str)
+            .unwrap_or("<unknown>")
+            .to_owned()
+    };
+    let gv = GroupVersion::parse_api_version(&text(obj.get("apiVersion")));
+    let gvk = GroupVersionKind::new(gv.group, gv.version, text(obj.get("kind")));
+    format!("{}/{}; {gvk}", meta("namespace"), meta("name"))
+}
+
+/// What [`fn@apply`] needs besides the objects.
 #[derive(Debug, Clone, Copy)]
 pub struct ApplyRequest<'a> {
     /// The schema of the kind, or None (custom resources).
@@ -293,8 +316,12 @@ pub fn apply(
 
     let reset = reset_fields(applied, req.subresource, builtin);
     let applied = &reset;
-    let applied_set = apply::field_set(applied, schema)
-        .map_err(|e| PatchError::BadRequest(format!("failed to create typed patch object: {e}")))?;
+    let applied_set = apply::field_set(applied, schema).map_err(|e| {
+        PatchError::BadRequest(format!(
+            "{TYPED_PATCH_ERROR} ({}): {e}",
+            describe_object(applied)
+        ))
+    })?;
     let new_set = ownable(&applied_set, req.subresource, builtin);
     let mine =
         |e: &ManagedFieldsEntry| e.same_manager(req.manager, Operation::Apply, req.subresource);
@@ -330,8 +357,9 @@ pub fn apply(
                 .paths()
                 .into_iter()
                 .map(|p| ApplyConflict {
-                    manager: e.describe(),
+                    manager: e.manager.clone(),
                     field: path_string(&p),
+                    printed_manager: e.describe(),
                 })
         })
         .collect();

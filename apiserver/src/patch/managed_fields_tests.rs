@@ -122,8 +122,9 @@ fn conflict_with_another_manager() {
     let live = client_side_applied();
     let err = kubectl_apply(&live, "nginx:1.14.2", 5, false).expect_err("conflicts");
     let want = vec![ApplyConflict {
-        manager: "\"kubectl-client-side-apply\" using apps/v1".into(),
+        manager: "kubectl-client-side-apply".into(),
         field: ".spec.replicas".into(),
+        printed_manager: "\"kubectl-client-side-apply\" using apps/v1".into(),
     }];
     assert_eq!(err, PatchError::Conflicts(want.clone()));
     assert_eq!(
@@ -203,12 +204,14 @@ fn shared_fields_survive_one_applier_leaving() {
 fn two_conflicts_are_grouped_by_manager() {
     let conflicts = vec![
         ApplyConflict {
-            manager: "\"b\"".into(),
+            manager: "b".into(),
             field: ".spec.x".into(),
+            printed_manager: "\"b\"".into(),
         },
         ApplyConflict {
-            manager: "\"a\" using v1".into(),
+            manager: "a".into(),
             field: ".data.k".into(),
+            printed_manager: "\"a\" using v1".into(),
         },
     ];
     assert_eq!(
@@ -299,7 +302,7 @@ fn malformed_apply_bodies_are_bad_requests() {
     let missing_key = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx"},
         "spec":{"template":{"spec":{"containers":[{"image":"x"}]}}}});
     assert!(
-        matches!(ssa(None, &missing_key, "kubectl", false, 0), Err(PatchError::BadRequest(m)) if m.contains("omits key field \"name\""))
+        matches!(ssa(None, &missing_key, "kubectl", false, 0), Err(PatchError::BadRequest(m)) if m.starts_with("failed to create typed patch object (<unknown>/nginx; apps/v1, Kind=Deployment): .spec.template.spec.containers: element 0: associative list with keys has an element that omits key field \"name\""))
     );
     let with_managed = json!({"metadata":{"managedFields":[{}]}});
     assert!(matches!(
@@ -380,4 +383,42 @@ fn applied_status_is_ignored_on_the_main_resource() {
     let obj =
         ssa(Some(&status_written), &with_status, "kubectl", false, 60).expect("no status conflict");
     assert_eq!(obj["status"]["replicas"], 3);
+}
+
+#[test]
+fn update_owns_empty_objects_and_map_entries() {
+    let mut obj = config("nginx:1.14.2", 3);
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({});
+    update_managed(None, &mut obj, "kubectl-create", None, 0);
+    let fields = &entry(&obj, "kubectl-create").expect("entry")["fieldsV1"];
+    let nginx = &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"];
+    assert_eq!(nginx["f:resources"], json!({}));
+    assert_eq!(fields["f:metadata"]["f:labels"], json!({"f:app": {}}));
+}
+
+#[test]
+fn apply_in_another_version_is_refused() {
+    let mut v1beta1 = config("nginx", 1);
+    v1beta1["apiVersion"] = json!("apps/v1beta1");
+    let err = crate::patch::server_side_apply(None, &v1beta1, &gvk(), "kubectl", false, at(0));
+    assert_eq!(
+        err,
+        Err(PatchError::BadRequest(
+            "Incorrect version specified in apply patch. Specified patch version: apps/v1beta1, expected: apps/v1".into()
+        ))
+    );
+}
+
+/// kubectl's `csaupgrade` rewrites `managedFields` with a JSON patch and changes nothing else:
+/// the written entries are kept as sent.
+#[test]
+fn a_write_of_managed_fields_alone_keeps_them() {
+    let live = client_side_applied();
+    let mut upgraded = live.clone();
+    let mut entries = upgraded["metadata"]["managedFields"].clone();
+    entries[0]["manager"] = json!("kubectl");
+    entries[0]["operation"] = json!("Apply");
+    upgraded["metadata"]["managedFields"] = entries.clone();
+    update_managed(Some(&live), &mut upgraded, "kubectl", None, 60);
+    assert_eq!(upgraded["metadata"]["managedFields"], entries);
 }

@@ -1,9 +1,33 @@
 //! PATCH bodies and server-side apply: JSON patch (RFC 6902), JSON merge patch (RFC 7386),
 //! strategic merge patch with the Kubernetes merge keys, and server-side apply with
 //! `managedFields` (apimachinery's `pkg/util/strategicpatch`, `pkg/util/managedfields`, and
-//! `sigs.k8s.io/structured-merge-diff`).
+//! `sigs.k8s.io/structured-merge-diff`; the handler that picks among them is
+//! `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go`).
 //!
-//! Everything here is a plain function over JSON values: no I/O, no store.
+//! Everything here is a plain, synchronous function over JSON values: no I/O, no store.
+//!
+//! ```text
+//! Content-Type                             function                    needs schema
+//! application/json-patch+json          ──► json_patch                  no
+//! application/merge-patch+json         ──► json_merge_patch            no
+//! application/strategic-merge-patch+json ► strategic_merge_patch       built-in kinds only
+//! application/apply-patch+yaml         ──► server_side_apply           lists atomic without one
+//! any other write (POST/PUT/PATCH)     ──► update_managed_fields       (bookkeeping only)
+//! ```
+//!
+//! The pieces: [`merge_keys`] (the patch tags of the built-in types, written into the OpenAPI
+//! schemas), [`schema`] (reads them back), [`strategic`], [`mod@json_patch`], [`merge`],
+//! [`fieldpath`] (field sets and `FieldsV1`), [`apply`] (merge/compare of typed values),
+//! [`managed_fields`] (ownership, conflicts) and [`last_applied`] (kubectl's client-side to
+//! server-side migration).
+//!
+//! For the registry: map [`PatchError`] to a `Status` as Kubernetes does —
+//! `BadRequest` → 400 `BadRequest`; `Invalid` → 422 `Invalid`; `Conflicts` → 409 `Conflict`
+//! with message [`conflict_message`] and a `FieldManagerConflict` cause per conflict;
+//! `Unsupported` → 415 `UnsupportedMediaType`. Call [`update_managed_fields`] on every
+//! non-apply write after defaulting and the strategy's preparation, just before storing (for
+//! `/scale` pass the parent objects and `Some("scale")`); an apply patch goes through
+//! [`server_side_apply`] alone.
 
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
@@ -52,19 +76,22 @@ impl PatchType {
 /// `{"reason": "FieldManagerConflict", "message": conflict.cause_message(), "field": conflict.field}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyConflict {
-    /// The manager that owns the field, *as Kubernetes prints it*: quoted, and for `Update`
-    /// managers followed by the API version, e.g. `"kubectl-client-side-apply" using apps/v1`,
-    /// `"kubectl"` (an applier), `"kubelet" with subresource "status" using v1`.
+    /// The manager that owns the field, e.g. `kubectl-client-side-apply`.
     pub manager: String,
     /// The field path as Kubernetes prints it, e.g. `.spec.replicas` or
     /// `.spec.template.spec.containers[name="nginx"].image`.
     pub field: String,
+    /// The manager as Kubernetes prints it in messages (`printManager`): quoted, plus the API
+    /// version for `Update` managers and the subresource if any, e.g.
+    /// `"kubectl-client-side-apply" using apps/v1`, `"kubectl"` (an applier),
+    /// `"kubelet" with subresource "status" using v1`.
+    pub printed_manager: String,
 }
 
 impl ApplyConflict {
     /// The message of this conflict's `StatusCause`: `conflict with "kubectl" using apps/v1`.
     pub fn cause_message(&self) -> String {
-        format!("conflict with {}", self.manager)
+        format!("conflict with {}", self.printed_manager)
     }
 }
 
@@ -83,10 +110,13 @@ pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
     if let [only] = conflicts {
         return format!(
             "Apply failed with 1 conflict: conflict with {}: {}",
-            only.manager, only.field
+            only.printed_manager, only.field
         );
     }
-    let mut managers: Vec<&str> = conflicts.iter().map(|c| c.manager.as_str()).collect();
+    let mut managers: Vec<&str> = conflicts
+        .iter()
+        .map(|c| c.printed_manager.as_str())
+        .collect();
     managers.sort_unstable();
     managers.dedup();
     let mut lines = Vec::new();
@@ -95,7 +125,7 @@ pub fn conflict_message(conflicts: &[ApplyConflict]) -> String {
         lines.extend(
             conflicts
                 .iter()
-                .filter(|c| c.manager == manager)
+                .filter(|c| c.printed_manager == manager)
                 .map(|c| format!("- {}", c.field)),
         );
     }
@@ -181,6 +211,16 @@ pub fn server_side_apply_subresource(
     force: bool,
     now: jiff::Timestamp,
 ) -> Result<Value, PatchError> {
+    let expected = gvk.group_version().api_version();
+    let specified = applied
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if specified != expected {
+        return Err(PatchError::BadRequest(format!(
+            "Incorrect version specified in apply patch. Specified patch version: {specified}, expected: {expected}"
+        )));
+    }
     let request = managed_fields::ApplyRequest {
         schema: schema::Schema::builtin(gvk),
         manager,
@@ -194,6 +234,13 @@ pub fn server_side_apply_subresource(
 /// Records a non-apply write (create, update, patch) by `manager` in `new`'s
 /// `metadata.managedFields`: the fields it changed become owned by `manager` with operation
 /// `Update` (and `subresource`, e.g. `status`), and are removed from other managers' sets.
+///
+/// `old` is the stored object (None on create). If `new` carries a non-empty `managedFields`
+/// (the writer sent them, or a patch kept the stored ones) they are the starting point, else
+/// `old`'s are. A write that changes nothing but `managedFields` leaves them as they are (no
+/// timestamp bump), so no-op updates stay no-ops. Server-set metadata (`name`, `uid`,
+/// `resourceVersion`, ...) is never owned; for built-in kinds main-resource writes own nothing
+/// under `status` and `/status` writes only that.
 pub fn update_managed_fields(
     old: Option<&Value>,
     new: &mut Value,

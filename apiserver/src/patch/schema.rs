@@ -85,6 +85,13 @@ impl<'a> Schema<'a> {
         }
     }
 
+    /// Whether `name` is a declared property (a struct field) rather than an entry of a map.
+    pub fn declares(self, name: &str) -> bool {
+        self.target()
+            .get("properties")
+            .is_some_and(|p| p.get(name).is_some())
+    }
+
     /// The element schema of a list.
     pub fn items(self) -> Option<Self> {
         self.target().get("items").map(|i| self.at(i))
@@ -151,7 +158,7 @@ impl<'a> Schema<'a> {
     }
 
     /// Whether a map or struct is owned and replaced as a whole (`x-kubernetes-map-type:
-    /// atomic`), or is a scalar-like type with no members (`IntOrString`, `Quantity`, `Time`).
+    /// atomic`).
     pub fn is_atomic(self) -> bool {
         self.extension(EXT_MAP_TYPE).and_then(Value::as_str) == Some("atomic")
     }

@@ -62,8 +62,9 @@ fn merge_map(
             // Replace: the patch is the new map (merged into nothing, to resolve its directives).
             Some("replace") => merge_map(Map::new(), patch, schema),
             Some("delete") => Ok(Map::new()),
-            _ => Err(bad_request(&format!(
-                "unknown patch type: {directive} in map: {}",
+            other => Err(bad_request(&format!(
+                "unknown patch type: {} in map: {}",
+                other.map_or_else(|| directive.to_string(), str::to_owned),
                 Value::Object(patch)
             ))),
         };
@@ -231,9 +232,10 @@ fn merge_list(
                     "merging lists cannot yet be specified in the patch".into(),
                 ));
             }
-            Some(_) => {
+            Some(other) => {
+                let directive = other.map_or_else(|| map[DIRECTIVE].to_string(), str::to_owned);
                 return Err(bad_request(&format!(
-                    "unknown patch type in map: {element}"
+                    "unknown patch type: {directive} in map: {element}"
                 )));
             }
         }

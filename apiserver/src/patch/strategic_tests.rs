@@ -234,3 +234,45 @@ fn without_schema_lists_are_replaced() {
     .expect("applies");
     assert_eq!(containers(&got), &vec![json!({"name":"x"})]);
 }
+
+/// `kubectl apply` after removing the sidecar and a port from the manifest.
+#[test]
+fn kubectl_apply_removing_a_container_and_a_port() {
+    let mut live = deployment();
+    containers_mut(&mut live)[0]["ports"] = json!([
+        {"containerPort": 80, "protocol": "TCP"},
+        {"containerPort": 8080, "protocol": "TCP"}
+    ]);
+    let patch = json!({"spec":{"template":{"spec":{
+        "$setElementOrder/containers":[{"name":"nginx"}],
+        "containers":[
+            {"$setElementOrder/ports":[{"containerPort":80}],"name":"nginx","ports":[{"$patch":"delete","containerPort":8080}]},
+            {"$patch":"delete","name":"sidecar"}
+        ]
+    }}}});
+    let got = smp(&live, patch);
+    assert_eq!(names(containers(&got)), ["nginx"]);
+    assert_eq!(
+        containers(&got)[0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}])
+    );
+    assert!(!got.to_string().contains('$'), "{got}");
+}
+
+/// Like Kubernetes, `$patch: merge` is refused in maps and lists (merging is the default).
+#[test]
+fn patch_merge_directive_is_refused() {
+    let gvk = GroupVersionKind::new("apps", "v1", "Deployment");
+    let in_map = json!({"metadata":{"labels":{"$patch":"merge","a":"b"}}});
+    assert!(matches!(
+        apply(&deployment(), &in_map, Schema::builtin(&gvk)),
+        Err(PatchError::BadRequest(m)) if m.starts_with("unknown patch type: merge in map")
+    ));
+    let in_list = json!({"spec":{"template":{"spec":{"containers":[{"$patch":"merge"}]}}}});
+    assert_eq!(
+        apply(&deployment(), &in_list, Schema::builtin(&gvk)),
+        Err(PatchError::Invalid(
+            "merging lists cannot yet be specified in the patch".into()
+        ))
+    );
+}
