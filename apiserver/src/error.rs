@@ -79,12 +79,10 @@ pub enum ApiError {
         detail: String,
     },
     /// 409: server-side apply conflicts with other field managers.
-    #[error("Apply failed with {} conflict{}: {}", conflicts.len(), if conflicts.len() == 1 { "" } else { "s" }, render_conflicts(conflicts, api_version))]
+    #[error("{}", crate::patch::conflict_message(conflicts))]
     ApplyConflicts {
         /// The conflicting fields.
         conflicts: Vec<ApplyConflict>,
-        /// The applied apiVersion, as the message names it.
-        api_version: String,
     },
     /// 422: validation failed.
     #[error("{} \"{}\" is invalid: {}", target.group_kind(), target.name, render_field_errors(errors))]
@@ -150,19 +148,6 @@ fn render_field_errors(errors: &[FieldError]) -> String {
                 .join(", ")
         ),
     }
-}
-
-fn render_conflicts(conflicts: &[ApplyConflict], api_version: &str) -> String {
-    conflicts
-        .iter()
-        .map(|c| {
-            format!(
-                "conflict with \"{}\" using {api_version}: {}",
-                c.manager, c.field
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The message of a cause: a field error without its field path prefix.
@@ -250,16 +235,13 @@ impl ApiError {
                 d.insert("causes".into(), Value::Array(causes));
                 Some(Value::Object(d))
             }
-            ApiError::ApplyConflicts {
-                conflicts,
-                api_version,
-            } => {
+            ApiError::ApplyConflicts { conflicts } => {
                 let causes: Vec<Value> = conflicts
                     .iter()
                     .map(|c| {
                         json!({
                             "reason": "FieldManagerConflict",
-                            "message": format!("conflict with \"{}\" using {api_version}", c.manager),
+                            "message": c.cause_message(),
                             "field": c.field,
                         })
                     })

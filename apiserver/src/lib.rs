@@ -23,6 +23,7 @@ pub mod handlers;
 pub mod meta;
 pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod request;
 pub mod rest;

@@ -242,20 +242,42 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     services.verbs.retain(|v| v != "deletecollection");
     let mut endpoints = ResourceInfo::new("", "v1", "Endpoints", "endpoints", true).short(&["ep"]);
     endpoints.singular = "endpoints".into();
-    let mut leases = ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases", true);
-    // Leases (and endpoints) may be created by PUT, as in Kubernetes.
-    leases.allow_create_on_update = true;
-    endpoints.allow_create_on_update = true;
+    let leases = ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases", true);
+    let core_events = ResourceInfo::new("", "v1", "Event", "events", true).short(&["ev"]);
+    let events = ResourceInfo::new("events.k8s.io", "v1", "Event", "events", true).short(&["ev"]);
+    let service_accounts =
+        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true).short(&["sa"]);
+    // The kinds whose strategy returns `AllowCreateOnUpdate() == true` in Kubernetes: a PUT to a
+    // missing name creates it.
+    let [
+        services,
+        endpoints,
+        leases,
+        core_events,
+        events,
+        service_accounts,
+    ] = [
+        services,
+        endpoints,
+        leases,
+        core_events,
+        events,
+        service_accounts,
+    ]
+    .map(|mut r| {
+        r.allow_create_on_update = true;
+        r
+    });
     let mut rows = vec![
         namespaces,
         pods,
         nodes,
-        ResourceInfo::new("", "v1", "Event", "events", true).short(&["ev"]),
+        core_events,
         ResourceInfo::new("", "v1", "ConfigMap", "configmaps", true).short(&["cm"]),
         ResourceInfo::new("", "v1", "Secret", "secrets", true),
         services,
         endpoints,
-        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true).short(&["sa"]),
+        service_accounts,
         ResourceInfo::new("apps", "v1", "Deployment", "deployments", true)
             .short(&["deploy"])
             .in_all()
@@ -273,7 +295,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             .in_all()
             .with(&[Status, Scale]),
         leases,
-        ResourceInfo::new("events.k8s.io", "v1", "Event", "events", true).short(&["ev"]),
+        events,
         ResourceInfo::new("batch", "v1", "Job", "jobs", true)
             .in_all()
             .with(&[Status]),

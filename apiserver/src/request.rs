@@ -226,6 +226,9 @@ pub struct Accept {
     pub table: bool,
     /// Aggregated discovery, if asked for before plain JSON.
     pub aggregated: Option<AggregatedDiscovery>,
+    /// `PartialObjectMetadata`/`PartialObjectMetadataList` (metadata-only clients such as
+    /// kube-rs' `metadata_watcher` and client-go's metadata informers).
+    pub partial_metadata: bool,
 }
 
 impl Accept {
@@ -248,6 +251,14 @@ impl Accept {
             match (param("as"), param("g"), param("v")) {
                 (Some("Table"), Some("meta.k8s.io"), Some("v1" | "v1beta1")) => {
                     out.table = true;
+                    return out;
+                }
+                (
+                    Some("PartialObjectMetadata" | "PartialObjectMetadataList"),
+                    Some("meta.k8s.io"),
+                    Some("v1" | "v1beta1"),
+                ) => {
+                    out.partial_metadata = true;
                     return out;
                 }
                 (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some(v)) => {
@@ -293,13 +304,20 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| "application/json".to_string())
 }
 
-/// Decodes a POST/PUT body as JSON or YAML by its content type; 415 for anything else.
+/// Decodes a POST/PUT body as JSON, YAML or (for the kinds kubectl's generators send)
+/// Kubernetes protobuf, by its content type; 415 for anything else.
 /// `expected` names the kind for the error message (`must be of type Deployment`).
 pub fn decode_body(headers: &HeaderMap, body: &[u8], expected: &str) -> Result<Value> {
     let ct = content_type(headers);
     match ct.as_str() {
         "application/json" | "*/*" => decode_json(body, expected),
         "application/yaml" | "application/x-yaml" | "text/yaml" => decode_yaml(body, expected),
+        crate::protobuf::CONTENT_TYPE => crate::protobuf::decode(body).map_err(|e| match e {
+            crate::protobuf::ProtobufError::Malformed(_) => unrecognized(expected, &e, body),
+            crate::protobuf::ProtobufError::Unsupported(_) => {
+                ApiError::UnsupportedMediaType(e.to_string())
+            }
+        }),
         other => Err(ApiError::UnsupportedMediaType(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
         ))),

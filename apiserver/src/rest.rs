@@ -22,7 +22,7 @@ use crate::request::FieldValidation;
 use crate::storage::{ObjectRef, target};
 use crate::strategy::{FieldError, FieldErrorKind};
 use rand::Rng;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// Which part of an object a write may change.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,14 +31,26 @@ pub enum WritePart {
     Main,
     /// The `/status` subresource: only `status`.
     Status,
+    /// The `/scale` subresource: `spec.replicas` of the parent, written as a main update.
+    Scale,
+    /// `namespaces/{name}/finalize`: `spec.finalizers`, which main updates may not change.
+    Finalize,
 }
 
 impl WritePart {
-    fn subresource(self) -> Option<&'static str> {
+    /// The subresource recorded in managedFields.
+    pub fn subresource(self) -> Option<&'static str> {
         match self {
             WritePart::Main => None,
             WritePart::Status => Some("status"),
+            WritePart::Scale => Some("scale"),
+            WritePart::Finalize => Some("finalize"),
         }
+    }
+
+    /// Whether the strategy's `prepare_for_update` (main-resource rules) applies.
+    fn prepares_main_update(self) -> bool {
+        matches!(self, WritePart::Main | WritePart::Scale)
     }
 }
 
@@ -192,6 +204,7 @@ pub fn before_create(
         }
     }
     let name = meta::name(obj).unwrap_or_default().to_string();
+    check_path_segment(info, &name)?;
     meta::set_meta_str(obj, MetaField::Uid, Some(&uuid::Uuid::new_v4().to_string()));
     meta::set_meta_str(
         obj,
@@ -205,10 +218,8 @@ pub fn before_create(
     if info.reset_status_on_create {
         meta::set_status(obj, None);
     }
-    if info.delete_policy == DeletePolicy::Namespace {
-        prepare_namespace(obj);
-    }
     default(info, obj)?;
+    info.strategy.prepare_for_create(obj);
     let errors = info.strategy.validate_create(obj);
     if !errors.is_empty() {
         return Err(invalid(info, &name, errors));
@@ -219,15 +230,28 @@ pub fn before_create(
     Ok(())
 }
 
-/// A new namespace carries the `kubernetes` finalizer and phase `Active`
-/// (`pkg/registry/core/namespace/strategy.go` `PrepareForCreate`).
-fn prepare_namespace(obj: &mut Value) {
-    let mut fins = meta::spec_finalizers(obj);
-    if !fins.iter().any(|f| f == "kubernetes") {
-        fins.push("kubernetes".into());
+/// A name must be usable as one URL path segment and one store key segment
+/// (`path.ValidatePathSegmentName`), whatever the kind's own name rules are.
+fn check_path_segment(info: &ResourceInfo, name: &str) -> Result<()> {
+    let problem = match name {
+        "." | ".." => Some(format!("may not be '{name}'")),
+        n if n.contains('/') => Some("may not contain '/'".to_string()),
+        n if n.contains('%') => Some("may not contain '%'".to_string()),
+        _ => None,
+    };
+    match problem {
+        Some(detail) => Err(invalid(
+            info,
+            name,
+            vec![field_error(
+                FieldErrorKind::Invalid,
+                "metadata.name",
+                Some(format!("{name:?}")),
+                &detail,
+            )],
+        )),
+        None => Ok(()),
     }
-    meta::spec_mut(obj).insert("finalizers".into(), json!(fins));
-    meta::status_mut(obj).insert("phase".into(), json!("Active"));
 }
 
 /// Prepares an update of `old` to `new`. Checks the resourceVersion and uid the client sent
@@ -251,7 +275,7 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
         });
     }
     let mut new = match ctx.part {
-        WritePart::Main => {
+        WritePart::Main | WritePart::Scale | WritePart::Finalize => {
             let mut n = new;
             if info.has_status() {
                 meta::set_status(&mut n, meta::status(old).cloned());
@@ -271,6 +295,9 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
     meta::copy_meta(old, &mut new, MetaField::Namespace);
     meta::copy_meta(old, &mut new, MetaField::ResourceVersion);
     default(info, &mut new)?;
+    if ctx.part.prepares_main_update() {
+        info.strategy.prepare_for_update(&mut new, old);
+    }
     if meta::deletion_timestamp(old).is_some() {
         let before = meta::finalizers(old);
         let added: Vec<String> = meta::finalizers(&new)
@@ -302,7 +329,7 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
         return Err(invalid(info, &r.name, errors));
     }
     if info.has_status()
-        && ctx.part == WritePart::Main
+        && matches!(ctx.part, WritePart::Main | WritePart::Scale)
         && meta::spec_part(&new) != meta::spec_part(old)
     {
         meta::set_meta_i64(
@@ -337,6 +364,7 @@ pub fn finalized(info: &ResourceInfo, obj: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn generated_names_use_the_kubernetes_alphabet() {

@@ -83,14 +83,6 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
-    /// The data directory could not be prepared.
-    #[error("cannot use data directory {path}: {source}")]
-    DataDir {
-        /// The directory.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
     /// The store failed.
     #[error("store: {0}")]
     Store(#[from] store::Error),
@@ -232,30 +224,39 @@ pub async fn serve_with(
 /// A bound server, so the caller can learn the port before serving (port 0).
 pub struct Server {
     listener: tokio::net::TcpListener,
-    backend: Arc<dyn Backend>,
+    store: Arc<store::Store>,
     options: ServerOptions,
 }
 
+/// How long the store keeps history for watches and consistent lists, like kube-apiserver's
+/// default `--etcd-compaction-interval` of 5 minutes.
+const HISTORY_RETENTION: Duration = Duration::from_secs(5 * 60);
+
 impl Server {
-    /// Prepares the data directory, opens the store and binds the listen address.
+    /// Opens the store in the data directory (failing if another process holds it) and binds
+    /// the listen address.
     pub async fn bind(config: Config) -> Result<Server, ServeError> {
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
-            path: config.data_dir.clone(),
-            source,
-        })?;
-        // Unlike Kubernetes (etcd), the store is in memory until the durable store lands;
-        // `data_dir` and `no_fsync` are accepted now so the flags stay stable.
-        let backend: Arc<dyn Backend> = Arc::new(store::MemoryBackend::new());
-        let _ = config.no_fsync;
-        let listener = tokio::net::TcpListener::bind(config.listen)
-            .await
-            .map_err(|source| ServeError::Bind {
-                addr: config.listen,
-                source,
-            })?;
+        let mut store_config = store::StoreConfig::new(&config.data_dir);
+        store_config.fsync = !config.no_fsync;
+        store_config.auto_compaction = store::AutoCompaction {
+            retain_revisions: None,
+            retain_duration: Some(HISTORY_RETENTION),
+            interval: Duration::from_secs(10),
+        };
+        let store = Arc::new(store::Store::open(store_config).await?);
+        let listener = match tokio::net::TcpListener::bind(config.listen).await {
+            Ok(l) => l,
+            Err(source) => {
+                let _ = store.close().await;
+                return Err(ServeError::Bind {
+                    addr: config.listen,
+                    source,
+                });
+            }
+        };
         Ok(Server {
             listener,
-            backend,
+            store,
             options: config.options,
         })
     }
@@ -265,9 +266,14 @@ impl Server {
         Ok(self.listener.local_addr()?)
     }
 
-    /// Serves until `shutdown` is cancelled.
+    /// Serves until `shutdown` is cancelled, then closes the store.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
-        serve_with(self.listener, self.backend, self.options, shutdown).await
+        let backend: Arc<dyn Backend> = self.store.clone();
+        let served = serve_with(self.listener, backend, self.options, shutdown).await;
+        let closed = self.store.close().await;
+        served?;
+        closed?;
+        Ok(())
     }
 }
 

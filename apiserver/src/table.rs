@@ -61,7 +61,12 @@ pub fn columns(info: &ResourceInfo) -> Vec<Value> {
         description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated.",
         priority: 0,
     };
-    std::iter::once(column_json(&name))
+    let first = info
+        .strategy
+        .table_has_name_column()
+        .then(|| column_json(&name));
+    first
+        .into_iter()
         .chain(info.strategy.table_columns().iter().map(column_json))
         .collect()
 }
@@ -73,7 +78,10 @@ pub fn row(
     include: IncludeObject,
     now: jiff::Timestamp,
 ) -> Value {
-    let mut cells = vec![json!(meta::name(obj).unwrap_or_default())];
+    let mut cells = Vec::new();
+    if info.strategy.table_has_name_column() {
+        cells.push(json!(meta::name(obj).unwrap_or_default()));
+    }
     cells.extend(info.strategy.table_row(obj, now));
     let mut row = json!({ "cells": cells });
     match include {

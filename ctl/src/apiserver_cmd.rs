@@ -35,13 +35,15 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
         let addr = server.local_addr()?;
         println!("miniplane apiserver listening on http://{addr}");
         let shutdown = CancellationToken::new();
-        let signal_token = shutdown.clone();
-        tokio::spawn(async move {
-            wait_for_signal().await;
-            tracing::info!("shutting down");
-            signal_token.cancel();
-        });
-        server.run(shutdown).await?;
+        let run = server.run(shutdown.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => return Ok(result?),
+            _ = wait_for_signal() => {}
+        }
+        tracing::info!("shutting down");
+        shutdown.cancel();
+        run.await?;
         Ok(())
     })
 }

@@ -27,6 +27,7 @@ fn main() -> std::process::ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
         Command::Apiserver(args) => apiserver_cmd::main(args),
@@ -34,7 +35,7 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("miniplane: {e:#}");
+            eprintln!("miniplane: {e}");
             std::process::ExitCode::FAILURE
         }
     }

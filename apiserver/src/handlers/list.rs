@@ -163,6 +163,18 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
             true,
             ctx.state.now(),
         )
+    } else if ctx.accept.partial_metadata {
+        let items: Vec<Value> = page
+            .items
+            .iter()
+            .map(meta::partial_object_metadata)
+            .collect();
+        json!({
+            "kind": "PartialObjectMetadataList",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": list_meta,
+            "items": items,
+        })
     } else {
         let items: Vec<Value> = page
             .items

@@ -142,12 +142,29 @@ pub fn object_response(
             true,
             ctx.state.now(),
         )
+    } else if ctx.accept.partial_metadata {
+        crate::meta::partial_object_metadata(obj)
     } else {
         obj.clone()
     };
     let mut resp = json_response(code, &body);
     add_warnings(&mut resp, warnings);
     Ok(resp)
+}
+
+/// Answers a read-modify-write: 201 when it created the object, else 200.
+pub fn written_response(
+    ctx: &RequestContext,
+    info: &ResourceInfo,
+    updated: &crate::storage::Updated,
+    warnings: &[String],
+) -> Result<Response> {
+    let code = if updated.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    object_response(ctx, info, code, &updated.object, warnings)
 }
 
 /// Adds `Warning: 299 - "..."` headers (RFC 7234 warn-code 299, as Kubernetes sends them).

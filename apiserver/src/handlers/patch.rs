@@ -12,7 +12,7 @@
 //! The patched object then goes through the same checks as a PUT ([`rest::before_update`]).
 
 use super::update::decide_update;
-use super::{RequestContext, object_ref, object_response};
+use super::{RequestContext, object_ref, written_response};
 use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersionKind;
 use crate::patch::{self, PatchError, PatchType};
@@ -21,7 +21,6 @@ use crate::request::{FieldValidation, content_type, decode_json, decode_yaml};
 use crate::rest::{self, WriteContext, WritePart};
 use crate::storage::{ObjectRef, Update, target};
 use crate::strategy::{FieldError, FieldErrorKind};
-use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use std::sync::Arc;
@@ -42,10 +41,7 @@ pub fn patch_error(info: &ResourceInfo, name: &str, e: PatchError) -> ApiError {
                 detail: m,
             }],
         },
-        PatchError::Conflicts(conflicts) => ApiError::ApplyConflicts {
-            conflicts,
-            api_version: info.api_version(),
-        },
+        PatchError::Conflicts(conflicts) => ApiError::ApplyConflicts { conflicts },
         PatchError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
     }
 }
@@ -214,12 +210,7 @@ pub async fn patch_part(
             )
         })
         .await?;
-    let code = if updated.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    object_response(&ctx, &info, code, &updated.object, &warnings)
+    written_response(&ctx, &info, &updated, &warnings)
 }
 
 /// PATCH on the main resource.

@@ -4,14 +4,13 @@
 //! Also the shared path of every write that replaces an object: `/status` and finalizer removal
 //! (an update that empties the finalizers of an object being deleted removes it).
 
-use super::{RequestContext, object_ref, object_response};
+use super::{RequestContext, object_ref, written_response};
 use crate::error::{ApiError, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::request::decode_body;
 use crate::rest::{self, WriteContext, WritePart};
 use crate::storage::{ObjectRef, Update};
-use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 use std::sync::Arc;
@@ -85,12 +84,7 @@ pub async fn replace(
             None => Err(r.not_found()),
         })
         .await?;
-    let code = if updated.created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    object_response(&ctx, &info, code, &updated.object, &warnings)
+    written_response(&ctx, &info, &updated, &warnings)
 }
 
 /// PUT on the main resource.

@@ -41,6 +41,7 @@ struct Renderer {
     info: Arc<ResourceInfo>,
     filter: Filter,
     table: Option<IncludeObject>,
+    partial_metadata: bool,
     columns_sent: bool,
     namespace_prefix: Option<String>,
 }
@@ -62,6 +63,9 @@ impl Renderer {
                 );
                 self.columns_sent = true;
                 t
+            }
+            _ if self.partial_metadata && kind != "ERROR" && kind != "BOOKMARK" => {
+                meta::partial_object_metadata(&object)
             }
             _ => object,
         };
@@ -132,6 +136,7 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
         info: info.clone(),
         filter: filter.clone(),
         table: ctx.accept.table.then_some(include),
+        partial_metadata: ctx.accept.partial_metadata,
         columns_sent: false,
         namespace_prefix: ctx
             .path

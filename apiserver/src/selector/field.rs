@@ -123,8 +123,18 @@ impl FieldSelector {
 
     /// Checks every field is selectable for the kind (by asking the strategy which fields a
     /// sample object offers).
+    ///
+    /// The strategy is asked with a skeleton object (`apiVersion`, `kind`, empty `metadata`),
+    /// so a strategy must list all its selectable fields for any object, with empty values
+    /// where the object has none.
     pub fn check_supported(&self, strategy: &dyn Strategy) -> Result<(), FieldSelectorError> {
-        let offered = strategy.selectable_fields(&Value::Null);
+        let gvk = strategy.gvk();
+        let skeleton = serde_json::json!({
+            "apiVersion": gvk.group_version().api_version(),
+            "kind": gvk.kind,
+            "metadata": {},
+        });
+        let offered = strategy.selectable_fields(&skeleton);
         for r in &self.requirements {
             let generic = matches!(r.field.as_str(), "metadata.name" | "metadata.namespace");
             if !generic && !offered.iter().any(|(f, _)| *f == r.field) {

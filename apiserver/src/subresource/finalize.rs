@@ -23,7 +23,7 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
     let wctx = WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
-        part: WritePart::Main,
+        part: WritePart::Finalize,
     };
     let updated = ctx
         .state

@@ -61,7 +61,7 @@ pub fn scale_of(parent: &Value) -> Value {
     })
 }
 
-fn scale_invalid(r: &ObjectRef, field: &str, detail: &str) -> ApiError {
+fn scale_invalid(r: &ObjectRef, field: &str, value: Option<String>, detail: &str) -> ApiError {
     ApiError::Invalid {
         target: crate::error::ErrorTarget {
             group: "autoscaling".into(),
@@ -72,7 +72,7 @@ fn scale_invalid(r: &ObjectRef, field: &str, detail: &str) -> ApiError {
         errors: vec![FieldError {
             kind: FieldErrorKind::Invalid,
             field: field.into(),
-            value: None,
+            value,
             detail: detail.into(),
         }],
     }
@@ -95,25 +95,17 @@ fn decide_scale(
         .and_then(|s| s.get("replicas"))
         .map(|v| {
             v.as_i64()
-                .ok_or_else(|| scale_invalid(r, "spec.replicas", "must be an integer"))
+                .ok_or_else(|| scale_invalid(r, "spec.replicas", None, "must be an integer"))
         })
         .transpose()?
         .unwrap_or(0);
     if replicas < 0 {
-        return Err(ApiError::Invalid {
-            target: crate::error::ErrorTarget {
-                group: "autoscaling".into(),
-                resource: "scale".into(),
-                kind: "Scale".into(),
-                name: r.name.clone(),
-            },
-            errors: vec![FieldError {
-                kind: FieldErrorKind::Invalid,
-                field: "spec.replicas".into(),
-                value: Some(replicas.to_string()),
-                detail: "must be greater than or equal to 0".into(),
-            }],
-        });
+        return Err(scale_invalid(
+            r,
+            "spec.replicas",
+            Some(replicas.to_string()),
+            "must be greater than or equal to 0",
+        ));
     }
     let mut new = parent.clone();
     meta::spec_mut(&mut new).insert("replicas".into(), json!(replicas));
@@ -140,7 +132,7 @@ fn write_context(ctx: &RequestContext) -> WriteContext {
     WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
-        part: WritePart::Main,
+        part: WritePart::Scale,
     }
 }
 
