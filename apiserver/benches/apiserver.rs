@@ -106,7 +106,7 @@ impl Op {
         let base = match self {
             Op::Create | Op::Get => 2_000 + 100 * concurrency,
             Op::List => 20 + 2 * concurrency,
-            Op::ListPage => 200 + 10 * concurrency,
+            Op::ListPage => 50 + 2 * concurrency,
         };
         if quick { base / 10 } else { base }
     }
