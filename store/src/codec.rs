@@ -5,16 +5,16 @@
 //! hand-written big-/little-endian layouts, so there is no schema compiler:
 //!
 //! ```text
-//! sled `kv`    key                                  -> Record (the current version)
 //! sled `index` escape(key) 00 00 | rev u64 BE       -> Record (every kept version/tombstone)
 //! sled `log`   rev u64 BE | sub u32 BE              -> prev_mod_rev u64 LE | key
 //! Record       kind u8 | create u64 | mod u64 | version u64 | value        (LE integers)
 //! WAL payload  1 | rev u64 | n u32 | n × Change      (a write, one revision)
 //!              2 | compact_rev u64                  (a compaction)
 //! Change       kind u8 | create u64 | version u64 | prev_mod u64 | klen u32 | key | vlen u32 | value
+//! sled `meta`  "compacted"                          -> rev u64 LE
 //! ```
 //!
-//! `escape` doubles every 0x00 byte as `00 FF` and ends the key with `00 00`; that keeps the
+//! `escape` writes every 0x00 byte of a key as `00 FF` and ends the key with `00 00`; that keeps the
 //! byte order of keys (so prefix scans work on the index) and lets the revision follow the key
 //! without ambiguity. Anything that does not decode is [`Error::Corrupt`].
 

@@ -5,7 +5,7 @@
 //!   <dir>/LOCK          flock: one process at a time            (lock.rs)
 //!   <dir>/CHECKPOINT    revision up to which sled is durable    (checkpoint.rs)
 //!   <dir>/wal/*.wal     every write since (and a bit before)    (wal.rs)
-//!   <dir>/sled/         kv, index, log, meta trees              (kvstore.rs)
+//!   <dir>/sled/         index, log, meta trees                  (kvstore.rs)
 //!
 //!   open:  lock ─▶ open sled ─▶ read CHECKPOINT ─▶ replay WAL records after it into sled
 //!          ─▶ current revision = last replayed (never goes back) ─▶ start committer thread

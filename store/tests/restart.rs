@@ -5,6 +5,7 @@
 mod common;
 
 use bytes::Bytes;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use store::{AutoCompaction, Backend, Error, RangeRequest, Revision, Store};
 
@@ -128,20 +129,76 @@ async fn auto_compaction_keeps_the_last_n_revisions() {
             .unwrap();
     }
     let want = Revision(store.current_revision().0 - 10);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while store.compacted_revision() < want {
-        assert!(Instant::now() < deadline, "auto-compaction did not run");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    common::wait_for("auto-compaction", || store.compacted_revision() >= want).await;
     assert_eq!(store.compacted_revision(), want);
     // History below is gone, every key's latest value is kept.
+    let all = store.range(RangeRequest::prefix("/a/")).await.unwrap();
+    assert_eq!(all.count, 50);
+    store.close().await.unwrap();
+}
+
+/// A clock the test moves by hand.
+#[derive(Debug)]
+struct ManualClock {
+    start: Instant,
+    offset: Mutex<Duration>,
+}
+
+impl store::Clock for ManualClock {
+    fn now(&self) -> Instant {
+        self.start + *self.offset.lock().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn auto_compaction_by_age_follows_the_injected_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock {
+        start: Instant::now(),
+        offset: Mutex::new(Duration::ZERO),
+    });
+    let mut config = common::fast_config(dir.path());
+    config.clock = clock.clone();
+    config.auto_compaction = AutoCompaction {
+        retain_revisions: None,
+        retain_duration: Some(Duration::from_secs(3600)),
+        interval: Duration::from_millis(5),
+    };
+    let store = Store::open(config).await.unwrap();
+    for i in 0..40 {
+        store
+            .put(Bytes::from(format!("/t/{i}")), Bytes::new())
+            .await
+            .unwrap();
+    }
+    // The compactor has been sampling revisions at fake time zero: nothing is an hour old.
+    assert_eq!(store.compacted_revision(), Revision::ZERO);
+    let before = store.current_revision();
+    *clock.offset.lock().unwrap() = Duration::from_secs(3601);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while store.compacted_revision() == Revision::ZERO {
+        assert!(
+            Instant::now() < deadline,
+            "auto-compaction by age did not run"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Only revisions sampled an hour (of the fake clock) ago can be compacted: later writes,
+    // sampled at the new time, are kept.
+    for i in 40..60 {
+        store
+            .put(Bytes::from(format!("/t/{i}")), Bytes::new())
+            .await
+            .unwrap();
+    }
+    assert!(store.compacted_revision() <= before);
     assert_eq!(
         store
-            .range(RangeRequest::prefix("/a/"))
+            .range(RangeRequest::prefix("/t/"))
             .await
             .unwrap()
             .count,
-        50
+        60
     );
     store.close().await.unwrap();
 }

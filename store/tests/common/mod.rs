@@ -55,3 +55,12 @@ pub fn assert_ordered(events: &[Event]) {
         );
     }
 }
+
+/// Polls `cond` every 5 ms until it holds, failing after 10 s.
+pub async fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
