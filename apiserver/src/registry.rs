@@ -170,6 +170,11 @@ impl ResourceInfo {
         self
     }
 
+    fn create_on_update(mut self) -> Self {
+        self.allow_create_on_update = true;
+        self
+    }
+
     fn in_all(mut self) -> Self {
         self.categories = vec!["all".to_string()];
         self
@@ -242,32 +247,21 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     services.verbs.retain(|v| v != "deletecollection");
     let mut endpoints = ResourceInfo::new("", "v1", "Endpoints", "endpoints", true).short(&["ep"]);
     endpoints.singular = "endpoints".into();
-    let leases = ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases", true);
-    let core_events = ResourceInfo::new("", "v1", "Event", "events", true).short(&["ev"]);
-    let events = ResourceInfo::new("events.k8s.io", "v1", "Event", "events", true).short(&["ev"]);
-    let service_accounts =
-        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true).short(&["sa"]);
-    // The kinds whose strategy returns `AllowCreateOnUpdate() == true` in Kubernetes: a PUT to a
-    // missing name creates it.
-    let [
-        services,
-        endpoints,
-        leases,
-        core_events,
-        events,
-        service_accounts,
-    ] = [
-        services,
-        endpoints,
-        leases,
-        core_events,
-        events,
-        service_accounts,
-    ]
-    .map(|mut r| {
-        r.allow_create_on_update = true;
-        r
-    });
+    // `.create_on_update()` marks the kinds whose Kubernetes strategy has
+    // `AllowCreateOnUpdate() == true`: a PUT to a missing name creates it.
+    let leases =
+        ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases", true).create_on_update();
+    let core_events = ResourceInfo::new("", "v1", "Event", "events", true)
+        .short(&["ev"])
+        .create_on_update();
+    let events = ResourceInfo::new("events.k8s.io", "v1", "Event", "events", true)
+        .short(&["ev"])
+        .create_on_update();
+    let service_accounts = ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true)
+        .short(&["sa"])
+        .create_on_update();
+    let services = services.create_on_update();
+    let endpoints = endpoints.create_on_update();
     let mut rows = vec![
         namespaces,
         pods,
