@@ -369,12 +369,18 @@ async fn raw_watch_event_types() {
 
 #[tokio::test]
 async fn watcher_stream_sees_apply_and_delete() {
+    watcher_sees_init_apply_and_delete(watcher::Config::default()).await;
+}
+
+/// Runs a `watcher` with `config`: the initial state (Init, InitApply, InitDone), then a
+/// create, an update and a delete as Apply, Apply, Delete.
+async fn watcher_sees_init_apply_and_delete(config: watcher::Config) {
     let s = Server::start();
     let api: Api<ConfigMap> = Api::namespaced(client(&s).await, "default");
     let pre: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "pre"}})).unwrap();
     api.create(&PostParams::default(), &pre).await.unwrap();
 
-    let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
+    let mut events = watcher(api.clone(), config).boxed();
     let mut next = async || {
         tokio::time::timeout(Duration::from_secs(20), events.try_next())
             .await
@@ -409,24 +415,5 @@ async fn watcher_stream_sees_apply_and_delete() {
 /// events closed by a BOOKMARK annotated `k8s.io/initial-events-end`.
 #[tokio::test]
 async fn watcher_with_streaming_lists() {
-    let s = Server::start();
-    let api: Api<ConfigMap> = Api::namespaced(client(&s).await, "default");
-    let pre: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "pre"}})).unwrap();
-    api.create(&PostParams::default(), &pre).await.unwrap();
-
-    let config = watcher::Config::default().streaming_lists();
-    let mut events = watcher(api.clone(), config).boxed();
-    let mut next = async || {
-        tokio::time::timeout(Duration::from_secs(20), events.try_next())
-            .await
-            .expect("a watcher event within 20 s")
-            .expect("no watcher error")
-            .expect("the watcher never ends")
-    };
-    assert!(matches!(next().await, watcher::Event::Init));
-    assert!(matches!(next().await, watcher::Event::InitApply(o) if o.name_any() == "pre"));
-    assert!(matches!(next().await, watcher::Event::InitDone));
-    let live: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "live"}})).unwrap();
-    api.create(&PostParams::default(), &live).await.unwrap();
-    assert!(matches!(next().await, watcher::Event::Apply(o) if o.name_any() == "live"));
+    watcher_sees_init_apply_and_delete(watcher::Config::default().streaming_lists()).await;
 }
