@@ -93,7 +93,8 @@ pub fn row(
 }
 
 /// A Table of `objects`. `list_meta` is the list's `metadata` (resourceVersion, continue);
-/// `with_columns` is false for watch events after the first, which carry rows only.
+/// `with_columns` is false for watch events after the first, which carry rows only
+/// (`columnDefinitions: null`, as Kubernetes' `NoHeaders` after the first watch event).
 pub fn table(
     info: &ResourceInfo,
     objects: &[Value],
@@ -106,7 +107,7 @@ pub fn table(
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": list_meta,
-        "columnDefinitions": if with_columns { columns(info) } else { Vec::new() },
+        "columnDefinitions": if with_columns { Value::Array(columns(info)) } else { Value::Null },
         "rows": objects.iter().map(|o| row(info, o, include, now)).collect::<Vec<_>>(),
     })
 }

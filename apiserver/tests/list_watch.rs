@@ -385,10 +385,8 @@ async fn tables_for_get_list_and_watch() {
     );
     let e2 = w.next_change().await.expect("event");
     assert_eq!(e2["object"]["rows"][0]["cells"][0], "w3");
-    assert_eq!(
-        e2["object"]["columnDefinitions"].as_array().map(Vec::len),
-        Some(0)
-    );
+    // Kubernetes sets NoHeaders after the first event: later ones carry `null` columns.
+    assert!(e2["object"]["columnDefinitions"].is_null());
     // Plain JSON when Table is not asked for.
     assert_eq!(h.get(WIDGETS).await.body["kind"], "WidgetList");
 }
