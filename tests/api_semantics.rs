@@ -314,7 +314,8 @@ fn concurrent_updates_with_one_resource_version_have_one_winner() {
         let handles: Vec<_> = (0..16)
             .map(|i| {
                 let mut body = created.clone();
-                body["data"]["n"] = i.to_string().into();
+                // Never "0": an update that changes nothing is a legitimate no-op 200.
+                body["data"]["n"] = (i + 1).to_string().into();
                 let s = &s;
                 scope.spawn(move || {
                     s.send_json("PUT", "/api/v1/namespaces/default/configmaps/race", &body)
@@ -326,6 +327,9 @@ fn concurrent_updates_with_one_resource_version_have_one_winner() {
     });
     assert_eq!(codes.iter().filter(|&&c| c == 200).count(), 1, "{codes:?}");
     assert_eq!(codes.iter().filter(|&&c| c == 409).count(), 15, "{codes:?}");
+    let winner = codes.iter().position(|&c| c == 200).unwrap() + 1;
+    let stored = s.get("/api/v1/namespaces/default/configmaps/race").json();
+    assert_eq!(stored["data"]["n"], winner.to_string(), "{stored}");
 }
 
 /// A watch can resume across a server restart from a resourceVersion read before it: the
