@@ -500,3 +500,77 @@ fn apply_server_side_conflict_message() {
         "{run}"
     );
 }
+
+/// A manifest with two containers, an env var and an extra label, for the removal tests.
+fn rich_deployment(with_extras: bool) -> String {
+    let extras_label = if with_extras { "    tier: front\n" } else { "" };
+    let extras_env = if with_extras {
+        "        env:\n        - name: MODE\n          value: fast\n"
+    } else {
+        ""
+    };
+    let sidecar = if with_extras {
+        "      - name: side\n        image: busybox:1.36\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: rich
+  labels:
+    app: rich
+{extras_label}spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: rich
+  template:
+    metadata:
+      labels:
+        app: rich
+    spec:
+      containers:
+      - name: main
+        image: nginx:1.25
+{extras_env}{sidecar}"
+    )
+}
+
+/// What a re-apply removes: a field dropped from the manifest is deleted from the object when
+/// this applier owned it — by the three-way strategic merge patch (`$patch: delete`,
+/// `$setElementOrder`) for client-side apply, by field ownership for server-side apply.
+#[test]
+fn reapply_removes_what_the_manifest_dropped() {
+    for mode in [&[][..], &["--server-side"][..]] {
+        let s = Server::start();
+        s.apply_ok(&rich_deployment(true), mode);
+        let d = get_deploy(&s, "rich");
+        assert_eq!(d["metadata"]["labels"]["tier"], "front", "{d}");
+        assert_eq!(
+            d["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .map(Vec::len),
+            Some(2),
+            "{d}"
+        );
+        s.apply_ok(&rich_deployment(false), mode);
+        let d = get_deploy(&s, "rich");
+        assert!(d["metadata"]["labels"]["tier"].is_null(), "{mode:?}: {d}");
+        let containers = d["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap();
+        assert_eq!(containers.len(), 1, "{mode:?}: {d}");
+        assert_eq!(containers[0]["name"], "main");
+        // (Kubernetes prints no `env` at all: Go's `omitempty` drops an empty list; the server
+        // here may keep `"env": []`, which clients read the same.)
+        let env = &containers[0]["env"];
+        assert!(
+            env.is_null() || env.as_array().is_some_and(Vec::is_empty),
+            "{mode:?}: {d}"
+        );
+        // Defaults the server filled in stay (they are not the applier's to remove).
+        assert_eq!(containers[0]["imagePullPolicy"], "IfNotPresent", "{d}");
+    }
+}
