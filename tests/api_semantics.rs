@@ -375,3 +375,44 @@ fn rollout_restart_changes_the_template() {
     );
     assert_eq!(d["metadata"]["generation"], 2, "{d}");
 }
+
+/// Watches across all namespaces and on cluster-scoped kinds (what kube-controller-manager's
+/// and the scheduler's informers open).
+#[test]
+fn all_namespace_and_cluster_scoped_watches() {
+    let s = Server::start();
+    s.apply_ok(&support::namespace_yaml("other"), &[]);
+    let start = rv(&s.get("/api/v1/pods").json());
+    let nodes_start = rv(&s.get("/api/v1/nodes").json());
+    s.apply_ok(&pod_yaml("here", "app: a", None), &[]);
+    s.apply_ok(&pod_yaml("there", "app: a", None), &["-n", "other"]);
+    s.apply_ok("apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n", &[]);
+    let (status, events) = s.watch_events(
+        &format!("/api/v1/pods?watch=1&resourceVersion={start}"),
+        2,
+        Duration::from_secs(20),
+    );
+    assert_eq!(status, 200);
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["object"]["metadata"]["namespace"].as_str().unwrap_or("?"),
+                e["object"]["metadata"]["name"].as_str().unwrap_or("?"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("default", "here"), ("other", "there")],
+        "{events:?}"
+    );
+    let (status, events) = s.watch_events(
+        &format!("/api/v1/nodes?watch=1&resourceVersion={nodes_start}"),
+        1,
+        Duration::from_secs(20),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(events[0]["type"], "ADDED", "{events:?}");
+    assert_eq!(events[0]["object"]["metadata"]["name"], "n1", "{events:?}");
+}

@@ -742,3 +742,27 @@ fn objects_survive_a_restart() {
     };
     assert!(rv(&scaled) > rv(&before), "{scaled}");
 }
+
+#[test]
+fn api_versions_and_cluster_info() {
+    let s = Server::start();
+    let out = s.kubectl_ok(&["api-versions"]);
+    let versions: Vec<&str> = out.lines().collect();
+    for gv in ["v1", "apps/v1", "batch/v1", "coordination.k8s.io/v1"] {
+        assert!(versions.contains(&gv), "{gv} missing from:\n{out}");
+    }
+    let out = s.kubectl_ok(&["cluster-info"]);
+    assert!(
+        out.contains(&format!(
+            "Kubernetes control plane is running at {}",
+            s.url()
+        )),
+        "{out}"
+    );
+    // Raw paths work without discovery, and discovery answers with or without a trailing `/`.
+    let raw = s.kubectl_ok(&["get", "--raw", "/api/v1/namespaces/default"]);
+    assert!(raw.contains("\"name\":\"default\""), "{raw}");
+    for path in ["/api/", "/apis/", "/api/v1/", "/version/"] {
+        assert_eq!(s.get(path).status, 200, "{path}");
+    }
+}
