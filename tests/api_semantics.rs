@@ -280,7 +280,6 @@ fn get_all_uses_categories_and_diff_uses_server_dry_run() {
 /// copies annotations to its ReplicaSets (`pkg/registry/apps/deployment/strategy.go`
 /// `PrepareForUpdate`).
 #[test]
-#[ignore = "pending: annotation changes do not bump a Deployment's generation (tests/PENDING.md)"]
 fn deployment_generation_counts_annotation_changes() {
     let s = Server::start();
     s.apply_ok(&deployment_yaml("web", 1, "nginx:1.25"), &[]);

@@ -443,7 +443,6 @@ fn bad_query_parameters_are_rejected() {
 /// (`apimachinery/pkg/apis/meta/internalversion/validation` `ValidateListOptions`), which the
 /// handler turns into 422 Invalid of kind `ListOptions` (`endpoints/handlers/get.go`).
 #[test]
-#[ignore = "pending: answered 400, Kubernetes says 422 (tests/PENDING.md)"]
 fn resource_version_match_without_resource_version_is_422() {
     let s = Server::start();
     let resp = s.get(&format!("{CONFIGMAPS}?resourceVersionMatch=Exact"));

@@ -14,12 +14,13 @@
 //! as in `storage/continue.go`.
 
 use super::RequestContext;
-use crate::error::{ApiError, Result};
+use crate::error::{ApiError, ErrorTarget, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::server::json_response;
 use crate::storage::prefix;
+use crate::strategy::{FieldError, FieldErrorKind};
 use crate::table;
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -121,9 +122,15 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
         }
         None => match (rv, rv_match) {
             (None, Some(_)) => {
-                return Err(ApiError::BadRequest(
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided".into(),
-                ));
+                // `ValidateListOptions` (apimachinery `pkg/apis/meta/internalversion/validation`):
+                // a 422 on the ListOptions "object", not a 400.
+                return Err(invalid_list_options(FieldError {
+                    kind: FieldErrorKind::Forbidden,
+                    field: "resourceVersionMatch".into(),
+                    value: None,
+                    detail: "resourceVersionMatch is forbidden unless resourceVersion is provided"
+                        .into(),
+                }));
             }
             (Some(rv), Some("Exact")) => (None, Some(rv)),
             (Some(rv), None | Some("NotOlderThan")) => {
@@ -206,5 +213,19 @@ mod tests {
         assert_eq!(rev, Revision(7));
         assert_eq!(&start[..], b"/registry/core/pods/default/b\0");
         assert!(decode_continue("!!", p).is_err());
+    }
+}
+
+/// A 422 about the request's list options, worded as Kubernetes'
+/// `ListOptions.meta.k8s.io "" is invalid: ...`.
+fn invalid_list_options(error: FieldError) -> ApiError {
+    ApiError::Invalid {
+        target: ErrorTarget {
+            group: "meta.k8s.io".into(),
+            resource: "listoptions".into(),
+            kind: "ListOptions".into(),
+            name: String::new(),
+        },
+        errors: vec![error],
     }
 }
