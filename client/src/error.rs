@@ -35,6 +35,9 @@ pub enum Error {
     /// A watch ended immediately without a single event: a sign of a broken server or proxy.
     #[error("watch closed with no events")]
     VeryShortWatch,
+    /// An indexer was asked for an index it does not have.
+    #[error("index {0:?} does not exist")]
+    IndexNotFound(String),
     /// The operation was abandoned because the shutdown token was cancelled.
     #[error("shutting down")]
     ShuttingDown,

@@ -34,9 +34,13 @@
 //! all of the above is tested deterministically).
 
 pub mod clock;
+pub mod delta_fifo;
 pub mod error;
 pub mod flowcontrol;
+pub mod indexer;
+pub mod object_key;
 pub mod workqueue;
 
 pub use clock::{Clock, FakeClock, SharedClock, TokioClock};
 pub use error::{Error, Result};
+pub use object_key::ObjectKey;
