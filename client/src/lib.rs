@@ -33,12 +33,17 @@
 //! `EventRecorder` with client-go's dedup and aggregation), and [`clock`] (injected time so
 //! all of the above is tested deterministically).
 
+pub mod backoff;
 pub mod clock;
 pub mod delta_fifo;
 pub mod error;
+pub mod fake_source;
 pub mod flowcontrol;
 pub mod indexer;
+pub mod list_watch;
 pub mod object_key;
+pub mod reflector;
+pub mod shared_informer;
 pub mod workqueue;
 
 pub use clock::{Clock, FakeClock, SharedClock, TokioClock};
