@@ -34,6 +34,7 @@
 //! all of the above is tested deterministically).
 
 pub mod backoff;
+pub mod client;
 pub mod clock;
 pub mod delta_fifo;
 pub mod error;
