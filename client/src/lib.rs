@@ -43,6 +43,7 @@ pub mod fake_source;
 pub mod flowcontrol;
 pub mod indexer;
 pub mod labels;
+pub mod leader_election;
 pub mod list_watch;
 pub mod lister;
 pub mod object_key;
