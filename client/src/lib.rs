@@ -38,6 +38,7 @@ pub mod client;
 pub mod clock;
 pub mod delta_fifo;
 pub mod error;
+pub mod events;
 pub mod factory;
 pub mod fake_source;
 pub mod flowcontrol;
