@@ -43,7 +43,13 @@ impl BackoffManager {
     }
 
     /// A custom backoff.
-    pub fn new(initial: Duration, cap: Duration, reset_after: Duration, factor: f64, jitter: f64) -> Self {
+    pub fn new(
+        initial: Duration,
+        cap: Duration,
+        reset_after: Duration,
+        factor: f64,
+        jitter: f64,
+    ) -> Self {
         BackoffManager {
             initial,
             cap,
@@ -90,8 +96,13 @@ mod tests {
         let mut backoff = BackoffManager::reflector_default();
         backoff.jitter = 0.0;
         let t0 = Instant::now();
-        let delays: Vec<u128> = (0..8).map(|i| backoff.next(t0 + Duration::from_secs(i)).as_millis()).collect();
-        assert_eq!(delays, vec![800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]);
+        let delays: Vec<u128> = (0..8)
+            .map(|i| backoff.next(t0 + Duration::from_secs(i)).as_millis())
+            .collect();
+        assert_eq!(
+            delays,
+            vec![800, 1600, 3200, 6400, 12800, 25600, 30000, 30000]
+        );
         let later = t0 + Duration::from_secs(7 + 121);
         assert_eq!(backoff.next(later), Duration::from_millis(800));
     }
@@ -100,6 +111,9 @@ mod tests {
     fn jitter_stays_within_one_extra_base() {
         let mut backoff = BackoffManager::reflector_default().with_seed(7);
         let d = backoff.next(Instant::now());
-        assert!(d >= Duration::from_millis(800) && d <= Duration::from_millis(1600), "{d:?}");
+        assert!(
+            d >= Duration::from_millis(800) && d <= Duration::from_millis(1600),
+            "{d:?}"
+        );
     }
 }

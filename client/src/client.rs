@@ -49,9 +49,15 @@ pub struct RateLimit {
 
 impl RateLimit {
     /// kube-controller-manager's `--kube-api-qps=20 --kube-api-burst=30`.
-    pub const CONTROLLER_MANAGER: RateLimit = RateLimit { qps: 20.0, burst: 30 };
+    pub const CONTROLLER_MANAGER: RateLimit = RateLimit {
+        qps: 20.0,
+        burst: 30,
+    };
     /// client-go's `rest.DefaultQPS` / `DefaultBurst` (5 / 10).
-    pub const CLIENT_GO_DEFAULT: RateLimit = RateLimit { qps: 5.0, burst: 10 };
+    pub const CLIENT_GO_DEFAULT: RateLimit = RateLimit {
+        qps: 5.0,
+        burst: 10,
+    };
 }
 
 /// How to build a client.
@@ -66,7 +72,10 @@ pub struct ClientConfig {
 impl ClientConfig {
     /// A config for `source` without throttling.
     pub fn new(source: ClusterSource) -> Self {
-        ClientConfig { source, rate_limit: None }
+        ClientConfig {
+            source,
+            rate_limit: None,
+        }
     }
 
     /// Throttles requests with `rate_limit`.
@@ -83,21 +92,28 @@ pub async fn build_client(config: &ClientConfig) -> Result<Client> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let kube_config = match &config.source {
         ClusterSource::Kubeconfig(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| Error::KubeConfig(format!("{}: {e}", path.display())))?;
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| Error::KubeConfig(format!("{}: {e}", path.display())))?;
             Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| Error::KubeConfig(e.to_string()))?
         }
         ClusterSource::Url(url) => {
-            let uri = url.parse().map_err(|e| Error::KubeConfig(format!("{url}: {e}")))?;
+            let uri = url
+                .parse()
+                .map_err(|e| Error::KubeConfig(format!("{url}: {e}")))?;
             Config::new(uri)
         }
-        ClusterSource::Infer => Config::infer().await.map_err(|e| Error::KubeConfig(e.to_string()))?,
+        ClusterSource::Infer => Config::infer()
+            .await
+            .map_err(|e| Error::KubeConfig(e.to_string()))?,
     };
     let builder = kube::client::ClientBuilder::try_from(kube_config)?;
     Ok(match config.rate_limit {
         None => builder.build(),
-        Some(limit) => builder.with_layer(&TokenBucketLayer::new(limit, TokioClock::shared())).build(),
+        Some(limit) => builder
+            .with_layer(&TokenBucketLayer::new(limit, TokioClock::shared()))
+            .build(),
     })
 }
 
@@ -112,7 +128,10 @@ impl TokenBucketLayer {
     /// A layer with a full bucket of `limit.burst` tokens refilled at `limit.qps`.
     pub fn new(limit: RateLimit, clock: SharedClock) -> Self {
         let bucket = TokenBucket::new(limit.qps, limit.burst, clock.now());
-        TokenBucketLayer { bucket: Arc::new(Mutex::new(bucket)), clock }
+        TokenBucketLayer {
+            bucket: Arc::new(Mutex::new(bucket)),
+            clock,
+        }
     }
 }
 
@@ -153,7 +172,11 @@ where
         if !self.has_token {
             if self.wait.is_none() {
                 let now = self.clock.now();
-                let delay = self.bucket.lock().unwrap_or_else(|p| p.into_inner()).reserve(now);
+                let delay = self
+                    .bucket
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .reserve(now);
                 if delay.is_zero() {
                     self.has_token = true;
                 } else {
@@ -189,13 +212,22 @@ mod tests {
     async fn requests_wait_for_tokens_after_the_burst() {
         let clock = FakeClock::new();
         let layer = TokenBucketLayer::new(RateLimit { qps: 2.0, burst: 2 }, clock.shared());
-        let mut svc = layer.layer(tower::service_fn(|n: u32| async move { Ok::<_, std::convert::Infallible>(n) }));
+        let mut svc = layer.layer(tower::service_fn(|n: u32| async move {
+            Ok::<_, std::convert::Infallible>(n)
+        }));
         for n in 0..2 {
-            let ready = svc.ready().now_or_never().expect("within the burst").expect("infallible");
+            let ready = svc
+                .ready()
+                .now_or_never()
+                .expect("within the burst")
+                .expect("infallible");
             assert_eq!(ready.call(n).await, Ok(n));
         }
         let mut third = Box::pin(async { svc.ready().await.map(|_| ()) });
-        assert!((&mut third).now_or_never().is_none(), "the third request waits for a token");
+        assert!(
+            (&mut third).now_or_never().is_none(),
+            "the third request waits for a token"
+        );
         clock.advance(Duration::from_millis(499));
         assert!((&mut third).now_or_never().is_none());
         clock.advance(Duration::from_millis(1));
@@ -204,8 +236,15 @@ mod tests {
 
     #[tokio::test]
     async fn builds_a_client_for_a_url() {
-        let config = ClientConfig::new(ClusterSource::Url("http://127.0.0.1:6443".into())).rate_limit(RateLimit::CONTROLLER_MANAGER);
+        let config = ClientConfig::new(ClusterSource::Url("http://127.0.0.1:6443".into()))
+            .rate_limit(RateLimit::CONTROLLER_MANAGER);
         assert!(build_client(&config).await.is_ok());
-        assert!(build_client(&ClientConfig::new(ClusterSource::Kubeconfig("/nonexistent".into()))).await.is_err());
+        assert!(
+            build_client(&ClientConfig::new(ClusterSource::Kubeconfig(
+                "/nonexistent".into()
+            )))
+            .await
+            .is_err()
+        );
     }
 }

@@ -115,8 +115,10 @@ impl FakeClock {
             let mut state = lock(&self.inner);
             state.elapsed += by;
             let now = state.origin + state.elapsed;
-            let (ready, parked): (Vec<_>, Vec<_>) =
-                state.sleepers.drain(..).partition(|(_, deadline, _)| *deadline <= now);
+            let (ready, parked): (Vec<_>, Vec<_>) = state
+                .sleepers
+                .drain(..)
+                .partition(|(_, deadline, _)| *deadline <= now);
             state.sleepers = parked;
             ready.into_iter().map(|(_, _, waker)| waker).collect()
         };
@@ -134,7 +136,9 @@ impl FakeClock {
 
 fn lock(state: &Mutex<FakeState>) -> std::sync::MutexGuard<'_, FakeState> {
     // A panic while holding this lock leaves plain data behind; keep going.
-    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Clock for FakeClock {
@@ -145,7 +149,10 @@ impl Clock for FakeClock {
     fn wall(&self) -> Timestamp {
         let state = lock(&self.inner);
         let elapsed = jiff::SignedDuration::try_from(state.elapsed).unwrap_or_default();
-        state.wall_origin.checked_add(elapsed).unwrap_or(state.wall_origin)
+        state
+            .wall_origin
+            .checked_add(elapsed)
+            .unwrap_or(state.wall_origin)
     }
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
         let id = {
@@ -170,7 +177,9 @@ struct FakeSleep {
 impl Drop for FakeSleep {
     fn drop(&mut self) {
         let id = self.id;
-        lock(&self.clock).sleepers.retain(|(sleeper, _, _)| *sleeper != id);
+        lock(&self.clock)
+            .sleepers
+            .retain(|(sleeper, _, _)| *sleeper != id);
     }
 }
 

@@ -252,7 +252,11 @@ impl<K: Resource + 'static> DeltaFifo<K> {
             .collect();
         for (key, obj) in queued_missing.into_iter().chain(known_missing) {
             let tombstone = DeletedFinalStateUnknown { key, obj };
-            self.queue_action_locked(&mut state, DeltaType::Deleted, DeltaObject::Tombstone(tombstone));
+            self.queue_action_locked(
+                &mut state,
+                DeltaType::Deleted,
+                DeltaObject::Tombstone(tombstone),
+            );
         }
         if !state.populated {
             state.populated = true;
@@ -268,7 +272,11 @@ impl<K: Resource + 'static> DeltaFifo<K> {
         let mut state = self.lock();
         for obj in self.shared.known_objects.list() {
             let key = ObjectKey::of(obj.as_ref());
-            if state.items.get(&key).is_some_and(|deltas| !deltas.is_empty()) {
+            if state
+                .items
+                .get(&key)
+                .is_some_and(|deltas| !deltas.is_empty())
+            {
                 continue;
             }
             self.queue_action_locked(&mut state, DeltaType::Sync, DeltaObject::Object(obj));
@@ -335,7 +343,8 @@ impl<K: Resource + 'static> DeltaFifo<K> {
 /// tombstone (client-go's `dedupDeltas` / `isDeletionDup`).
 fn dedup_deltas<K>(deltas: &mut Vec<Delta<K>>) {
     let n = deltas.len();
-    if n < 2 || deltas[n - 1].kind != DeltaType::Deleted || deltas[n - 2].kind != DeltaType::Deleted {
+    if n < 2 || deltas[n - 1].kind != DeltaType::Deleted || deltas[n - 2].kind != DeltaType::Deleted
+    {
         return;
     }
     if matches!(deltas[n - 1].object, DeltaObject::Tombstone(_)) {
@@ -390,7 +399,11 @@ mod tests {
         let popped = pop_all(&fifo).await;
         use DeltaType::*;
         assert_eq!(popped[0].0, "default/a");
-        assert_eq!(popped[0].1, vec![Added, Updated, Deleted], "trailing deletes deduped");
+        assert_eq!(
+            popped[0].1,
+            vec![Added, Updated, Deleted],
+            "trailing deletes deduped"
+        );
         assert_eq!(popped[1].1, vec![Added]);
         assert_eq!(popped.len(), 2);
     }
@@ -399,10 +412,16 @@ mod tests {
     fn dedup_keeps_the_full_object_over_the_tombstone() {
         let obj = cm("a", "1");
         let mut deltas = vec![
-            Delta { kind: DeltaType::Deleted, object: DeltaObject::Object(obj.clone()) },
             Delta {
                 kind: DeltaType::Deleted,
-                object: DeltaObject::Tombstone(DeletedFinalStateUnknown { key: ObjectKey::of(obj.as_ref()), obj: obj.clone() }),
+                object: DeltaObject::Object(obj.clone()),
+            },
+            Delta {
+                kind: DeltaType::Deleted,
+                object: DeltaObject::Tombstone(DeletedFinalStateUnknown {
+                    key: ObjectKey::of(obj.as_ref()),
+                    obj: obj.clone(),
+                }),
             },
         ];
         dedup_deltas(&mut deltas);
@@ -435,13 +454,17 @@ mod tests {
                 for d in deltas {
                     if let DeltaObject::Tombstone(t) = &d.object {
                         assert_eq!(d.kind, DeltaType::Deleted);
-                        tombstones.push((t.key.to_string(), t.obj.metadata.resource_version.clone()));
+                        tombstones
+                            .push((t.key.to_string(), t.obj.metadata.resource_version.clone()));
                     }
                 }
             })
             .await;
         }
-        assert_eq!(tombstones, vec![("default/gone-from-cache".to_string(), Some("2".to_string()))]);
+        assert_eq!(
+            tombstones,
+            vec![("default/gone-from-cache".to_string(), Some("2".to_string()))]
+        );
         assert_eq!(initial_flags, vec![true, true, true]);
         assert!(fifo.has_synced());
         assert!(*synced.borrow_and_update());
@@ -453,7 +476,14 @@ mod tests {
         fifo.add(cm("queued", "3"));
         fifo.replace(vec![]);
         let popped = pop_all(&fifo).await;
-        assert_eq!(popped, vec![("default/queued".to_string(), vec![DeltaType::Added, DeltaType::Deleted], false)]);
+        assert_eq!(
+            popped,
+            vec![(
+                "default/queued".to_string(),
+                vec![DeltaType::Added, DeltaType::Deleted],
+                false
+            )]
+        );
     }
 
     #[tokio::test]

@@ -89,7 +89,10 @@ impl ApiEventSink {
     }
 
     fn api(&self, event: &Event) -> Api<Event> {
-        Api::namespaced(self.client.clone(), event.metadata.namespace.as_deref().unwrap_or("default"))
+        Api::namespaced(
+            self.client.clone(),
+            event.metadata.namespace.as_deref().unwrap_or("default"),
+        )
     }
 }
 
@@ -99,8 +102,15 @@ impl EventSink for ApiEventSink {
         Box::pin(async move { Ok(api.create(&PostParams::default(), &event).await?) })
     }
     fn patch(&self, event: &Event, patch: serde_json::Value) -> BoxFuture<'_, Result<Event>> {
-        let (api, name) = (self.api(event), event.metadata.name.clone().unwrap_or_default());
-        Box::pin(async move { Ok(api.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await?) })
+        let (api, name) = (
+            self.api(event),
+            event.metadata.name.clone().unwrap_or_default(),
+        );
+        Box::pin(async move {
+            Ok(api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                .await?)
+        })
     }
 }
 
@@ -112,7 +122,10 @@ struct BoundedCache<V> {
 
 impl<V> BoundedCache<V> {
     fn new() -> Self {
-        BoundedCache { entries: HashMap::new(), tick: 0 }
+        BoundedCache {
+            entries: HashMap::new(),
+            tick: 0,
+        }
     }
     fn get(&self, key: &str) -> Option<&V> {
         self.entries.get(key).map(|(v, _)| v)
@@ -120,7 +133,11 @@ impl<V> BoundedCache<V> {
     fn insert(&mut self, key: String, value: V) {
         self.tick += 1;
         if self.entries.len() >= MAX_CACHE_ENTRIES && !self.entries.contains_key(&key) {
-            let oldest = self.entries.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k.clone());
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, t))| *t)
+                .map(|(k, _)| k.clone());
             if let Some(oldest) = oldest {
                 self.entries.remove(&oldest);
             }
@@ -171,11 +188,18 @@ fn join_key(parts: &[&str]) -> String {
 impl EventCorrelator {
     /// An empty correlator on `clock`.
     pub fn new(clock: SharedClock) -> Self {
-        EventCorrelator { clock, aggregates: BoundedCache::new(), logs: BoundedCache::new() }
+        EventCorrelator {
+            clock,
+            aggregates: BoundedCache::new(),
+            logs: BoundedCache::new(),
+        }
     }
 
     fn aggregate_key(event: &Event) -> String {
-        let (source, obj) = (event.source.clone().unwrap_or_default(), &event.involved_object);
+        let (source, obj) = (
+            event.source.clone().unwrap_or_default(),
+            &event.involved_object,
+        );
         join_key(&[
             source.component.as_deref().unwrap_or(""),
             source.host.as_deref().unwrap_or(""),
@@ -191,7 +215,11 @@ impl EventCorrelator {
 
     fn event_key(event: &Event) -> String {
         let field_path = event.involved_object.field_path.as_deref().unwrap_or("");
-        join_key(&[&Self::aggregate_key(event), field_path, event.message.as_deref().unwrap_or("")])
+        join_key(&[
+            &Self::aggregate_key(event),
+            field_path,
+            event.message.as_deref().unwrap_or(""),
+        ])
     }
 
     /// Aggregates, then dedups `event` (client-go's `EventCorrelate`).
@@ -206,8 +234,15 @@ impl EventCorrelator {
         let aggregate_key = Self::aggregate_key(&event);
         let message = event.message.clone().unwrap_or_default();
         let mut record = match self.aggregates.entries.remove(&aggregate_key) {
-            Some((record, _)) if now.duration_since(record.last).unsigned_abs() <= AGGREGATE_INTERVAL => record,
-            _ => AggregateRecord { messages: Default::default(), last: now },
+            Some((record, _))
+                if now.duration_since(record.last).unsigned_abs() <= AGGREGATE_INTERVAL =>
+            {
+                record
+            }
+            _ => AggregateRecord {
+                messages: Default::default(),
+                last: now,
+            },
         };
         record.messages.insert(message.clone());
         record.last = now;
@@ -288,7 +323,11 @@ pub struct EventBroadcaster {
 }
 
 /// A recorder for events from `component` and the broadcaster that writes them to `sink`.
-pub fn new_recorder(sink: Arc<dyn EventSink>, component: &str, clock: SharedClock) -> (EventRecorder, EventBroadcaster) {
+pub fn new_recorder(
+    sink: Arc<dyn EventSink>,
+    component: &str,
+    clock: SharedClock,
+) -> (EventRecorder, EventBroadcaster) {
     new_recorder_with_capacity(sink, component, clock, MAX_QUEUED_EVENTS)
 }
 
@@ -300,21 +339,48 @@ pub fn new_recorder_with_capacity(
     capacity: usize,
 ) -> (EventRecorder, EventBroadcaster) {
     let (tx, rx) = mpsc::channel(capacity.max(1));
-    let source = EventSource { component: Some(component.to_owned()), host: None };
-    let recorder = EventRecorder { tx, source, clock: clock.clone(), dropped: Arc::new(AtomicU64::new(0)) };
-    (recorder, EventBroadcaster { rx, sink, correlator: EventCorrelator::new(clock) })
+    let source = EventSource {
+        component: Some(component.to_owned()),
+        host: None,
+    };
+    let recorder = EventRecorder {
+        tx,
+        source,
+        clock: clock.clone(),
+        dropped: Arc::new(AtomicU64::new(0)),
+    };
+    (
+        recorder,
+        EventBroadcaster {
+            rx,
+            sink,
+            correlator: EventCorrelator::new(clock),
+        },
+    )
 }
 
 impl EventRecorder {
     /// Records an event about `object`. Never blocks: if the queue is full the event is
     /// dropped and logged.
-    pub fn event(&self, object: &ObjectReference, event_type: EventType, reason: &str, message: &str) {
+    pub fn event(
+        &self,
+        object: &ObjectReference,
+        event_type: EventType,
+        reason: &str,
+        message: &str,
+    ) {
         let now = self.clock.wall();
         let name = object.name.clone().unwrap_or_default();
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-                namespace: Some(object.namespace.clone().filter(|ns| !ns.is_empty()).unwrap_or_else(|| "default".into())),
+                namespace: Some(
+                    object
+                        .namespace
+                        .clone()
+                        .filter(|ns| !ns.is_empty())
+                        .unwrap_or_else(|| "default".into()),
+                ),
                 ..Default::default()
             },
             involved_object: object.clone(),

@@ -86,7 +86,10 @@ impl SharedInformerFactory {
     }
 
     fn informers(&self) -> MutexGuard<'_, HashMap<TypeId, Entry>> {
-        self.shared.informers.lock().unwrap_or_else(|p| p.into_inner())
+        self.shared
+            .informers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// The shared informer for `K`, watching all namespaces through the API server.
@@ -100,7 +103,10 @@ impl SharedInformerFactory {
 
     /// The shared informer for `K`; if there is none yet, it is built over the lister-watcher
     /// `make` returns (tests pass a [`crate::fake_source::FakeSource`]).
-    pub fn informer_with<K>(&self, make: impl FnOnce() -> Arc<dyn ListerWatcher<K>>) -> SharedIndexInformer<K>
+    pub fn informer_with<K>(
+        &self,
+        make: impl FnOnce() -> Arc<dyn ListerWatcher<K>>,
+    ) -> SharedIndexInformer<K>
     where
         K: Resource + Clone + Debug + Send + Sync + 'static,
     {
@@ -111,7 +117,11 @@ impl SharedInformerFactory {
         {
             return existing.clone();
         }
-        let informer = SharedIndexInformer::with_clock(make(), self.shared.default_resync, self.shared.clock.clone());
+        let informer = SharedIndexInformer::with_clock(
+            make(),
+            self.shared.default_resync,
+            self.shared.clock.clone(),
+        );
         informers.insert(
             TypeId::of::<K>(),
             Entry {
@@ -128,7 +138,9 @@ impl SharedInformerFactory {
         for entry in self.informers().values_mut() {
             if !entry.started {
                 entry.started = true;
-                self.shared.tracker.spawn(entry.runner.run(shutdown.clone()));
+                self.shared
+                    .tracker
+                    .spawn(entry.runner.run(shutdown.clone()));
             }
         }
     }
@@ -141,7 +153,10 @@ impl SharedInformerFactory {
             .filter(|entry| entry.started)
             .map(|entry| entry.runner.clone())
             .collect();
-        let synced: Vec<&dyn HasSynced> = runners.iter().map(|r| r.as_ref() as &dyn HasSynced).collect();
+        let synced: Vec<&dyn HasSynced> = runners
+            .iter()
+            .map(|r| r.as_ref() as &dyn HasSynced)
+            .collect();
         wait_for_cache_sync(&synced, shutdown).await
     }
 
@@ -173,7 +188,11 @@ mod tests {
         let factory = SharedInformerFactory::new(offline_client(), Duration::ZERO);
         let pods = FakeSource::<Pod>::new();
         pods.add(Pod {
-            metadata: ObjectMeta { namespace: Some("default".into()), name: Some("p".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                namespace: Some("default".into()),
+                name: Some("p".into()),
+                ..Default::default()
+            },
             ..Default::default()
         });
         let a = factory.informer_with::<Pod>(|| Arc::new(pods.clone()));
@@ -185,7 +204,11 @@ mod tests {
         assert!(factory.wait_for_cache_sync(&shutdown).await);
         assert!(a.has_synced() && rs.has_synced());
         assert_eq!(b.indexer().len(), 1, "both handles share one cache");
-        let lists = pods.requests().iter().filter(|r| matches!(r, crate::fake_source::Request::List(_))).count();
+        let lists = pods
+            .requests()
+            .iter()
+            .filter(|r| matches!(r, crate::fake_source::Request::List(_)))
+            .count();
         assert_eq!(lists, 1, "one list for the shared Pod informer");
         shutdown.cancel();
         factory.shutdown().await;

@@ -23,12 +23,14 @@ use futures::future::BoxFuture;
 use futures::{StreamExt, stream};
 use kube::Resource;
 use kube::core::Status;
-use kube::core::watch::{Bookmark, BookmarkMeta};
 use kube::core::TypeMeta;
+use kube::core::watch::{Bookmark, BookmarkMeta};
 use tokio::sync::mpsc;
 
 use crate::error::Result;
-use crate::list_watch::{ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream};
+use crate::list_watch::{
+    ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
+};
 use crate::object_key::ObjectKey;
 
 /// A request the fake received.
@@ -120,7 +122,13 @@ impl<K: Resource + Clone + Send + Sync + 'static> FakeSource<K> {
     }
 
     /// Stores `obj` with a new RV; `event` wraps the stored copy; `broadcast` tells watchers.
-    fn change(&self, mut obj: K, delete: bool, event: fn(K) -> WatchEvent<K>, broadcast: bool) -> K {
+    fn change(
+        &self,
+        mut obj: K,
+        delete: bool,
+        event: fn(K) -> WatchEvent<K>,
+        broadcast: bool,
+    ) -> K {
         let mut state = self.lock();
         state.rv += 1;
         let rv = state.rv;
@@ -133,7 +141,9 @@ impl<K: Resource + Clone + Send + Sync + 'static> FakeSource<K> {
         }
         if broadcast {
             let ev = event(obj.clone());
-            state.watchers.retain(|w| w.send(Ok(clone_event(&ev))).is_ok());
+            state
+                .watchers
+                .retain(|w| w.send(Ok(clone_event(&ev))).is_ok());
             state.log.push((rv, ev));
         }
         obj
@@ -212,7 +222,11 @@ impl<K: Resource + Clone + Send + Sync + 'static> FakeSource<K> {
 }
 
 fn expired(rv: u64) -> Status {
-    Status::failure(&format!("too old resource version (compacted at {rv})"), "Expired").with_code(410)
+    Status::failure(
+        &format!("too old resource version (compacted at {rv})"),
+        "Expired",
+    )
+    .with_code(410)
 }
 
 impl<K: Resource + Clone + Send + Sync + 'static> ListerWatcher<K> for FakeSource<K> {
@@ -248,6 +262,11 @@ impl<K: Resource + Clone + Send + Sync + 'static> ListerWatcher<K> for FakeSourc
     }
 }
 
-fn tokio_stream_from<T: Send + 'static>(rx: mpsc::UnboundedReceiver<T>) -> futures::stream::BoxStream<'static, T> {
-    stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) }).boxed()
+fn tokio_stream_from<T: Send + 'static>(
+    rx: mpsc::UnboundedReceiver<T>,
+) -> futures::stream::BoxStream<'static, T> {
+    stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+    .boxed()
 }

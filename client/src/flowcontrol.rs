@@ -83,7 +83,11 @@ mod tests {
         let t0 = Instant::now();
         let mut bucket = TokenBucket::new(10.0, 100, t0);
         for i in 0..100 {
-            assert_eq!(bucket.reserve(t0), Duration::ZERO, "call {i} is within the burst");
+            assert_eq!(
+                bucket.reserve(t0),
+                Duration::ZERO,
+                "call {i} is within the burst"
+            );
         }
         assert_eq!(bucket.reserve(t0), Duration::from_millis(100));
         assert_eq!(bucket.reserve(t0), Duration::from_millis(200));

@@ -176,8 +176,11 @@ impl<K: Resource + 'static> Indexer<K> {
             .map(|obj| (ObjectKey::of(obj.as_ref()), obj))
             .collect();
         store.indices.clear();
-        let items: Vec<(ObjectKey, Arc<K>)> =
-            store.items.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let items: Vec<(ObjectKey, Arc<K>)> = store
+            .items
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         for (key, obj) in items {
             store.update_indices(None, Some(&obj), &key);
         }
@@ -288,24 +291,45 @@ mod tests {
     #[test]
     fn indexes_by_namespace_owner_and_node() {
         let indexer = Indexer::<Pod>::new();
-        indexer.add_indexer(CONTROLLER_UID_INDEX, Arc::new(controller_uid_index_func::<Pod>));
+        indexer.add_indexer(
+            CONTROLLER_UID_INDEX,
+            Arc::new(controller_uid_index_func::<Pod>),
+        );
         indexer.add_indexer(NODE_NAME_INDEX, Arc::new(pod_node_name_index_func));
         indexer.add(pod("default", "a", Some("n1"), Some("rs-1")));
         indexer.add(pod("default", "b", Some("n2"), Some("rs-1")));
         indexer.add(pod("other", "c", Some("n1"), None));
         indexer.add(pod("other", "pending", None, Some("rs-2")));
 
-        assert_eq!(names(indexer.by_index(NAMESPACE_INDEX, "default").unwrap()), ["a", "b"]);
-        assert_eq!(names(indexer.by_index(CONTROLLER_UID_INDEX, "rs-1").unwrap()), ["a", "b"]);
-        assert_eq!(names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()), ["a", "c"]);
+        assert_eq!(
+            names(indexer.by_index(NAMESPACE_INDEX, "default").unwrap()),
+            ["a", "b"]
+        );
+        assert_eq!(
+            names(indexer.by_index(CONTROLLER_UID_INDEX, "rs-1").unwrap()),
+            ["a", "b"]
+        );
+        assert_eq!(
+            names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()),
+            ["a", "c"]
+        );
         assert!(indexer.by_index("nope", "x").is_err());
 
         // An update moves the object between index values; a delete removes it.
         indexer.update(pod("default", "a", Some("n2"), Some("rs-1")));
-        assert_eq!(names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()), ["c"]);
-        assert_eq!(names(indexer.by_index(NODE_NAME_INDEX, "n2").unwrap()), ["a", "b"]);
+        assert_eq!(
+            names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()),
+            ["c"]
+        );
+        assert_eq!(
+            names(indexer.by_index(NODE_NAME_INDEX, "n2").unwrap()),
+            ["a", "b"]
+        );
         indexer.delete(&ObjectKey::new(Some("default"), "b"));
-        assert_eq!(names(indexer.by_index(CONTROLLER_UID_INDEX, "rs-1").unwrap()), ["a"]);
+        assert_eq!(
+            names(indexer.by_index(CONTROLLER_UID_INDEX, "rs-1").unwrap()),
+            ["a"]
+        );
         let mut nodes = indexer.list_index_func_values(NODE_NAME_INDEX);
         nodes.sort();
         assert_eq!(nodes, ["n1", "n2"]);
@@ -317,8 +341,20 @@ mod tests {
         indexer.add(pod("default", "old", None, None));
         indexer.replace(vec![pod("kube-system", "new", None, None)]);
         assert_eq!(indexer.len(), 1);
-        assert!(indexer.by_index(NAMESPACE_INDEX, "default").unwrap().is_empty());
-        assert_eq!(names(indexer.by_index(NAMESPACE_INDEX, "kube-system").unwrap()), ["new"]);
-        assert!(indexer.get_by_key(&ObjectKey::new(Some("kube-system"), "new")).is_some());
+        assert!(
+            indexer
+                .by_index(NAMESPACE_INDEX, "default")
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            names(indexer.by_index(NAMESPACE_INDEX, "kube-system").unwrap()),
+            ["new"]
+        );
+        assert!(
+            indexer
+                .get_by_key(&ObjectKey::new(Some("kube-system"), "new"))
+                .is_some()
+        );
     }
 }

@@ -52,7 +52,11 @@ pub struct Requirement {
 impl Requirement {
     /// A requirement, checked like `labels.NewRequirement`: a key is required; `In`/`NotIn`
     /// need values, `Equals`/`NotEquals` exactly one, `Exists`/`DoesNotExist` none.
-    pub fn new(key: &str, operator: Operator, values: impl IntoIterator<Item = String>) -> Result<Self> {
+    pub fn new(
+        key: &str,
+        operator: Operator,
+        values: impl IntoIterator<Item = String>,
+    ) -> Result<Self> {
         let values: BTreeSet<String> = values.into_iter().collect();
         let ok = !key.is_empty()
             && match operator {
@@ -61,9 +65,15 @@ impl Requirement {
                 Operator::Exists | Operator::DoesNotExist => values.is_empty(),
             };
         if !ok {
-            return Err(Error::InvalidSelector(format!("{key} {operator:?} {values:?}")));
+            return Err(Error::InvalidSelector(format!(
+                "{key} {operator:?} {values:?}"
+            )));
         }
-        Ok(Requirement { key: key.to_owned(), operator, values })
+        Ok(Requirement {
+            key: key.to_owned(),
+            operator,
+            values,
+        })
     }
 
     /// True if `labels` satisfy this requirement.
@@ -108,12 +118,18 @@ impl Selector {
 
     /// Matches no object (`labels.Nothing()`), e.g. for a missing `spec.selector`.
     pub fn nothing() -> Self {
-        Selector { requirements: Vec::new(), nothing: true }
+        Selector {
+            requirements: Vec::new(),
+            nothing: true,
+        }
     }
 
     /// A selector from requirements.
     pub fn new(requirements: Vec<Requirement>) -> Self {
-        Selector { requirements, nothing: false }
+        Selector {
+            requirements,
+            nothing: false,
+        }
     }
 
     /// `key=value` for every entry (`labels.SelectorFromSet`).
@@ -144,9 +160,17 @@ impl Selector {
                 "NotIn" => Operator::NotIn,
                 "Exists" => Operator::Exists,
                 "DoesNotExist" => Operator::DoesNotExist,
-                other => return Err(Error::InvalidSelector(format!("{other:?} is not a valid label selector operator"))),
+                other => {
+                    return Err(Error::InvalidSelector(format!(
+                        "{other:?} is not a valid label selector operator"
+                    )));
+                }
             };
-            requirements.push(Requirement::new(&expr.key, operator, expr.values.iter().flatten().cloned())?);
+            requirements.push(Requirement::new(
+                &expr.key,
+                operator,
+                expr.values.iter().flatten().cloned(),
+            )?);
         }
         Ok(Selector::new(requirements))
     }
@@ -212,12 +236,23 @@ fn parse_requirement(term: &str) -> Result<Requirement> {
     }
     for (word, operator) in [(" notin ", Operator::NotIn), (" in ", Operator::In)] {
         if let Some((key, rest)) = term.split_once(word) {
-            let list = rest.trim().strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or_else(invalid)?;
-            let values = list.split(',').map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+            let list = rest
+                .trim()
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(invalid)?;
+            let values = list
+                .split(',')
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty());
             return Requirement::new(key.trim(), operator, values);
         }
     }
-    for (symbol, operator) in [("!=", Operator::NotEquals), ("==", Operator::Equals), ("=", Operator::Equals)] {
+    for (symbol, operator) in [
+        ("!=", Operator::NotEquals),
+        ("==", Operator::Equals),
+        ("=", Operator::Equals),
+    ] {
         if let Some((key, value)) = term.split_once(symbol) {
             return Requirement::new(key.trim(), operator, [value.trim().to_owned()]);
         }
@@ -234,20 +269,50 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn parses_and_matches_equality_and_set_based_terms() {
-        let s = Selector::parse("app=web, tier!=db, env in (prod, staging), release notin (canary), gpu, !legacy").unwrap();
+        let s = Selector::parse(
+            "app=web, tier!=db, env in (prod, staging), release notin (canary), gpu, !legacy",
+        )
+        .unwrap();
         assert_eq!(s.requirements().len(), 6);
         assert!(s.matches(&labels(&[("app", "web"), ("env", "prod"), ("gpu", "")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod")])), "gpu missing");
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "dev"), ("gpu", "")])), "env not in set");
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod"), ("gpu", ""), ("tier", "db")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod"), ("gpu", ""), ("legacy", "y")])));
-        assert!(!s.matches(&labels(&[("app", "web"), ("env", "prod"), ("gpu", ""), ("release", "canary")])));
-        assert_eq!(s.to_string(), "app=web,tier!=db,env in (prod,staging),release notin (canary),gpu,!legacy");
+        assert!(
+            !s.matches(&labels(&[("app", "web"), ("env", "prod")])),
+            "gpu missing"
+        );
+        assert!(
+            !s.matches(&labels(&[("app", "web"), ("env", "dev"), ("gpu", "")])),
+            "env not in set"
+        );
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("env", "prod"),
+            ("gpu", ""),
+            ("tier", "db")
+        ])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("env", "prod"),
+            ("gpu", ""),
+            ("legacy", "y")
+        ])));
+        assert!(!s.matches(&labels(&[
+            ("app", "web"),
+            ("env", "prod"),
+            ("gpu", ""),
+            ("release", "canary")
+        ])));
+        assert_eq!(
+            s.to_string(),
+            "app=web,tier!=db,env in (prod,staging),release notin (canary),gpu,!legacy"
+        );
         assert!(Selector::parse("env in prod").is_err());
         assert!(Selector::parse("").unwrap().is_everything());
     }
@@ -268,12 +333,27 @@ mod tests {
         assert!(!s.matches(&labels(&[("app", "web"), ("track", "canary")])));
         assert!(!s.matches(&labels(&[("app", "db")])));
 
-        assert!(Selector::from_label_selector(Some(&LabelSelector::default())).unwrap().matches(&labels(&[])));
-        assert!(!Selector::from_label_selector(None).unwrap().matches(&labels(&[])));
+        assert!(
+            Selector::from_label_selector(Some(&LabelSelector::default()))
+                .unwrap()
+                .matches(&labels(&[]))
+        );
+        assert!(
+            !Selector::from_label_selector(None)
+                .unwrap()
+                .matches(&labels(&[]))
+        );
         let bad = LabelSelector {
-            match_expressions: Some(vec![LabelSelectorRequirement { key: "k".into(), operator: "In".into(), values: None }]),
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "k".into(),
+                operator: "In".into(),
+                values: None,
+            }]),
             ..Default::default()
         };
-        assert!(Selector::from_label_selector(Some(&bad)).is_err(), "In needs values");
+        assert!(
+            Selector::from_label_selector(Some(&bad)).is_err(),
+            "In needs values"
+        );
     }
 }

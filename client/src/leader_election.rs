@@ -73,7 +73,11 @@ pub trait LeaseLock: Send + Sync {
     fn create(&self, record: LeaderElectionRecord) -> BoxFuture<'_, Result<String>>;
     /// Replaces the record if the object is still at `resource_version` (409 otherwise);
     /// returns the new resourceVersion.
-    fn update(&self, record: LeaderElectionRecord, resource_version: String) -> BoxFuture<'_, Result<String>>;
+    fn update(
+        &self,
+        record: LeaderElectionRecord,
+        resource_version: String,
+    ) -> BoxFuture<'_, Result<String>>;
 }
 
 /// A [`LeaseLock`] on a coordination.k8s.io/v1 Lease.
@@ -85,7 +89,10 @@ pub struct LeaseResourceLock {
 impl LeaseResourceLock {
     /// The Lease `name` in the namespace of `api` (e.g. `kube-system/kube-controller-manager`).
     pub fn new(api: Api<Lease>, name: impl Into<String>) -> Self {
-        LeaseResourceLock { api, name: name.into() }
+        LeaseResourceLock {
+            api,
+            name: name.into(),
+        }
     }
 
     fn lease(&self, record: LeaderElectionRecord, resource_version: Option<String>) -> Lease {
@@ -129,15 +136,25 @@ impl LeaseLock for LeaseResourceLock {
 
     fn create(&self, record: LeaderElectionRecord) -> BoxFuture<'_, Result<String>> {
         Box::pin(async move {
-            let created = self.api.create(&PostParams::default(), &self.lease(record, None)).await?;
+            let created = self
+                .api
+                .create(&PostParams::default(), &self.lease(record, None))
+                .await?;
             Ok(created.resource_version().unwrap_or_default())
         })
     }
 
-    fn update(&self, record: LeaderElectionRecord, resource_version: String) -> BoxFuture<'_, Result<String>> {
+    fn update(
+        &self,
+        record: LeaderElectionRecord,
+        resource_version: String,
+    ) -> BoxFuture<'_, Result<String>> {
         Box::pin(async move {
             let lease = self.lease(record, Some(resource_version));
-            let updated = self.api.replace(&self.name, &PostParams::default(), &lease).await?;
+            let updated = self
+                .api
+                .replace(&self.name, &PostParams::default(), &lease)
+                .await?;
             Ok(updated.resource_version().unwrap_or_default())
         })
     }
@@ -215,7 +232,8 @@ impl<L: LeaseLock> LeaderElector<L> {
     }
 
     fn holds_lease(&self) -> bool {
-        self.observed_record().is_some_and(|r| r.holder_identity == self.config.identity)
+        self.observed_record()
+            .is_some_and(|r| r.holder_identity == self.config.identity)
     }
 
     fn set_observed(&mut self, observed: ObservedRecord) {
@@ -235,7 +253,8 @@ impl<L: LeaseLock> LeaderElector<L> {
         let now = self.clock.wall();
         let mut record = LeaderElectionRecord {
             holder_identity: self.config.identity.clone(),
-            lease_duration_seconds: i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX),
+            lease_duration_seconds: i32::try_from(self.config.lease_duration.as_secs())
+                .unwrap_or(i32::MAX),
             acquire_time: Some(now),
             renew_time: Some(now),
             leader_transitions: 0,
@@ -246,7 +265,10 @@ impl<L: LeaseLock> LeaderElector<L> {
             Ok(None) => {
                 return match self.lock.create(record.clone()).await {
                     Ok(resource_version) => {
-                        self.set_observed(ObservedRecord { record, resource_version });
+                        self.set_observed(ObservedRecord {
+                            record,
+                            resource_version,
+                        });
                         true
                     }
                     Err(err) => {
@@ -277,9 +299,16 @@ impl<L: LeaseLock> LeaderElector<L> {
         } else {
             record.leader_transitions = current.record.leader_transitions + 1;
         }
-        match self.lock.update(record.clone(), current.resource_version.clone()).await {
+        match self
+            .lock
+            .update(record.clone(), current.resource_version.clone())
+            .await
+        {
             Ok(resource_version) => {
-                self.set_observed(ObservedRecord { record, resource_version });
+                self.set_observed(ObservedRecord {
+                    record,
+                    resource_version,
+                });
                 true
             }
             Err(err) => {
@@ -304,7 +333,10 @@ impl<L: LeaseLock> LeaderElector<L> {
                 tracing::info!(identity = %self.config.identity, "acquired lease");
                 return true;
             }
-            let jitter = self.config.retry_period.mul_f64(rand::rng().random::<f64>() * JITTER_FACTOR);
+            let jitter = self
+                .config
+                .retry_period
+                .mul_f64(rand::rng().random::<f64>() * JITTER_FACTOR);
             tokio::select! {
                 () = shutdown.cancelled() => return false,
                 () = self.clock.sleep(self.config.retry_period + jitter) => {}
@@ -325,7 +357,8 @@ impl<L: LeaseLock> LeaderElector<L> {
             }
             if self.try_acquire_or_renew().await {
                 last_renew = self.clock.now();
-            } else if self.clock.now().saturating_duration_since(last_renew) >= self.config.renew_deadline
+            } else if self.clock.now().saturating_duration_since(last_renew)
+                >= self.config.renew_deadline
                 || !self.holds_lease()
             {
                 tracing::warn!(identity = %self.config.identity, "failed to renew lease: leadership lost");
@@ -350,8 +383,14 @@ impl<L: LeaseLock> LeaderElector<L> {
             renew_time: Some(now),
             leader_transitions: observed.record.leader_transitions,
         };
-        let resource_version = self.lock.update(record.clone(), observed.resource_version).await?;
-        self.set_observed(ObservedRecord { record, resource_version });
+        let resource_version = self
+            .lock
+            .update(record.clone(), observed.resource_version)
+            .await?;
+        self.set_observed(ObservedRecord {
+            record,
+            resource_version,
+        });
         Ok(())
     }
 
@@ -390,10 +429,18 @@ impl MemoryLeaseLock {
     }
     /// The stored record.
     pub fn record(&self) -> Option<LeaderElectionRecord> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+        self.state
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .0
+            .clone()
     }
     fn unreachable() -> Error {
-        Error::Api { code: 503, reason: "ServiceUnavailable".into(), message: "unreachable".into() }
+        Error::Api {
+            code: 503,
+            reason: "ServiceUnavailable".into(),
+            message: "unreachable".into(),
+        }
     }
 }
 
@@ -403,7 +450,10 @@ impl LeaseLock for MemoryLeaseLock {
         let result = if state.2 {
             Err(Self::unreachable())
         } else {
-            Ok(state.0.clone().map(|record| ObservedRecord { record, resource_version: state.1.to_string() }))
+            Ok(state.0.clone().map(|record| ObservedRecord {
+                record,
+                resource_version: state.1.to_string(),
+            }))
         };
         Box::pin(std::future::ready(result))
     }
@@ -412,7 +462,11 @@ impl LeaseLock for MemoryLeaseLock {
         let result = if state.2 {
             Err(Self::unreachable())
         } else if state.0.is_some() {
-            Err(Error::Api { code: 409, reason: "AlreadyExists".into(), message: "lease exists".into() })
+            Err(Error::Api {
+                code: 409,
+                reason: "AlreadyExists".into(),
+                message: "lease exists".into(),
+            })
         } else {
             state.0 = Some(record);
             state.1 += 1;
@@ -420,12 +474,20 @@ impl LeaseLock for MemoryLeaseLock {
         };
         Box::pin(std::future::ready(result))
     }
-    fn update(&self, record: LeaderElectionRecord, resource_version: String) -> BoxFuture<'_, Result<String>> {
+    fn update(
+        &self,
+        record: LeaderElectionRecord,
+        resource_version: String,
+    ) -> BoxFuture<'_, Result<String>> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let result = if state.2 {
             Err(Self::unreachable())
         } else if state.1.to_string() != resource_version {
-            Err(Error::Api { code: 409, reason: "Conflict".into(), message: "stale resourceVersion".into() })
+            Err(Error::Api {
+                code: 409,
+                reason: "Conflict".into(),
+                message: "stale resourceVersion".into(),
+            })
         } else {
             state.0 = Some(record);
             state.1 += 1;

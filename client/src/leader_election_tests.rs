@@ -3,8 +3,16 @@
 use super::*;
 use crate::clock::{Clock, FakeClock};
 
-fn elector(identity: &str, lock: &MemoryLeaseLock, clock: &FakeClock) -> LeaderElector<MemoryLeaseLock> {
-    LeaderElector::new(LeaderElectionConfig::new(identity), lock.clone(), clock.shared())
+fn elector(
+    identity: &str,
+    lock: &MemoryLeaseLock,
+    clock: &FakeClock,
+) -> LeaderElector<MemoryLeaseLock> {
+    LeaderElector::new(
+        LeaderElectionConfig::new(identity),
+        lock.clone(),
+        clock.shared(),
+    )
 }
 
 #[tokio::test]
@@ -16,7 +24,14 @@ async fn acquires_a_missing_lease_and_renews_it() {
     let record = lock.record().expect("created");
     assert_eq!(record.holder_identity, "a");
     assert_eq!(record.lease_duration_seconds, 15);
-    assert_eq!((record.acquire_time, record.renew_time, record.leader_transitions), (Some(t0), Some(t0), 0));
+    assert_eq!(
+        (
+            record.acquire_time,
+            record.renew_time,
+            record.leader_transitions
+        ),
+        (Some(t0), Some(t0), 0)
+    );
     assert_eq!(*a.leader().borrow(), Some("a".to_string()));
 
     clock.advance(Duration::from_secs(2));
@@ -38,7 +53,10 @@ async fn another_candidate_takes_over_only_after_the_lease_expires() {
 
     // a stops renewing. b judges expiry by its own clock since it first saw this record.
     clock.advance(Duration::from_secs(14));
-    assert!(!b.try_acquire_or_renew().await, "14 s < 15 s lease duration");
+    assert!(
+        !b.try_acquire_or_renew().await,
+        "14 s < 15 s lease duration"
+    );
     clock.advance(Duration::from_secs(1));
     assert!(b.try_acquire_or_renew().await, "expired: b takes over");
     let record = lock.record().expect("taken over");
@@ -48,7 +66,10 @@ async fn another_candidate_takes_over_only_after_the_lease_expires() {
 
     // a wakes up: it sees b's fresh record and does not get the lease back.
     assert!(!a.try_acquire_or_renew().await);
-    assert_eq!(lock.record().map(|r| r.holder_identity), Some("b".to_string()));
+    assert_eq!(
+        lock.record().map(|r| r.holder_identity),
+        Some("b".to_string())
+    );
 }
 
 #[tokio::test]
@@ -58,13 +79,23 @@ async fn stale_resource_version_loses_the_race() {
     assert!(a.try_acquire_or_renew().await);
     let observed = lock.get().await.unwrap().unwrap();
     // Someone else writes first: an update against the old resourceVersion is a conflict.
-    lock.update(observed.record.clone(), observed.resource_version.clone()).await.unwrap();
-    let err = lock.update(observed.record, observed.resource_version).await.unwrap_err();
+    lock.update(observed.record.clone(), observed.resource_version.clone())
+        .await
+        .unwrap();
+    let err = lock
+        .update(observed.record, observed.resource_version)
+        .await
+        .unwrap_err();
     assert!(err.is_conflict());
 }
 
 /// Drives `run` on the fake clock: advance time whenever the elector is parked on it.
-async fn drive<T>(clock: &FakeClock, task: &mut tokio::task::JoinHandle<T>, step: Duration, max_steps: usize) -> Option<T> {
+async fn drive<T>(
+    clock: &FakeClock,
+    task: &mut tokio::task::JoinHandle<T>,
+    step: Duration,
+    max_steps: usize,
+) -> Option<T> {
     for _ in 0..max_steps {
         while clock.sleepers() == 0 && !task.is_finished() {
             tokio::task::yield_now().await;
@@ -88,10 +119,16 @@ async fn leader_steps_down_when_renewals_fail_past_the_deadline() {
     let lost_from = clock.now();
     lock.set_unreachable(true);
     let result = drive(&clock, &mut task, Duration::from_secs(1), 60).await;
-    assert!(matches!(result, Some(Ok(()))), "run returns after losing the lease");
+    assert!(
+        matches!(result, Some(Ok(()))),
+        "run returns after losing the lease"
+    );
     assert!(!*leading.borrow());
     let waited = clock.now() - lost_from;
-    assert!(waited >= Duration::from_secs(10) && waited <= Duration::from_secs(13), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(10) && waited <= Duration::from_secs(13),
+        "{waited:?}"
+    );
 }
 
 #[tokio::test]

@@ -107,14 +107,14 @@ where
 {
     fn list(&self, opts: ListOptions) -> BoxFuture<'_, Result<ListPage<K>>> {
         Box::pin(async move {
-            let mut params = ListParams::default();
-            params.label_selector = self.label_selector.clone();
-            params.field_selector = self.field_selector.clone();
-            params.limit = opts.limit;
-            params.continue_token = opts.continue_token;
-            if !opts.resource_version.is_empty() {
-                params.resource_version = Some(opts.resource_version);
-            }
+            let params = ListParams {
+                label_selector: self.label_selector.clone(),
+                field_selector: self.field_selector.clone(),
+                limit: opts.limit,
+                continue_token: opts.continue_token,
+                resource_version: Some(opts.resource_version).filter(|rv| !rv.is_empty()),
+                ..ListParams::default()
+            };
             let list = self.api.list(&params).await?;
             Ok(ListPage {
                 items: list.items,
@@ -126,11 +126,13 @@ where
 
     fn watch(&self, opts: WatchOptions) -> BoxFuture<'_, Result<WatchStream<K>>> {
         Box::pin(async move {
-            let mut params = WatchParams::default();
-            params.timeout = Some(opts.timeout_seconds);
-            params.bookmarks = opts.allow_watch_bookmarks;
-            params.label_selector = self.label_selector.clone();
-            params.field_selector = self.field_selector.clone();
+            let params = WatchParams {
+                timeout: Some(opts.timeout_seconds),
+                bookmarks: opts.allow_watch_bookmarks,
+                label_selector: self.label_selector.clone(),
+                field_selector: self.field_selector.clone(),
+                ..WatchParams::default()
+            };
             let stream = self.api.watch(&params, &opts.resource_version).await?;
             Ok(stream.map_err(Error::from).boxed())
         })

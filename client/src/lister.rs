@@ -21,7 +21,9 @@ pub struct Lister<K> {
 
 impl<K> Clone for Lister<K> {
     fn clone(&self) -> Self {
-        Lister { indexer: self.indexer.clone() }
+        Lister {
+            indexer: self.indexer.clone(),
+        }
     }
 }
 
@@ -35,10 +37,17 @@ impl<K: Resource + 'static> Lister<K> {
     pub fn list(&self, namespace: Option<&str>, selector: &Selector) -> Vec<Arc<K>> {
         let candidates = match namespace {
             // Served from the namespace index when there is one.
-            Some(ns) => self.indexer.by_index(NAMESPACE_INDEX, ns).unwrap_or_else(|_| {
-                let ns = Some(ns.to_owned());
-                self.indexer.list().into_iter().filter(|o| o.meta().namespace == ns).collect()
-            }),
+            Some(ns) => self
+                .indexer
+                .by_index(NAMESPACE_INDEX, ns)
+                .unwrap_or_else(|_| {
+                    let ns = Some(ns.to_owned());
+                    self.indexer
+                        .list()
+                        .into_iter()
+                        .filter(|o| o.meta().namespace == ns)
+                        .collect()
+                }),
             None => self.indexer.list(),
         };
         let mut matched: Vec<Arc<K>> = candidates
@@ -84,7 +93,10 @@ mod tests {
         let lister = Lister::new(indexer);
         let web = Selector::parse("app=web").unwrap();
         let names = |v: Vec<Arc<Deployment>>| v.iter().map(|d| d.name_any()).collect::<Vec<_>>();
-        assert_eq!(names(lister.list(Some("default"), &web)), ["web-a", "web-b"]);
+        assert_eq!(
+            names(lister.list(Some("default"), &web)),
+            ["web-a", "web-b"]
+        );
         assert_eq!(names(lister.list(None, &web)), ["web-a", "web-b", "web"]);
         assert_eq!(lister.list(None, &Selector::everything()).len(), 4);
         assert!(lister.list(None, &Selector::nothing()).is_empty());

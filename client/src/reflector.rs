@@ -186,7 +186,8 @@ where
             return Err(Error::NoResourceVersion);
         }
         tracing::debug!(reflector = %self.name, items = items.len(), rv = %list_rv, "listed");
-        self.store.replace(items.into_iter().map(Arc::new).collect());
+        self.store
+            .replace(items.into_iter().map(Arc::new).collect());
         self.last_sync_rv.set(&list_rv);
         self.last_sync_rv_unavailable = false;
         Ok(())

@@ -78,7 +78,11 @@ pub struct ResourceEventHandlerFuncs<K> {
 
 impl<K> Default for ResourceEventHandlerFuncs<K> {
     fn default() -> Self {
-        ResourceEventHandlerFuncs { add: None, update: None, delete: None }
+        ResourceEventHandlerFuncs {
+            add: None,
+            update: None,
+            delete: None,
+        }
     }
 }
 
@@ -123,19 +127,31 @@ impl<K: Send + Sync + 'static> ResourceEventHandler<K> for ResourceEventHandlerF
 }
 
 enum Notification<K> {
-    Add { obj: Arc<K>, is_in_initial_list: bool },
-    Update { old: Arc<K>, new: Arc<K> },
+    Add {
+        obj: Arc<K>,
+        is_in_initial_list: bool,
+    },
+    Update {
+        old: Arc<K>,
+        new: Arc<K>,
+    },
     Delete(DeltaObject<K>),
 }
 
 impl<K> Clone for Notification<K> {
     fn clone(&self) -> Self {
         match self {
-            Notification::Add { obj, is_in_initial_list } => Notification::Add {
+            Notification::Add {
+                obj,
+                is_in_initial_list,
+            } => Notification::Add {
                 obj: obj.clone(),
                 is_in_initial_list: *is_in_initial_list,
             },
-            Notification::Update { old, new } => Notification::Update { old: old.clone(), new: new.clone() },
+            Notification::Update { old, new } => Notification::Update {
+                old: old.clone(),
+                new: new.clone(),
+            },
             Notification::Delete(obj) => Notification::Delete(obj.clone()),
         }
     }
@@ -167,7 +183,10 @@ impl<K> SharedProcessor<K> {
             let _ = listener.tx.send(notification.clone());
         };
         if is_sync {
-            self.syncing.iter().filter_map(|i| self.listeners.get(*i)).for_each(send);
+            self.syncing
+                .iter()
+                .filter_map(|i| self.listeners.get(*i))
+                .for_each(send);
         } else {
             self.listeners.iter().for_each(send);
         }
@@ -209,7 +228,10 @@ pub trait HasSynced: Send + Sync {
 
 /// Waits until every informer has synced; false if `shutdown` fired first
 /// (client-go's `cache.WaitForCacheSync`).
-pub async fn wait_for_cache_sync(informers: &[&dyn HasSynced], shutdown: &CancellationToken) -> bool {
+pub async fn wait_for_cache_sync(
+    informers: &[&dyn HasSynced],
+    shutdown: &CancellationToken,
+) -> bool {
     for informer in informers {
         let mut synced = informer.synced_receiver();
         tokio::select! {
@@ -238,7 +260,9 @@ pub struct SharedIndexInformer<K> {
 
 impl<K> Clone for SharedIndexInformer<K> {
     fn clone(&self) -> Self {
-        SharedIndexInformer { inner: self.inner.clone() }
+        SharedIndexInformer {
+            inner: self.inner.clone(),
+        }
     }
 }
 
@@ -270,9 +294,17 @@ where
     }
 
     /// An informer on the given clock.
-    pub fn with_clock(lister_watcher: Arc<dyn ListerWatcher<K>>, default_resync: Duration, clock: SharedClock) -> Self {
+    pub fn with_clock(
+        lister_watcher: Arc<dyn ListerWatcher<K>>,
+        default_resync: Duration,
+        clock: SharedClock,
+    ) -> Self {
         let indexer = Indexer::new();
-        let name = type_name::<K>().rsplit("::").next().unwrap_or("object").to_owned();
+        let name = type_name::<K>()
+            .rsplit("::")
+            .next()
+            .unwrap_or("object")
+            .to_owned();
         SharedIndexInformer {
             inner: Arc::new(Inner {
                 name,
@@ -281,7 +313,10 @@ where
                 lister_watcher,
                 clock,
                 default_resync,
-                processor: Mutex::new(SharedProcessor { listeners: Vec::new(), syncing: Vec::new() }),
+                processor: Mutex::new(SharedProcessor {
+                    listeners: Vec::new(),
+                    syncing: Vec::new(),
+                }),
                 last_sync_rv: LastSyncResourceVersion::default(),
                 started: AtomicBool::new(false),
                 running: Mutex::new(None),
@@ -291,7 +326,10 @@ where
     }
 
     fn processor(&self) -> MutexGuard<'_, SharedProcessor<K>> {
-        self.inner.processor.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner
+            .processor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// The informer's cache.
@@ -317,7 +355,11 @@ where
     /// Adds a handler that also wants a resync every `resync_period` (zero: never; at least
     /// one second otherwise). A handler added after start gets `on_add` for every cached
     /// object first.
-    pub fn add_event_handler_with_resync_period(&self, handler: impl ResourceEventHandler<K>, resync_period: Duration) {
+    pub fn add_event_handler_with_resync_period(
+        &self,
+        handler: impl ResourceEventHandler<K>,
+        resync_period: Duration,
+    ) {
         let resync_period = if resync_period.is_zero() {
             resync_period
         } else {
@@ -326,20 +368,35 @@ where
         let handler: Handler<K> = Arc::new(handler);
         let (tx, rx) = mpsc::unbounded_channel();
         let mut processor = self.processor();
-        let running = self.inner.running.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let running = self
+            .inner
+            .running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         let pending = match running {
             Some(running) => {
                 // Holding the processor lock: no delta is being distributed meanwhile, so the
                 // listener sees the cache as of now and every change after it exactly once.
                 for obj in self.inner.indexer.list() {
-                    let _ = tx.send(Notification::Add { obj, is_in_initial_list: true });
+                    let _ = tx.send(Notification::Add {
+                        obj,
+                        is_in_initial_list: true,
+                    });
                 }
-                running.tracker.spawn(run_listener(rx, handler, running.shutdown));
+                running
+                    .tracker
+                    .spawn(run_listener(rx, handler, running.shutdown));
                 None
             }
             None => Some((rx, handler)),
         };
-        processor.listeners.push(ProcessorListener { tx, pending, resync_period, next_resync: None });
+        processor.listeners.push(ProcessorListener {
+            tx,
+            pending,
+            resync_period,
+            next_resync: None,
+        });
         drop(processor);
         self.inner.handlers_changed.notify_one();
     }
@@ -359,8 +416,10 @@ where
         }
         let token = shutdown.child_token();
         let tracker = TaskTracker::new();
-        *self.inner.running.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(Running { tracker: tracker.clone(), shutdown: token.clone() });
+        *self.inner.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(Running {
+            tracker: tracker.clone(),
+            shutdown: token.clone(),
+        });
         for listener in &mut self.processor().listeners {
             if let Some((rx, handler)) = listener.pending.take() {
                 tracker.spawn(run_listener(rx, handler, token.clone()));
@@ -408,12 +467,20 @@ where
                         Some(old) => {
                             let is_sync = match delta.kind {
                                 DeltaType::Sync => true,
-                                DeltaType::Replaced => old.resource_version() == new.resource_version(),
+                                DeltaType::Replaced => {
+                                    old.resource_version() == new.resource_version()
+                                }
                                 _ => false,
                             };
                             processor.distribute(Notification::Update { old, new }, is_sync);
                         }
-                        None => processor.distribute(Notification::Add { obj: new, is_in_initial_list }, false),
+                        None => processor.distribute(
+                            Notification::Add {
+                                obj: new,
+                                is_in_initial_list,
+                            },
+                            false,
+                        ),
                     }
                 }
                 DeltaType::Deleted => {
@@ -472,7 +539,11 @@ where
 }
 
 /// Delivers one listener's notifications to its handler, in order, until shutdown.
-async fn run_listener<K: 'static>(mut rx: mpsc::UnboundedReceiver<Notification<K>>, handler: Handler<K>, shutdown: CancellationToken) {
+async fn run_listener<K: 'static>(
+    mut rx: mpsc::UnboundedReceiver<Notification<K>>,
+    handler: Handler<K>,
+    shutdown: CancellationToken,
+) {
     loop {
         let notification = tokio::select! {
             biased;
@@ -483,7 +554,10 @@ async fn run_listener<K: 'static>(mut rx: mpsc::UnboundedReceiver<Notification<K
             },
         };
         match notification {
-            Notification::Add { obj, is_in_initial_list } => handler.on_add(obj, is_in_initial_list),
+            Notification::Add {
+                obj,
+                is_in_initial_list,
+            } => handler.on_add(obj, is_in_initial_list),
             Notification::Update { old, new } => handler.on_update(old, new),
             Notification::Delete(obj) => handler.on_delete(obj),
         }

@@ -36,14 +36,27 @@ impl Recorder {
 
 impl ResourceEventHandler<ConfigMap> for Recorder {
     fn on_add(&self, obj: Arc<ConfigMap>, initial: bool) {
-        let _ = self.0.send(format!("add {} rv={} initial={initial}", obj.name_any(), rv(&obj)));
+        let _ = self.0.send(format!(
+            "add {} rv={} initial={initial}",
+            obj.name_any(),
+            rv(&obj)
+        ));
     }
     fn on_update(&self, old: Arc<ConfigMap>, new: Arc<ConfigMap>) {
-        let _ = self.0.send(format!("update {} {}->{}", new.name_any(), rv(&old), rv(&new)));
+        let _ = self.0.send(format!(
+            "update {} {}->{}",
+            new.name_any(),
+            rv(&old),
+            rv(&new)
+        ));
     }
     fn on_delete(&self, obj: DeltaObject<ConfigMap>) {
         let kind = if obj.is_tombstone() { "tombstone " } else { "" };
-        let _ = self.0.send(format!("delete {} {kind}rv={}", obj.key().name, rv(obj.object())));
+        let _ = self.0.send(format!(
+            "delete {} {kind}rv={}",
+            obj.key().name,
+            rv(obj.object())
+        ));
     }
 }
 
@@ -94,8 +107,17 @@ async fn handlers_see_add_update_delete_in_order() {
     assert_eq!(next(&mut events).await, "add b rv=2 initial=false");
     assert_eq!(next(&mut events).await, "delete b rv=4");
     assert_eq!(next(&mut events).await, "update a 1->3");
-    assert!(informer.get(&ObjectKey::new(Some("default"), "b")).is_none());
-    assert_eq!(informer.get(&ObjectKey::new(Some("default"), "a")).map(|a| rv(&a)), Some("3".into()));
+    assert!(
+        informer
+            .get(&ObjectKey::new(Some("default"), "b"))
+            .is_none()
+    );
+    assert_eq!(
+        informer
+            .get(&ObjectKey::new(Some("default"), "a"))
+            .map(|a| rv(&a)),
+        Some("3".into())
+    );
     running.stop().await;
 }
 
@@ -128,10 +150,19 @@ async fn relist_after_410_delivers_missed_changes_and_tombstones() {
     let relist = requests.recv().await.expect("a request after the 410");
     assert_eq!(
         relist,
-        Request::List(crate::list_watch::ListOptions { resource_version: String::new(), limit: Some(500), continue_token: None }),
+        Request::List(crate::list_watch::ListOptions {
+            resource_version: String::new(),
+            limit: Some(500),
+            continue_token: None
+        }),
         "a 410 relists from \"\" (consistent read), paged"
     );
-    let mut keys: Vec<String> = informer.indexer().list_keys().iter().map(ToString::to_string).collect();
+    let mut keys: Vec<String> = informer
+        .indexer()
+        .list_keys()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     keys.sort();
     assert_eq!(keys, ["default/a", "default/c"]);
     running.stop().await;
@@ -153,9 +184,16 @@ async fn bookmarks_advance_the_resource_version() {
     source.end_watches(); // server-side timeout: the reflector watches again
     match requests.recv().await {
         Some(Request::Watch(opts)) => {
-            assert_eq!(opts.resource_version, "2", "re-watch from the bookmark's RV");
+            assert_eq!(
+                opts.resource_version, "2",
+                "re-watch from the bookmark's RV"
+            );
             assert!(opts.allow_watch_bookmarks);
-            assert!((300..=600).contains(&opts.timeout_seconds), "{}", opts.timeout_seconds);
+            assert!(
+                (300..=600).contains(&opts.timeout_seconds),
+                "{}",
+                opts.timeout_seconds
+            );
         }
         other => panic!("expected a re-watch, got {other:?}"),
     }
@@ -177,7 +215,11 @@ async fn resync_delivers_updates_only_to_handlers_whose_period_elapsed() {
     assert_eq!(next(&mut quiet_events).await, "add a rv=1 initial=true");
 
     let before = tokio::time::Instant::now();
-    assert_eq!(next(&mut resync_events).await, "update a 1->1", "a resync is an update with equal RVs");
+    assert_eq!(
+        next(&mut resync_events).await,
+        "update a 1->1",
+        "a resync is an update with equal RVs"
+    );
     assert!(before.elapsed() >= Duration::from_secs(30) - Duration::from_secs(1));
 
     source.modify(cm("a", "2"));
@@ -209,11 +251,13 @@ async fn slow_handler_does_not_block_others() {
     let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
     let gate_rx = Mutex::new(gate_rx);
     let (slow_tx, mut slow_events) = mpsc::unbounded_channel();
-    informer.add_event_handler(ResourceEventHandlerFuncs::new().on_add(move |obj: Arc<ConfigMap>, _| {
-        // Blocks its listener task until the test opens the gate.
-        let _ = gate_rx.lock().map(|rx| rx.recv());
-        let _ = slow_tx.send(obj.name_any());
-    }));
+    informer.add_event_handler(ResourceEventHandlerFuncs::new().on_add(
+        move |obj: Arc<ConfigMap>, _| {
+            // Blocks its listener task until the test opens the gate.
+            let _ = gate_rx.lock().map(|rx| rx.recv());
+            let _ = slow_tx.send(obj.name_any());
+        },
+    ));
     let (fast, mut fast_events) = Recorder::new();
     informer.add_event_handler(fast);
     let shutdown = CancellationToken::new();
@@ -225,7 +269,10 @@ async fn slow_handler_does_not_block_others() {
     source.add(cm("b", "1"));
     assert_eq!(next(&mut fast_events).await, "add a rv=1 initial=true");
     assert_eq!(next(&mut fast_events).await, "add b rv=2 initial=false");
-    assert!(slow_events.try_recv().is_err(), "the slow handler is still stuck on a");
+    assert!(
+        slow_events.try_recv().is_err(),
+        "the slow handler is still stuck on a"
+    );
     gate_tx.send(()).expect("gate");
     gate_tx.send(()).expect("gate");
     assert_eq!(next(&mut slow_events).await, "a");

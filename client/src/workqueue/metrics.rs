@@ -16,6 +16,16 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+/// A counter or gauge family: name, type, help, and how to read it from a queue.
+type ScalarFamily = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&QueueMetrics) -> u64,
+);
+/// A histogram family: name, help, and which histogram of a queue.
+type HistogramFamily = (&'static str, &'static str, fn(&QueueMetrics) -> &Histogram);
+
 /// Histogram bucket bounds in seconds: client-go's `ExponentialBuckets(10e-9, 10, 10)`.
 const BUCKETS: [f64; 10] = [1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1];
 
@@ -121,10 +131,25 @@ impl QueueMetrics {
 pub fn render_prometheus<'a>(queues: impl IntoIterator<Item = &'a QueueMetrics>) -> String {
     let queues: Vec<&QueueMetrics> = queues.into_iter().collect();
     let mut out = String::new();
-    let counters: [(&str, &str, &str, fn(&QueueMetrics) -> u64); 3] = [
-        ("workqueue_depth", "gauge", "Current depth of workqueue", QueueMetrics::depth),
-        ("workqueue_adds_total", "counter", "Total number of adds handled by workqueue", QueueMetrics::adds),
-        ("workqueue_retries_total", "counter", "Total number of retries handled by workqueue", QueueMetrics::retries),
+    let counters: [ScalarFamily; 3] = [
+        (
+            "workqueue_depth",
+            "gauge",
+            "Current depth of workqueue",
+            QueueMetrics::depth,
+        ),
+        (
+            "workqueue_adds_total",
+            "counter",
+            "Total number of adds handled by workqueue",
+            QueueMetrics::adds,
+        ),
+        (
+            "workqueue_retries_total",
+            "counter",
+            "Total number of retries handled by workqueue",
+            QueueMetrics::retries,
+        ),
     ];
     for (metric, kind, help, value) in counters {
         let _ = writeln!(out, "# HELP {metric} {help}\n# TYPE {metric} {kind}");
@@ -132,7 +157,7 @@ pub fn render_prometheus<'a>(queues: impl IntoIterator<Item = &'a QueueMetrics>)
             let _ = writeln!(out, "{metric}{{name=\"{}\"}} {}", q.name, value(q));
         }
     }
-    let histograms: [(&str, &str, fn(&QueueMetrics) -> &Histogram); 2] = [
+    let histograms: [HistogramFamily; 2] = [
         (
             "workqueue_queue_duration_seconds",
             "How long in seconds an item stays in workqueue before being requested",
@@ -151,9 +176,17 @@ pub fn render_prometheus<'a>(queues: impl IntoIterator<Item = &'a QueueMetrics>)
             let mut cumulative = 0;
             for (bound, count) in BUCKETS.iter().zip(data.counts) {
                 cumulative += count;
-                let _ = writeln!(out, "{metric}_bucket{{name=\"{}\",le=\"{bound:e}\"}} {cumulative}", q.name);
+                let _ = writeln!(
+                    out,
+                    "{metric}_bucket{{name=\"{}\",le=\"{bound:e}\"}} {cumulative}",
+                    q.name
+                );
             }
-            let _ = writeln!(out, "{metric}_bucket{{name=\"{}\",le=\"+Inf\"}} {}", q.name, data.count);
+            let _ = writeln!(
+                out,
+                "{metric}_bucket{{name=\"{}\",le=\"+Inf\"}} {}",
+                q.name, data.count
+            );
             let _ = writeln!(out, "{metric}_sum{{name=\"{}\"}} {}", q.name, data.sum);
             let _ = writeln!(out, "{metric}_count{{name=\"{}\"}} {}", q.name, data.count);
         }
@@ -180,13 +213,40 @@ mod tests {
         clock.advance(Duration::from_millis(50));
         q.done(&key);
         let text = render_prometheus([q.metrics().as_ref()]);
-        assert!(text.contains("workqueue_depth{name=\"deployment\"} 0"), "{text}");
-        assert!(text.contains("workqueue_adds_total{name=\"deployment\"} 1"), "{text}");
-        assert!(text.contains("workqueue_retries_total{name=\"deployment\"} 0"), "{text}");
+        assert!(
+            text.contains("workqueue_depth{name=\"deployment\"} 0"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_adds_total{name=\"deployment\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_retries_total{name=\"deployment\"} 0"),
+            "{text}"
+        );
         // 5 ms of queue wait lands in the 0.01 bucket, not the 0.001 one.
-        assert!(text.contains("workqueue_queue_duration_seconds_bucket{name=\"deployment\",le=\"1e-3\"} 0"), "{text}");
-        assert!(text.contains("workqueue_queue_duration_seconds_bucket{name=\"deployment\",le=\"1e-2\"} 1"), "{text}");
-        assert!(text.contains("workqueue_work_duration_seconds_bucket{name=\"deployment\",le=\"1e-1\"} 1"), "{text}");
-        assert!(text.contains("workqueue_work_duration_seconds_count{name=\"deployment\"} 1"), "{text}");
+        assert!(
+            text.contains(
+                "workqueue_queue_duration_seconds_bucket{name=\"deployment\",le=\"1e-3\"} 0"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "workqueue_queue_duration_seconds_bucket{name=\"deployment\",le=\"1e-2\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "workqueue_work_duration_seconds_bucket{name=\"deployment\",le=\"1e-1\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("workqueue_work_duration_seconds_count{name=\"deployment\"} 1"),
+            "{text}"
+        );
     }
 }

@@ -375,7 +375,10 @@ mod tests {
         q.add("a");
         let a = q.get().await.expect("queued");
         let mut drain = Box::pin(q.shut_down_with_drain());
-        assert!((&mut drain).now_or_never().is_none(), "drain must wait for done");
+        assert!(
+            (&mut drain).now_or_never().is_none(),
+            "drain must wait for done"
+        );
         q.done(&a);
         drain.await;
     }
@@ -386,7 +389,8 @@ mod tests {
     async fn never_hands_one_key_to_two_workers() {
         const KEYS: usize = 5;
         let q: Queue<usize> = Queue::new("stress");
-        let holders: Arc<Vec<AtomicUsize>> = Arc::new((0..KEYS).map(|_| AtomicUsize::new(0)).collect());
+        let holders: Arc<Vec<AtomicUsize>> =
+            Arc::new((0..KEYS).map(|_| AtomicUsize::new(0)).collect());
         let processed = Arc::new(AtomicUsize::new(0));
         let mut workers = tokio::task::JoinSet::new();
         for _ in 0..8 {

@@ -214,20 +214,30 @@ mod tests {
 
     #[test]
     fn exponential_backoff_doubles_and_caps() {
-        let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
+        let limiter = ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(5),
+            Duration::from_secs(1000),
+        );
         let delays: Vec<u128> = (0..5).map(|_| limiter.when(&"k").as_millis()).collect();
         assert_eq!(delays, vec![5, 10, 20, 40, 80]);
         assert_eq!(limiter.num_requeues(&"k"), 5);
         for _ in 5..40 {
             limiter.when(&"k");
         }
-        assert_eq!(limiter.when(&"k"), Duration::from_secs(1000), "capped at max, no overflow");
+        assert_eq!(
+            limiter.when(&"k"),
+            Duration::from_secs(1000),
+            "capped at max, no overflow"
+        );
         assert_eq!(limiter.when(&"other"), Duration::from_millis(5), "per item");
     }
 
     #[test]
     fn forget_resets_backoff() {
-        let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
+        let limiter = ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(5),
+            Duration::from_secs(1000),
+        );
         limiter.when(&"k");
         limiter.when(&"k");
         limiter.forget(&"k");
@@ -242,8 +252,14 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(RateLimiter::<&str>::when(&limiter, &"k"), Duration::ZERO);
         }
-        assert_eq!(RateLimiter::<&str>::when(&limiter, &"k"), Duration::from_millis(100));
-        assert_eq!(RateLimiter::<&str>::when(&limiter, &"k"), Duration::from_millis(200));
+        assert_eq!(
+            RateLimiter::<&str>::when(&limiter, &"k"),
+            Duration::from_millis(100)
+        );
+        assert_eq!(
+            RateLimiter::<&str>::when(&limiter, &"k"),
+            Duration::from_millis(200)
+        );
     }
 
     #[test]
@@ -266,7 +282,10 @@ mod tests {
     #[tokio::test]
     async fn add_rate_limited_waits_for_backoff_and_counts_retries() {
         let clock = FakeClock::new();
-        let limiter = Arc::new(ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1)));
+        let limiter = Arc::new(ItemExponentialFailureRateLimiter::new(
+            Duration::from_millis(5),
+            Duration::from_secs(1),
+        ));
         let q = RateLimitingQueue::with_limiter(Queue::with_clock("rl", clock.shared()), limiter);
         q.add_rate_limited("k");
         assert!(q.get().now_or_never().is_none());
