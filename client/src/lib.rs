@@ -6,25 +6,25 @@
 //! to the other):
 //!
 //! ```text
-//!            API server (HTTP: LIST, WATCH)
-//!                 │
-//!   ListerWatcher ▼ list_watch.rs
-//!   ┌────────────────────┐  list → replace(items, rv)   ┌──────────────────┐
-//!   │ Reflector          │─────────────────────────────▶│ DeltaFIFO        │ delta_fifo.rs
-//!   │ reflector.rs       │  watch → add/update/delete   │ key → [deltas]   │
-//!   └────────────────────┘  410 → relist, errors → backoff└────────┬─────────┘
-//!                                                          pop     │ (informer's process loop)
-//!   SharedIndexInformer shared_informer.rs                         ▼
-//!   ┌──────────────────────────┐   update cache    ┌──────────────────────┐
-//!   │ Indexer (thread-safe     │◀──────────────────│ process deltas       │
-//!   │ store + indices)         │                   └──────────┬───────────┘
-//!   │ indexer.rs, lister.rs    │                              │ notify (one buffered listener per handler)
-//!   └──────────▲───────────────┘                              ▼
-//!              │ list/get (cache reads)          handler: on_add / on_update / on_delete
-//!              │                                             │ queue.add(key)
-//!   ┌──────────┴───────────┐   get / done / add_rate_limited ▼
-//!   │ worker: sync(key)    │◀──────────────────  workqueue/ (dedup, delay, rate limit)
-//!   └──────────────────────┘
+//!                      API server  (LIST, WATCH over HTTP: list_watch.rs)
+//!                          │
+//!   ┌──────────────────────▼─────┐  list  → replace(items)   ┌──────────────────┐
+//!   │ Reflector     reflector.rs │  watch → add/update/delete│ DeltaFIFO        │
+//!   │ 410 → relist; errors →     │──────────────────────────▶│ key → [deltas]   │
+//!   │ backoff; bookmarks → RV    │                           │ delta_fifo.rs    │
+//!   └────────────────────────────┘                           └────────┬─────────┘
+//!                                                                     │ pop
+//!   SharedIndexInformer (shared_informer.rs)                          ▼
+//!   ┌────────────────────────────┐   update the cache     ┌──────────────────────┐
+//!   │ Indexer: objects + indices │◀───────────────────────│ handle_deltas        │
+//!   │ indexer.rs, lister.rs      │                        └──────────┬───────────┘
+//!   └─────────────▲──────────────┘            one buffered listener  │ per handler
+//!                 │ cache reads                                      ▼
+//!                 │                     on_add / on_update / on_delete(obj | tombstone)
+//!                 │                                                  │ queue.add(key)
+//!   ┌─────────────┴──────────────┐   get / done / add_rate_limited   ▼
+//!   │ worker: sync(key)          │◀────────────────── workqueue/ (dedup, delay, rate limit)
+//!   └────────────────────────────┘
 //! ```
 //!
 //! Also here: [`client`] (a kube `Client` from a kubeconfig or URL, with client-side QPS/burst
@@ -52,6 +52,18 @@ pub mod reflector;
 pub mod shared_informer;
 pub mod workqueue;
 
+pub use client::{ClientConfig, ClusterSource, RateLimit, build_client};
 pub use clock::{Clock, FakeClock, SharedClock, TokioClock};
+pub use delta_fifo::{DeletedFinalStateUnknown, DeltaObject};
 pub use error::{Error, Result};
+pub use events::{EventRecorder, EventType};
+pub use factory::SharedInformerFactory;
+pub use indexer::Indexer;
+pub use labels::Selector;
+pub use leader_election::{LeaderElectionConfig, LeaderElector};
+pub use lister::Lister;
 pub use object_key::ObjectKey;
+pub use shared_informer::{
+    ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync,
+};
+pub use workqueue::{Queue, RateLimitingQueue};

@@ -254,3 +254,184 @@ where
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::FakeClock;
+    use crate::indexer::Indexer;
+    use crate::list_watch::{ListPage, WatchStream};
+    use futures::future::BoxFuture;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+    use std::collections::VecDeque;
+
+    /// A lister-watcher that answers lists from a script and never ends a watch.
+    #[derive(Default)]
+    struct Scripted {
+        lists: Mutex<VecDeque<Result<ListPage<ConfigMap>>>>,
+        seen: Mutex<Vec<ListOptions>>,
+    }
+
+    impl ListerWatcher<ConfigMap> for Scripted {
+        fn list(&self, opts: ListOptions) -> BoxFuture<'_, Result<ListPage<ConfigMap>>> {
+            self.seen.lock().unwrap().push(opts);
+            let answer = self
+                .lists
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Err(Error::NoResourceVersion));
+            Box::pin(std::future::ready(answer))
+        }
+        fn watch(&self, _opts: WatchOptions) -> BoxFuture<'_, Result<WatchStream<ConfigMap>>> {
+            Box::pin(std::future::ready(Ok(futures::stream::pending().boxed())))
+        }
+    }
+
+    fn page(names: &[&str], rv: &str, continue_token: Option<&str>) -> Result<ListPage<ConfigMap>> {
+        let items = names
+            .iter()
+            .map(|n| ConfigMap {
+                metadata: ObjectMeta {
+                    namespace: Some("ns".into()),
+                    name: Some((*n).into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            })
+            .collect();
+        Ok(ListPage {
+            items,
+            resource_version: rv.into(),
+            continue_token: continue_token.map(Into::into),
+        })
+    }
+
+    fn server_error() -> Result<ListPage<ConfigMap>> {
+        Err(Error::Api {
+            code: 500,
+            reason: "InternalError".into(),
+            message: "boom".into(),
+        })
+    }
+
+    fn expired() -> Result<ListPage<ConfigMap>> {
+        Err(Error::Api {
+            code: 410,
+            reason: "Expired".into(),
+            message: "continue token too old".into(),
+        })
+    }
+
+    /// Lets the reflector task run until `condition` holds (bounded: a stuck reflector fails
+    /// the test instead of hanging it).
+    async fn until(mut condition: impl FnMut() -> bool) {
+        for _ in 0..10_000 {
+            if condition() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("condition not reached");
+    }
+
+    async fn parked(clock: &FakeClock) {
+        until(|| clock.sleepers() > 0).await;
+    }
+
+    #[tokio::test]
+    async fn failed_lists_back_off_exponentially_on_the_clock() {
+        let clock = FakeClock::new();
+        let lw = Arc::new(Scripted::default());
+        lw.lists
+            .lock()
+            .unwrap()
+            .extend([server_error(), server_error(), page(&["a"], "7", None)]);
+        let fifo = DeltaFifo::new(Indexer::new());
+        let no_jitter = BackoffManager::new(
+            Duration::from_millis(800),
+            Duration::from_secs(30),
+            Duration::from_secs(120),
+            2.0,
+            0.0,
+        );
+        let reflector = Reflector::new("test", lw.clone(), fifo.clone(), clock.shared())
+            .with_backoff(no_jitter);
+        let rv = reflector.last_sync_resource_version();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(reflector.run(shutdown.clone()));
+        let lists = || lw.seen.lock().unwrap().len();
+
+        parked(&clock).await;
+        assert_eq!(lists(), 1);
+        clock.advance(Duration::from_millis(799));
+        tokio::task::yield_now().await;
+        assert_eq!(lists(), 1, "still backing off");
+        clock.advance(Duration::from_millis(1));
+        parked(&clock).await;
+        assert_eq!(lists(), 2, "retried after 800 ms");
+        clock.advance(Duration::from_millis(1600));
+        until(|| !rv.get().is_empty()).await;
+        assert_eq!(lists(), 3, "retried after 1.6 s");
+        assert_eq!(rv.get(), "7");
+        assert_eq!(fifo.queued_keys().len(), 1);
+        assert!(
+            lw.seen
+                .lock()
+                .unwrap()
+                .iter()
+                .all(|o| o.resource_version == "0"),
+            "first lists ask for RV 0"
+        );
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn pages_through_continue_tokens_and_falls_back_to_a_full_list() {
+        let clock = FakeClock::new();
+        let lw = Arc::new(Scripted::default());
+        lw.lists.lock().unwrap().extend([
+            page(&["a", "b"], "9", Some("t1")),
+            expired(), // the continue token expired mid-way
+            page(&["a", "b", "c"], "12", None),
+        ]);
+        let fifo = DeltaFifo::new(Indexer::new());
+        let reflector = Reflector::new("test", lw.clone(), fifo.clone(), clock.shared());
+        let rv = reflector.last_sync_resource_version();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(reflector.run(shutdown.clone()));
+        until(|| !rv.get().is_empty()).await;
+        let seen = lw.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen[0],
+            ListOptions {
+                resource_version: "0".into(),
+                limit: Some(500),
+                continue_token: None
+            }
+        );
+        assert_eq!(
+            seen[1],
+            ListOptions {
+                resource_version: String::new(),
+                limit: Some(500),
+                continue_token: Some("t1".into())
+            }
+        );
+        assert_eq!(
+            seen[2],
+            ListOptions {
+                resource_version: "0".into(),
+                limit: None,
+                continue_token: None
+            },
+            "full list"
+        );
+        assert_eq!(rv.get(), "12");
+        assert_eq!(fifo.queued_keys().len(), 3);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+}
