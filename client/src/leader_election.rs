@@ -263,19 +263,8 @@ impl<L: LeaseLock> LeaderElector<L> {
         let current = match self.lock.get().await {
             Ok(Some(current)) => current,
             Ok(None) => {
-                return match self.lock.create(record.clone()).await {
-                    Ok(resource_version) => {
-                        self.set_observed(ObservedRecord {
-                            record,
-                            resource_version,
-                        });
-                        true
-                    }
-                    Err(err) => {
-                        tracing::debug!(%err, "creating the lease failed");
-                        false
-                    }
-                };
+                let created = self.lock.create(record.clone()).await;
+                return self.written(record, created);
             }
             Err(err) => {
                 tracing::debug!(%err, "reading the lease failed");
@@ -299,11 +288,16 @@ impl<L: LeaseLock> LeaderElector<L> {
         } else {
             record.leader_transitions = current.record.leader_transitions + 1;
         }
-        match self
+        let updated = self
             .lock
             .update(record.clone(), current.resource_version.clone())
-            .await
-        {
+            .await;
+        self.written(record, updated)
+    }
+
+    /// Observes `record` if writing it succeeded; true on success.
+    fn written(&mut self, record: LeaderElectionRecord, result: Result<String>) -> bool {
+        match result {
             Ok(resource_version) => {
                 self.set_observed(ObservedRecord {
                     record,
@@ -312,7 +306,7 @@ impl<L: LeaseLock> LeaderElector<L> {
                 true
             }
             Err(err) => {
-                tracing::debug!(%err, "updating the lease failed");
+                tracing::debug!(%err, "writing the lease failed");
                 false
             }
         }
@@ -415,7 +409,16 @@ impl<L: LeaseLock> LeaderElector<L> {
 /// tests (and usable by labs to show an election without a server).
 #[derive(Clone, Default)]
 pub struct MemoryLeaseLock {
-    state: Arc<std::sync::Mutex<(Option<LeaderElectionRecord>, u64, bool)>>,
+    state: Arc<std::sync::Mutex<MemoryLease>>,
+}
+
+#[derive(Default)]
+struct MemoryLease {
+    record: Option<LeaderElectionRecord>,
+    /// Bumped by every write; the resourceVersion.
+    version: u64,
+    /// Every call fails while set.
+    unreachable: bool,
 }
 
 impl MemoryLeaseLock {
@@ -423,77 +426,79 @@ impl MemoryLeaseLock {
     pub fn new() -> Self {
         Self::default()
     }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoryLease> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Makes every call fail (a partitioned API server) until called with `false`.
     pub fn set_unreachable(&self, unreachable: bool) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).2 = unreachable;
+        self.lock().unreachable = unreachable;
     }
+
     /// The stored record.
     pub fn record(&self) -> Option<LeaderElectionRecord> {
-        self.state
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .0
-            .clone()
+        self.lock().record.clone()
     }
-    fn unreachable() -> Error {
-        Error::Api {
-            code: 503,
-            reason: "ServiceUnavailable".into(),
-            message: "unreachable".into(),
-        }
+
+    /// Stores `record` unless unreachable or `conflict` finds a reason (409) not to.
+    fn write(
+        &self,
+        record: LeaderElectionRecord,
+        conflict: impl FnOnce(&MemoryLease) -> Option<&'static str>,
+    ) -> BoxFuture<'_, Result<String>> {
+        let mut lease = self.lock();
+        let result = if lease.unreachable {
+            Err(unreachable())
+        } else if let Some(reason) = conflict(&lease) {
+            Err(Error::Api {
+                code: 409,
+                reason: reason.into(),
+                message: "lease write refused".into(),
+            })
+        } else {
+            lease.record = Some(record);
+            lease.version += 1;
+            Ok(lease.version.to_string())
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+fn unreachable() -> Error {
+    Error::Api {
+        code: 503,
+        reason: "ServiceUnavailable".into(),
+        message: "unreachable".into(),
     }
 }
 
 impl LeaseLock for MemoryLeaseLock {
     fn get(&self) -> BoxFuture<'_, Result<Option<ObservedRecord>>> {
-        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let result = if state.2 {
-            Err(Self::unreachable())
+        let lease = self.lock();
+        let result = if lease.unreachable {
+            Err(unreachable())
         } else {
-            Ok(state.0.clone().map(|record| ObservedRecord {
+            Ok(lease.record.clone().map(|record| ObservedRecord {
                 record,
-                resource_version: state.1.to_string(),
+                resource_version: lease.version.to_string(),
             }))
         };
         Box::pin(std::future::ready(result))
     }
     fn create(&self, record: LeaderElectionRecord) -> BoxFuture<'_, Result<String>> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let result = if state.2 {
-            Err(Self::unreachable())
-        } else if state.0.is_some() {
-            Err(Error::Api {
-                code: 409,
-                reason: "AlreadyExists".into(),
-                message: "lease exists".into(),
-            })
-        } else {
-            state.0 = Some(record);
-            state.1 += 1;
-            Ok(state.1.to_string())
-        };
-        Box::pin(std::future::ready(result))
+        self.write(record, |lease| {
+            lease.record.is_some().then_some("AlreadyExists")
+        })
     }
     fn update(
         &self,
         record: LeaderElectionRecord,
         resource_version: String,
     ) -> BoxFuture<'_, Result<String>> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let result = if state.2 {
-            Err(Self::unreachable())
-        } else if state.1.to_string() != resource_version {
-            Err(Error::Api {
-                code: 409,
-                reason: "Conflict".into(),
-                message: "stale resourceVersion".into(),
-            })
-        } else {
-            state.0 = Some(record);
-            state.1 += 1;
-            Ok(state.1.to_string())
-        };
-        Box::pin(std::future::ready(result))
+        self.write(record, move |lease| {
+            (lease.version.to_string() != resource_version).then_some("Conflict")
+        })
     }
 }
 

@@ -67,6 +67,16 @@ async fn next(events: &mut mpsc::UnboundedReceiver<String>) -> String {
     }
 }
 
+/// A fake source holding `names` (all at value "1") and an informer over it.
+fn informer_over(names: &[&str]) -> (FakeSource<ConfigMap>, SharedIndexInformer<ConfigMap>) {
+    let source = FakeSource::new();
+    for name in names {
+        source.add(cm(name, "1"));
+    }
+    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    (source, informer)
+}
+
 struct Running {
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -91,9 +101,7 @@ impl Running {
 
 #[tokio::test(start_paused = true)]
 async fn handlers_see_add_update_delete_in_order() {
-    let source = FakeSource::new();
-    source.add(cm("a", "1"));
-    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    let (source, informer) = informer_over(&["a"]);
     let (recorder, mut events) = Recorder::new();
     informer.add_event_handler(recorder);
     let running = start(&informer).await;
@@ -125,10 +133,7 @@ async fn handlers_see_add_update_delete_in_order() {
 /// from "" and the handlers see the difference, including a tombstone for the missed delete.
 #[tokio::test(start_paused = true)]
 async fn relist_after_410_delivers_missed_changes_and_tombstones() {
-    let source = FakeSource::new();
-    source.add(cm("a", "1"));
-    source.add(cm("b", "1"));
-    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    let (source, informer) = informer_over(&["a", "b"]);
     let (recorder, mut events) = Recorder::new();
     informer.add_event_handler(recorder);
     let running = start(&informer).await;
@@ -170,9 +175,7 @@ async fn relist_after_410_delivers_missed_changes_and_tombstones() {
 
 #[tokio::test(start_paused = true)]
 async fn bookmarks_advance_the_resource_version() {
-    let source = FakeSource::new();
-    source.add(cm("a", "1"));
-    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    let (source, informer) = informer_over(&["a"]);
     let running = start(&informer).await;
     assert_eq!(informer.last_sync_resource_version(), "1");
     while source.watchers() == 0 {
@@ -203,9 +206,7 @@ async fn bookmarks_advance_the_resource_version() {
 
 #[tokio::test(start_paused = true)]
 async fn resync_delivers_updates_only_to_handlers_whose_period_elapsed() {
-    let source = FakeSource::new();
-    source.add(cm("a", "1"));
-    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    let (source, informer) = informer_over(&["a"]);
     let (resyncing, mut resync_events) = Recorder::new();
     let (quiet, mut quiet_events) = Recorder::new();
     informer.add_event_handler_with_resync_period(resyncing, Duration::from_secs(30));
@@ -230,9 +231,7 @@ async fn resync_delivers_updates_only_to_handlers_whose_period_elapsed() {
 
 #[tokio::test(start_paused = true)]
 async fn handler_added_after_start_gets_synthetic_adds() {
-    let source = FakeSource::new();
-    source.add(cm("a", "1"));
-    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    let (source, informer) = informer_over(&["a"]);
     let running = start(&informer).await;
     let (late, mut events) = Recorder::new();
     informer.add_event_handler(late);
@@ -245,9 +244,7 @@ async fn handler_added_after_start_gets_synthetic_adds() {
 /// A handler stuck in a callback does not hold up another handler.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_handler_does_not_block_others() {
-    let source = FakeSource::new();
-    source.add(cm("a", "1"));
-    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    let (source, informer) = informer_over(&["a"]);
     let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
     let gate_rx = Mutex::new(gate_rx);
     let (slow_tx, mut slow_events) = mpsc::unbounded_channel();
