@@ -12,6 +12,7 @@
 //!           BOOKMARK → (nothing but the RV)              last RV = event's RV, every event
 //!           stream ends (server timeout)  → watch again from last RV
 //!           ERROR 410 / Expired           → break: relist from ""
+//!           transport error / 429         → backoff, watch again from last RV
 //!           other error                   → break
 //!     sleep(backoff)   800 ms … 30 s, jitter, reset after 2 min quiet   (injected clock)
 //!   }
@@ -163,6 +164,13 @@ where
                     self.last_sync_rv_unavailable = true;
                     return Ok(());
                 }
+                // Transport trouble or throttling: the RV is still good, so back off and
+                // watch again without a relist (client-go's `isWatchErrorRetriable`).
+                Err(err) if matches!(err, Error::Kube(_)) || err.is_too_many_requests() => {
+                    let delay = self.backoff.next(self.clock.now());
+                    tracing::warn!(reflector = %self.name, %err, ?delay, "watch failed, retrying");
+                    self.clock.sleep(delay).await;
+                }
                 Err(err) => return Err(err),
             }
         }
@@ -266,11 +274,14 @@ mod tests {
     use kube::api::ObjectMeta;
     use std::collections::VecDeque;
 
-    /// A lister-watcher that answers lists from a script and never ends a watch.
+    /// A lister-watcher that answers lists and watch starts from scripts; a watch that
+    /// starts never ends.
     #[derive(Default)]
     struct Scripted {
         lists: Mutex<VecDeque<Result<ListPage<ConfigMap>>>>,
         seen: Mutex<Vec<ListOptions>>,
+        watch_errors: Mutex<VecDeque<Error>>,
+        watches: Mutex<Vec<WatchOptions>>,
     }
 
     impl ListerWatcher<ConfigMap> for Scripted {
@@ -284,8 +295,13 @@ mod tests {
                 .unwrap_or(Err(Error::NoResourceVersion));
             Box::pin(std::future::ready(answer))
         }
-        fn watch(&self, _opts: WatchOptions) -> BoxFuture<'_, Result<WatchStream<ConfigMap>>> {
-            Box::pin(std::future::ready(Ok(futures::stream::pending().boxed())))
+        fn watch(&self, opts: WatchOptions) -> BoxFuture<'_, Result<WatchStream<ConfigMap>>> {
+            self.watches.lock().unwrap().push(opts);
+            let answer = match self.watch_errors.lock().unwrap().pop_front() {
+                Some(err) => Err(err),
+                None => Ok(futures::stream::pending().boxed()),
+            };
+            Box::pin(std::future::ready(answer))
         }
     }
 
@@ -431,6 +447,42 @@ mod tests {
         );
         assert_eq!(rv.get(), "12");
         assert_eq!(fifo.queued_keys().len(), 3);
+        shutdown.cancel();
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn throttled_watch_backs_off_and_rewatches_without_relisting() {
+        let clock = FakeClock::new();
+        let lw = Arc::new(Scripted::default());
+        lw.lists.lock().unwrap().push_back(page(&["a"], "5", None));
+        lw.watch_errors.lock().unwrap().push_back(Error::Api {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            message: "slow down".into(),
+        });
+        let fifo = DeltaFifo::new(Indexer::new());
+        let no_jitter = BackoffManager::new(
+            Duration::from_millis(800),
+            Duration::from_secs(30),
+            Duration::from_secs(120),
+            2.0,
+            0.0,
+        );
+        let reflector =
+            Reflector::new("test", lw.clone(), fifo, clock.shared()).with_backoff(no_jitter);
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(reflector.run(shutdown.clone()));
+        parked(&clock).await;
+        assert_eq!(lw.watches.lock().unwrap().len(), 1);
+        clock.advance(Duration::from_millis(800));
+        until(|| lw.watches.lock().unwrap().len() == 2).await;
+        assert_eq!(
+            lw.seen.lock().unwrap().len(),
+            1,
+            "no relist for a throttled watch"
+        );
+        assert_eq!(lw.watches.lock().unwrap()[1].resource_version, "5");
         shutdown.cancel();
         task.await.unwrap();
     }
