@@ -459,7 +459,8 @@ mod tests {
                     }
                 }
             })
-            .await;
+            .now_or_never()
+            .expect("three keys are queued");
         }
         assert_eq!(
             tombstones,
