@@ -97,7 +97,10 @@ async fn drive<T>(
     max_steps: usize,
 ) -> Option<T> {
     for _ in 0..max_steps {
-        while clock.sleepers() == 0 && !task.is_finished() {
+        for _ in 0..10_000 {
+            if clock.sleepers() > 0 || task.is_finished() {
+                break;
+            }
             tokio::task::yield_now().await;
         }
         if task.is_finished() {

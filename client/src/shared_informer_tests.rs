@@ -178,7 +178,10 @@ async fn bookmarks_advance_the_resource_version() {
     let (source, informer) = informer_over(&["a"]);
     let running = start(&informer).await;
     assert_eq!(informer.last_sync_resource_version(), "1");
-    while source.watchers() == 0 {
+    for _ in 0..10_000 {
+        if source.watchers() > 0 {
+            break;
+        }
         tokio::task::yield_now().await;
     }
     let mut requests = source.subscribe_requests();

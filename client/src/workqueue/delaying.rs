@@ -175,7 +175,10 @@ mod tests {
         });
         q.add_after("x", Duration::from_secs(10));
         // Wait (without sleeping) until the worker is parked on the clock.
-        while clock.sleepers() == 0 {
+        for _ in 0..10_000 {
+            if clock.sleepers() > 0 {
+                break;
+            }
             tokio::task::yield_now().await;
         }
         clock.advance(Duration::from_secs(10));
