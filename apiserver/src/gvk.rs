@@ -67,7 +67,11 @@ pub struct GroupVersionKind {
 
 impl GroupVersionKind {
     /// Builds a group/version/kind.
-    pub fn new(group: impl Into<String>, version: impl Into<String>, kind: impl Into<String>) -> Self {
+    pub fn new(
+        group: impl Into<String>,
+        version: impl Into<String>,
+        kind: impl Into<String>,
+    ) -> Self {
         GroupVersionKind {
             group: group.into(),
             version: version.into(),

@@ -16,7 +16,9 @@ pub enum Error {
         compacted: Revision,
     },
     /// The requested revision has not happened yet.
-    #[error("mvcc: required revision is a future revision (requested {requested}, current {current})")]
+    #[error(
+        "mvcc: required revision is a future revision (requested {requested}, current {current})"
+    )]
     FutureRevision {
         /// The revision asked for.
         requested: Revision,

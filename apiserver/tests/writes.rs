@@ -1,0 +1,227 @@
+//! Writes through the router: field validation, defaulting and validation errors, server-owned
+//! metadata, optimistic concurrency and patch options.
+
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::Harness;
+use common::widgets::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn field_validation_strict_warn_ignore() {
+    let h = with_widgets().await;
+    let mut w = widget("fv", "red", json!({}));
+    w["spec"]["foo"] = json!(1);
+    let strict = h
+        .post(&format!("{WIDGETS}?fieldValidation=Strict"), &w)
+        .await;
+    assert_eq!(strict.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        strict.body["message"],
+        "Widget in version \"v1\" cannot be handled as a Widget: strict decoding error: unknown field \"spec.foo\""
+    );
+    let warn = h.post(&format!("{WIDGETS}?fieldValidation=Warn"), &w).await;
+    assert_eq!(warn.status, StatusCode::CREATED);
+    assert_eq!(
+        warn.headers["warning"],
+        "299 - \"unknown field \\\"spec.foo\\\"\""
+    );
+    assert!(warn.body["spec"].get("foo").is_none());
+    w["metadata"]["name"] = json!("fv2");
+    let ignore = h
+        .post(&format!("{WIDGETS}?fieldValidation=Ignore"), &w)
+        .await;
+    assert_eq!(ignore.status, StatusCode::CREATED);
+    assert!(ignore.headers.get("warning").is_none());
+    assert_eq!(
+        h.post(&format!("{WIDGETS}?fieldValidation=Bogus"), &w)
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
+}
+
+#[tokio::test]
+async fn defaulting_and_validation_errors_are_statuses() {
+    let h = with_widgets().await;
+    let mut bad_type = widget("t", "red", json!({}));
+    bad_type["spec"]["size"] = json!("big");
+    let r = h.post(WIDGETS, &bad_type).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body["message"].as_str().is_some_and(|m| m.starts_with(
+        "Widget in version \"v1\" cannot be handled as a Widget: json: cannot unmarshal"
+    )));
+    let mut neg = widget("n", "red", json!({}));
+    neg["spec"]["size"] = json!(-1);
+    let inv = h.post(WIDGETS, &neg).await;
+    assert_eq!(inv.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        inv.body["message"],
+        "Widget.example.com \"n\" is invalid: spec.size: Invalid value: -1: must be greater than or equal to 0"
+    );
+    assert_eq!(
+        inv.body["details"],
+        json!({"name": "n", "group": "example.com", "kind": "Widget",
+        "causes": [{"reason": "FieldValueInvalid", "message": "Invalid value: -1: must be greater than or equal to 0", "field": "spec.size"}]})
+    );
+    let other_ns = h
+        .post(
+            WIDGETS,
+            &json!({"metadata": {"name": "x", "namespace": "kube-system"}, "spec": {}}),
+        )
+        .await;
+    assert_eq!(other_ns.status, StatusCode::BAD_REQUEST);
+    let wrong_name = h
+        .put(&format!("{WIDGETS}/a"), &widget("b", "red", json!({})))
+        .await;
+    assert_eq!(wrong_name.status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn generate_name_and_server_owned_metadata() {
+    let h = Harness::new().await;
+    let r = h.post(PODS, &json!({"metadata": {"generateName": "web-"}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}})).await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    let name = r.body["metadata"]["name"]
+        .as_str()
+        .expect("name")
+        .to_string();
+    assert!(name.starts_with("web-") && name.len() == 9, "{name}");
+    // uid and creationTimestamp cannot be changed by an update.
+    let mut o = r.body.clone();
+    o["metadata"]["creationTimestamp"] = json!("2000-01-01T00:00:00Z");
+    o["metadata"].as_object_mut().map(|m| m.remove("uid"));
+    let u = h.put(&format!("{PODS}/{name}"), &o).await;
+    assert_eq!(u.status, StatusCode::OK);
+    assert_eq!(
+        u.body["metadata"]["creationTimestamp"],
+        r.body["metadata"]["creationTimestamp"]
+    );
+    assert_eq!(u.body["metadata"]["uid"], r.body["metadata"]["uid"]);
+    o["metadata"]["uid"] = json!("other");
+    o["metadata"]
+        .as_object_mut()
+        .map(|m| m.remove("resourceVersion"));
+    assert_eq!(
+        h.put(&format!("{PODS}/{name}"), &o).await.status,
+        StatusCode::CONFLICT
+    );
+    // Missing Content-Type means JSON (Python client); unknown query parameters are ignored.
+    let body = serde_json::to_vec(&pod("nocontent", json!({}))).expect("json");
+    let r = h
+        .raw(
+            Method::POST,
+            &format!("{PODS}?pretty=true&timeout=32s"),
+            &[],
+            body,
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED);
+    // Protobuf Accept gets JSON.
+    let proto = h
+        .get_as(
+            &format!("{PODS}/nocontent"),
+            "application/vnd.kubernetes.protobuf,application/json",
+        )
+        .await;
+    assert_eq!(proto.body["metadata"]["name"], "nocontent");
+}
+
+#[tokio::test]
+async fn concurrent_updates_from_one_version_let_exactly_one_win() {
+    let h = with_widgets().await;
+    let created = h.post(WIDGETS, &widget("c", "red", json!({}))).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..8 {
+        let app = h.app.clone();
+        let mut body = created.body.clone();
+        body["spec"]["size"] = json!(i + 10);
+        tasks.spawn(async move {
+            use tower::ServiceExt;
+            let req = axum::http::Request::builder()
+                .method(Method::PUT)
+                .uri(format!("{WIDGETS}/c"))
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(
+                    serde_json::to_vec(&body).expect("json"),
+                ))
+                .expect("request");
+            app.oneshot(req).await.expect("infallible").status()
+        });
+    }
+    let mut ok = 0;
+    let mut conflicts = 0;
+    while let Some(status) = tasks.join_next().await {
+        match status.expect("task") {
+            StatusCode::OK => ok += 1,
+            StatusCode::CONFLICT => conflicts += 1,
+            other => panic!("unexpected {other}"),
+        }
+    }
+    assert_eq!((ok, conflicts), (1, 7));
+    assert_eq!(
+        h.get(&format!("{WIDGETS}/c")).await.body["metadata"]["generation"],
+        2
+    );
+}
+
+#[tokio::test]
+async fn patch_options_are_checked_before_patching() {
+    let h = with_widgets().await;
+    assert_eq!(
+        h.post(WIDGETS, &widget("p", "red", json!({}))).await.status,
+        StatusCode::CREATED
+    );
+    let force = h
+        .patch(
+            &format!("{WIDGETS}/p?force=true"),
+            "application/merge-patch+json",
+            &json!({}),
+        )
+        .await;
+    assert_eq!(force.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(force.body["details"]["causes"][0]["field"], "force");
+    let no_manager = h
+        .raw(
+            Method::PATCH,
+            &format!("{WIDGETS}/p"),
+            &[("content-type", "application/apply-patch+yaml")],
+            b"metadata: {name: p}".to_vec(),
+        )
+        .await;
+    assert_eq!(no_manager.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        no_manager.body["message"],
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    );
+    let bad_json = h
+        .raw(
+            Method::PATCH,
+            &format!("{WIDGETS}/p"),
+            &[("content-type", "application/merge-patch+json")],
+            b"{".to_vec(),
+        )
+        .await;
+    assert_eq!(bad_json.status, StatusCode::BAD_REQUEST);
+    let bad_yaml = h
+        .raw(
+            Method::PATCH,
+            &format!("{WIDGETS}/p?fieldManager=m"),
+            &[("content-type", "application/apply-patch+yaml")],
+            b"a: [".to_vec(),
+        )
+        .await;
+    assert_eq!(bad_yaml.status, StatusCode::BAD_REQUEST);
+    let missing_ns = h
+        .raw(
+            Method::PATCH,
+            "/apis/example.com/v1/namespaces/nope/widgets/p?fieldManager=m",
+            &[("content-type", "application/apply-patch+yaml")],
+            b"apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: p}\n".to_vec(),
+        )
+        .await;
+    assert_eq!(missing_ns.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing_ns.body["message"], "namespaces \"nope\" not found");
+}
