@@ -324,6 +324,17 @@ mod tests {
         })
     }
 
+    /// The reflector's default backoff without jitter: 800 ms, 1.6 s, ...
+    fn no_jitter() -> BackoffManager {
+        BackoffManager::new(
+            Duration::from_millis(800),
+            Duration::from_secs(30),
+            Duration::from_secs(120),
+            2.0,
+            0.0,
+        )
+    }
+
     fn server_error() -> Result<ListPage<ConfigMap>> {
         Err(Error::Api {
             code: 500,
@@ -365,15 +376,8 @@ mod tests {
             .unwrap()
             .extend([server_error(), server_error(), page(&["a"], "7", None)]);
         let fifo = DeltaFifo::new(Indexer::new());
-        let no_jitter = BackoffManager::new(
-            Duration::from_millis(800),
-            Duration::from_secs(30),
-            Duration::from_secs(120),
-            2.0,
-            0.0,
-        );
         let reflector = Reflector::new("test", lw.clone(), fifo.clone(), clock.shared())
-            .with_backoff(no_jitter);
+            .with_backoff(no_jitter());
         let rv = reflector.last_sync_resource_version();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(reflector.run(shutdown.clone()));
@@ -462,15 +466,8 @@ mod tests {
             message: "slow down".into(),
         });
         let fifo = DeltaFifo::new(Indexer::new());
-        let no_jitter = BackoffManager::new(
-            Duration::from_millis(800),
-            Duration::from_secs(30),
-            Duration::from_secs(120),
-            2.0,
-            0.0,
-        );
         let reflector =
-            Reflector::new("test", lw.clone(), fifo, clock.shared()).with_backoff(no_jitter);
+            Reflector::new("test", lw.clone(), fifo, clock.shared()).with_backoff(no_jitter());
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(reflector.run(shutdown.clone()));
         parked(&clock).await;
