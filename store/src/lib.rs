@@ -1,13 +1,14 @@
 //! miniplane's etcd: a multi-version key-value store on sled.
 //!
 //! The store plays the part etcd plays in Kubernetes and mirrors etcd's `mvcc` package
-//! (`server/mvcc/kvstore.go`, `watchable_store.go`, `key_index.go`). It knows nothing of
-//! Kubernetes: keys and values are bytes.
+//! (`server/storage/mvcc/kvstore.go`, `watchable_store.go`, `key_index.go`) and its write-ahead
+//! log (`server/storage/wal/wal.go`). It knows nothing of Kubernetes: keys and values are bytes.
 //!
 //! ```text
 //!   writers ──put/delete/txn──▶ committer ──append+fdatasync──▶ WAL      (durability)
 //!                                  │ one revision per write
-//!                                  ├──apply──▶ sled: current keys + history by revision
+//!                                  ├──apply──▶ sled: history by key and by revision
+//!                                  │           + latest versions in memory
 //!                                  └──events─▶ watch hub ──bounded──▶ watchers
 //! ```
 //!
@@ -22,21 +23,60 @@
 //!   [`Error::Compacted`].
 //!
 //! The [`Backend`] trait is the boundary the API server uses, so an etcd-backed implementation
-//! can be added later without touching its users.
+//! can be added later without touching its users. Two implementations live here:
+//!
+//! * [`Store`]: durable (WAL + sled), opened with a [`StoreConfig`];
+//! * [`MemoryBackend`]: in memory, the reference model for tests.
+//!
+//! Where things are (one concept per file):
+//!
+//! | file | concept | etcd |
+//! |---|---|---|
+//! | `store.rs` | open/recover, `Backend` impl, close | `etcdserver/bootstrap.go` |
+//! | `committer.rs` | the single writer, group commit | `etcdserver/server.go` apply loop |
+//! | `wal.rs` | write-ahead log segments | `storage/wal/wal.go` |
+//! | `checkpoint.rs` | make sled durable, drop old WAL | backend `ForceCommit`, WAL purge |
+//! | `kvstore.rs` | sled trees, reads, compaction | `storage/mvcc/kvstore.go` |
+//! | `codec.rs` | on-disk encodings | `mvccpb`, `walpb`, `revision.go` |
+//! | `mvcc.rs` | validation and txn rules | `etcdserver/txn/txn.go` |
+//! | `watch_hub.rs` | synced/unsynced watchers | `storage/mvcc/watchable_store.go` |
+//! | `compaction.rs` | auto-compaction policy | `etcdserver/api/v3compactor/` |
+//! | `lock.rs` | data-directory lock | `client/pkg/fileutil/lock_linux.go` |
+//! | `memory.rs` | in-memory reference backend | — |
+//!
+//! `docs/store.md` in the repository is the guided tour.
 
 mod backend;
+mod checkpoint;
+mod clock;
+mod codec;
+mod committer;
+mod compaction;
+mod config;
 mod error;
 mod kv;
+mod kvstore;
+mod lock;
+mod memory;
+mod mvcc;
 mod range;
 mod revision;
+mod store;
 mod txn;
+mod wal;
 mod watch;
+mod watch_hub;
 
 pub use backend::Backend;
+pub use clock::{Clock, SystemClock};
+pub use compaction::AutoCompactor;
+pub use config::{AutoCompaction, StoreConfig};
 pub use error::{Error, Result};
 pub use kv::{Event, EventKind, KeyValue};
+pub use memory::{DEFAULT_WATCH_BUFFER, MemoryBackend};
 pub use range::{GetResponse, KeyRange, RangeRequest, RangeResponse};
 pub use revision::Revision;
+pub use store::Store;
 pub use txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse, WriteResponse};
 pub use watch::{WatchRequest, WatchResponse, Watcher};
 

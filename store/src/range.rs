@@ -69,3 +69,52 @@ pub struct GetResponse {
     /// The revision the read was served at.
     pub revision: Revision,
 }
+
+impl KeyRange {
+    /// The smallest key a scan must start at to honour both the range and `start`.
+    pub(crate) fn scan_start(&self, start: Option<&Bytes>) -> Bytes {
+        let lower = match self {
+            KeyRange::Key(k) | KeyRange::Prefix(k) => k.clone(),
+        };
+        match start {
+            Some(s) if *s > lower => s.clone(),
+            _ => lower,
+        }
+    }
+}
+
+/// Collects one page of a range: keeps the first `limit` keys and counts them all.
+pub(crate) struct Page {
+    limit: usize,
+    kvs: Vec<KeyValue>,
+    count: usize,
+}
+
+impl Page {
+    /// An empty page for a request's `limit` (`None`/0 = unlimited).
+    pub(crate) fn new(limit: Option<usize>) -> Self {
+        Page {
+            limit: limit.filter(|l| *l > 0).unwrap_or(usize::MAX),
+            kvs: Vec::new(),
+            count: 0,
+        }
+    }
+
+    /// Adds the next matching key (keys must come in ascending order).
+    pub(crate) fn push(&mut self, kv: KeyValue) {
+        self.count += 1;
+        if self.kvs.len() < self.limit {
+            self.kvs.push(kv);
+        }
+    }
+
+    /// The response, served at `revision`.
+    pub(crate) fn finish(self, revision: Revision) -> RangeResponse {
+        RangeResponse {
+            more: self.count > self.kvs.len(),
+            kvs: self.kvs,
+            count: self.count,
+            revision,
+        }
+    }
+}

@@ -28,3 +28,61 @@ impl fmt::Display for Revision {
         write!(f, "{}", self.0)
     }
 }
+
+/// Resolves the revision a read is served at: `None` (or zero) is `current`; older than
+/// `compacted` is [`crate::Error::Compacted`], newer than `current` is
+/// [`crate::Error::FutureRevision`].
+pub(crate) fn read_revision(
+    requested: Option<Revision>,
+    current: Revision,
+    compacted: Revision,
+) -> crate::Result<Revision> {
+    match requested {
+        None | Some(Revision::ZERO) => Ok(current),
+        Some(r) if r > current => Err(crate::Error::FutureRevision {
+            requested: r,
+            current,
+        }),
+        Some(r) if r < compacted => Err(crate::Error::Compacted {
+            requested: r,
+            compacted,
+        }),
+        Some(r) => Ok(r),
+    }
+}
+
+/// Resolves the first revision a watch delivers: `None` (or zero) is `current + 1`; older than
+/// `compacted` is [`crate::Error::Compacted`]. A future start revision is allowed (as in etcd).
+pub(crate) fn watch_start(
+    requested: Option<Revision>,
+    current: Revision,
+    compacted: Revision,
+) -> crate::Result<Revision> {
+    match requested {
+        None | Some(Revision::ZERO) => Ok(current.next()),
+        Some(r) if r < compacted => Err(crate::Error::Compacted {
+            requested: r,
+            compacted,
+        }),
+        Some(r) => Ok(r),
+    }
+}
+
+/// Checks a compaction request: not in the future, and above the current compaction point
+/// (etcd answers `ErrCompacted` for `rev <= compacted`).
+pub(crate) fn check_compact(
+    requested: Revision,
+    current: Revision,
+    compacted: Revision,
+) -> crate::Result<()> {
+    if requested > current {
+        return Err(crate::Error::FutureRevision { requested, current });
+    }
+    if requested <= compacted {
+        return Err(crate::Error::Compacted {
+            requested,
+            compacted,
+        });
+    }
+    Ok(())
+}
