@@ -3,8 +3,39 @@
 //! Mirrors `staging/src/k8s.io/apiserver` (the generic registry in
 //! `pkg/registry/generic/registry/store.go`, handlers in `pkg/endpoints/handlers/`) and the
 //! per-kind strategies of `pkg/registry/<group>/<resource>/strategy.go`.
+//!
+//! ```text
+//!   HTTP ─▶ server (router, negotiation) ─▶ handlers::{get,list,watch,create,update,patch,delete}
+//!                                            │           subresource::{status,scale,binding,eviction}
+//!                                            ▼
+//!             registry (rows: resource → strategy)  rest (before_create/before_update)
+//!                                            ▼
+//!                       storage (keys, JSON, CAS txns) ── watch_cache (fan-out) ── store::Backend
+//! ```
+//!
+//! Entry points: [`run`] (bind + serve, for `miniplane apiserver`), [`serve`] (on a bound
+//! listener with any [`store::Backend`]), and [`router`] (no socket, for tests).
 
+pub mod discovery;
+pub mod error;
 pub mod gvk;
+pub mod handlers;
+pub mod meta;
 pub mod openapi;
 pub mod patch;
+pub mod registry;
+pub mod request;
+pub mod rest;
+pub mod selector;
+pub mod server;
+pub mod storage;
 pub mod strategy;
+pub mod subresource;
+pub mod table;
+pub mod watch_cache;
+
+pub use error::{ApiError, Result};
+pub use registry::{Registry, ResourceInfo};
+pub use server::{
+    AppState, Config, ServeError, Server, ServerOptions, router, run, serve, serve_with,
+};

@@ -1,6 +1,8 @@
 //! The `miniplane` binary: one executable for every component (like kind's and k3s' single
 //! binary). Each subcommand parses flags and calls its component library's `run`.
 
+mod apiserver_cmd;
+
 use clap::{Parser, Subcommand};
 
 /// A Kubernetes control plane in one binary.
@@ -14,12 +16,27 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the API server (kube-apiserver) with the embedded store.
-    Apiserver,
+    Apiserver(apiserver_cmd::ApiserverArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Apiserver => anyhow::bail!("the API server is not wired up yet"),
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let result = match cli.command {
+        Command::Apiserver(args) => apiserver_cmd::main(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("miniplane: {e}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

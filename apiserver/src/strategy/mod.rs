@@ -8,6 +8,39 @@
 //! into `k8s-openapi` types where that is convenient, which drops unknown fields exactly as
 //! Kubernetes' Go decoding does.
 
+pub mod config_data;
+pub mod configmap;
+pub mod cron_schedule;
+pub mod cronjob;
+pub mod daemonset;
+pub mod decode;
+pub mod deployment;
+pub mod endpoints;
+pub mod event;
+pub mod events_v1;
+pub mod field;
+pub mod human_duration;
+pub mod job;
+pub mod lease;
+pub mod meta;
+pub mod names;
+pub mod namespace;
+pub mod node;
+pub mod pod;
+pub mod pod_printer;
+pub mod pod_spec;
+pub mod qos;
+pub mod quantity;
+pub mod replicaset;
+pub mod secret;
+pub mod selector;
+pub mod service;
+pub mod serviceaccount;
+pub mod statefulset;
+pub mod table;
+pub mod typed;
+pub mod workload;
+
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
 use std::fmt;
@@ -134,6 +167,28 @@ pub trait Strategy: Send + Sync + 'static {
         Ok(())
     }
 
+    /// `PrepareForCreate`: what the kind changes only when an object is created, e.g. a
+    /// Namespace's `kubernetes` finalizer, a Job's generated selector, a Service's cluster IP.
+    /// Call it after [`Strategy::default`] and after the registry has set the server-owned
+    /// metadata (`uid`, `creationTimestamp`), before [`Strategy::validate_create`].
+    fn prepare_for_create(&self, obj: &mut Value) {
+        let _ = obj;
+    }
+
+    /// `PrepareForUpdate`: what the kind carries over from `old` on an update of the main
+    /// resource, e.g. a Service's allocated cluster IP and node ports when the new object omits
+    /// them, a Namespace's `spec.finalizers` (changed only through `/finalize`). Call it after
+    /// [`Strategy::default`], before [`Strategy::validate_update`].
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        let _ = (new, old);
+    }
+
+    /// Whether the registry puts its `Name` column first in tables. False for Events, whose
+    /// table starts with `Last Seen` and lists the name as a `-o wide` column of its own.
+    fn table_has_name_column(&self) -> bool {
+        true
+    }
+
     /// Fields of `obj` the kind does not know (`spec.foo`), for `fieldValidation=Strict|Warn`.
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
         let _ = obj;
@@ -194,5 +249,25 @@ impl Strategy for DefaultStrategy {
 
 /// The strategy of each built-in kind miniplane serves.
 pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
-    Vec::new()
+    use std::sync::Arc;
+    use typed::Typed;
+    vec![
+        Arc::new(Typed(namespace::NamespaceRules)),
+        Arc::new(Typed(pod::PodRules)),
+        Arc::new(Typed(node::NodeRules)),
+        Arc::new(Typed(configmap::ConfigMapRules)),
+        Arc::new(Typed(secret::SecretRules)),
+        Arc::new(Typed(service::ServiceRules)),
+        Arc::new(Typed(endpoints::EndpointsRules)),
+        Arc::new(Typed(serviceaccount::ServiceAccountRules)),
+        Arc::new(Typed(lease::LeaseRules)),
+        Arc::new(Typed(event::EventRules)),
+        Arc::new(Typed(events_v1::EventsV1Rules)),
+        Arc::new(Typed(deployment::DeploymentRules)),
+        Arc::new(Typed(replicaset::ReplicaSetRules)),
+        Arc::new(Typed(daemonset::DaemonSetRules)),
+        Arc::new(Typed(statefulset::StatefulSetRules)),
+        Arc::new(Typed(job::JobRules)),
+        Arc::new(Typed(cronjob::CronJobRules)),
+    ]
 }

@@ -1,0 +1,128 @@
+//! CREATE (POST) (`endpoints/handlers/create.go`, `registry/generic/registry/store.go`
+//! `Create`), plus the namespace lifecycle admission check (`plugin/pkg/admission/namespace/
+//! lifecycle`): objects may only be created in a namespace that exists and is not terminating.
+
+use super::{RequestContext, object_response};
+use crate::error::{ApiError, Result};
+use crate::gvk::GroupVersion;
+use crate::meta;
+use crate::registry::ResourceInfo;
+use crate::request::decode_body;
+use crate::rest::{self, WriteContext, WritePart};
+use crate::server::AppState;
+use crate::storage::{ObjectRef, target};
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// How often a create with `generateName` retries after a name collision (as
+/// `RetryGenerateName` does).
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+fn namespaces(state: &AppState) -> Result<Arc<ResourceInfo>> {
+    state
+        .registry()
+        .lookup(&GroupVersion::new("", "v1"), "namespaces")
+        .ok_or_else(|| ApiError::Internal("namespaces are not registered".into()))
+}
+
+/// 404 `namespaces "x" not found` when the namespace is missing, 403 when it is terminating.
+pub async fn check_namespace(state: &AppState, info: &ResourceInfo, namespace: &str) -> Result<()> {
+    let ns_info = namespaces(state)?;
+    let r = ObjectRef {
+        info: ns_info,
+        namespace: None,
+        name: namespace.to_string(),
+    };
+    let ns = state
+        .storage()
+        .get(&r)
+        .await?
+        .ok_or_else(|| r.not_found())?;
+    if meta::deletion_timestamp(&ns).is_some() {
+        return Err(ApiError::Forbidden {
+            target: target(info, ""),
+            message: format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Creates a namespace if it does not exist (server bootstrap).
+pub async fn ensure_namespace(state: &AppState, name: &str) -> Result<()> {
+    let info = namespaces(state)?;
+    let r = ObjectRef {
+        info: info.clone(),
+        namespace: None,
+        name: name.to_string(),
+    };
+    if state.storage().get(&r).await?.is_some() {
+        return Ok(());
+    }
+    let mut obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    let wctx = WriteContext {
+        manager: Some("kube-apiserver".into()),
+        now: state.now(),
+        part: WritePart::Main,
+    };
+    rest::default(&info, &mut obj)?;
+    rest::before_create(&info, None, &mut obj, &wctx)?;
+    match state.storage().create(&r, &obj).await {
+        Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Decodes, checks and prepares a new object, then stores it (201) — or, with `dryRun=All`,
+/// only answers what would be stored.
+pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Response> {
+    let namespace = ctx.path.namespace.clone();
+    if info.namespaced && namespace.is_none() {
+        return Err(ApiError::MethodNotAllowed(
+            "the server does not allow this method on the requested resource".into(),
+        ));
+    }
+    let dry_run = ctx.query.dry_run()?;
+    let mode = ctx.query.field_validation()?;
+    let mut body = decode_body(&ctx.headers, &ctx.body, &info.kind)?;
+    rest::check_type(&info, &mut body)?;
+    let warnings = rest::unknown_fields(&info, &body, mode)?;
+    rest::default(&info, &mut body)?;
+    if let Some(ns) = &namespace {
+        check_namespace(&ctx.state, &info, ns).await?;
+    }
+    let wctx = WriteContext {
+        manager: Some(ctx.field_manager()),
+        now: ctx.state.now(),
+        part: WritePart::Main,
+    };
+    let generated = meta::name(&body).is_none();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut obj: Value = body.clone();
+        rest::before_create(&info, namespace.as_deref(), &mut obj, &wctx)?;
+        let r = ObjectRef {
+            info: info.clone(),
+            namespace: namespace.clone(),
+            name: meta::name(&obj).unwrap_or_default().to_string(),
+        };
+        if dry_run {
+            return object_response(&ctx, &info, StatusCode::CREATED, &obj, &warnings);
+        }
+        match ctx.state.storage().create(&r, &obj).await {
+            Ok(stored) => {
+                return object_response(&ctx, &info, StatusCode::CREATED, &stored, &warnings);
+            }
+            Err(ApiError::AlreadyExists { .. })
+                if generated && attempt < GENERATE_NAME_ATTEMPTS =>
+            {
+                continue;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}

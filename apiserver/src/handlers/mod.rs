@@ -1,0 +1,176 @@
+//! The REST handlers: one implementation per verb, shared by every resource.
+//!
+//! Mirrors `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/` (`get.go`, `create.go`,
+//! `update.go`, `patch.go`, `delete.go`, `watch.go`) and the route table of
+//! `endpoints/installer.go`:
+//!
+//! ```text
+//!   GET    .../{res}            list (or watch with ?watch=1)   GET    .../{res}/{name}  get
+//!   POST   .../{res}            create                          PUT    .../{res}/{name}  update
+//!   DELETE .../{res}            deletecollection                PATCH  .../{res}/{name}  patch
+//!   DELETE .../{res}/{name}     delete                          *      .../{name}/{sub}  subresource
+//! ```
+
+pub mod create;
+pub mod delete;
+pub mod get;
+pub mod list;
+pub mod patch;
+pub mod update;
+pub mod watch;
+
+use crate::error::{ApiError, Result};
+use crate::registry::ResourceInfo;
+use crate::request::{Accept, Query, ResourcePath, field_manager};
+use crate::server::{AppState, json_response};
+use crate::storage::ObjectRef;
+use crate::table::{self, IncludeObject};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// One resource request, parsed.
+pub struct RequestContext {
+    /// Server state.
+    pub state: AppState,
+    /// HTTP method.
+    pub method: Method,
+    /// The split URL.
+    pub path: ResourcePath,
+    /// Query parameters.
+    pub query: Query,
+    /// Request headers.
+    pub headers: HeaderMap,
+    /// What the client accepts.
+    pub accept: Accept,
+    /// The body (at most [`crate::request::MAX_BODY_BYTES`]).
+    pub body: Bytes,
+}
+
+impl RequestContext {
+    /// The field manager of a write.
+    pub fn field_manager(&self) -> String {
+        field_manager(&self.query, &self.headers)
+    }
+
+    /// `?includeObject=` for Tables.
+    pub fn include_object(&self) -> Result<IncludeObject> {
+        IncludeObject::parse(self.query.get("includeObject"))
+    }
+}
+
+fn method_not_allowed(method: &Method, info: &ResourceInfo) -> ApiError {
+    let verb = match *method {
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "request",
+    };
+    ApiError::MethodNotAllowed(format!(
+        "{verb} is not supported on resources of kind \"{}\"",
+        info.gvr.group_resource()
+    ))
+}
+
+/// The object a named request addresses.
+pub fn object_ref(info: &Arc<ResourceInfo>, path: &ResourcePath, name: &str) -> ObjectRef {
+    ObjectRef {
+        info: info.clone(),
+        namespace: if info.namespaced {
+            path.namespace.clone()
+        } else {
+            None
+        },
+        name: name.to_string(),
+    }
+}
+
+/// Routes a resource request to its verb.
+pub async fn resource(ctx: RequestContext) -> Result<Response> {
+    let info = ctx
+        .state
+        .registry()
+        .lookup(&ctx.path.gv, &ctx.path.resource)
+        .ok_or(ApiError::PathNotFound)?;
+    // A namespace segment on a cluster-scoped resource, or a named namespaced object without
+    // one, is not a route.
+    if (!info.namespaced && ctx.path.namespace.is_some())
+        || (info.namespaced && ctx.path.namespace.is_none() && ctx.path.name.is_some())
+    {
+        return Err(ApiError::PathNotFound);
+    }
+    let name = ctx.path.name.clone();
+    let sub = ctx.path.subresource.clone();
+    match (&ctx.method, name, sub) {
+        (&Method::GET, None, None) => {
+            if ctx.query.flag("watch")? {
+                watch::watch(ctx, info).await
+            } else {
+                list::list(ctx, info).await
+            }
+        }
+        (&Method::POST, None, None) => create::create(ctx, info).await,
+        (&Method::DELETE, None, None) => delete::delete_collection(ctx, info).await,
+        (&Method::GET, Some(name), None) => get::get(ctx, info, &name).await,
+        (&Method::PUT, Some(name), None) => update::update(ctx, info, &name).await,
+        (&Method::PATCH, Some(name), None) => patch::patch(ctx, info, &name).await,
+        (&Method::DELETE, Some(name), None) => delete::delete(ctx, info, &name).await,
+        (_, Some(name), Some(sub)) => crate::subresource::handle(ctx, info, &name, &sub).await,
+        (m, _, _) => Err(method_not_allowed(m, &info)),
+    }
+}
+
+/// Answers with one object, as JSON or as a one-row Table.
+pub fn object_response(
+    ctx: &RequestContext,
+    info: &ResourceInfo,
+    code: StatusCode,
+    obj: &Value,
+    warnings: &[String],
+) -> Result<Response> {
+    let body = if ctx.accept.table {
+        let rv = crate::meta::resource_version(obj).unwrap_or_default();
+        table::table(
+            info,
+            std::slice::from_ref(obj),
+            json!({"resourceVersion": rv}),
+            ctx.include_object()?,
+            true,
+            ctx.state.now(),
+        )
+    } else {
+        obj.clone()
+    };
+    let mut resp = json_response(code, &body);
+    add_warnings(&mut resp, warnings);
+    Ok(resp)
+}
+
+/// Answers a read-modify-write: 201 when it created the object, else 200.
+pub fn written_response(
+    ctx: &RequestContext,
+    info: &ResourceInfo,
+    updated: &crate::storage::Updated,
+    warnings: &[String],
+) -> Result<Response> {
+    let code = if updated.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    object_response(ctx, info, code, &updated.object, warnings)
+}
+
+/// Adds `Warning: 299 - "..."` headers (RFC 7234 warn-code 299, as Kubernetes sends them).
+pub fn add_warnings(resp: &mut Response, warnings: &[String]) {
+    for w in warnings {
+        let escaped = w.replace('\\', "\\\\").replace('"', "\\\"");
+        if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{escaped}\"")) {
+            resp.headers_mut().append("warning", v);
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! PATCH (`endpoints/handlers/patch.go`): the four patch types, applied inside the store's
+//! read-modify-write loop so a concurrent writer makes the patch re-apply, never lose an update.
+//!
+//! ```text
+//!   application/json-patch+json          RFC 6902 ops            patch::json_patch
+//!   application/merge-patch+json         RFC 7386 merge          patch::json_merge_patch
+//!   application/strategic-merge-patch+json  merge keys (built-ins)  patch::strategic_merge_patch
+//!   application/apply-patch+yaml         server-side apply       patch::server_side_apply
+//!                                        (creates when absent: 201; needs ?fieldManager=)
+//! ```
+//!
+//! The patched object then goes through the same checks as a PUT ([`rest::before_update`]).
+
+use super::update::decide_update;
+use super::{RequestContext, object_ref, written_response};
+use crate::error::{ApiError, Result};
+use crate::gvk::GroupVersionKind;
+use crate::patch::{self, PatchError, PatchType};
+use crate::registry::ResourceInfo;
+use crate::request::{FieldValidation, content_type, decode_json, decode_yaml};
+use crate::rest::{self, WriteContext, WritePart};
+use crate::storage::{ObjectRef, Update, target};
+use crate::strategy::{FieldError, FieldErrorKind};
+use axum::response::Response;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The 415 message Kubernetes sends for an unknown PATCH content type.
+const UNSUPPORTED_PATCH: &str = "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json";
+
+/// Maps a patch failure to the API error Kubernetes answers with.
+pub fn patch_error(info: &ResourceInfo, name: &str, e: PatchError) -> ApiError {
+    match e {
+        PatchError::BadRequest(m) => ApiError::BadRequest(m),
+        PatchError::Invalid(m) => ApiError::Invalid {
+            target: target(info, name),
+            errors: vec![FieldError {
+                kind: FieldErrorKind::Invalid,
+                field: "patch".into(),
+                value: None,
+                detail: m,
+            }],
+        },
+        PatchError::Conflicts(conflicts) => ApiError::ApplyConflicts { conflicts },
+        PatchError::Unsupported(m) => ApiError::UnsupportedMediaType(m),
+    }
+}
+
+/// Parses the patch type from the request's content type (415 when unknown).
+pub fn patch_type(ctx: &RequestContext) -> Result<PatchType> {
+    let ct = content_type(&ctx.headers);
+    PatchType::from_content_type(&ct)
+        .ok_or_else(|| ApiError::UnsupportedMediaType(UNSUPPORTED_PATCH.into()))
+}
+
+/// Decodes a patch body: YAML (or JSON) for apply, JSON for the others.
+pub fn patch_body(ctx: &RequestContext, pt: PatchType, kind: &str) -> Result<Value> {
+    match pt {
+        PatchType::Apply => decode_yaml(&ctx.body, kind),
+        PatchType::Json => serde_json::from_slice(&ctx.body)
+            .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}"))),
+        PatchType::Merge | PatchType::StrategicMerge => decode_json(&ctx.body, kind),
+    }
+}
+
+/// Applies a non-apply patch to `original` (of kind `gvk`).
+pub fn apply_patch(
+    pt: PatchType,
+    original: &Value,
+    patch_doc: &Value,
+    gvk: &GroupVersionKind,
+) -> Result<Value, PatchError> {
+    match pt {
+        PatchType::Json => patch::json_patch(original, patch_doc),
+        PatchType::Merge => Ok(patch::json_merge_patch(original, patch_doc)),
+        PatchType::StrategicMerge => patch::strategic_merge_patch(original, patch_doc, gvk),
+        PatchType::Apply => Err(PatchError::BadRequest(
+            "apply patches are handled by server-side apply".into(),
+        )),
+    }
+}
+
+/// The object a patch decided on, for the store's read-modify-write.
+#[allow(clippy::too_many_arguments)]
+fn decide_patch(
+    r: &ObjectRef,
+    pt: PatchType,
+    patch_doc: &Value,
+    current: Option<Value>,
+    manager: &str,
+    force: bool,
+    wctx: &WriteContext,
+    mode: FieldValidation,
+    warnings: &mut Vec<String>,
+) -> Result<Update> {
+    let info = &r.info;
+    let gvk = info.gvk();
+    let err = |e| patch_error(info, &r.name, e);
+    match (pt, current) {
+        (PatchType::Apply, None) => {
+            let mut obj = patch::server_side_apply(None, patch_doc, &gvk, manager, force, wctx.now)
+                .map_err(err)?;
+            rest::check_type(info, &mut obj)?;
+            crate::meta::set_meta_str(&mut obj, crate::meta::MetaField::Name, Some(&r.name));
+            rest::default(info, &mut obj)?;
+            let ssa_ctx = WriteContext {
+                manager: None,
+                ..wctx.clone()
+            };
+            rest::before_create(info, r.namespace.as_deref(), &mut obj, &ssa_ctx)?;
+            Ok(Update::Put(obj))
+        }
+        (_, None) => Err(r.not_found()),
+        (PatchType::Apply, Some(old)) => {
+            let new =
+                patch::server_side_apply(Some(&old), patch_doc, &gvk, manager, force, wctx.now)
+                    .map_err(err)?;
+            let ssa_ctx = WriteContext {
+                manager: None,
+                ..wctx.clone()
+            };
+            decide_update(r, &old, new, &ssa_ctx)
+        }
+        (pt, Some(old)) => {
+            let mut new = apply_patch(pt, &old, patch_doc, &gvk).map_err(err)?;
+            rest::check_type(info, &mut new)?;
+            *warnings = rest::unknown_fields(info, &new, mode)?;
+            decide_update(r, &old, new, wctx)
+        }
+    }
+}
+
+/// Patches the object (or its status, for `part == Status`).
+pub async fn patch_part(
+    ctx: RequestContext,
+    info: Arc<ResourceInfo>,
+    name: &str,
+    part: WritePart,
+) -> Result<Response> {
+    let pt = patch_type(&ctx)?;
+    let dry_run = ctx.query.dry_run()?;
+    let mode = ctx.query.field_validation()?;
+    let force = ctx.query.flag("force")?;
+    if pt != PatchType::Apply && ctx.query.get("force").is_some() {
+        return Err(ApiError::Invalid {
+            target: target(&info, name),
+            errors: vec![FieldError {
+                kind: FieldErrorKind::Forbidden,
+                field: "force".into(),
+                value: None,
+                detail: "may not be specified for non-apply patch".into(),
+            }],
+        });
+    }
+    let manager = ctx.field_manager();
+    if pt == PatchType::Apply && ctx.query.non_empty("fieldManager").is_none() {
+        return Err(ApiError::Invalid {
+            target: crate::error::ErrorTarget {
+                group: "meta.k8s.io".into(),
+                resource: "patchoptions".into(),
+                kind: "PatchOptions".into(),
+                name: String::new(),
+            },
+            errors: vec![FieldError {
+                kind: FieldErrorKind::Required,
+                field: "fieldManager".into(),
+                value: None,
+                detail: "is required for apply patch".into(),
+            }],
+        });
+    }
+    let mut patch_doc = patch_body(&ctx, pt, &info.kind)?;
+    let mut warnings = Vec::new();
+    if pt == PatchType::Apply {
+        rest::check_type(&info, &mut patch_doc)?;
+        warnings = rest::unknown_fields(&info, &patch_doc, mode)?;
+    }
+    let r = object_ref(&info, &ctx.path, name);
+    if pt == PatchType::Apply
+        && part == WritePart::Main
+        && let Some(ns) = &r.namespace
+        && ctx.state.storage().get(&r).await?.is_none()
+    {
+        super::create::check_namespace(&ctx.state, &info, ns).await?;
+    }
+    let wctx = WriteContext {
+        manager: Some(manager.clone()),
+        now: ctx.state.now(),
+        part,
+    };
+    let updated = ctx
+        .state
+        .storage()
+        .guaranteed_update(&r, dry_run, |current| {
+            let current = match (part, current) {
+                // Apply to /status of a missing object is a 404, not a create.
+                (WritePart::Status, None) => return Err(r.not_found()),
+                (_, c) => c,
+            };
+            decide_patch(
+                &r,
+                pt,
+                &patch_doc,
+                current,
+                &manager,
+                force,
+                &wctx,
+                mode,
+                &mut warnings,
+            )
+        })
+        .await?;
+    written_response(&ctx, &info, &updated, &warnings)
+}
+
+/// PATCH on the main resource.
+pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> Result<Response> {
+    patch_part(ctx, info, name, WritePart::Main).await
+}

@@ -1,0 +1,251 @@
+//! WATCH (`endpoints/handlers/watch.go` `serveWatch`): HTTP 200 and a chunked stream of
+//! newline-delimited `WatchEvent`s, one per line, flushed per event.
+//!
+//! ```text
+//!   ?resourceVersion=""/"0"  → synthetic ADDED for every matching object, then changes
+//!   ?resourceVersion=N       → changes after N (from the watch cache, or the store's history)
+//!   too old                  → still 200, then {"type":"ERROR","object":<410 Expired Status>}
+//!   ?allowWatchBookmarks     → {"type":"BOOKMARK","object":{kind,apiVersion,metadata:{resourceVersion}}}
+//!   ?sendInitialEvents=true  → ADDEDs, then a BOOKMARK annotated k8s.io/initial-events-end
+//!   ?timeoutSeconds=T        → the stream ends cleanly after T seconds
+//! ```
+//!
+//! Selectors are applied to the old and new object of each change, so an object that stops
+//! matching is seen as DELETED and one that starts matching as ADDED, as Kubernetes'
+//! `cacheWatcher` does. With a Table `Accept`, each event carries a one-row Table; only the
+//! first one carries the column definitions.
+
+use super::RequestContext;
+use super::list::{Filter, parse_rv};
+use crate::error::{ApiError, Result};
+use crate::meta;
+use crate::registry::ResourceInfo;
+use crate::storage::prefix;
+use crate::table::{self, IncludeObject};
+use crate::watch_cache::{EventStream, EventType, StreamEnd};
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use store::Revision;
+use tokio::sync::mpsc;
+
+/// Lines queued between a watch task and the HTTP body.
+const BODY_BUFFER: usize = 16;
+
+/// How one watch renders its events.
+struct Renderer {
+    info: Arc<ResourceInfo>,
+    filter: Filter,
+    table: Option<IncludeObject>,
+    columns_sent: bool,
+    namespace_prefix: Option<String>,
+}
+
+impl Renderer {
+    fn line(&mut self, kind: &str, object: Value) -> Bytes {
+        let object = match self.table {
+            Some(include) if kind != "ERROR" && kind != "BOOKMARK" => {
+                let rv = meta::resource_version(&object)
+                    .unwrap_or_default()
+                    .to_string();
+                let t = table::table(
+                    &self.info,
+                    std::slice::from_ref(&object),
+                    json!({"resourceVersion": rv}),
+                    include,
+                    !self.columns_sent,
+                    jiff::Timestamp::now(),
+                );
+                self.columns_sent = true;
+                t
+            }
+            _ => object,
+        };
+        let mut line =
+            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+        line.push(b'\n');
+        Bytes::from(line)
+    }
+
+    fn typed(&self, obj: &Value) -> Value {
+        let mut o = obj.clone();
+        meta::set_type(&mut o, &self.info.api_version(), &self.info.kind);
+        o
+    }
+
+    fn bookmark(&mut self, rv: Revision, initial_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rv.0.to_string()});
+        if initial_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let obj = json!({"kind": self.info.kind, "apiVersion": self.info.api_version(), "metadata": metadata});
+        self.line("BOOKMARK", obj)
+    }
+
+    /// The event a client sees for a change, after selectors (None: not for this client).
+    fn event(
+        &mut self,
+        kind: EventType,
+        key: &[u8],
+        obj: &Value,
+        prev: Option<&Value>,
+    ) -> Option<Bytes> {
+        if let Some(p) = &self.namespace_prefix
+            && !key.starts_with(p.as_bytes())
+        {
+            return None;
+        }
+        let now = self.filter.matches(&self.info, obj);
+        let before = prev.is_some_and(|p| self.filter.matches(&self.info, p));
+        let out = match kind {
+            EventType::Deleted if before || now => "DELETED",
+            EventType::Deleted => return None,
+            _ => match (before, now) {
+                (true, true) => "MODIFIED",
+                (false, true) => "ADDED",
+                (true, false) => "DELETED",
+                _ => return None,
+            },
+        };
+        let typed = self.typed(obj);
+        Some(self.line(out, typed))
+    }
+}
+
+/// Starts a watch: answers 200 at once and streams events from an owned task.
+pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Response> {
+    let filter = Filter::from_request(&ctx, &info)?;
+    let rv = parse_rv(ctx.query.get("resourceVersion"))?;
+    let bookmarks = ctx.query.flag("allowWatchBookmarks")?;
+    let send_initial = ctx.query.flag("sendInitialEvents")?;
+    let timeout = match ctx.query.int("timeoutSeconds")? {
+        Some(t) if t > 0 => Duration::from_secs(t as u64),
+        _ => ctx.state.options().default_watch_timeout,
+    };
+    let include = IncludeObject::parse(ctx.query.get("includeObject"))?;
+    let pfx = prefix(&info, None);
+    let mut renderer = Renderer {
+        info: info.clone(),
+        filter: filter.clone(),
+        table: ctx.accept.table.then_some(include),
+        columns_sent: false,
+        namespace_prefix: ctx
+            .path
+            .namespace
+            .as_ref()
+            .filter(|_| info.namespaced)
+            .map(|ns| prefix(&info, Some(ns))),
+    };
+    let state = ctx.state.clone();
+    // Initial state: synthetic ADDEDs when the client has no resourceVersion (or asks for them).
+    let mut initial: Vec<Bytes> = Vec::new();
+    let start = match rv {
+        Some(rv) if rv.0 != 0 && !send_initial => rv,
+        _ => {
+            let keep = |o: &Value| filter.matches(&info, o);
+            let ns_prefix = prefix(&info, ctx.path.namespace.as_deref());
+            let page = state
+                .storage()
+                .list(&ns_prefix, None, None, 0, &keep)
+                .await?;
+            for obj in &page.items {
+                let typed = renderer.typed(obj);
+                initial.push(renderer.line("ADDED", typed));
+            }
+            if send_initial && bookmarks {
+                initial.push(renderer.bookmark(page.revision, true));
+            }
+            page.revision
+        }
+    };
+    let stream = match state.watch_cache().watch(&pfx, start).await {
+        Ok(s) => Ok(s),
+        Err(store::Error::Compacted { compacted, .. }) => Err(StreamEnd::TooOld {
+            requested: start,
+            oldest: compacted,
+        }),
+        Err(e) => return Err(ApiError::from(e)),
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(BODY_BUFFER);
+    let shutdown = state.shutdown().clone();
+    let bookmark_every = bookmarks.then_some(state.options().bookmark_interval);
+    state.tasks().spawn(async move {
+        for line in initial {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        match stream {
+            Ok(stream) => {
+                pump(stream, renderer, tx, timeout, bookmark_every, shutdown).await;
+            }
+            Err(end) => {
+                let _ = tx.send(error_line(&mut renderer, &end)).await;
+            }
+        }
+    });
+    let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    }));
+    let mut resp = Response::new(body);
+    *resp.status_mut() = StatusCode::OK;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(resp)
+}
+
+fn error_line(renderer: &mut Renderer, end: &StreamEnd) -> Bytes {
+    let StreamEnd::TooOld { requested, oldest } = end;
+    let status = ApiError::Expired(format!(
+        "too old resource version: {} ({})",
+        requested.0, oldest.0
+    ))
+    .to_status();
+    renderer.line("ERROR", status)
+}
+
+/// Moves events from the cache to the client until the timeout, shutdown, the client leaving,
+/// or the stream ending (a slow client cut off by the cache).
+async fn pump(
+    mut stream: EventStream,
+    mut renderer: Renderer,
+    tx: mpsc::Sender<Bytes>,
+    timeout: Duration,
+    bookmark_every: Option<Duration>,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    let period = bookmark_every.unwrap_or(Duration::from_secs(3600));
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    loop {
+        let line = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = &mut deadline => return,
+            _ = tx.closed() => return,
+            _ = ticker.tick(), if bookmark_every.is_some() => renderer.bookmark(stream.progress(), false),
+            ev = stream.next() => match ev {
+                Some(Ok(ev)) => match renderer.event(ev.kind, &ev.key, &ev.object, ev.prev.as_deref()) {
+                    Some(line) => line,
+                    None => continue,
+                },
+                Some(Err(end)) => {
+                    let _ = tx.send(error_line(&mut renderer, &end)).await;
+                    return;
+                }
+                None => return,
+            },
+        };
+        if tx.send(line).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! The typed-value operations server-side apply is built from, over JSON objects and their
+//! schema: the field set of an object, the merge of an applied configuration into a live
+//! object, removal of paths, and the comparison of two objects. Mirrors structured-merge-diff's
+//! `typed/helpers.go` + `typed/tofieldset.go` ([`field_set`]), `typed/merge.go` ([`merge`]),
+//! `typed/remove.go` ([`remove_items`]) and `typed/compare.go` ([`compare`]).
+//!
+//! How lists and maps are treated comes from the schema ([`Schema::list_type`],
+//! [`Schema::is_atomic`]); without a schema (custom resources for now) maps are granular and
+//! lists atomic.
+//!
+//! ```text
+//! live   {spec: {replicas: 3, template: {spec: {containers: [{name: nginx, image: a, ports: [..]}]}}}}
+//! config {spec: {template: {spec: {containers: [{name: nginx, image: b}]}}}}
+//! merge  {spec: {replicas: 3, template: {spec: {containers: [{name: nginx, image: b, ports: [..]}]}}}}
+//! ```
+
+use super::fieldpath::{Path, PathElement, Set};
+use super::schema::{ListType, Schema};
+use serde_json::{Map, Value};
+
+type OptSchema<'a> = Option<Schema<'a>>;
+
+fn field<'a>(schema: OptSchema<'a>, name: &str) -> OptSchema<'a> {
+    schema.and_then(|s| s.field(name))
+}
+
+fn items(schema: OptSchema<'_>) -> OptSchema<'_> {
+    schema.and_then(|s| s.items())
+}
+
+fn list_type(schema: OptSchema<'_>) -> ListType {
+    schema.map_or(ListType::Atomic, |s| s.list_type())
+}
+
+fn is_atomic_map(schema: OptSchema<'_>) -> bool {
+    schema.is_some_and(|s| s.is_atomic())
+}
+
+/// The path element naming `item`, element `index` of a list of type `list`: its key fields
+/// for a `map` list (a missing key takes the field's schema default), its value for a `set`.
+pub fn item_element(
+    item: &Value,
+    index: usize,
+    list: OptSchema<'_>,
+) -> Result<PathElement, String> {
+    match list_type(list) {
+        ListType::Atomic => Ok(PathElement::Index(index)),
+        ListType::Set => Ok(PathElement::Value(item.clone())),
+        ListType::Map(keys) => {
+            let element = items(list);
+            let mut key = Map::new();
+            for name in &keys {
+                let value = item
+                    .get(name)
+                    .or_else(|| element.and_then(|e| e.default_of(name)))
+                    .ok_or_else(|| {
+                        format!(
+                            "element {index}: associative list with keys has an element that omits key field {name:?} (and doesn't have default value)"
+                        )
+                    })?;
+                key.insert(name.clone(), value.clone());
+            }
+            Ok(PathElement::Key(key))
+        }
+    }
+}
+
+/// Like [`item_element`], falling back to the index for elements without their keys (for
+/// bookkeeping of writes that validation will reject anyway).
+fn item_element_lenient(item: &Value, index: usize, list: OptSchema<'_>) -> PathElement {
+    item_element(item, index, list).unwrap_or(PathElement::Index(index))
+}
+
+/// How [`walk`] builds a field set.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// `ToFieldSet` of an applied configuration: elements must carry their keys.
+    Apply,
+    /// The node set `Compare` works on: elements without keys are named by index, and empty
+    /// objects and nulls are fields of their own (so `resources: {}` can be owned).
+    Compare,
+}
+
+/// The set of fields an applied configuration sets (`ToFieldSet`): every scalar, every atomic
+/// list, map or struct, every element of a granular list, and every entry of a map (as opposed
+/// to a struct field, which is only a path to its own fields).
+pub fn field_set(value: &Value, schema: OptSchema<'_>) -> Result<Set, String> {
+    let mut set = Set::new();
+    walk(value, schema, &mut Vec::new(), &mut set, Mode::Apply)?;
+    Ok(set)
+}
+
+/// The fields of a stored object, for comparing two versions: like [`field_set`], plus empty
+/// objects and nulls as leaves; never fails (elements without their keys are named by index).
+pub fn field_set_lenient(value: &Value, schema: OptSchema<'_>) -> Set {
+    let mut set = Set::new();
+    // Cannot fail in compare mode.
+    let _ = walk(value, schema, &mut Vec::new(), &mut set, Mode::Compare);
+    set
+}
+
+fn walk(
+    value: &Value,
+    schema: OptSchema<'_>,
+    path: &mut Path,
+    set: &mut Set,
+    mode: Mode,
+) -> Result<(), String> {
+    match value {
+        Value::Object(_) if is_atomic_map(schema) => set.insert(path),
+        Value::Object(map) => {
+            for (name, child) in map {
+                path.push(PathElement::Field(name.clone()));
+                walk(child, field(schema, name), path, set, mode)?;
+                let map_entry = schema.is_some_and(|s| !s.declares(name));
+                let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
+                if map_entry || (mode == Mode::Compare && empty) {
+                    set.insert(path);
+                }
+                path.pop();
+            }
+        }
+        Value::Array(list) if list_type(schema) != ListType::Atomic => {
+            for (index, item) in list.iter().enumerate() {
+                let element = match mode {
+                    Mode::Apply => item_element(item, index, schema)
+                        .map_err(|e| format!("{}: {e}", super::fieldpath::path_string(path)))?,
+                    Mode::Compare => item_element_lenient(item, index, schema),
+                };
+                path.push(element);
+                walk(item, items(schema), path, set, mode)?;
+                set.insert(path);
+                path.pop();
+            }
+        }
+        _ => set.insert(path),
+    }
+    Ok(())
+}
+
+/// Merges the applied configuration `rhs` into `lhs` (`typed.Merge`): `rhs` wins on leaves,
+/// granular maps merge member by member, granular lists element by element (elements in both
+/// follow `rhs`'s order, `lhs`-only elements keep their places), atomic values are replaced.
+pub fn merge(lhs: &Value, rhs: &Value, schema: OptSchema<'_>) -> Value {
+    let both_empty = is_empty(lhs) && is_empty(rhs);
+    match (lhs, rhs) {
+        (Value::Object(l), Value::Object(r)) if !is_atomic_map(schema) && !both_empty => {
+            let mut out = l.clone();
+            for (name, r_value) in r {
+                let merged = match l.get(name) {
+                    Some(l_value) => merge(l_value, r_value, field(schema, name)),
+                    None => r_value.clone(),
+                };
+                out.insert(name.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        (Value::Array(l), Value::Array(r))
+            if list_type(schema) != ListType::Atomic && !both_empty =>
+        {
+            Value::Array(merge_lists(l, r, schema))
+        }
+        _ => rhs.clone(),
+    }
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+/// `visitListItems` of the merging walker: walk both lists; an element in both is merged and
+/// emitted in `rhs` order, an element only in `lhs` stays where it was, new elements come where
+/// `rhs` has them.
+fn merge_lists(lhs: &[Value], rhs: &[Value], schema: OptSchema<'_>) -> Vec<Value> {
+    let element_schema = items(schema);
+    let name = |list: &[Value]| -> Vec<PathElement> {
+        list.iter()
+            .enumerate()
+            .map(|(i, v)| item_element_lenient(v, i, schema))
+            .collect()
+    };
+    let (l_names, r_names) = (name(lhs), name(rhs));
+    let in_lhs = |pe: &PathElement| l_names.iter().position(|n| n == pe);
+    let in_rhs = |pe: &PathElement| r_names.iter().position(|n| n == pe);
+    let mut shared = r_names.iter().filter(|pe| in_lhs(pe).is_some()).peekable();
+    let mut out = Vec::with_capacity(lhs.len().max(rhs.len()));
+    let (mut li, mut ri) = (0, 0);
+    while li < lhs.len() || ri < rhs.len() {
+        if li < lhs.len() && ri < rhs.len() {
+            if l_names[li] == r_names[ri] {
+                out.push(merge(&lhs[li], &rhs[ri], element_schema));
+                li += 1;
+                ri += 1;
+                shared.next();
+                continue;
+            }
+            if in_rhs(&l_names[li]).is_some() && shared.peek().is_some_and(|s| **s != l_names[li]) {
+                // A shared element whose turn has not come: it is emitted from the rhs side.
+                li += 1;
+                continue;
+            }
+        }
+        if li < lhs.len() {
+            if in_rhs(&l_names[li]).is_none() {
+                out.push(lhs[li].clone());
+                li += 1;
+                continue;
+            }
+            if ri >= rhs.len() {
+                // Already emitted from the rhs side.
+                li += 1;
+                continue;
+            }
+        }
+        if ri < rhs.len() {
+            let merged = match in_lhs(&r_names[ri]) {
+                Some(l) => merge(&lhs[l], &rhs[ri], element_schema),
+                None => rhs[ri].clone(),
+            };
+            out.push(merged);
+            if shared.peek().is_some_and(|s| **s == r_names[ri]) {
+                shared.next();
+            }
+            ri += 1;
+        }
+    }
+    out
+}
+
+/// Removes every member of `set` from `value` (`RemoveItems`): a member field or list element
+/// goes with everything below it; otherwise removal descends into the member's children.
+pub fn remove_items(value: &mut Value, set: &Set, schema: OptSchema<'_>) {
+    match value {
+        Value::Object(map) => {
+            let names: Vec<String> = map.keys().cloned().collect();
+            for name in names {
+                let element = [PathElement::Field(name.clone())];
+                if set.has(&element) {
+                    map.remove(&name);
+                } else if let (Some(child), Some(v)) = (set.child(&element), map.get_mut(&name)) {
+                    remove_items(v, child, field(schema, &name));
+                }
+            }
+        }
+        Value::Array(list) if list_type(schema) != ListType::Atomic => {
+            let names: Vec<PathElement> = list
+                .iter()
+                .enumerate()
+                .map(|(i, v)| item_element_lenient(v, i, schema))
+                .collect();
+            let mut kept = Vec::with_capacity(list.len());
+            for (item, element) in list.drain(..).zip(names) {
+                let element = [element];
+                if set.has(&element) {
+                    continue;
+                }
+                let mut item = item;
+                if let Some(child) = set.child(&element) {
+                    remove_items(&mut item, child, items(schema));
+                }
+                kept.push(item);
+            }
+            *list = kept;
+        }
+        _ => {}
+    }
+}
+
+/// Drops `null` members left by an applied configuration (a null means "unset").
+pub fn drop_nulls(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, v| !v.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(list) => list.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// What changed between two versions of an object (`typed.Comparison`).
+#[derive(Debug, Default)]
+pub struct Comparison {
+    /// Fields set in the new object but not the old one.
+    pub added: Set,
+    /// Leaf fields set in both with different values.
+    pub modified: Set,
+    /// Fields set in the old object but not the new one.
+    pub removed: Set,
+}
+
+impl Comparison {
+    /// `added ∪ modified`: the fields a write took over.
+    pub fn changed(&self) -> Set {
+        self.added.union(&self.modified)
+    }
+}
+
+/// Compares two versions of an object.
+pub fn compare(old: &Value, new: &Value, schema: OptSchema<'_>) -> Comparison {
+    let old_set = field_set_lenient(old, schema);
+    let new_set = field_set_lenient(new, schema);
+    let modified = old_set.intersection(&new_set).filter(|path| {
+        let leaf = new_set.child(path).is_none_or(Set::is_empty);
+        leaf && value_at(old, path, schema) != value_at(new, path, schema)
+    });
+    Comparison {
+        added: new_set.difference(&old_set),
+        removed: old_set.difference(&new_set),
+        modified,
+    }
+}
+
+/// The value at `path`, if present.
+pub fn value_at<'v>(
+    value: &'v Value,
+    path: &[PathElement],
+    schema: OptSchema<'_>,
+) -> Option<&'v Value> {
+    let Some((first, rest)) = path.split_first() else {
+        return Some(value);
+    };
+    match (first, value) {
+        (PathElement::Field(name), Value::Object(map)) => {
+            value_at(map.get(name)?, rest, field(schema, name))
+        }
+        (element, Value::Array(list)) => {
+            let index = list
+                .iter()
+                .enumerate()
+                .position(|(i, v)| item_element_lenient(v, i, schema) == *element)?;
+            value_at(&list[index], rest, items(schema))
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,359 @@
+//! Field paths and sets of them, and their `FieldsV1` encoding in `managedFields`
+//! (structured-merge-diff's `fieldpath/element.go`, `fieldpath/set.go`, `fieldpath/serialize.go`).
+//!
+//! A path walks into an object one element at a time:
+//!
+//! ```text
+//! .spec.template.spec.containers[name="nginx"].image
+//!  f:spec  f:template  f:spec  f:containers  k:{"name":"nginx"}  f:image
+//! ```
+//!
+//! A [`Set`] is a tree of such elements whose nodes may be *members* (the path itself is in the
+//! set) and may have children. `FieldsV1` writes the tree as nested JSON objects, with `"."`
+//! marking a node that is a member and also has children:
+//!
+//! ```text
+//! {"f:spec":{"f:template":{"f:spec":{"f:containers":{
+//!     "k:{\"name\":\"nginx\"}":{".":{},"f:image":{},"f:name":{}}}}}}}
+//! ```
+
+use super::PatchError;
+use serde_json::{Map, Value};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// One step of a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathElement {
+    /// A member of an object: `f:name`.
+    Field(String),
+    /// An element of a `map` list, by its key fields (sorted by name): `k:{"name":"nginx"}`.
+    Key(Map<String, Value>),
+    /// An element of a `set` list, by its value: `v:"finalizer"`.
+    Value(Value),
+    /// An element of a list by position (lists without keys): `i:0`.
+    Index(usize),
+}
+
+impl PathElement {
+    fn rank(&self) -> u8 {
+        match self {
+            PathElement::Field(_) => 0,
+            PathElement::Key(_) => 1,
+            PathElement::Value(_) => 2,
+            PathElement::Index(_) => 3,
+        }
+    }
+
+    /// The `FieldsV1` key of this element: `f:`, `k:`, `v:` or `i:` and its text.
+    pub fn encode(&self) -> String {
+        match self {
+            PathElement::Field(name) => format!("f:{name}"),
+            PathElement::Key(key) => {
+                let fields: Vec<String> = sorted(key)
+                    .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                    .collect();
+                format!("k:{{{}}}", fields.join(","))
+            }
+            PathElement::Value(value) => format!("v:{value}"),
+            PathElement::Index(index) => format!("i:{index}"),
+        }
+    }
+
+    /// Parses a `FieldsV1` key.
+    pub fn decode(text: &str) -> Result<PathElement, PatchError> {
+        let bad = || PatchError::BadRequest(format!("invalid managedFields path element {text:?}"));
+        let (kind, rest) = text.split_once(':').ok_or_else(bad)?;
+        match kind {
+            "f" => Ok(PathElement::Field(rest.to_owned())),
+            "k" => match serde_json::from_str(rest) {
+                Ok(Value::Object(key)) => Ok(PathElement::Key(key)),
+                _ => Err(bad()),
+            },
+            "v" => serde_json::from_str(rest)
+                .map(PathElement::Value)
+                .map_err(|_| bad()),
+            "i" => rest.parse().map(PathElement::Index).map_err(|_| bad()),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl Ord for PathElement {
+    /// structured-merge-diff's order: fields, then keys, then values, then indexes.
+    fn cmp(&self, other: &Self) -> Ordering {
+        match (self, other) {
+            (PathElement::Field(a), PathElement::Field(b)) => a.cmp(b),
+            (PathElement::Index(a), PathElement::Index(b)) => a.cmp(b),
+            (a, b) if a.rank() == b.rank() => a.encode().cmp(&b.encode()),
+            (a, b) => a.rank().cmp(&b.rank()),
+        }
+    }
+}
+
+impl PartialOrd for PathElement {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl fmt::Display for PathElement {
+    /// As structured-merge-diff prints paths in conflicts: `.name`, `[name="nginx"]`,
+    /// `[="value"]`, `[0]`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathElement::Field(name) => write!(f, ".{name}"),
+            PathElement::Key(key) => {
+                let parts: Vec<String> = sorted(key).map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "[{}]", parts.join(","))
+            }
+            PathElement::Value(value) => write!(f, "[={value}]"),
+            PathElement::Index(index) => write!(f, "[{index}]"),
+        }
+    }
+}
+
+/// The fields of a key in name order, whatever order the map keeps.
+fn sorted(key: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> {
+    let mut fields: Vec<(&String, &Value)> = key.iter().collect();
+    fields.sort_by(|a, b| a.0.cmp(b.0));
+    fields.into_iter()
+}
+
+/// A path from the object's root.
+pub type Path = Vec<PathElement>;
+
+/// Prints a path as Kubernetes does in conflict messages: `.spec.replicas`.
+pub fn path_string(path: &[PathElement]) -> String {
+    path.iter().map(ToString::to_string).collect()
+}
+
+/// A set of paths, stored as a tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Set {
+    children: BTreeMap<PathElement, Node>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Node {
+    member: bool,
+    set: Set,
+}
+
+impl Set {
+    /// The empty set.
+    pub fn new() -> Self {
+        Set::default()
+    }
+
+    /// Whether the set has no paths.
+    pub fn is_empty(&self) -> bool {
+        self.children.is_empty()
+    }
+
+    /// Adds `path` (the empty path is ignored).
+    pub fn insert(&mut self, path: &[PathElement]) {
+        let Some((first, rest)) = path.split_first() else {
+            return;
+        };
+        let node = self.children.entry(first.clone()).or_default();
+        if rest.is_empty() {
+            node.member = true;
+        } else {
+            node.set.insert(rest);
+        }
+    }
+
+    /// Whether `path` is a member.
+    pub fn has(&self, path: &[PathElement]) -> bool {
+        match path.split_first() {
+            None => false,
+            Some((first, rest)) => self.children.get(first).is_some_and(|n| {
+                if rest.is_empty() {
+                    n.member
+                } else {
+                    n.set.has(rest)
+                }
+            }),
+        }
+    }
+
+    /// Whether some member starts with `prefix` (is it or lies below it).
+    pub fn has_prefix(&self, prefix: &[PathElement]) -> bool {
+        match prefix.split_first() {
+            None => !self.is_empty(),
+            Some((first, rest)) => self
+                .children
+                .get(first)
+                .is_some_and(|n| (rest.is_empty() && n.member) || n.set.has_prefix(rest)),
+        }
+    }
+
+    /// The subtree below `prefix`, as a set relative to it.
+    pub fn child(&self, prefix: &[PathElement]) -> Option<&Set> {
+        match prefix.split_first() {
+            None => Some(self),
+            Some((first, rest)) => self.children.get(first)?.set.child(rest),
+        }
+    }
+
+    /// All members, in order.
+    pub fn paths(&self) -> Vec<Path> {
+        let mut out = Vec::new();
+        self.collect(&mut Vec::new(), &mut out);
+        out
+    }
+
+    fn collect(&self, prefix: &mut Path, out: &mut Vec<Path>) {
+        for (element, node) in &self.children {
+            prefix.push(element.clone());
+            if node.member {
+                out.push(prefix.clone());
+            }
+            node.set.collect(prefix, out);
+            prefix.pop();
+        }
+    }
+
+    /// Members of either set.
+    pub fn union(&self, other: &Set) -> Set {
+        let mut out = self.clone();
+        for path in other.paths() {
+            out.insert(&path);
+        }
+        out
+    }
+
+    /// Members of `self` not in `other`.
+    pub fn difference(&self, other: &Set) -> Set {
+        self.filter(|p| !other.has(p))
+    }
+
+    /// Members of both sets.
+    pub fn intersection(&self, other: &Set) -> Set {
+        self.filter(|p| other.has(p))
+    }
+
+    /// Members for which `keep` holds.
+    pub fn filter(&self, mut keep: impl FnMut(&[PathElement]) -> bool) -> Set {
+        let mut out = Set::new();
+        for path in self.paths().into_iter().filter(|p| keep(p)) {
+            out.insert(&path);
+        }
+        out
+    }
+
+    /// Encodes the set as `FieldsV1` JSON.
+    pub fn to_fields_v1(&self) -> Value {
+        let mut map = Map::new();
+        for (element, node) in &self.children {
+            let mut inner = match node.set.to_fields_v1() {
+                Value::Object(inner) => inner,
+                _ => Map::new(),
+            };
+            if node.member && !inner.is_empty() {
+                inner.insert(".".into(), Value::Object(Map::new()));
+            }
+            map.insert(element.encode(), Value::Object(inner));
+        }
+        Value::Object(map)
+    }
+
+    /// Decodes `FieldsV1` JSON.
+    pub fn from_fields_v1(value: &Value) -> Result<Set, PatchError> {
+        let Value::Object(map) = value else {
+            return Err(PatchError::BadRequest(
+                "invalid managedFields: fieldsV1 is not an object".into(),
+            ));
+        };
+        let mut set = Set::new();
+        for (key, inner) in map {
+            if key == "." {
+                continue;
+            }
+            let element = PathElement::decode(key)?;
+            let Value::Object(inner_map) = inner else {
+                return Err(PatchError::BadRequest(format!(
+                    "invalid managedFields at {key}"
+                )));
+            };
+            let node = Node {
+                member: inner_map.is_empty() || inner_map.contains_key("."),
+                set: Set::from_fields_v1(inner)?,
+            };
+            set.children.insert(element, node);
+        }
+        Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn field(name: &str) -> PathElement {
+        PathElement::Field(name.into())
+    }
+
+    fn key(name: &str, value: Value) -> PathElement {
+        PathElement::Key(Map::from_iter([(name.to_owned(), value)]))
+    }
+
+    #[test]
+    fn fields_v1_round_trip() {
+        let encoded = json!({
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {"f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"nginx\"}": {".": {}, "f:image": {}, "f:name": {},
+                    "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}}
+            }}}},
+            "f:metadata2": {"f:finalizers": {"v:\"a/b\"": {}}}
+        });
+        let set = Set::from_fields_v1(&encoded).expect("decodes");
+        assert_eq!(set.to_fields_v1(), encoded);
+        let image = [
+            field("spec"),
+            field("template"),
+            field("spec"),
+            field("containers"),
+            key("name", json!("nginx")),
+            field("image"),
+        ];
+        assert!(set.has(&image));
+        assert!(set.has(&image[..5]), "the element itself is a member");
+        assert!(!set.has(&image[..4]), "containers is not");
+        assert_eq!(
+            path_string(&image),
+            ".spec.template.spec.containers[name=\"nginx\"].image"
+        );
+    }
+
+    #[test]
+    fn set_algebra() {
+        let mut a = Set::new();
+        a.insert(&[field("spec"), field("replicas")]);
+        a.insert(&[field("spec"), field("paused")]);
+        let mut b = Set::new();
+        b.insert(&[field("spec"), field("replicas")]);
+        b.insert(&[field("metadata"), field("labels"), field("app")]);
+        assert_eq!(
+            a.intersection(&b).paths(),
+            vec![vec![field("spec"), field("replicas")]]
+        );
+        assert_eq!(
+            a.difference(&b).paths(),
+            vec![vec![field("spec"), field("paused")]]
+        );
+        assert_eq!(a.union(&b).paths().len(), 3);
+        assert!(a.difference(&a).is_empty());
+        assert!(b.has_prefix(&[field("metadata"), field("labels")]));
+    }
+
+    #[test]
+    fn bad_fields_v1_is_rejected() {
+        assert!(Set::from_fields_v1(&json!({"x:y": {}})).is_err());
+        assert!(Set::from_fields_v1(&json!([])).is_err());
+    }
+}

@@ -1,0 +1,410 @@
+//! Tests of server-side apply and managed-fields bookkeeping on Deployments.
+
+use super::*;
+use crate::gvk::GroupVersionKind;
+use crate::patch::{ApplyConflict, conflict_message};
+
+fn gvk() -> GroupVersionKind {
+    GroupVersionKind::new("apps", "v1", "Deployment")
+}
+
+fn at(seconds: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(1_790_000_000 + seconds).expect("valid time")
+}
+
+fn ssa(
+    live: Option<&Value>,
+    applied: &Value,
+    manager: &str,
+    force: bool,
+    t: i64,
+) -> Result<Value, PatchError> {
+    let request = ApplyRequest {
+        schema: Schema::builtin(&gvk()),
+        manager,
+        subresource: None,
+        force,
+        now: at(t),
+    };
+    apply(live, applied, request)
+}
+
+/// The body of `kubectl apply --server-side -f deploy.yaml` (appendix C, `10-ssa-fresh`).
+fn config(image: &str, replicas: i64) -> Value {
+    json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"labels":{"app":"nginx"},"name":"nginx","namespace":"default"},
+        "spec":{"replicas":replicas,"selector":{"matchLabels":{"app":"nginx"}},"template":{"metadata":{"labels":{"app":"nginx"}},
+        "spec":{"containers":[{"image":image,"name":"nginx","ports":[{"containerPort":80}]}]}}}})
+}
+
+fn entry<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
+    obj["metadata"]["managedFields"]
+        .as_array()?
+        .iter()
+        .find(|e| e["manager"] == manager)
+}
+
+/// `kubectl apply --server-side` of [`config`] onto `live`, a minute after creation.
+fn kubectl_apply(
+    live: &Value,
+    image: &str,
+    replicas: i64,
+    force: bool,
+) -> Result<Value, PatchError> {
+    ssa(Some(live), &config(image, replicas), "kubectl", force, 60)
+}
+
+fn created() -> Value {
+    ssa(None, &config("nginx:1.14.2", 3), "kubectl", false, 0).expect("created")
+}
+
+#[test]
+fn create_records_an_apply_entry() {
+    let obj = created();
+    assert_eq!(obj["spec"]["replicas"], 3);
+    let e = entry(&obj, "kubectl").expect("entry");
+    assert_eq!(e["operation"], "Apply");
+    assert_eq!(e["apiVersion"], "apps/v1");
+    assert_eq!(e["fieldsType"], "FieldsV1");
+    assert_eq!(e["time"], "2026-09-21T14:13:20Z");
+    assert_eq!(
+        e["fieldsV1"],
+        json!({
+            "f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {
+                "f:replicas": {},
+                "f:selector": {},
+                "f:template": {
+                    "f:metadata": {"f:labels": {"f:app": {}}},
+                    "f:spec": {"f:containers": {"k:{\"name\":\"nginx\"}": {
+                        ".": {}, "f:image": {}, "f:name": {},
+                        "f:ports": {"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}
+                    }}}
+                }
+            }
+        })
+    );
+}
+
+#[test]
+fn reapplying_unchanged_changes_nothing() {
+    let live = created();
+    let again = kubectl_apply(&live, "nginx:1.14.2", 3, false).expect("applies");
+    assert_eq!(again, live, "same object, same managedFields time");
+}
+
+#[test]
+fn applying_a_changed_owned_field() {
+    let live = created();
+    let obj = kubectl_apply(&live, "nginx:1.16.1", 3, false).expect("applies");
+    assert_eq!(
+        obj["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.16.1"
+    );
+    assert_eq!(
+        entry(&obj, "kubectl").expect("entry")["time"],
+        "2026-09-21T14:14:20Z"
+    );
+}
+
+/// An object created by `kubectl apply` (client-side): `kubectl-client-side-apply` owns it all.
+fn client_side_applied() -> Value {
+    let mut obj = config("nginx:1.14.2", 3);
+    update_managed(None, &mut obj, "kubectl-client-side-apply", None, 0);
+    obj
+}
+
+fn update_managed(old: Option<&Value>, new: &mut Value, manager: &str, sub: Option<&str>, t: i64) {
+    update(old, new, Schema::builtin(&gvk()), manager, sub, at(t));
+}
+
+#[test]
+fn conflict_with_another_manager() {
+    let live = client_side_applied();
+    let err = kubectl_apply(&live, "nginx:1.14.2", 5, false).expect_err("conflicts");
+    let want = vec![ApplyConflict {
+        manager: "kubectl-client-side-apply".into(),
+        field: ".spec.replicas".into(),
+        printed_manager: "\"kubectl-client-side-apply\" using apps/v1".into(),
+    }];
+    assert_eq!(err, PatchError::Conflicts(want.clone()));
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using apps/v1: .spec.replicas"
+    );
+    assert_eq!(
+        want[0].cause_message(),
+        "conflict with \"kubectl-client-side-apply\" using apps/v1"
+    );
+}
+
+#[test]
+fn force_takes_ownership() {
+    let live = client_side_applied();
+    let obj = kubectl_apply(&live, "nginx:1.14.2", 5, true).expect("forced");
+    assert_eq!(obj["spec"]["replicas"], 5);
+    let csa = &entry(&obj, "kubectl-client-side-apply").expect("still owns the rest")["fieldsV1"];
+    assert!(csa["f:spec"].get("f:replicas").is_none());
+    assert!(
+        csa["f:spec"].get("f:selector").is_some(),
+        "shared fields stay shared"
+    );
+    assert!(
+        entry(&obj, "kubectl").expect("applier")["fieldsV1"]["f:spec"]
+            .get("f:replicas")
+            .is_some()
+    );
+}
+
+/// A config setting only `metadata.labels`.
+fn labels_only(labels: Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "nginx", "labels": labels}})
+}
+
+/// The full config plus label `tier: web`.
+fn config_with_tier() -> Value {
+    let mut with_tier = config("nginx:1.14.2", 3);
+    with_tier["metadata"]["labels"]["tier"] = json!("web");
+    with_tier
+}
+
+#[test]
+fn fields_the_applier_stops_setting_are_removed() {
+    let live = ssa(None, &config_with_tier(), "kubectl", false, 0).expect("created");
+    let obj = kubectl_apply(&live, "nginx:1.14.2", 3, false).expect("applies");
+    assert_eq!(obj["metadata"]["labels"], json!({"app": "nginx"}));
+    let labels = &entry(&obj, "kubectl").expect("entry")["fieldsV1"]["f:metadata"]["f:labels"];
+    assert!(labels.get("f:tier").is_none());
+}
+
+#[test]
+fn shared_fields_survive_one_applier_leaving() {
+    let live = ssa(None, &config_with_tier(), "a", false, 0).expect("created");
+    let live = ssa(
+        Some(&live),
+        &labels_only(json!({"tier": "web"})),
+        "b",
+        false,
+        10,
+    )
+    .expect("same value: no conflict");
+    let obj = ssa(Some(&live), &config("nginx:1.14.2", 3), "a", false, 20).expect("a drops tier");
+    assert_eq!(obj["metadata"]["labels"]["tier"], "web", "b still owns it");
+    let b = ssa(
+        Some(&obj),
+        &labels_only(json!({"tier": "db"})),
+        "b",
+        false,
+        30,
+    )
+    .expect("b alone owns tier now");
+    assert_eq!(b["metadata"]["labels"]["tier"], "db");
+}
+
+#[test]
+fn two_conflicts_are_grouped_by_manager() {
+    let conflicts = vec![
+        ApplyConflict {
+            manager: "b".into(),
+            field: ".spec.x".into(),
+            printed_manager: "\"b\"".into(),
+        },
+        ApplyConflict {
+            manager: "a".into(),
+            field: ".data.k".into(),
+            printed_manager: "\"a\" using v1".into(),
+        },
+    ];
+    assert_eq!(
+        conflict_message(&conflicts),
+        "Apply failed with 2 conflicts: conflicts with \"a\" using v1:\n- .data.k\nconflicts with \"b\":\n- .spec.x"
+    );
+}
+
+#[test]
+fn scale_write_is_owned_through_the_subresource() {
+    let live = created();
+    let mut scaled = live.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    scaled["metadata"]["resourceVersion"] = json!("7");
+    update_managed(Some(&live), &mut scaled, "kubectl", Some("scale"), 60);
+    let entries = scaled["metadata"]["managedFields"]
+        .as_array()
+        .expect("entries");
+    let scale = entries
+        .iter()
+        .find(|e| e["operation"] == "Update")
+        .expect("update entry");
+    assert_eq!(scale["subresource"], "scale");
+    assert_eq!(scale["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+    let applier = entries
+        .iter()
+        .find(|e| e["operation"] == "Apply")
+        .expect("apply entry");
+    assert!(
+        applier["fieldsV1"]["f:spec"].get("f:replicas").is_none(),
+        "the applier lost replicas"
+    );
+    assert_eq!(entries[0]["operation"], "Apply", "Apply entries sort first");
+}
+
+#[test]
+fn status_write_owns_only_status() {
+    let live = created();
+    let mut new = live.clone();
+    new["status"] = json!({"replicas": 3, "conditions": [{"type": "Available", "status": "True"}]});
+    new["spec"]["paused"] = json!(true);
+    update_managed(
+        Some(&live),
+        &mut new,
+        "kube-controller-manager",
+        Some("status"),
+        60,
+    );
+    let e = entry(&new, "kube-controller-manager").expect("entry");
+    assert_eq!(e["subresource"], "status");
+    assert_eq!(
+        e["fieldsV1"],
+        json!({"f:status": {"f:conditions": {"k:{\"type\":\"Available\"}": {".": {}, "f:status": {}, "f:type": {}}}, "f:replicas": {}}})
+    );
+}
+
+#[test]
+fn main_resource_update_skips_server_fields_and_noops() {
+    let live = client_side_applied();
+    let e = entry(&live, "kubectl-client-side-apply").expect("entry");
+    assert!(e["fieldsV1"]["f:metadata"].get("f:name").is_none());
+    assert!(e["fieldsV1"].get("f:kind").is_none());
+    let mut same = live.clone();
+    update_managed(Some(&live), &mut same, "kubectl-edit", None, 60);
+    assert_eq!(same, live, "a no-op write changes no managed fields");
+}
+
+#[test]
+fn custom_resources_have_atomic_lists() {
+    let crd = GroupVersionKind::new("stable.example.com", "v1", "CronTab");
+    let obj = crate::patch::server_side_apply(
+        None,
+        &json!({"apiVersion":"stable.example.com/v1","kind":"CronTab","metadata":{"name":"x"},"spec":{"items":[{"a":1}],"cron":"* * * * *"}}),
+        &crd,
+        "kubectl",
+        false,
+        at(0),
+    )
+    .expect("applies");
+    assert_eq!(
+        obj["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:spec": {"f:cron": {}, "f:items": {}}})
+    );
+}
+
+#[test]
+fn malformed_apply_bodies_are_bad_requests() {
+    let missing_key = json!({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"nginx"},
+        "spec":{"template":{"spec":{"containers":[{"image":"x"}]}}}});
+    assert!(
+        matches!(ssa(None, &missing_key, "kubectl", false, 0), Err(PatchError::BadRequest(m)) if m.starts_with("failed to create typed patch object (<unknown>/nginx; apps/v1, Kind=Deployment): .spec.template.spec.containers: element 0: associative list with keys has an element that omits key field \"name\""))
+    );
+    let with_managed = json!({"metadata":{"managedFields":[{}]}});
+    assert!(matches!(
+        ssa(None, &with_managed, "kubectl", false, 0),
+        Err(PatchError::BadRequest(_))
+    ));
+}
+
+/// `kubectl apply` (client-side) of `image`: the config carries its own last-applied
+/// annotation, and `kubectl-client-side-apply` records the write.
+fn client_side_apply(live: Option<&Value>, image: &str) -> Value {
+    let mut applied = config(image, 3);
+    let mut last = applied.clone();
+    last["metadata"]["annotations"] = json!({});
+    applied["metadata"]["annotations"] = json!({ LAST_APPLIED: format!("{last}\n") });
+    let mut new = match live {
+        Some(live) => crate::patch::strategic_merge_patch(live, &applied, &gvk()).expect("smp"),
+        None => applied,
+    };
+    update_managed(live, &mut new, "kubectl-client-side-apply", None, 0);
+    new
+}
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Appendix C `06-ssa-existing-csa`: `kubectl apply --server-side` after client-side applies.
+#[test]
+fn server_side_apply_after_client_side_apply_takes_over_own_fields() {
+    let live = client_side_apply(None, "nginx:1.14.2");
+    let live = client_side_apply(Some(&live), "nginx:1.16.1");
+    let obj = kubectl_apply(&live, "nginx:1.14.2", 3, false).expect("no conflict with own values");
+    assert_eq!(
+        obj["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.14.2"
+    );
+    let annotation = obj["metadata"]["annotations"][LAST_APPLIED]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        annotation.contains("nginx:1.14.2") && annotation.ends_with('\n'),
+        "{annotation}"
+    );
+    let csa = &entry(&obj, "kubectl-client-side-apply").expect("csa")["fieldsV1"];
+    let nginx = &csa["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"];
+    assert!(
+        nginx.get("f:image").is_none(),
+        "kubectl took the image over"
+    );
+}
+
+#[test]
+fn fields_changed_since_the_last_client_side_apply_still_conflict() {
+    let live = client_side_apply(None, "nginx:1.14.2");
+    let mut scaled = live.clone();
+    scaled["spec"]["replicas"] = json!(5);
+    update_managed(Some(&live), &mut scaled, "kubectl", Some("scale"), 30);
+    let err = kubectl_apply(&scaled, "nginx:1.14.2", 3, false).expect_err("replicas moved on");
+    assert_eq!(
+        err.to_string(),
+        "Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using apps/v1: .spec.replicas"
+    );
+}
+
+#[test]
+fn applied_status_is_ignored_on_the_main_resource() {
+    let live = created();
+    let mut status_written = live.clone();
+    status_written["status"] = json!({"replicas": 3});
+    update_managed(
+        Some(&live),
+        &mut status_written,
+        "kube-controller-manager",
+        Some("status"),
+        30,
+    );
+    let mut with_status = config("nginx:1.14.2", 3);
+    with_status["status"] = json!({"replicas": 0});
+    let obj =
+        ssa(Some(&status_written), &with_status, "kubectl", false, 60).expect("no status conflict");
+    assert_eq!(obj["status"]["replicas"], 3);
+}
+
+#[test]
+fn update_owns_empty_objects_and_map_entries() {
+    let mut obj = config("nginx:1.14.2", 3);
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({});
+    update_managed(None, &mut obj, "kubectl-create", None, 0);
+    let fields = &entry(&obj, "kubectl-create").expect("entry")["fieldsV1"];
+    let nginx = &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"nginx\"}"];
+    assert_eq!(nginx["f:resources"], json!({}));
+    assert_eq!(fields["f:metadata"]["f:labels"], json!({"f:app": {}}));
+}
+
+#[test]
+fn apply_in_another_version_is_refused() {
+    let mut v1beta1 = config("nginx", 1);
+    v1beta1["apiVersion"] = json!("apps/v1beta1");
+    let err = crate::patch::server_side_apply(None, &v1beta1, &gvk(), "kubectl", false, at(0));
+    assert_eq!(
+        err,
+        Err(PatchError::BadRequest(
+            "Incorrect version specified in apply patch. Specified patch version: apps/v1beta1, expected: apps/v1".into()
+        ))
+    );
+}

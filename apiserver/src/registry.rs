@@ -1,0 +1,413 @@
+//! The resource registry: one row per served resource, and the rows miniplane starts with.
+//!
+//! Kubernetes wires each resource by hand in `pkg/registry/<group>/<resource>/storage/storage.go`
+//! (a `genericregistry.Store` plus a strategy) and installs it in
+//! `staging/src/k8s.io/apiserver/pkg/endpoints/installer.go`. Here a resource is only data, a
+//! [`ResourceInfo`] row; the handlers, discovery and OpenAPI are all computed from the rows, so
+//! adding a resource (or, later, a CRD at run time) is adding a row:
+//!
+//! ```text
+//!   group  version kind        plural       scope      short  subresources     strategy
+//!   apps   v1      Deployment  deployments  Namespaced deploy status, scale    Deployment's
+//!   ""     v1      Pod         pods         Namespaced po     status, binding… Pod's
+//! ```
+
+use crate::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
+use crate::strategy::{DefaultStrategy, Strategy, builtin_strategies};
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+/// A subresource served under `.../{name}/{subresource}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Subresource {
+    /// `/status`: get/update/patch of `.status` only.
+    Status,
+    /// `/scale`: an `autoscaling/v1 Scale` view of `spec.replicas`.
+    Scale,
+    /// `pods/binding`: the scheduler's POST of a `Binding`.
+    Binding,
+    /// `pods/eviction`: a `policy/v1 Eviction` (a delete that honours grace periods).
+    Eviction,
+    /// `namespaces/finalize`: update of a namespace's `spec.finalizers`.
+    Finalize,
+}
+
+impl Subresource {
+    /// The URL segment.
+    pub fn name(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+            Subresource::Binding => "binding",
+            Subresource::Eviction => "eviction",
+            Subresource::Finalize => "finalize",
+        }
+    }
+
+    /// Parses a URL segment.
+    pub fn parse(s: &str) -> Option<Subresource> {
+        [
+            Subresource::Status,
+            Subresource::Scale,
+            Subresource::Binding,
+            Subresource::Eviction,
+            Subresource::Finalize,
+        ]
+        .into_iter()
+        .find(|sub| sub.name() == s)
+    }
+
+    /// The kind the subresource speaks, when it differs from the parent's.
+    pub fn response_kind(self) -> Option<GroupVersionKind> {
+        match self {
+            Subresource::Status | Subresource::Finalize => None,
+            Subresource::Scale => Some(GroupVersionKind::new("autoscaling", "v1", "Scale")),
+            Subresource::Binding => Some(GroupVersionKind::new("", "v1", "Binding")),
+            Subresource::Eviction => Some(GroupVersionKind::new("policy", "v1", "Eviction")),
+        }
+    }
+
+    /// The verbs discovery lists for it.
+    pub fn verbs(self) -> &'static [&'static str] {
+        match self {
+            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Finalize => &["update"],
+        }
+    }
+}
+
+/// How a delete proceeds for a kind (the per-kind parts of `genericregistry.Store.Delete`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeletePolicy {
+    /// Delete now unless finalizers remain.
+    Standard,
+    /// Pods: graceful deletion when bound to a node (`pkg/registry/core/pod/strategy.go`
+    /// `CheckGracefulDelete`).
+    GracefulPod,
+    /// Namespaces: mark `Terminating` and wait for `spec.finalizers` to empty
+    /// (`pkg/registry/core/namespace/storage/storage.go`).
+    Namespace,
+}
+
+/// The standard verbs of a resource.
+pub const STANDARD_VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
+
+/// One served resource.
+#[derive(Clone)]
+pub struct ResourceInfo {
+    /// Group, version and plural name.
+    pub gvr: GroupVersionResource,
+    /// The kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Lower-case singular name, e.g. `deployment`.
+    pub singular: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// `kubectl get deploy` names.
+    pub short_names: Vec<String>,
+    /// Categories, e.g. `all`.
+    pub categories: Vec<String>,
+    /// Verbs served on the main resource.
+    pub verbs: Vec<String>,
+    /// Subresources served.
+    pub subresources: Vec<Subresource>,
+    /// How deletion proceeds.
+    pub delete_policy: DeletePolicy,
+    /// Whether a delete answers with the object rather than a `Status` (pods).
+    pub return_deleted_object: bool,
+    /// Whether PUT to a missing name creates it (`AllowCreateOnUpdate`).
+    pub allow_create_on_update: bool,
+    /// Whether `.status` written on create is dropped (`PrepareForCreate` of most kinds with a
+    /// status subresource; nodes keep theirs).
+    pub reset_status_on_create: bool,
+    /// The kind's strategy.
+    pub strategy: Arc<dyn Strategy>,
+}
+
+impl std::fmt::Debug for ResourceInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceInfo")
+            .field("gvr", &self.gvr)
+            .field("kind", &self.kind)
+            .field("namespaced", &self.namespaced)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ResourceInfo {
+    /// A row with Kubernetes' defaults: standard verbs, no subresources, a [`DefaultStrategy`].
+    pub fn new(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
+        let gvk = GroupVersionKind::new(group, version, kind);
+        ResourceInfo {
+            gvr: GroupVersionResource::new(group, version, plural),
+            kind: kind.to_string(),
+            singular: kind.to_lowercase(),
+            namespaced,
+            short_names: Vec::new(),
+            categories: Vec::new(),
+            verbs: STANDARD_VERBS.iter().map(|v| v.to_string()).collect(),
+            subresources: Vec::new(),
+            delete_policy: DeletePolicy::Standard,
+            return_deleted_object: false,
+            allow_create_on_update: false,
+            reset_status_on_create: false,
+            strategy: Arc::new(DefaultStrategy { gvk }),
+        }
+    }
+
+    fn short(mut self, names: &[&str]) -> Self {
+        self.short_names = names.iter().map(|s| s.to_string()).collect();
+        self
+    }
+
+    fn in_all(mut self) -> Self {
+        self.categories = vec!["all".to_string()];
+        self
+    }
+
+    fn with(mut self, subs: &[Subresource]) -> Self {
+        self.subresources = subs.to_vec();
+        self.reset_status_on_create = subs.contains(&Subresource::Status);
+        self
+    }
+
+    /// The kind's group/version/kind.
+    pub fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::new(&self.gvr.group, &self.gvr.version, &self.kind)
+    }
+
+    /// The group/version.
+    pub fn group_version(&self) -> GroupVersion {
+        self.gvr.group_version()
+    }
+
+    /// `apps/v1` or `v1`.
+    pub fn api_version(&self) -> String {
+        self.group_version().api_version()
+    }
+
+    /// `DeploymentList`.
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+
+    /// Whether the subresource is served.
+    pub fn has(&self, sub: Subresource) -> bool {
+        self.subresources.contains(&sub)
+    }
+
+    /// Whether the verb is served on the main resource.
+    pub fn allows(&self, verb: &str) -> bool {
+        self.verbs.iter().any(|v| v == verb)
+    }
+
+    /// Whether writes keep spec and status apart (a status subresource).
+    pub fn has_status(&self) -> bool {
+        self.has(Subresource::Status)
+    }
+}
+
+/// The rows miniplane serves from start, with Kubernetes' short names and categories.
+pub fn builtin_resources() -> Vec<ResourceInfo> {
+    use Subresource::*;
+    let mut pods = ResourceInfo::new("", "v1", "Pod", "pods", true)
+        .short(&["po"])
+        .in_all()
+        .with(&[Status, Binding, Eviction]);
+    pods.delete_policy = DeletePolicy::GracefulPod;
+    pods.return_deleted_object = true;
+    let mut namespaces = ResourceInfo::new("", "v1", "Namespace", "namespaces", false)
+        .short(&["ns"])
+        .with(&[Status, Finalize]);
+    namespaces.delete_policy = DeletePolicy::Namespace;
+    namespaces.reset_status_on_create = false;
+    let mut nodes = ResourceInfo::new("", "v1", "Node", "nodes", false)
+        .short(&["no"])
+        .with(&[Status]);
+    nodes.reset_status_on_create = false;
+    let mut services = ResourceInfo::new("", "v1", "Service", "services", true)
+        .short(&["svc"])
+        .in_all()
+        .with(&[Status]);
+    services.verbs.retain(|v| v != "deletecollection");
+    let mut endpoints = ResourceInfo::new("", "v1", "Endpoints", "endpoints", true).short(&["ep"]);
+    endpoints.singular = "endpoints".into();
+    let leases = ResourceInfo::new("coordination.k8s.io", "v1", "Lease", "leases", true);
+    let core_events = ResourceInfo::new("", "v1", "Event", "events", true).short(&["ev"]);
+    let events = ResourceInfo::new("events.k8s.io", "v1", "Event", "events", true).short(&["ev"]);
+    let service_accounts =
+        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true).short(&["sa"]);
+    // The kinds whose strategy returns `AllowCreateOnUpdate() == true` in Kubernetes: a PUT to a
+    // missing name creates it.
+    let [
+        services,
+        endpoints,
+        leases,
+        core_events,
+        events,
+        service_accounts,
+    ] = [
+        services,
+        endpoints,
+        leases,
+        core_events,
+        events,
+        service_accounts,
+    ]
+    .map(|mut r| {
+        r.allow_create_on_update = true;
+        r
+    });
+    let mut rows = vec![
+        namespaces,
+        pods,
+        nodes,
+        core_events,
+        ResourceInfo::new("", "v1", "ConfigMap", "configmaps", true).short(&["cm"]),
+        ResourceInfo::new("", "v1", "Secret", "secrets", true),
+        services,
+        endpoints,
+        service_accounts,
+        ResourceInfo::new("apps", "v1", "Deployment", "deployments", true)
+            .short(&["deploy"])
+            .in_all()
+            .with(&[Status, Scale]),
+        ResourceInfo::new("apps", "v1", "ReplicaSet", "replicasets", true)
+            .short(&["rs"])
+            .in_all()
+            .with(&[Status, Scale]),
+        ResourceInfo::new("apps", "v1", "DaemonSet", "daemonsets", true)
+            .short(&["ds"])
+            .in_all()
+            .with(&[Status]),
+        ResourceInfo::new("apps", "v1", "StatefulSet", "statefulsets", true)
+            .short(&["sts"])
+            .in_all()
+            .with(&[Status, Scale]),
+        leases,
+        events,
+        ResourceInfo::new("batch", "v1", "Job", "jobs", true)
+            .in_all()
+            .with(&[Status]),
+        ResourceInfo::new("batch", "v1", "CronJob", "cronjobs", true)
+            .short(&["cj"])
+            .in_all()
+            .with(&[Status]),
+    ];
+    let strategies: HashMap<GroupVersionKind, Arc<dyn Strategy>> = builtin_strategies()
+        .into_iter()
+        .map(|s| (s.gvk(), s))
+        .collect();
+    for row in &mut rows {
+        if let Some(s) = strategies.get(&row.gvk()) {
+            row.strategy = s.clone();
+        }
+    }
+    rows
+}
+
+/// The set of served resources, shared by every request. Reads take a snapshot (an `Arc` of
+/// the rows), so a row added at run time is seen by the next request and never half-way.
+#[derive(Debug, Default)]
+pub struct Registry {
+    rows: RwLock<Arc<Vec<Arc<ResourceInfo>>>>,
+}
+
+impl Registry {
+    /// A registry with the built-in resources.
+    pub fn builtin() -> Self {
+        let reg = Registry::default();
+        for row in builtin_resources() {
+            reg.add(row);
+        }
+        reg
+    }
+
+    /// Adds (or replaces, by group/version/plural) a resource.
+    pub fn add(&self, info: ResourceInfo) {
+        let mut guard = self.rows.write().unwrap_or_else(|e| e.into_inner());
+        let mut rows: Vec<Arc<ResourceInfo>> = guard.as_ref().clone();
+        rows.retain(|r| r.gvr != info.gvr);
+        rows.push(Arc::new(info));
+        *guard = Arc::new(rows);
+    }
+
+    /// Every row, in registration order.
+    pub fn snapshot(&self) -> Arc<Vec<Arc<ResourceInfo>>> {
+        self.rows.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The row for a group/version/plural.
+    pub fn lookup(&self, gv: &GroupVersion, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.snapshot()
+            .iter()
+            .find(|r| {
+                r.gvr.group == gv.group && r.gvr.version == gv.version && r.gvr.resource == plural
+            })
+            .cloned()
+    }
+
+    /// Whether any resource is served in this group/version.
+    pub fn serves(&self, gv: &GroupVersion) -> bool {
+        self.snapshot().iter().any(|r| r.group_version() == *gv)
+    }
+
+    /// The served group/versions, core first, then groups in registration order.
+    pub fn group_versions(&self) -> Vec<GroupVersion> {
+        let mut out: Vec<GroupVersion> = Vec::new();
+        for r in self.snapshot().iter() {
+            let gv = r.group_version();
+            if !out.contains(&gv) {
+                out.push(gv);
+            }
+        }
+        out.sort_by_key(|gv| !gv.group.is_empty());
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_rows_carry_kubernetes_names() {
+        let reg = Registry::builtin();
+        let d = reg
+            .lookup(&GroupVersion::new("apps", "v1"), "deployments")
+            .expect("deployments served");
+        assert_eq!(d.short_names, vec!["deploy"]);
+        assert!(d.has(Subresource::Scale));
+        assert!(d.categories.contains(&"all".to_string()));
+        let ns = reg
+            .lookup(&GroupVersion::new("", "v1"), "namespaces")
+            .expect("namespaces served");
+        assert!(!ns.namespaced);
+        assert_eq!(reg.group_versions()[0], GroupVersion::new("", "v1"));
+    }
+
+    #[test]
+    fn rows_can_be_added_at_run_time() {
+        let reg = Registry::builtin();
+        let gv = GroupVersion::new("example.com", "v1");
+        assert!(!reg.serves(&gv));
+        reg.add(ResourceInfo::new(
+            "example.com",
+            "v1",
+            "Widget",
+            "widgets",
+            true,
+        ));
+        assert!(reg.lookup(&gv, "widgets").is_some());
+    }
+}

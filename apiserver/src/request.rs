@@ -1,0 +1,447 @@
+//! Request parsing at the boundary: the URL into a typed [`Route`], the query into typed
+//! options, the `Accept` header into what the client can read, and the body into JSON.
+//!
+//! Mirrors `staging/src/k8s.io/apiserver/pkg/endpoints/request/requestinfo.go`
+//! (`RequestInfoFactory.NewRequestInfo`: `/api/v1/namespaces/{ns}/{resource}/{name}/{sub}`,
+//! with `status` and `finalize` as namespace subresources), `handlers/negotiation/` and the body
+//! limits of `handlers/rest.go`. Trailing slashes are accepted everywhere (the Python client
+//! sends `/api/`), unknown query parameters are ignored, and a missing request `Content-Type`
+//! means JSON.
+
+use crate::error::{ApiError, Result};
+use crate::gvk::GroupVersion;
+use axum::http::HeaderMap;
+use serde_json::Value;
+
+/// Largest request body accepted (kube-apiserver's `--max-request-bytes` is 3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// A resource URL, already split: `/apis/{group}/{version}/namespaces/{ns}/{resource}/{name}/{sub}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourcePath {
+    /// The group/version.
+    pub gv: GroupVersion,
+    /// The namespace segment, if any.
+    pub namespace: Option<String>,
+    /// The plural resource.
+    pub resource: String,
+    /// The object name, if any.
+    pub name: Option<String>,
+    /// The subresource, if any.
+    pub subresource: Option<String>,
+}
+
+/// What a URL addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// `/version`
+    Version,
+    /// `/healthz`, `/livez`, `/readyz`
+    Health,
+    /// `/api`
+    CoreVersions,
+    /// `/apis`
+    Groups,
+    /// `/apis/{group}`
+    Group(String),
+    /// `/api/v1`, `/apis/{group}/{version}`
+    Resources(GroupVersion),
+    /// `/openapi/v3`
+    OpenApiIndex,
+    /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`
+    OpenApiDocument(GroupVersion),
+    /// A resource path.
+    Resource(ResourcePath),
+    /// Anything else.
+    NotFound,
+}
+
+impl Route {
+    /// Parses a URL path.
+    pub fn parse(path: &str) -> Route {
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        match segs.as_slice() {
+            ["version"] => Route::Version,
+            ["healthz" | "livez" | "readyz", ..] => Route::Health,
+            ["api"] => Route::CoreVersions,
+            ["apis"] => Route::Groups,
+            ["apis", group] => Route::Group(group.to_string()),
+            ["openapi", "v3"] => Route::OpenApiIndex,
+            ["openapi", "v3", "api", v] => Route::OpenApiDocument(GroupVersion::new("", *v)),
+            ["openapi", "v3", "apis", g, v] => Route::OpenApiDocument(GroupVersion::new(*g, *v)),
+            ["api", v, rest @ ..] => Self::resource(GroupVersion::new("", *v), rest),
+            ["apis", g, v, rest @ ..] => Self::resource(GroupVersion::new(*g, *v), rest),
+            _ => Route::NotFound,
+        }
+    }
+
+    fn resource(gv: GroupVersion, rest: &[&str]) -> Route {
+        let mut parts = rest;
+        let mut namespace = None;
+        if parts.is_empty() {
+            return Route::Resources(gv);
+        }
+        // `namespaces/{ns}/{resource}...`, unless the third segment is a namespace subresource.
+        if parts[0] == "namespaces" && parts.len() > 2 && !matches!(parts[2], "status" | "finalize")
+        {
+            namespace = Some(parts[1].to_string());
+            parts = &parts[2..];
+        }
+        let owned = |i: usize| parts.get(i).map(|s| s.to_string());
+        match parts.len() {
+            1..=3 => Route::Resource(ResourcePath {
+                gv,
+                namespace,
+                resource: parts[0].to_string(),
+                name: owned(1),
+                subresource: owned(2),
+            }),
+            _ => Route::NotFound,
+        }
+    }
+}
+
+/// The query string, decoded. Unknown parameters are kept but never looked at.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    pairs: Vec<(String, String)>,
+}
+
+impl Query {
+    /// Decodes `a=b&c=d`.
+    pub fn parse(raw: Option<&str>) -> Query {
+        Query {
+            pairs: form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
+                .collect(),
+        }
+    }
+
+    /// The first value of a parameter.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A non-empty value of a parameter.
+    pub fn non_empty(&self, key: &str) -> Option<&str> {
+        self.get(key).filter(|v| !v.is_empty())
+    }
+
+    /// A boolean parameter (`true`, `1`; Go's `strconv.ParseBool`).
+    pub fn flag(&self, key: &str) -> Result<bool> {
+        match self.get(key) {
+            None | Some("") => Ok(false),
+            Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+            Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+            Some(other) => Err(ApiError::BadRequest(format!(
+                "invalid boolean value for {key}: {other:?}"
+            ))),
+        }
+    }
+
+    /// An integer parameter.
+    pub fn int(&self, key: &str) -> Result<Option<i64>> {
+        self.non_empty(key)
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::BadRequest(format!("invalid integer value for {key}: {v:?}"))
+                })
+            })
+            .transpose()
+    }
+
+    /// `dryRun=All` (the only accepted value; anything else is a 400 as in Kubernetes).
+    pub fn dry_run(&self) -> Result<bool> {
+        match self.get("dryRun") {
+            None | Some("") => Ok(false),
+            Some("All") => Ok(true),
+            Some(other) => Err(ApiError::BadRequest(format!(
+                "Invalid dry run value: \"{other}\": supported values are [All]"
+            ))),
+        }
+    }
+
+    /// `fieldValidation`, defaulting to `Warn` as the server does.
+    pub fn field_validation(&self) -> Result<FieldValidation> {
+        match self.get("fieldValidation") {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some(other) => Err(ApiError::BadRequest(format!(
+                "invalid fieldValidation directive: {other}; must be one of Ignore, Warn, Strict"
+            ))),
+        }
+    }
+}
+
+/// What to do with fields the kind does not know (`?fieldValidation=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldValidation {
+    /// Drop them.
+    Ignore,
+    /// Drop them and say so in `Warning` headers.
+    Warn,
+    /// Refuse the request with 400.
+    Strict,
+}
+
+/// The aggregated discovery versions a client accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggregatedDiscovery {
+    /// `apidiscovery.k8s.io/v2`
+    V2,
+    /// `apidiscovery.k8s.io/v2beta1`
+    V2Beta1,
+}
+
+impl AggregatedDiscovery {
+    /// The `apiVersion` of the list.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            AggregatedDiscovery::V2 => "apidiscovery.k8s.io/v2",
+            AggregatedDiscovery::V2Beta1 => "apidiscovery.k8s.io/v2beta1",
+        }
+    }
+
+    /// The exact response `Content-Type` client-go keys on.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            AggregatedDiscovery::V2 => {
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+            }
+            AggregatedDiscovery::V2Beta1 => {
+                "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+            }
+        }
+    }
+}
+
+/// What the client can read, from its `Accept` header, in its order of preference.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Accept {
+    /// A `meta.k8s.io` Table (v1 or v1beta1) comes before plain JSON.
+    pub table: bool,
+    /// Aggregated discovery, if asked for before plain JSON.
+    pub aggregated: Option<AggregatedDiscovery>,
+}
+
+impl Accept {
+    /// Parses the header. Media types other than JSON (protobuf, YAML) are skipped: the server
+    /// answers JSON, which every client listed as a fallback.
+    pub fn parse(headers: &HeaderMap) -> Accept {
+        let raw = headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let mut out = Accept::default();
+        for range in raw.split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let essence = parts.next().unwrap_or("");
+            let params: Vec<(&str, &str)> = parts.filter_map(|p| p.split_once('=')).collect();
+            let param = |k: &str| params.iter().find(|(pk, _)| *pk == k).map(|(_, v)| *v);
+            if essence != "application/json" {
+                continue;
+            }
+            match (param("as"), param("g"), param("v")) {
+                (Some("Table"), Some("meta.k8s.io"), Some("v1" | "v1beta1")) => {
+                    out.table = true;
+                    return out;
+                }
+                (Some("APIGroupDiscoveryList"), Some("apidiscovery.k8s.io"), Some(v)) => {
+                    let version = match v {
+                        "v2" => AggregatedDiscovery::V2,
+                        "v2beta1" => AggregatedDiscovery::V2Beta1,
+                        _ => continue,
+                    };
+                    out.aggregated = Some(version);
+                    return out;
+                }
+                (None, _, _) => return out,
+                _ => continue,
+            }
+        }
+        out
+    }
+}
+
+/// The field manager of a write: `?fieldManager=`, else the User-Agent's program name
+/// (`kubectl/v1.33.1 (linux/amd64)` → `kubectl`), as `prefixFromUserAgent` does.
+pub fn field_manager(query: &Query, headers: &HeaderMap) -> String {
+    if let Some(m) = query.non_empty("fieldManager") {
+        return m.to_string();
+    }
+    headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|ua| ua.split('/').next())
+        .filter(|s| !s.is_empty())
+        .unwrap_or("unknown")
+        .to_string()
+}
+
+/// The essence of the request `Content-Type` (`application/json` when absent).
+pub fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "application/json".to_string())
+}
+
+/// Decodes a POST/PUT body as JSON or YAML by its content type; 415 for anything else.
+/// `expected` names the kind for the error message (`must be of type Deployment`).
+pub fn decode_body(headers: &HeaderMap, body: &[u8], expected: &str) -> Result<Value> {
+    let ct = content_type(headers);
+    match ct.as_str() {
+        "application/json" | "*/*" => decode_json(body, expected),
+        "application/yaml" | "application/x-yaml" | "text/yaml" => decode_yaml(body, expected),
+        other => Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
+        ))),
+    }
+}
+
+fn summarize(body: &[u8]) -> String {
+    let s = String::from_utf8_lossy(body);
+    let mut out: String = s.chars().take(30).collect();
+    if s.chars().count() > 30 {
+        out.push_str(" ...");
+    }
+    out
+}
+
+fn unrecognized(expected: &str, err: impl std::fmt::Display, body: &[u8]) -> ApiError {
+    ApiError::BadRequest(format!(
+        "the object provided is unrecognized (must be of type {expected}): {err} ({})",
+        summarize(body)
+    ))
+}
+
+/// Decodes a JSON body into an object (400 when it is not a JSON object).
+pub fn decode_json(body: &[u8], expected: &str) -> Result<Value> {
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        unrecognized(
+            expected,
+            format!("couldn't get version/kind; json parse error: {e}"),
+            body,
+        )
+    })?;
+    require_object(v, expected, body)
+}
+
+/// Decodes a YAML body into an object (400 when it is not a mapping).
+pub fn decode_yaml(body: &[u8], expected: &str) -> Result<Value> {
+    let v: Value = serde_norway::from_slice(body)
+        .map_err(|e| unrecognized(expected, format!("yaml: {e}"), body))?;
+    require_object(v, expected, body)
+}
+
+fn require_object(v: Value, expected: &str, body: &[u8]) -> Result<Value> {
+    if v.is_object() {
+        Ok(v)
+    } else {
+        Err(unrecognized(
+            expected,
+            "couldn't get version/kind; json parse error: expected an object",
+            body,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn routes_split_like_request_info() {
+        assert_eq!(Route::parse("/api/"), Route::CoreVersions);
+        assert_eq!(
+            Route::parse("/apis/apps/v1/"),
+            Route::Resources(GroupVersion::new("apps", "v1"))
+        );
+        let Route::Resource(p) = Route::parse("/apis/apps/v1/namespaces/ns/deployments/d/scale")
+        else {
+            panic!("not a resource route");
+        };
+        assert_eq!(p.namespace.as_deref(), Some("ns"));
+        assert_eq!(p.name.as_deref(), Some("d"));
+        assert_eq!(p.subresource.as_deref(), Some("scale"));
+        let Route::Resource(ns) = Route::parse("/api/v1/namespaces/foo/status") else {
+            panic!("not a resource route");
+        };
+        assert_eq!(
+            (
+                ns.resource.as_str(),
+                ns.name.as_deref(),
+                ns.subresource.as_deref()
+            ),
+            ("namespaces", Some("foo"), Some("status"))
+        );
+        let Route::Resource(all) = Route::parse("/api/v1/pods") else {
+            panic!("not a resource route");
+        };
+        assert_eq!(all.namespace, None);
+        assert_eq!(Route::parse("/nope"), Route::NotFound);
+    }
+
+    #[test]
+    fn accept_prefers_the_first_supported_entry() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "accept",
+            HeaderValue::from_static(
+                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+            ),
+        );
+        assert!(Accept::parse(&h).table);
+        h.insert("accept", HeaderValue::from_static("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"));
+        assert_eq!(Accept::parse(&h).aggregated, Some(AggregatedDiscovery::V2));
+        h.insert("accept", HeaderValue::from_static("application/json, */*"));
+        assert_eq!(Accept::parse(&h), Accept::default());
+        h.insert(
+            "accept",
+            HeaderValue::from_static("application/vnd.kubernetes.protobuf,application/json"),
+        );
+        assert_eq!(Accept::parse(&h), Accept::default());
+    }
+
+    #[test]
+    fn field_manager_falls_back_to_the_user_agent() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "user-agent",
+            HeaderValue::from_static("kubectl/v1.33.1 (linux/amd64) kubernetes/abc"),
+        );
+        assert_eq!(field_manager(&Query::parse(None), &h), "kubectl");
+        assert_eq!(
+            field_manager(&Query::parse(Some("fieldManager=me")), &h),
+            "me"
+        );
+    }
+
+    #[test]
+    fn bodies_decode_as_json_or_yaml() {
+        let mut h = HeaderMap::new();
+        assert!(decode_body(&h, b"{\"a\":1}", "Pod").is_ok());
+        assert!(matches!(
+            decode_body(&h, b"{", "Pod"),
+            Err(ApiError::BadRequest(_))
+        ));
+        h.insert("content-type", HeaderValue::from_static("application/yaml"));
+        assert_eq!(
+            decode_body(&h, b"a: 1\n", "Pod").ok(),
+            Some(serde_json::json!({"a": 1}))
+        );
+        h.insert("content-type", HeaderValue::from_static("text/plain"));
+        assert!(matches!(
+            decode_body(&h, b"x", "Pod"),
+            Err(ApiError::UnsupportedMediaType(_))
+        ));
+    }
+}

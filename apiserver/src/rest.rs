@@ -1,0 +1,399 @@
+//! What happens to an object before it is written: type checks, unknown-field validation,
+//! defaulting, server-owned metadata, the spec/status split, generation and managedFields.
+//!
+//! Mirrors `staging/src/k8s.io/apiserver/pkg/registry/rest/create.go` (`BeforeCreate`),
+//! `rest/update.go` (`BeforeUpdate`), the decoding steps of `endpoints/handlers/create.go` and
+//! `update.go`, and `storage/names/generate.go`. Everything here is a synchronous function over
+//! JSON values: the handlers call them inside the store's read-modify-write loop.
+//!
+//! ```text
+//! create: check_type → unknown_fields → default → before_create (name, uid, timestamps,
+//!         generation=1, status reset, validate_create, managedFields)
+//! update: check_type → unknown_fields → before_update (resourceVersion/uid checks, copy
+//!         server-owned metadata, keep status | take only status, default, validate_update,
+//!         generation+1 on spec change, managedFields)
+//! ```
+
+use crate::error::{ApiError, Result};
+use crate::meta::{self, MetaField};
+use crate::patch;
+use crate::registry::{DeletePolicy, ResourceInfo};
+use crate::request::FieldValidation;
+use crate::storage::{ObjectRef, target};
+use crate::strategy::{FieldError, FieldErrorKind};
+use rand::Rng;
+use serde_json::Value;
+
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePart {
+    /// The main resource: everything but `status` (for kinds with a status subresource).
+    Main,
+    /// The `/status` subresource: only `status`.
+    Status,
+    /// The `/scale` subresource: `spec.replicas` of the parent, written as a main update.
+    Scale,
+    /// `namespaces/{name}/finalize`: `spec.finalizers`, which main updates may not change.
+    Finalize,
+}
+
+impl WritePart {
+    /// The subresource recorded in managedFields.
+    pub fn subresource(self) -> Option<&'static str> {
+        match self {
+            WritePart::Main => None,
+            WritePart::Status => Some("status"),
+            WritePart::Scale => Some("scale"),
+            WritePart::Finalize => Some("finalize"),
+        }
+    }
+
+    /// Whether the strategy's `prepare_for_update` (main-resource rules) applies.
+    fn prepares_main_update(self) -> bool {
+        matches!(self, WritePart::Main | WritePart::Scale)
+    }
+}
+
+/// The per-request facts a write needs.
+#[derive(Debug, Clone)]
+pub struct WriteContext {
+    /// The field manager recorded in managedFields; `None` when server-side apply already did.
+    pub manager: Option<String>,
+    /// The server's time for this request.
+    pub now: jiff::Timestamp,
+    /// Which part is written.
+    pub part: WritePart,
+}
+
+/// Checks `apiVersion`/`kind` of a body against the resource, filling them in when absent
+/// (Kubernetes defaults them from the URL).
+pub fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
+    let expected_av = info.api_version();
+    let av = meta::api_version(obj).map(str::to_string);
+    let kind = meta::kind(obj).map(str::to_string);
+    if let Some(av) = &av
+        && *av != expected_av
+    {
+        return Err(ApiError::BadRequest(format!(
+            "the API version in the data ({av}) does not match the expected API version ({expected_av})"
+        )));
+    }
+    if let Some(k) = &kind
+        && *k != info.kind
+    {
+        let version = info.gvr.version.clone();
+        return Err(ApiError::BadRequest(format!(
+            "{k} in version \"{version}\" cannot be handled as a {}: the object provided is of kind {k}, not {}",
+            info.kind, info.kind
+        )));
+    }
+    meta::set_type(obj, &expected_av, &info.kind);
+    Ok(())
+}
+
+/// Unknown fields per `?fieldValidation=`: `Strict` refuses (400), `Warn` returns the
+/// `Warning` header texts, `Ignore` returns nothing. Defaulting drops the fields afterwards.
+pub fn unknown_fields(
+    info: &ResourceInfo,
+    obj: &Value,
+    mode: FieldValidation,
+) -> Result<Vec<String>> {
+    if mode == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let unknown = info.strategy.unknown_fields(obj);
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rendered: Vec<String> = unknown
+        .iter()
+        .map(|f| format!("unknown field \"{f}\""))
+        .collect();
+    match mode {
+        FieldValidation::Strict => Err(ApiError::BadRequest(format!(
+            "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
+            info.kind,
+            info.gvr.version,
+            info.kind,
+            rendered.join(", ")
+        ))),
+        _ => Ok(rendered),
+    }
+}
+
+/// Runs the strategy's defaulting; a decode failure is a 400 worded as Kubernetes'
+/// `transformDecodeError`.
+pub fn default(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
+    info.strategy.default(obj).map_err(|msg| {
+        ApiError::BadRequest(format!(
+            "{} in version \"{}\" cannot be handled as a {}: {msg}",
+            info.kind, info.gvr.version, info.kind
+        ))
+    })
+}
+
+/// `generateName` + 5 characters from Kubernetes' alphabet (no vowels, no confusable digits).
+pub fn generate_name(base: &str) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    const MAX_BASE: usize = 63 - 5;
+    let base: String = base.chars().take(MAX_BASE).collect();
+    let mut rng = rand::rng();
+    let suffix: String = (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect();
+    format!("{base}{suffix}")
+}
+
+fn invalid(info: &ResourceInfo, name: &str, errors: Vec<FieldError>) -> ApiError {
+    ApiError::Invalid {
+        target: target(info, name),
+        errors,
+    }
+}
+
+fn field_error(
+    kind: FieldErrorKind,
+    field: &str,
+    value: Option<String>,
+    detail: &str,
+) -> FieldError {
+    FieldError {
+        kind,
+        field: field.to_string(),
+        value,
+        detail: detail.to_string(),
+    }
+}
+
+/// Prepares a new object: namespace from the URL, name (or a generated one), uid,
+/// creationTimestamp, generation 1, status reset where the kind does so, validation, and a
+/// managedFields entry. `obj` has passed [`check_type`] and [`default`].
+pub fn before_create(
+    info: &ResourceInfo,
+    namespace: Option<&str>,
+    obj: &mut Value,
+    ctx: &WriteContext,
+) -> Result<()> {
+    if info.namespaced {
+        match (meta::namespace(obj), namespace) {
+            (Some(body), Some(url)) if body != url => {
+                return Err(ApiError::BadRequest(
+                    "the namespace of the provided object does not match the namespace sent on the request".into(),
+                ));
+            }
+            _ => meta::set_meta_str(obj, MetaField::Namespace, namespace),
+        }
+    } else {
+        meta::set_meta_str(obj, MetaField::Namespace, None);
+    }
+    if meta::name(obj).is_none() {
+        match meta::generate_name(obj).map(str::to_string) {
+            Some(base) => meta::set_meta_str(obj, MetaField::Name, Some(&generate_name(&base))),
+            None => {
+                return Err(invalid(
+                    info,
+                    "",
+                    vec![field_error(
+                        FieldErrorKind::Required,
+                        "metadata.name",
+                        None,
+                        "name or generateName is required",
+                    )],
+                ));
+            }
+        }
+    }
+    let name = meta::name(obj).unwrap_or_default().to_string();
+    check_path_segment(info, &name)?;
+    meta::set_meta_str(obj, MetaField::Uid, Some(&uuid::Uuid::new_v4().to_string()));
+    meta::set_meta_str(
+        obj,
+        MetaField::CreationTimestamp,
+        Some(&meta::format_time(ctx.now)),
+    );
+    meta::set_meta_str(obj, MetaField::ResourceVersion, None);
+    meta::set_meta_str(obj, MetaField::DeletionTimestamp, None);
+    meta::set_meta_i64(obj, MetaField::DeletionGracePeriodSeconds, None);
+    meta::set_meta_i64(obj, MetaField::Generation, Some(1));
+    if info.reset_status_on_create {
+        meta::set_status(obj, None);
+    }
+    default(info, obj)?;
+    info.strategy.prepare_for_create(obj);
+    let errors = info.strategy.validate_create(obj);
+    if !errors.is_empty() {
+        return Err(invalid(info, &name, errors));
+    }
+    if let Some(manager) = &ctx.manager {
+        patch::update_managed_fields(None, obj, &info.gvk(), manager, None, ctx.now);
+    }
+    Ok(())
+}
+
+/// A name must be usable as one URL path segment and one store key segment
+/// (`path.ValidatePathSegmentName`), whatever the kind's own name rules are.
+fn check_path_segment(info: &ResourceInfo, name: &str) -> Result<()> {
+    let problem = match name {
+        "." | ".." => Some(format!("may not be '{name}'")),
+        n if n.contains('/') => Some("may not contain '/'".to_string()),
+        n if n.contains('%') => Some("may not contain '%'".to_string()),
+        _ => None,
+    };
+    match problem {
+        Some(detail) => Err(invalid(
+            info,
+            name,
+            vec![field_error(
+                FieldErrorKind::Invalid,
+                "metadata.name",
+                Some(format!("{name:?}")),
+                &detail,
+            )],
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Prepares an update of `old` to `new`. Checks the resourceVersion and uid the client sent
+/// (409 on mismatch), keeps server-owned metadata, applies the spec/status split, defaults,
+/// validates, bumps generation on spec changes (kinds with status) and records managedFields.
+pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext) -> Result<Value> {
+    let info = &r.info;
+    if let Some(rv) = meta::resource_version(&new)
+        && Some(rv) != meta::resource_version(old)
+    {
+        return Err(r.modified());
+    }
+    if let (Some(uid), Some(old_uid)) = (meta::uid(&new), meta::uid(old))
+        && uid != old_uid
+    {
+        return Err(ApiError::Conflict {
+            target: r.target(),
+            detail: format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {old_uid}"
+            ),
+        });
+    }
+    let mut new = match ctx.part {
+        WritePart::Main | WritePart::Scale | WritePart::Finalize => {
+            let mut n = new;
+            if info.has_status() {
+                meta::set_status(&mut n, meta::status(old).cloned());
+            }
+            n
+        }
+        WritePart::Status => {
+            let mut n = old.clone();
+            meta::set_status(&mut n, meta::status(&new).cloned());
+            n
+        }
+    };
+    for f in MetaField::SERVER_OWNED {
+        meta::copy_meta(old, &mut new, f);
+    }
+    meta::copy_meta(old, &mut new, MetaField::Name);
+    meta::copy_meta(old, &mut new, MetaField::Namespace);
+    meta::copy_meta(old, &mut new, MetaField::ResourceVersion);
+    default(info, &mut new)?;
+    if ctx.part.prepares_main_update() {
+        info.strategy.prepare_for_update(&mut new, old);
+    }
+    if meta::deletion_timestamp(old).is_some() {
+        let before = meta::finalizers(old);
+        let added: Vec<String> = meta::finalizers(&new)
+            .into_iter()
+            .filter(|f| !before.contains(f))
+            .collect();
+        if !added.is_empty() {
+            return Err(invalid(
+                info,
+                &r.name,
+                vec![field_error(
+                    FieldErrorKind::Forbidden,
+                    "metadata.finalizers",
+                    None,
+                    &format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        added
+                            .iter()
+                            .map(|f| format!("{f:?}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )],
+            ));
+        }
+    }
+    let errors = info.strategy.validate_update(&new, old);
+    if !errors.is_empty() {
+        return Err(invalid(info, &r.name, errors));
+    }
+    if info.has_status()
+        && matches!(ctx.part, WritePart::Main | WritePart::Scale)
+        && meta::spec_part(&new) != meta::spec_part(old)
+    {
+        meta::set_meta_i64(
+            &mut new,
+            MetaField::Generation,
+            Some(meta::generation(old) + 1),
+        );
+    }
+    if let Some(manager) = &ctx.manager {
+        patch::update_managed_fields(
+            Some(old),
+            &mut new,
+            &info.gvk(),
+            manager,
+            ctx.part.subresource(),
+            ctx.now,
+        );
+    }
+    Ok(new)
+}
+
+/// Whether an object marked for deletion has no finalizers left and must now be removed
+/// (for namespaces, `spec.finalizers` must be empty too).
+pub fn finalized(info: &ResourceInfo, obj: &Value) -> bool {
+    meta::deletion_timestamp(obj).is_some()
+        && meta::finalizers(obj).is_empty()
+        && (info.delete_policy != DeletePolicy::Namespace || meta::spec_finalizers(obj).is_empty())
+        && (info.delete_policy != DeletePolicy::GracefulPod
+            || meta::deletion_grace_period_seconds(obj).unwrap_or(0) == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn generated_names_use_the_kubernetes_alphabet() {
+        let n = generate_name("web-");
+        assert_eq!(n.len(), 9);
+        assert!(n.starts_with("web-"));
+        assert!(
+            n[4..]
+                .chars()
+                .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c))
+        );
+        assert_eq!(generate_name(&"x".repeat(80)).len(), 63);
+    }
+
+    #[test]
+    fn type_checks_fill_in_and_refuse() {
+        let info = ResourceInfo::new("apps", "v1", "Deployment", "deployments", true);
+        let mut o = json!({});
+        assert!(check_type(&info, &mut o).is_ok());
+        assert_eq!(o["apiVersion"], "apps/v1");
+        let mut wrong = json!({"apiVersion": "v1", "kind": "Deployment"});
+        assert!(matches!(
+            check_type(&info, &mut wrong),
+            Err(ApiError::BadRequest(_))
+        ));
+        let mut wrong_kind = json!({"apiVersion": "apps/v1", "kind": "Pod"});
+        assert!(matches!(
+            check_type(&info, &mut wrong_kind),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+}

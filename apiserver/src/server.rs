@@ -1,0 +1,426 @@
+//! Serving: the shared state, the router, and the `run`/`serve` entry points with graceful
+//! shutdown.
+//!
+//! Mirrors `staging/src/k8s.io/apiserver/pkg/server/` (`genericapiserver.go`'s
+//! `PrepareRun().Run(stopCh)`, the handler chain, `/healthz`, `/livez`, `/readyz`) in the shape
+//! of mini-redis' `server::run`: a library that takes a bound listener and a shutdown signal.
+//!
+//! ```text
+//!   TcpListener ─▶ axum ─▶ dispatch(path) ─┬─ /version, /healthz, /livez, /readyz
+//!                                          ├─ /api, /apis, /apis/{g}[/{v}]  (discovery)
+//!                                          ├─ /openapi/v3[/...]
+//!                                          └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::resource
+//!   shutdown token cancelled ─▶ watch streams end ─▶ connections drain ─▶ tasks joined
+//! ```
+
+use crate::discovery;
+use crate::error::{ApiError, Result};
+use crate::handlers;
+use crate::openapi::{self, OpenApiKind};
+use crate::registry::Registry;
+use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
+use crate::storage::Storage;
+use crate::watch_cache::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_CAPACITY, WatchCache};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use store::Backend;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How `miniplane apiserver` is configured.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the store keeps its data.
+    pub data_dir: PathBuf,
+    /// Address to listen on (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Acknowledge writes before they are on disk (tests, benchmarks).
+    pub no_fsync: bool,
+    /// Tunables of the serving path.
+    pub options: ServerOptions,
+}
+
+/// Tunables of the serving path (defaults as in Kubernetes where it has one).
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK event.
+    pub bookmark_interval: Duration,
+    /// How long a watch without `timeoutSeconds` stays open.
+    pub default_watch_timeout: Duration,
+    /// Events each resource's watch cache keeps.
+    pub watch_cache_capacity: usize,
+    /// Events queued per watch client before it is cut off.
+    pub watch_client_buffer: usize,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(30 * 60),
+            watch_cache_capacity: DEFAULT_RING_CAPACITY,
+            watch_client_buffer: DEFAULT_CLIENT_BUFFER,
+        }
+    }
+}
+
+/// Errors of starting or running the server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] store::Error),
+    /// Creating the initial namespaces failed.
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+    /// Serving HTTP failed.
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+struct Inner {
+    registry: Arc<Registry>,
+    storage: Storage,
+    watch_cache: WatchCache,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+    options: ServerOptions,
+}
+
+/// Everything a request handler needs, cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+impl AppState {
+    /// State over `backend` with the built-in resources. Tasks it starts (watch caches, watch
+    /// streams) stop when `shutdown` is cancelled.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        options: ServerOptions,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let tasks = TaskTracker::new();
+        let watch_cache = WatchCache::new(
+            backend.clone(),
+            tasks.clone(),
+            shutdown.clone(),
+            options.watch_cache_capacity,
+            options.watch_client_buffer,
+        );
+        AppState(Arc::new(Inner {
+            registry: Arc::new(Registry::builtin()),
+            storage: Storage::new(backend),
+            watch_cache,
+            tasks,
+            shutdown,
+            options,
+        }))
+    }
+
+    /// The resource registry (rows may be added at run time).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.0.registry
+    }
+
+    /// The store, as objects.
+    pub fn storage(&self) -> &Storage {
+        &self.0.storage
+    }
+
+    /// The watch caches.
+    pub fn watch_cache(&self) -> &WatchCache {
+        &self.0.watch_cache
+    }
+
+    /// The owner of every task the server spawns.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.0.tasks
+    }
+
+    /// Cancelled when the server shuts down.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.0.shutdown
+    }
+
+    /// The serving tunables.
+    pub fn options(&self) -> &ServerOptions {
+        &self.0.options
+    }
+
+    /// The server's clock.
+    pub fn now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
+
+    /// Creates the namespaces every cluster has (`default`, `kube-system`, `kube-public`,
+    /// `kube-node-lease`) if they are missing, as kube-apiserver's bootstrap controller does.
+    pub async fn bootstrap(&self) -> Result<()> {
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            handlers::create::ensure_namespace(self, ns).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every spawned task (after `shutdown` was cancelled).
+    pub async fn wait_for_tasks(&self) {
+        self.0.tasks.close();
+        self.0.tasks.wait().await;
+    }
+}
+
+/// The HTTP router (no socket: tests call it with `tower::ServiceExt::oneshot`).
+pub fn router(state: AppState) -> Router {
+    Router::new().fallback(dispatch).with_state(state)
+}
+
+/// Serves on an already-bound listener until `shutdown` is cancelled, then drains open
+/// requests, ends watches and joins every task.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    backend: Arc<dyn Backend>,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    serve_with(listener, backend, ServerOptions::default(), shutdown).await
+}
+
+/// [`serve`] with explicit tunables.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    backend: Arc<dyn Backend>,
+    options: ServerOptions,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    let state = AppState::new(backend, options, shutdown.clone());
+    state
+        .bootstrap()
+        .await
+        .map_err(|e| ServeError::Bootstrap(e.to_string()))?;
+    let app = router(state.clone());
+    let token = shutdown.clone();
+    let result = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { token.cancelled().await })
+        .await;
+    shutdown.cancel();
+    state.wait_for_tasks().await;
+    result.map_err(ServeError::Io)
+}
+
+/// A bound server, so the caller can learn the port before serving (port 0).
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    store: Arc<store::Store>,
+    options: ServerOptions,
+}
+
+/// How long the store keeps history for watches and consistent lists, like kube-apiserver's
+/// default `--etcd-compaction-interval` of 5 minutes.
+const HISTORY_RETENTION: Duration = Duration::from_secs(5 * 60);
+
+impl Server {
+    /// Opens the store in the data directory (failing if another process holds it) and binds
+    /// the listen address.
+    pub async fn bind(config: Config) -> Result<Server, ServeError> {
+        let mut store_config = store::StoreConfig::new(&config.data_dir);
+        store_config.fsync = !config.no_fsync;
+        store_config.auto_compaction = store::AutoCompaction {
+            retain_revisions: None,
+            retain_duration: Some(HISTORY_RETENTION),
+            interval: Duration::from_secs(10),
+        };
+        let store = Arc::new(store::Store::open(store_config).await?);
+        let listener = match tokio::net::TcpListener::bind(config.listen).await {
+            Ok(l) => l,
+            Err(source) => {
+                let _ = store.close().await;
+                return Err(ServeError::Bind {
+                    addr: config.listen,
+                    source,
+                });
+            }
+        };
+        Ok(Server {
+            listener,
+            store,
+            options: config.options,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
+        Ok(self.listener.local_addr()?)
+    }
+
+    /// Serves until `shutdown` is cancelled, then closes the store.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
+        let backend: Arc<dyn Backend> = self.store.clone();
+        let served = serve_with(self.listener, backend, self.options, shutdown).await;
+        let closed = self.store.close().await;
+        served?;
+        closed?;
+        Ok(())
+    }
+}
+
+/// Binds and serves until `shutdown` is cancelled (`miniplane apiserver`).
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServeError> {
+    Server::bind(config).await?.run(shutdown).await
+}
+
+/// A JSON response.
+pub fn json_response(code: StatusCode, body: &Value) -> Response {
+    json_response_as(code, body, "application/json")
+}
+
+/// A JSON response with a specific content type.
+pub fn json_response_as(code: StatusCode, body: &Value, content_type: &'static str) -> Response {
+    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    let mut resp = (code, bytes).into_response();
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
+    match route(state, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
+}
+
+fn text_ok() -> Response {
+    let mut resp = (StatusCode::OK, "ok").into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    resp
+}
+
+fn openapi_kinds(reg: &Registry, gv: &crate::gvk::GroupVersion) -> Vec<OpenApiKind> {
+    reg.snapshot()
+        .iter()
+        .filter(|r| r.group_version() == *gv)
+        .map(|r| OpenApiKind {
+            gvk: r.gvk(),
+            plural: r.gvr.resource.clone(),
+            namespaced: r.namespaced,
+            subresources: r
+                .subresources
+                .iter()
+                .map(|s| s.name().to_string())
+                .collect(),
+            schema: None,
+        })
+        .collect()
+}
+
+async fn route(state: AppState, req: Request) -> Result<Response> {
+    let (parts, body) = req.into_parts();
+    let route = Route::parse(parts.uri.path());
+    let query = Query::parse(parts.uri.query());
+    let accept = Accept::parse(&parts.headers);
+    let reg = state.registry().clone();
+    let get_only = |resp: Response| -> Result<Response> {
+        if parts.method == Method::GET || parts.method == Method::HEAD {
+            Ok(resp)
+        } else {
+            Err(ApiError::MethodNotAllowed(format!(
+                "the server does not allow this method on the requested resource ({})",
+                parts.method
+            )))
+        }
+    };
+    match route {
+        Route::Version => get_only(json_response(StatusCode::OK, &discovery::version())),
+        Route::Health => get_only(text_ok()),
+        Route::CoreVersions => get_only(match accept.aggregated {
+            Some(v) => json_response_as(
+                StatusCode::OK,
+                &discovery::aggregated(&reg, true, v),
+                v.content_type(),
+            ),
+            None => json_response(StatusCode::OK, &discovery::core_versions()),
+        }),
+        Route::Groups => get_only(match accept.aggregated {
+            Some(v) => json_response_as(
+                StatusCode::OK,
+                &discovery::aggregated(&reg, false, v),
+                v.content_type(),
+            ),
+            None => json_response(StatusCode::OK, &discovery::group_list(&reg)),
+        }),
+        Route::Group(g) => {
+            let body = discovery::group(&reg, &g).ok_or(ApiError::PathNotFound)?;
+            get_only(json_response(StatusCode::OK, &body))
+        }
+        Route::Resources(gv) => {
+            let body = discovery::resource_list(&reg, &gv).ok_or(ApiError::PathNotFound)?;
+            get_only(json_response(StatusCode::OK, &body))
+        }
+        Route::OpenApiIndex => {
+            let docs: Vec<_> = reg
+                .group_versions()
+                .into_iter()
+                .map(|gv| {
+                    let doc = openapi::document(&gv, &openapi_kinds(&reg, &gv));
+                    (gv, doc)
+                })
+                .collect();
+            get_only(json_response(StatusCode::OK, &openapi::index(&docs)))
+        }
+        Route::OpenApiDocument(gv) => {
+            if !reg.serves(&gv) {
+                return Err(ApiError::PathNotFound);
+            }
+            get_only(json_response(
+                StatusCode::OK,
+                &openapi::document(&gv, &openapi_kinds(&reg, &gv)),
+            ))
+        }
+        Route::Resource(path) => {
+            let too_large = parts
+                .headers
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<usize>().ok())
+                .is_some_and(|n| n > MAX_BODY_BYTES);
+            if too_large {
+                return Err(ApiError::RequestEntityTooLarge {
+                    limit: MAX_BODY_BYTES,
+                });
+            }
+            let bytes = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
+                .await
+                .map_err(|_| ApiError::RequestEntityTooLarge {
+                    limit: MAX_BODY_BYTES,
+                })?;
+            handlers::resource(handlers::RequestContext {
+                state,
+                method: parts.method,
+                path,
+                query,
+                headers: parts.headers,
+                accept,
+                body: bytes,
+            })
+            .await
+        }
+        Route::NotFound => Err(ApiError::PathNotFound),
+    }
+}

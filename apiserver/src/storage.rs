@@ -1,0 +1,380 @@
+//! Objects in the store: keys, encoding, and the compare-and-swap writes every verb is built on.
+//!
+//! Mirrors `staging/src/k8s.io/apiserver/pkg/storage/etcd3/store.go`:
+//!
+//! ```text
+//!   key   /registry/<group or "core">/<resource>/<namespace>/<name>   (cluster-scoped: no namespace)
+//!   value the object as JSON, without metadata.resourceVersion
+//!   resourceVersion = the key's mod_revision, filled in on every read
+//!
+//!   create  txn { if absent(key)            then put  else get }  → 409 AlreadyExists
+//!   update  txn { if mod_revision(key)==rv  then put  else get }  → retry or 409 Conflict
+//!   delete  txn { if mod_revision(key)==rv  then del  else get }
+//! ```
+//!
+//! [`Storage::guaranteed_update`] is `GuaranteedUpdate`: read, run a pure function over the
+//! current object, write with a compare on the revision that was read, and retry when another
+//! writer got there first. The function decides; this module only moves bytes.
+
+use crate::error::{ApiError, ErrorTarget, Result};
+use crate::meta::{self, MetaField};
+use crate::registry::ResourceInfo;
+use bytes::Bytes;
+use serde_json::Value;
+use std::sync::Arc;
+use store::{Backend, Compare, KeyRange, Op, OpResponse, RangeRequest, Revision, Txn};
+
+/// How many times a read-modify-write is retried when other writers keep winning.
+const MAX_UPDATE_ATTEMPTS: usize = 16;
+
+/// One object's address: its resource row, namespace and name.
+#[derive(Debug, Clone)]
+pub struct ObjectRef {
+    /// The resource.
+    pub info: Arc<ResourceInfo>,
+    /// The namespace (None for cluster-scoped resources).
+    pub namespace: Option<String>,
+    /// The name.
+    pub name: String,
+}
+
+impl ObjectRef {
+    /// The store key.
+    pub fn key(&self) -> Bytes {
+        let mut k = prefix(&self.info, self.namespace.as_deref());
+        k.push_str(&self.name);
+        Bytes::from(k)
+    }
+
+    /// The error target naming this object.
+    pub fn target(&self) -> ErrorTarget {
+        target(&self.info, &self.name)
+    }
+
+    /// `404 NotFound` for this object.
+    pub fn not_found(&self) -> ApiError {
+        ApiError::NotFound {
+            target: self.target(),
+        }
+    }
+
+    /// `409 Conflict` "the object has been modified" for this object.
+    pub fn modified(&self) -> ApiError {
+        ApiError::Conflict {
+            target: self.target(),
+            detail: "the object has been modified; please apply your changes to the latest version and try again".into(),
+        }
+    }
+}
+
+/// The error target for an object of `info` named `name`.
+pub fn target(info: &ResourceInfo, name: &str) -> ErrorTarget {
+    ErrorTarget {
+        group: info.gvr.group.clone(),
+        resource: info.gvr.resource.clone(),
+        kind: info.kind.clone(),
+        name: name.to_string(),
+    }
+}
+
+/// The key prefix of a resource, optionally narrowed to one namespace; ends with `/`.
+pub fn prefix(info: &ResourceInfo, namespace: Option<&str>) -> String {
+    let group = if info.gvr.group.is_empty() {
+        "core"
+    } else {
+        info.gvr.group.as_str()
+    };
+    match namespace.filter(|_| info.namespaced) {
+        Some(ns) => format!("/registry/{group}/{}/{ns}/", info.gvr.resource),
+        None => format!("/registry/{group}/{}/", info.gvr.resource),
+    }
+}
+
+/// Decodes a stored value and sets its resourceVersion.
+pub fn decode(value: &[u8], revision: Revision) -> Result<Value> {
+    let mut obj: Value = serde_json::from_slice(value)
+        .map_err(|e| ApiError::Internal(format!("stored object is not JSON: {e}")))?;
+    meta::set_meta_str(
+        &mut obj,
+        MetaField::ResourceVersion,
+        Some(&revision.0.to_string()),
+    );
+    Ok(obj)
+}
+
+fn encode(obj: &Value) -> Result<Bytes> {
+    let mut obj = obj.clone();
+    meta::set_meta_str(&mut obj, MetaField::ResourceVersion, None);
+    serde_json::to_vec(&obj)
+        .map(Bytes::from)
+        .map_err(|e| ApiError::Internal(format!("encode: {e}")))
+}
+
+/// What a read-modify-write decided to do with the current object.
+#[derive(Debug)]
+pub enum Update {
+    /// Write this object (create it if it did not exist).
+    Put(Value),
+    /// Delete the object; the value is what the client is answered with.
+    Delete(Value),
+    /// Change nothing; answer with this object.
+    Keep(Value),
+}
+
+/// What a read-modify-write did.
+#[derive(Debug)]
+pub struct Updated {
+    /// The resulting object (with its new resourceVersion when written).
+    pub object: Value,
+    /// Whether the object was created by this write.
+    pub created: bool,
+    /// Whether the object was deleted by this write.
+    pub deleted: bool,
+}
+
+/// A page of a list.
+#[derive(Debug)]
+pub struct Page {
+    /// The objects, in key order.
+    pub items: Vec<Value>,
+    /// The revision the list was read at.
+    pub revision: Revision,
+    /// The key to continue from, when more keys remain.
+    pub next_key: Option<Bytes>,
+}
+
+/// The store, seen as Kubernetes objects.
+#[derive(Clone)]
+pub struct Storage {
+    backend: Arc<dyn Backend>,
+}
+
+impl Storage {
+    /// Wraps a backend.
+    pub fn new(backend: Arc<dyn Backend>) -> Self {
+        Storage { backend }
+    }
+
+    /// The backend (for watches).
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Reads one object.
+    pub async fn get(&self, r: &ObjectRef) -> Result<Option<Value>> {
+        let resp = self.backend.get(&r.key(), None).await?;
+        resp.kv
+            .map(|kv| decode(&kv.value, kv.mod_revision))
+            .transpose()
+    }
+
+    /// Reads objects under `prefix` from `start` on, at `revision` (latest when `None`), until
+    /// `want` objects pass `keep` or the keys run out. `want == 0` means everything.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        start: Option<Bytes>,
+        revision: Option<Revision>,
+        want: usize,
+        keep: &(dyn Fn(&Value) -> bool + Sync),
+    ) -> Result<Page> {
+        let mut items = Vec::new();
+        let mut start = start;
+        let mut revision = revision;
+        loop {
+            let batch = if want == 0 { None } else { Some(want.max(64)) };
+            let resp = self
+                .backend
+                .range(RangeRequest {
+                    range: KeyRange::Prefix(Bytes::from(prefix.to_string())),
+                    start: start.clone(),
+                    limit: batch,
+                    revision,
+                })
+                .await
+                .map_err(list_error)?;
+            // Every batch of one list is read at the revision of the first.
+            revision = Some(resp.revision);
+            let mut last_key = None;
+            for kv in &resp.kvs {
+                last_key = Some(kv.key.clone());
+                let obj = decode(&kv.value, kv.mod_revision)?;
+                if keep(&obj) {
+                    items.push(obj);
+                    if want != 0 && items.len() == want {
+                        let next = next_key_after(&kv.key);
+                        let more = resp.more
+                            || kv.key != resp.kvs.last().map(|l| l.key.clone()).unwrap_or_default();
+                        return Ok(Page {
+                            items,
+                            revision: resp.revision,
+                            next_key: more.then_some(next),
+                        });
+                    }
+                }
+            }
+            match (resp.more, last_key) {
+                (true, Some(k)) => start = Some(next_key_after(&k)),
+                _ => {
+                    return Ok(Page {
+                        items,
+                        revision: resp.revision,
+                        next_key: None,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Creates an object; 409 AlreadyExists if the name is taken.
+    pub async fn create(&self, r: &ObjectRef, obj: &Value) -> Result<Value> {
+        let key = r.key();
+        let resp = self
+            .backend
+            .txn(Txn {
+                compares: vec![Compare::absent(key.clone())],
+                success: vec![Op::Put {
+                    key: key.clone(),
+                    value: encode(obj)?,
+                }],
+                failure: vec![],
+            })
+            .await
+            .map_err(write_error)?;
+        if !resp.succeeded {
+            return Err(ApiError::AlreadyExists { target: r.target() });
+        }
+        let mut out = obj.clone();
+        meta::set_meta_str(
+            &mut out,
+            MetaField::ResourceVersion,
+            Some(&resp.revision.0.to_string()),
+        );
+        Ok(out)
+    }
+
+    /// Read-modify-write with retries (`GuaranteedUpdate`). `decide` gets the current object
+    /// (None if absent) and returns what to do; it is re-run on a concurrent change. With
+    /// `dry_run` nothing is written and the decided object is returned.
+    pub async fn guaranteed_update(
+        &self,
+        r: &ObjectRef,
+        dry_run: bool,
+        mut decide: impl FnMut(Option<Value>) -> Result<Update>,
+    ) -> Result<Updated> {
+        let key = r.key();
+        for _ in 0..MAX_UPDATE_ATTEMPTS {
+            let current = self.backend.get(&key, None).await?;
+            let (existing, read_rev) = match current.kv {
+                Some(kv) => (Some(decode(&kv.value, kv.mod_revision)?), kv.mod_revision),
+                None => (None, Revision::ZERO),
+            };
+            let existed = existing.is_some();
+            let update = decide(existing.clone())?;
+            let compare = if existed {
+                Compare::mod_revision_eq(key.clone(), read_rev)
+            } else {
+                Compare::absent(key.clone())
+            };
+            let (op, object, deleted) = match update {
+                Update::Keep(obj) => {
+                    return Ok(Updated {
+                        object: obj,
+                        created: false,
+                        deleted: false,
+                    });
+                }
+                Update::Put(obj) => {
+                    // Unchanged objects are not rewritten (etcd3 store: no new revision).
+                    if let Some(old) = &existing
+                        && encode(old)? == encode(&obj)?
+                    {
+                        return Ok(Updated {
+                            object: old.clone(),
+                            created: false,
+                            deleted: false,
+                        });
+                    }
+                    let value = encode(&obj)?;
+                    (
+                        Op::Put {
+                            key: key.clone(),
+                            value,
+                        },
+                        obj,
+                        false,
+                    )
+                }
+                Update::Delete(obj) => {
+                    if !existed {
+                        return Err(r.not_found());
+                    }
+                    (Op::Delete { key: key.clone() }, obj, true)
+                }
+            };
+            if dry_run {
+                return Ok(Updated {
+                    object,
+                    created: !existed,
+                    deleted,
+                });
+            }
+            let resp = self
+                .backend
+                .txn(Txn {
+                    compares: vec![compare],
+                    success: vec![op],
+                    failure: vec![Op::Get { key: key.clone() }],
+                })
+                .await
+                .map_err(write_error)?;
+            if resp.succeeded {
+                let mut object = object;
+                meta::set_meta_str(
+                    &mut object,
+                    MetaField::ResourceVersion,
+                    Some(&resp.revision.0.to_string()),
+                );
+                return Ok(Updated {
+                    object,
+                    created: !existed,
+                    deleted,
+                });
+            }
+            if let Some(OpResponse::Get { kv: None }) = resp.responses.first()
+                && existed
+                && deleted
+            {
+                return Err(r.not_found());
+            }
+        }
+        Err(r.modified())
+    }
+}
+
+/// The smallest key after `key` (to continue a range past it).
+fn next_key_after(key: &[u8]) -> Bytes {
+    let mut k = key.to_vec();
+    k.push(0);
+    Bytes::from(k)
+}
+
+fn list_error(e: store::Error) -> ApiError {
+    match e {
+        store::Error::Compacted { .. } => {
+            ApiError::Expired("The resourceVersion for the provided list is too old.".into())
+        }
+        store::Error::FutureRevision { requested, current } => ApiError::TooLargeResourceVersion {
+            requested: requested.0,
+            current: current.0,
+        },
+        other => other.into(),
+    }
+}
+
+fn write_error(e: store::Error) -> ApiError {
+    match e {
+        store::Error::ValueTooLarge { limit, .. } => ApiError::RequestEntityTooLarge { limit },
+        other => other.into(),
+    }
+}

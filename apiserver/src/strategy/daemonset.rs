@@ -1,0 +1,306 @@
+//! apps/v1 DaemonSet (`pkg/apis/apps/v1/defaults.go` `SetDefaults_DaemonSet`,
+//! `pkg/apis/apps/validation/validation.go` `ValidateDaemonSetSpec`,
+//! `ValidateDaemonSetUpdateStrategy`, `ValidateRollingUpdateDaemonSet`, and `printDaemonSet` in
+//! `pkg/printers/internalversion/printers.go`).
+
+use super::field::{FieldPath, Rendered, go_quote, validate_nonnegative};
+use super::pod_spec::default_pod_template;
+use super::selector::format_labels;
+use super::table::{age_column, column, int, text};
+use super::typed::{KindRules, age};
+use super::workload::{
+    DeadlineRule, go_render_int_or_string, int_or_percent_value,
+    validate_not_more_than_100_percent, validate_positive_int_or_percent,
+    validate_selector_and_template, validate_selector_unchanged, wide_cells, wide_columns,
+};
+use super::{FieldError, TableColumn};
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde_json::Value;
+
+/// The DaemonSet rules.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DaemonSetRules;
+
+impl KindRules for DaemonSetRules {
+    type Object = DaemonSet;
+    const STATUS_SUBRESOURCE: bool = true;
+
+    fn set_defaults(&self, obj: &mut DaemonSet) {
+        let spec = obj.spec.get_or_insert_with(Default::default);
+        let strategy = spec
+            .update_strategy
+            .get_or_insert_with(DaemonSetUpdateStrategy::default);
+        if strategy.type_.as_deref().unwrap_or("").is_empty() {
+            strategy.type_ = Some("RollingUpdate".to_owned());
+        }
+        if strategy.type_.as_deref() == Some("RollingUpdate") {
+            let ru = strategy
+                .rolling_update
+                .get_or_insert_with(RollingUpdateDaemonSet::default);
+            ru.max_unavailable.get_or_insert(IntOrString::Int(1));
+            ru.max_surge.get_or_insert(IntOrString::Int(0));
+        }
+        spec.revision_history_limit.get_or_insert(10);
+        default_pod_template(&mut spec.template);
+    }
+
+    fn validate(&self, obj: &DaemonSet) -> Vec<FieldError> {
+        let path = FieldPath::new("spec");
+        let spec = obj.spec.clone().unwrap_or_default();
+        let mut errs = validate_selector_and_template(
+            &spec.selector,
+            &spec.template,
+            &path,
+            DeadlineRule::Invalid("activeDeadlineSeconds in DaemonSet is not Supported"),
+        );
+        errs.extend(validate_nonnegative(
+            i64::from(spec.min_ready_seconds.unwrap_or(0)),
+            &path.child("minReadySeconds"),
+        ));
+        errs.extend(validate_update_strategy(
+            &spec.update_strategy.unwrap_or_default(),
+            &path.child("updateStrategy"),
+        ));
+        if let Some(limit) = spec.revision_history_limit {
+            errs.extend(validate_nonnegative(
+                i64::from(limit),
+                &path.child("revisionHistoryLimit"),
+            ));
+        }
+        errs
+    }
+
+    fn validate_update(&self, new: &DaemonSet, old: &DaemonSet) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        let selector = |d: &DaemonSet| {
+            d.spec
+                .as_ref()
+                .map(|s| s.selector.clone())
+                .unwrap_or_default()
+        };
+        errs.extend(validate_selector_unchanged(
+            &selector(new),
+            &selector(old),
+            &FieldPath::new("spec"),
+        ));
+        errs
+    }
+
+    fn table_columns(&self) -> Vec<TableColumn> {
+        let mut cols = vec![
+            column(
+                "Desired",
+                "integer",
+                "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
+                0,
+            ),
+            column(
+                "Current",
+                "integer",
+                "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+                0,
+            ),
+            column(
+                "Ready",
+                "integer",
+                "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
+                0,
+            ),
+            column(
+                "Up-to-date",
+                "integer",
+                "The total number of nodes that are running updated daemon pod",
+                0,
+            ),
+            column(
+                "Available",
+                "integer",
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
+                0,
+            ),
+            column(
+                "Node Selector",
+                "string",
+                "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node.",
+                0,
+            ),
+            age_column(),
+        ];
+        cols.extend(wide_columns());
+        cols
+    }
+
+    fn table_row(&self, obj: &DaemonSet, now: jiff::Timestamp) -> Vec<Value> {
+        let spec = obj.spec.clone().unwrap_or_default();
+        let status = obj.status.clone().unwrap_or_default();
+        let node_selector = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_selector.as_ref());
+        let mut row = vec![
+            int(status.desired_number_scheduled),
+            int(status.current_number_scheduled),
+            int(status.number_ready),
+            int(status.updated_number_scheduled.unwrap_or(0)),
+            int(status.number_available.unwrap_or(0)),
+            text(format_labels(node_selector)),
+            text(age(&obj.metadata, now)),
+        ];
+        row.extend(wide_cells(&spec.template, &spec.selector));
+        row
+    }
+}
+
+/// `ValidateDaemonSetUpdateStrategy` and `ValidateRollingUpdateDaemonSet`: exactly one of
+/// `maxSurge`/`maxUnavailable` is non-zero.
+fn validate_update_strategy(
+    strategy: &DaemonSetUpdateStrategy,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    match strategy.type_.as_deref().unwrap_or("") {
+        "OnDelete" => {}
+        "RollingUpdate" => {
+            let Some(ru) = &strategy.rolling_update else {
+                return vec![FieldError::required(&path.child("rollingUpdate"), "")];
+            };
+            let p = path.child("rollingUpdate");
+            let zero = IntOrString::Int(0);
+            let max_unavailable = ru.max_unavailable.as_ref().unwrap_or(&zero);
+            let max_surge = ru.max_surge.as_ref().unwrap_or(&zero);
+            errs.extend(validate_positive_int_or_percent(
+                max_unavailable,
+                &p.child("maxUnavailable"),
+            ));
+            errs.extend(validate_positive_int_or_percent(
+                max_surge,
+                &p.child("maxSurge"),
+            ));
+            errs.extend(validate_not_more_than_100_percent(
+                max_unavailable,
+                &p.child("maxUnavailable"),
+            ));
+            errs.extend(validate_not_more_than_100_percent(
+                max_surge,
+                &p.child("maxSurge"),
+            ));
+            let has_unavailable = int_or_percent_value(max_unavailable) != 0;
+            let has_surge = int_or_percent_value(max_surge) != 0;
+            if has_unavailable && has_surge {
+                errs.push(FieldError::invalid(
+                    &p.child("maxSurge"),
+                    go_render_int_or_string(max_surge),
+                    "may not be set when maxUnavailable is non-zero",
+                ));
+            } else if !has_unavailable && !has_surge {
+                errs.push(FieldError::required(
+                    &p.child("maxUnavailable"),
+                    "cannot be 0 when maxSurge is 0",
+                ));
+            }
+        }
+        other => errs.push(FieldError::not_supported(
+            path,
+            Rendered(go_quote(other)),
+            &["RollingUpdate", "OnDelete"],
+        )),
+    }
+    errs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::Strategy;
+    use crate::strategy::typed::Typed;
+    use serde_json::json;
+
+    fn ds() -> Value {
+        json!({
+            "metadata": {"name": "fluentd", "namespace": "kube-system", "creationTimestamp": "2024-01-01T00:00:00Z"},
+            "spec": {
+                "selector": {"matchLabels": {"name": "fluentd"}},
+                "template": {"metadata": {"labels": {"name": "fluentd"}},
+                             "spec": {"nodeSelector": {"kubernetes.io/os": "linux"}, "containers": [{"name": "f", "image": "fluentd:v1"}]}}
+            },
+            "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberReady": 2, "updatedNumberScheduled": 3, "numberAvailable": 2, "numberMisscheduled": 0}
+        })
+    }
+
+    #[test]
+    fn defaults_and_strategy_rules() {
+        let s = Typed(DaemonSetRules);
+        let mut obj = ds();
+        s.default(&mut obj).unwrap();
+        assert_eq!(
+            obj["spec"]["updateStrategy"],
+            json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}})
+        );
+        assert_eq!(obj["spec"]["revisionHistoryLimit"], json!(10));
+        assert!(s.validate_create(&obj).is_empty());
+        obj["spec"]["updateStrategy"]["rollingUpdate"] =
+            json!({"maxSurge": 1, "maxUnavailable": 1});
+        let errs: Vec<String> = s
+            .validate_create(&obj)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: intstr.IntOrString{Type:0, IntVal:1, StrVal:\"\"}: may not be set when maxUnavailable is non-zero"
+            ]
+        );
+        obj["spec"]["updateStrategy"] = json!({"type": "Sometimes"});
+        let errs: Vec<String> = s
+            .validate_create(&obj)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "spec.updateStrategy: Unsupported value: \"Sometimes\": supported values: \"RollingUpdate\", \"OnDelete\""
+            ]
+        );
+    }
+
+    #[test]
+    fn table_row() {
+        let s = Typed(DaemonSetRules);
+        let now: jiff::Timestamp = "2024-01-01T00:00:30Z".parse().unwrap();
+        let names: Vec<&str> = s.table_columns().iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "Desired",
+                "Current",
+                "Ready",
+                "Up-to-date",
+                "Available",
+                "Node Selector",
+                "Age",
+                "Containers",
+                "Images",
+                "Selector"
+            ]
+        );
+        assert_eq!(
+            s.table_row(&ds(), now),
+            vec![
+                json!(3),
+                json!(3),
+                json!(2),
+                json!(3),
+                json!(2),
+                json!("kubernetes.io/os=linux"),
+                json!("30s"),
+                json!("f"),
+                json!("fluentd:v1"),
+                json!("name=fluentd")
+            ]
+        );
+    }
+}

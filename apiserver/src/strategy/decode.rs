@@ -1,0 +1,201 @@
+//! Decoding request bodies into typed objects, as the API server's JSON serializer does
+//! (`staging/src/k8s.io/apimachinery/pkg/runtime/serializer/json/json.go` over
+//! `sigs.k8s.io/json`).
+//!
+//! Decoding into the `k8s-openapi` type and encoding back is what drops unknown fields, as Go's
+//! decoder does. Comparing the input with the round trip gives the unknown fields for
+//! `fieldValidation=Strict|Warn`, with the paths Kubernetes prints:
+//!
+//! ```text
+//! {"spec":{"template":{"spec":{"containers":[{"name":"a","imagePullPolicyy":"x"}]}}}}
+//!   => unknown field "spec.template.spec.containers[0].imagePullPolicyy"
+//! ```
+//!
+//! A value of the wrong JSON type is a 400 with Go's wording:
+//! `json: cannot unmarshal string into Go struct field Deployment.spec.replicas of type int32`.
+//! Unlike Go, the struct named is the kind, not the innermost Go struct (serde does not know
+//! Go's type names).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+/// Decodes `obj` into `K`. `apiVersion`/`kind` are filled in when absent so a body without
+/// them (the registry knows the kind from the URL) still decodes.
+pub fn decode<K>(obj: &Value) -> Result<K, String>
+where
+    K: k8s_openapi::Resource + DeserializeOwned,
+{
+    let mut obj = obj.clone();
+    let Some(map) = obj.as_object_mut() else {
+        return Err(format!(
+            "json: cannot unmarshal {} into Go value of type {}",
+            json_type_name(&obj),
+            K::KIND
+        ));
+    };
+    for (key, value) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
+        if map.get(key).is_none_or(Value::is_null) {
+            map.insert(key.to_owned(), Value::String(value.to_owned()));
+        }
+    }
+    serde_path_to_error::deserialize::<_, K>(&obj)
+        .map_err(|e| go_error::<K>(&e.path().to_string(), &e.inner().to_string()))
+}
+
+/// Encodes a typed object back to JSON.
+pub fn encode<K: Serialize>(obj: &K) -> Result<Value, String> {
+    serde_json::to_value(obj).map_err(|e| format!("encoding: {e}"))
+}
+
+/// The fields of `input` that the typed round trip `output` dropped, as dotted paths with list
+/// indexes (`spec.foo`, `spec.containers[0].bar`). Explicit `null`s are ignored, as Go ignores
+/// them.
+pub fn dropped_fields(input: &Value, output: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    walk(input, output, "", &mut out);
+    out
+}
+
+fn walk(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, output) {
+        (Value::Object(i), Value::Object(o)) => walk_object(i, o, path, out),
+        (Value::Array(i), Value::Array(o)) => {
+            for (n, (iv, ov)) in i.iter().zip(o).enumerate() {
+                walk(iv, ov, &format!("{path}[{n}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn walk_object(
+    input: &Map<String, Value>,
+    output: &Map<String, Value>,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    for (k, v) in input {
+        if v.is_null() {
+            continue;
+        }
+        let child = if path.is_empty() {
+            k.clone()
+        } else {
+            format!("{path}.{k}")
+        };
+        match output.get(k) {
+            Some(o) => walk(v, o, &child, out),
+            None => out.push(child),
+        }
+    }
+}
+
+fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// Rewrites serde's `invalid type: string "3", expected i32` into Go's
+/// `json: cannot unmarshal string into Go struct field Kind.path of type int32`.
+fn go_error<K: k8s_openapi::Resource>(path: &str, serde_msg: &str) -> String {
+    let Some(rest) = serde_msg.strip_prefix("invalid type: ") else {
+        return format!("json: {serde_msg} (at {path})");
+    };
+    let (found, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
+    let found = match found.split_whitespace().next().unwrap_or("") {
+        "string" => "string",
+        "integer" | "floating" => "number",
+        "boolean" => "bool",
+        "map" => "object",
+        "sequence" => "array",
+        "null" | "unit" => "null",
+        other => other,
+    };
+    let go_type = go_type_name(expected);
+    format!(
+        "json: cannot unmarshal {found} into Go struct field {}.{path} of type {go_type}",
+        K::KIND
+    )
+}
+
+fn go_type_name(expected: &str) -> String {
+    let expected = expected.trim();
+    let mapped = match expected {
+        "i32" => "int32",
+        "i64" => "int64",
+        "u32" => "uint32",
+        "u64" => "uint64",
+        "f64" => "float64",
+        "a boolean" | "bool" => "bool",
+        "a string" | "string" | "a borrowed string" => "string",
+        "a sequence" => "[]interface {}",
+        "a map" => "map[string]string",
+        _ => "",
+    };
+    if !mapped.is_empty() {
+        return mapped.to_owned();
+    }
+    // serde names structs `struct Container`; Go prints `v1.Container`.
+    match expected.strip_prefix("struct ") {
+        Some(name) => format!("v1.{name}"),
+        None => expected.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use serde_json::json;
+
+    #[test]
+    fn wrong_type_is_reported_as_go_does() {
+        let err = decode::<Deployment>(&json!({"spec": {"replicas": "3"}}))
+            .err()
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            "json: cannot unmarshal string into Go struct field Deployment.spec.replicas of type int32"
+        );
+        let err =
+            decode::<Deployment>(&json!({"spec": {"template": {"spec": {"containers": {}}}}}))
+                .err()
+                .unwrap_or_default();
+        assert!(
+            err.starts_with("json: cannot unmarshal object into Go struct field Deployment.spec.template.spec.containers of type"),
+            "{err}"
+        );
+        assert!(decode::<Deployment>(&json!([])).is_err());
+        assert!(decode::<Deployment>(&json!({"kind": "Pod"})).is_err());
+    }
+
+    #[test]
+    fn unknown_fields_have_kubernetes_paths() {
+        let input = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "a", "creationTimestamp": null, "foo": 1},
+            "spec": {"bar": true, "template": {"spec": {"containers": [
+                {"name": "c", "image": "nginx"},
+                {"name": "d", "imagePullPolicyy": "Always", "ports": [{"containerPort": 80, "x": 1}]}
+            ]}}}
+        });
+        let typed: Deployment = decode(&input).unwrap();
+        let output = encode(&typed).unwrap();
+        assert_eq!(
+            dropped_fields(&input, &output),
+            vec![
+                "metadata.foo",
+                "spec.bar",
+                "spec.template.spec.containers[1].imagePullPolicyy",
+                "spec.template.spec.containers[1].ports[0].x",
+            ]
+        );
+    }
+}

@@ -1,0 +1,268 @@
+//! core/v1 Node (`pkg/registry/core/node/strategy.go`, `SetDefaults_NodeStatus` in
+//! `pkg/apis/core/v1/defaults.go`, `ValidateNode` in `pkg/apis/core/validation/validation.go`,
+//! and `printNode`).
+//!
+//! STATUS is built from the `Ready` condition and `spec.unschedulable`: `Ready`, `NotReady`,
+//! `Unknown` (no Ready condition yet), with `,SchedulingDisabled` for a cordoned node. ROLES come
+//! from `node-role.kubernetes.io/<role>` labels.
+
+use super::field::FieldPath;
+use super::names::is_qualified_name;
+use super::table::{age_column, column, text};
+use super::typed::{KindRules, age};
+use super::{FieldError, TableColumn};
+use k8s_openapi::api::core::v1::Node;
+use serde_json::Value;
+use std::collections::BTreeSet;
+
+/// The Node rules.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NodeRules;
+
+impl KindRules for NodeRules {
+    type Object = Node;
+    const STATUS_SUBRESOURCE: bool = true;
+
+    fn set_defaults(&self, obj: &mut Node) {
+        if let Some(status) = obj.status.as_mut()
+            && status.allocatable.is_none()
+        {
+            status.allocatable.clone_from(&status.capacity);
+        }
+    }
+
+    fn validate(&self, obj: &Node) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        let path = FieldPath::new("spec").child("taints");
+        for (i, taint) in obj
+            .spec
+            .iter()
+            .flat_map(|s| s.taints.iter().flatten())
+            .enumerate()
+        {
+            let p = path.index(i);
+            for msg in is_qualified_name(&taint.key) {
+                errs.push(FieldError::invalid(&p.child("key"), &taint.key, &msg));
+            }
+            let effects = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+            if taint.effect.is_empty() {
+                errs.push(FieldError::required(&p.child("effect"), ""));
+            } else if !effects.contains(&taint.effect.as_str()) {
+                errs.push(FieldError::not_supported(
+                    &p.child("effect"),
+                    &taint.effect,
+                    &effects,
+                ));
+            }
+        }
+        errs
+    }
+
+    fn selectable_fields(&self, obj: &Node) -> Vec<(&'static str, String)> {
+        let unschedulable = obj
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
+        vec![("spec.unschedulable", unschedulable.to_string())]
+    }
+
+    fn table_columns(&self) -> Vec<TableColumn> {
+        vec![
+            column("Status", "string", "The status of the node", 0),
+            column("Roles", "string", "The roles of the node", 0),
+            age_column(),
+            column(
+                "Version",
+                "string",
+                "Kubelet Version reported by the node.",
+                0,
+            ),
+            column(
+                "Internal-IP",
+                "string",
+                "List of addresses reachable to the node. Queried from cloud provider, if available.",
+                1,
+            ),
+            column(
+                "External-IP",
+                "string",
+                "List of addresses reachable to the node. Queried from cloud provider, if available.",
+                1,
+            ),
+            column(
+                "OS-Image",
+                "string",
+                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+                1,
+            ),
+            column(
+                "Kernel-Version",
+                "string",
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+                1,
+            ),
+            column(
+                "Container-Runtime",
+                "string",
+                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+                1,
+            ),
+        ]
+    }
+
+    fn table_row(&self, obj: &Node, now: jiff::Timestamp) -> Vec<Value> {
+        let status = obj.status.clone().unwrap_or_default();
+        let mut states: Vec<String> = status
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| c.type_ == "Ready")
+            .take(1)
+            .map(|c| {
+                if c.status == "True" {
+                    "Ready".to_owned()
+                } else {
+                    "NotReady".to_owned()
+                }
+            })
+            .collect();
+        if states.is_empty() {
+            states.push("Unknown".to_owned());
+        }
+        if obj.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) {
+            states.push("SchedulingDisabled".to_owned());
+        }
+        let roles = node_roles(obj);
+        let info = status.node_info.clone().unwrap_or_default();
+        let address = |type_: &str| {
+            status
+                .addresses
+                .iter()
+                .flatten()
+                .find(|a| a.type_ == type_)
+                .map_or_else(|| "<none>".to_owned(), |a| a.address.clone())
+        };
+        let unknown_if_empty = |s: String| {
+            if s.is_empty() {
+                "<unknown>".to_owned()
+            } else {
+                s
+            }
+        };
+        vec![
+            text(states.join(",")),
+            text(if roles.is_empty() {
+                "<none>".to_owned()
+            } else {
+                roles.join(",")
+            }),
+            text(age(&obj.metadata, now)),
+            text(info.kubelet_version),
+            text(address("InternalIP")),
+            text(address("ExternalIP")),
+            text(unknown_if_empty(info.os_image)),
+            text(unknown_if_empty(info.kernel_version)),
+            text(unknown_if_empty(info.container_runtime_version)),
+        ]
+    }
+}
+
+/// `findNodeRoles`: `node-role.kubernetes.io/<role>` label keys and `kubernetes.io/role=<role>`
+/// label values, sorted.
+pub fn node_roles(node: &Node) -> Vec<String> {
+    let mut roles = BTreeSet::new();
+    for (k, v) in node.metadata.labels.iter().flatten() {
+        if let Some(role) = k.strip_prefix("node-role.kubernetes.io/") {
+            if !role.is_empty() {
+                roles.insert(role.to_owned());
+            }
+        } else if k == "kubernetes.io/role" && !v.is_empty() {
+            roles.insert(v.clone());
+        }
+    }
+    roles.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::Strategy;
+    use crate::strategy::typed::Typed;
+    use serde_json::json;
+
+    fn node(ready: Option<&str>, unschedulable: bool) -> Value {
+        let conditions =
+            ready.map_or_else(Vec::new, |s| vec![json!({"type": "Ready", "status": s})]);
+        json!({
+            "metadata": {"name": "node-1", "creationTimestamp": "2024-01-01T00:00:00Z",
+                         "labels": {"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "worker"}},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": conditions,
+                       "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                       "nodeInfo": {"kubeletVersion": "v1.33.0", "osImage": "miniplane", "kernelVersion": "",
+                                    "containerRuntimeVersion": "sim://1", "architecture": "amd64", "bootID": "", "machineID": "",
+                                    "kubeProxyVersion": "", "operatingSystem": "linux", "systemUUID": ""}}
+        })
+    }
+
+    #[test]
+    fn status_column() {
+        let s = Typed(NodeRules);
+        let now: jiff::Timestamp = "2024-01-02T00:00:00Z".parse().unwrap();
+        assert_eq!(
+            s.table_row(&node(Some("True"), false), now)[0],
+            json!("Ready")
+        );
+        assert_eq!(
+            s.table_row(&node(Some("False"), false), now)[0],
+            json!("NotReady")
+        );
+        assert_eq!(
+            s.table_row(&node(Some("Unknown"), false), now)[0],
+            json!("NotReady")
+        );
+        assert_eq!(s.table_row(&node(None, false), now)[0], json!("Unknown"));
+        assert_eq!(
+            s.table_row(&node(Some("True"), true), now)[0],
+            json!("Ready,SchedulingDisabled")
+        );
+        assert_eq!(
+            s.table_row(&node(Some("True"), false), now),
+            vec![
+                json!("Ready"),
+                json!("control-plane,worker"),
+                json!("24h"),
+                json!("v1.33.0"),
+                json!("10.0.0.1"),
+                json!("<none>"),
+                json!("miniplane"),
+                json!("<unknown>"),
+                json!("sim://1")
+            ]
+        );
+        assert_eq!(
+            s.selectable_fields(&node(None, true)),
+            vec![("spec.unschedulable", "true".to_owned())]
+        );
+    }
+
+    #[test]
+    fn allocatable_defaults_to_capacity_and_taints_are_checked() {
+        let s = Typed(NodeRules);
+        let mut obj = json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}, "status": {"capacity": {"cpu": "4"}}});
+        s.default(&mut obj).unwrap();
+        assert_eq!(obj["status"]["allocatable"], json!({"cpu": "4"}));
+        let errs: Vec<String> = s
+            .validate_create(&obj)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "spec.taints[0].effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""
+            ]
+        );
+    }
+}

@@ -1,0 +1,367 @@
+//! core/v1 Pod (`pkg/registry/core/pod/strategy.go`, `pkg/apis/core/v1/defaults.go`
+//! `SetDefaults_Pod`, `pkg/apis/core/validation/validation.go` `ValidatePodCreate`,
+//! `ValidatePodUpdate`, and the admission plugins that fill in every pod in a real cluster:
+//! `plugin/pkg/admission/serviceaccount`, `.../defaulttolerationseconds`, `.../priority`).
+//!
+//! On create a pod gets, besides the pod spec defaults: requests copied from limits,
+//! `enableServiceLinks: true`, the `default` service account, priority 0 with
+//! `PreemptLowerPriority`, tolerations of the `not-ready`/`unreachable` taints for 300 s, and a
+//! status of `phase: Pending` with its QoS class. Unlike Kubernetes, the service-account token
+//! volume (`kube-api-access-xxxxx`) is not added: nothing in miniplane reads it.
+//!
+//! After creation a pod's spec is nearly frozen: only container images, `activeDeadlineSeconds`,
+//! added tolerations and a negative `terminationGracePeriodSeconds` raised to 1 may change.
+
+use super::field::FieldPath;
+use super::pod_printer::{pod_columns, pod_row};
+use super::pod_spec::{default_pod_spec, validate_pod_spec};
+use super::qos::pod_qos;
+use super::typed::KindRules;
+use super::{FieldError, TableColumn};
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Toleration};
+use serde_json::Value;
+
+/// The Pod rules.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PodRules;
+
+/// The message of a forbidden pod spec update (`ValidatePodUpdate`).
+pub const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
+
+impl KindRules for PodRules {
+    type Object = Pod;
+    const STATUS_SUBRESOURCE: bool = true;
+
+    fn set_defaults(&self, obj: &mut Pod) {
+        let spec = obj.spec.get_or_insert_with(Default::default);
+        default_pod_spec(spec);
+        default_requests_from_limits(spec);
+        spec.enable_service_links.get_or_insert(true);
+        if spec.host_network == Some(true) {
+            for c in spec
+                .containers
+                .iter_mut()
+                .chain(spec.init_containers.iter_mut().flatten())
+            {
+                for p in c.ports.iter_mut().flatten() {
+                    if p.host_port.unwrap_or(0) == 0 {
+                        p.host_port = Some(p.container_port);
+                    }
+                }
+            }
+        }
+        // Admission: ServiceAccount, Priority, DefaultTolerationSeconds.
+        if spec
+            .service_account_name
+            .as_deref()
+            .unwrap_or("")
+            .is_empty()
+        {
+            let sa = spec.service_account.clone().filter(|s| !s.is_empty());
+            spec.service_account_name = Some(sa.unwrap_or_else(|| "default".to_owned()));
+        }
+        if spec.service_account.as_deref().unwrap_or("").is_empty() {
+            spec.service_account = spec.service_account_name.clone();
+        }
+        if spec.priority_class_name.as_deref().unwrap_or("").is_empty() {
+            spec.priority.get_or_insert(0);
+        }
+        spec.preemption_policy
+            .get_or_insert_with(|| "PreemptLowerPriority".to_owned());
+        add_default_tolerations(spec);
+
+        let qos = pod_qos(spec).as_str().to_owned();
+        let status = obj.status.get_or_insert_with(PodStatus::default);
+        if status.phase.as_deref().unwrap_or("").is_empty() {
+            status.phase = Some("Pending".to_owned());
+        }
+        status.qos_class.get_or_insert(qos);
+    }
+
+    fn validate(&self, obj: &Pod) -> Vec<FieldError> {
+        validate_pod_spec(
+            &obj.spec.clone().unwrap_or_default(),
+            &FieldPath::new("spec"),
+        )
+    }
+
+    fn validate_update(&self, new: &Pod, old: &Pod) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        let new_spec = new.spec.clone().unwrap_or_default();
+        let old_spec = old.spec.clone().unwrap_or_default();
+        if let Some(err) = validate_spec_update(&new_spec, &old_spec) {
+            errs.push(err);
+        }
+        errs
+    }
+
+    fn selectable_fields(&self, obj: &Pod) -> Vec<(&'static str, String)> {
+        let spec = obj.spec.clone().unwrap_or_default();
+        let status = obj.status.clone().unwrap_or_default();
+        let pod_ip = status
+            .pod_ips
+            .as_ref()
+            .and_then(|ips| ips.first())
+            .map(|ip| ip.ip.clone())
+            .unwrap_or_default();
+        vec![
+            ("spec.nodeName", spec.node_name.unwrap_or_default()),
+            (
+                "spec.restartPolicy",
+                spec.restart_policy.unwrap_or_default(),
+            ),
+            (
+                "spec.schedulerName",
+                spec.scheduler_name.unwrap_or_default(),
+            ),
+            (
+                "spec.serviceAccountName",
+                spec.service_account_name.unwrap_or_default(),
+            ),
+            (
+                "spec.hostNetwork",
+                spec.host_network.unwrap_or(false).to_string(),
+            ),
+            ("status.phase", status.phase.unwrap_or_default()),
+            ("status.podIP", pod_ip),
+            (
+                "status.nominatedNodeName",
+                status.nominated_node_name.unwrap_or_default(),
+            ),
+        ]
+    }
+
+    fn table_columns(&self) -> Vec<TableColumn> {
+        pod_columns()
+    }
+
+    fn table_row(&self, obj: &Pod, now: jiff::Timestamp) -> Vec<Value> {
+        pod_row(obj, now)
+    }
+}
+
+/// `SetDefaults_Pod`: a container with limits but no request for a resource requests its limit.
+fn default_requests_from_limits(spec: &mut PodSpec) {
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        let Some(res) = c.resources.as_mut() else {
+            continue;
+        };
+        let Some(limits) = res.limits.clone() else {
+            continue;
+        };
+        let requests = res.requests.get_or_insert_with(Default::default);
+        for (k, v) in limits {
+            requests.entry(k).or_insert(v);
+        }
+    }
+}
+
+/// The `DefaultTolerationSeconds` admission plugin: tolerate `not-ready` and `unreachable`
+/// nodes for 300 s unless the pod already tolerates those taints.
+fn add_default_tolerations(spec: &mut PodSpec) {
+    let tolerations = spec.tolerations.get_or_insert_with(Vec::new);
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = tolerations.iter().any(|t| {
+            let key_ok = match t.key.as_deref().unwrap_or("") {
+                "" => t.operator.as_deref() == Some("Exists"),
+                k => k == key,
+            };
+            let effect_ok = matches!(t.effect.as_deref().unwrap_or(""), "" | "NoExecute");
+            key_ok && effect_ok
+        });
+        if !tolerated {
+            tolerations.push(Toleration {
+                key: Some(key.to_owned()),
+                operator: Some("Exists".to_owned()),
+                effect: Some("NoExecute".to_owned()),
+                toleration_seconds: Some(300),
+                value: None,
+            });
+        }
+    }
+}
+
+/// `ValidatePodUpdate`'s spec rule: mask the fields that may change, then the rest must be
+/// equal. Returns the `spec: Forbidden: ...` error with a short list of what differs.
+fn validate_spec_update(new: &PodSpec, old: &PodSpec) -> Option<FieldError> {
+    let mut masked = new.clone();
+    for (m, o) in masked.containers.iter_mut().zip(&old.containers) {
+        m.image.clone_from(&o.image);
+    }
+    if let (Some(ms), Some(os)) = (
+        masked.init_containers.as_mut(),
+        old.init_containers.as_ref(),
+    ) {
+        for (m, o) in ms.iter_mut().zip(os) {
+            m.image.clone_from(&o.image);
+        }
+    }
+    // activeDeadlineSeconds may be set, or lowered, but not removed or raised.
+    let deadline_ok = match (new.active_deadline_seconds, old.active_deadline_seconds) {
+        (Some(n), Some(o)) => n <= o,
+        (Some(_), None) => true,
+        (None, None) => true,
+        (None, Some(_)) => false,
+    };
+    if deadline_ok {
+        masked.active_deadline_seconds = old.active_deadline_seconds;
+    }
+    // Tolerations may only be added.
+    let old_tol = old.tolerations.clone().unwrap_or_default();
+    let new_tol = new.tolerations.clone().unwrap_or_default();
+    if old_tol.iter().all(|t| new_tol.contains(t)) {
+        masked.tolerations.clone_from(&old.tolerations);
+    }
+    // A negative grace period may be raised to 1.
+    if old.termination_grace_period_seconds.is_some_and(|g| g < 0)
+        && new.termination_grace_period_seconds == Some(1)
+    {
+        masked.termination_grace_period_seconds = old.termination_grace_period_seconds;
+    }
+    if masked == *old {
+        return None;
+    }
+    let (m, o) = (
+        serde_json::to_value(&masked).unwrap_or_default(),
+        serde_json::to_value(old).unwrap_or_default(),
+    );
+    let mut diff = String::from("\n  core.PodSpec{");
+    let keys: std::collections::BTreeSet<&String> = m
+        .as_object()
+        .into_iter()
+        .chain(o.as_object())
+        .flat_map(|map| map.keys())
+        .collect();
+    for k in keys {
+        if m.get(k) != o.get(k) {
+            let show = |v: Option<&Value>| v.map_or_else(|| "nil".to_owned(), Value::to_string);
+            diff.push_str(&format!("\n- \t{k}: {},", show(o.get(k))));
+            diff.push_str(&format!("\n+ \t{k}: {},", show(m.get(k))));
+        }
+    }
+    diff.push_str("\n  }\n");
+    Some(FieldError::forbidden(
+        &FieldPath::new("spec"),
+        &format!("{POD_UPDATE_FORBIDDEN}{diff}"),
+    ))
+}
+
+/// The grace period of a pod deletion (`podStrategy.CheckGracefulDelete`): the requested
+/// period, else the pod's `terminationGracePeriodSeconds`; 0 (delete now) for a pod that was
+/// never scheduled or has finished; negative periods become 1.
+pub fn graceful_delete_period(pod: &Value, requested: Option<i64>) -> i64 {
+    let spec = &pod["spec"];
+    let mut period = requested
+        .or_else(|| spec["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(0);
+    if spec["nodeName"].as_str().unwrap_or("").is_empty() {
+        period = 0;
+    }
+    if matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Failed" | "Succeeded")
+    ) {
+        period = 0;
+    }
+    if period < 0 { 1 } else { period }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::Strategy;
+    use crate::strategy::typed::Typed;
+    use serde_json::json;
+
+    fn minimal() -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nginx", "namespace": "default"},
+               "spec": {"containers": [{"name": "nginx", "image": "nginx", "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}})
+    }
+
+    #[test]
+    fn a_minimal_pod_is_defaulted_like_kube_apiserver_with_admission() {
+        let mut obj = minimal();
+        Typed(PodRules).default(&mut obj).unwrap();
+        assert_eq!(
+            obj,
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "nginx", "namespace": "default"},
+                "spec": {
+                    "containers": [{
+                        "image": "nginx", "imagePullPolicy": "Always", "name": "nginx",
+                        "resources": {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "1Gi"}},
+                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"
+                    }],
+                    "dnsPolicy": "ClusterFirst",
+                    "enableServiceLinks": true,
+                    "preemptionPolicy": "PreemptLowerPriority",
+                    "priority": 0,
+                    "restartPolicy": "Always",
+                    "schedulerName": "default-scheduler",
+                    "securityContext": {},
+                    "serviceAccount": "default",
+                    "serviceAccountName": "default",
+                    "terminationGracePeriodSeconds": 30,
+                    "tolerations": [
+                        {"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300},
+                        {"effect": "NoExecute", "key": "node.kubernetes.io/unreachable", "operator": "Exists", "tolerationSeconds": 300}
+                    ]
+                },
+                "status": {"phase": "Pending", "qosClass": "Guaranteed"}
+            })
+        );
+        // Defaulting twice changes nothing (it runs on every update too).
+        let again = {
+            let mut o = obj.clone();
+            Typed(PodRules).default(&mut o).unwrap();
+            o
+        };
+        assert_eq!(again, obj);
+        assert!(Typed(PodRules).validate_create(&obj).is_empty());
+    }
+
+    #[test]
+    fn updates_may_change_images_only() {
+        let s = Typed(PodRules);
+        let mut old = minimal();
+        s.default(&mut old).unwrap();
+        let mut new = old.clone();
+        new["spec"]["containers"][0]["image"] = json!("nginx:1.25");
+        new["spec"]["activeDeadlineSeconds"] = json!(100);
+        assert!(s.validate_update(&new, &old).is_empty());
+        new["spec"]["nodeName"] = json!("node-1");
+        let errs = s.validate_update(&new, &old);
+        assert_eq!(errs.len(), 1);
+        let msg = errs[0].to_string();
+        assert!(
+            msg.starts_with(&format!("spec: Forbidden: {POD_UPDATE_FORBIDDEN}\n")),
+            "{msg}"
+        );
+        assert!(msg.contains("+ \tnodeName: \"node-1\","), "{msg}");
+    }
+
+    #[test]
+    fn selectable_fields_and_grace_period() {
+        let mut obj = minimal();
+        Typed(PodRules).default(&mut obj).unwrap();
+        let fields = Typed(PodRules).selectable_fields(&obj);
+        assert!(fields.contains(&("status.phase", "Pending".to_owned())));
+        assert!(fields.contains(&("spec.nodeName", String::new())));
+        assert!(fields.contains(&("spec.hostNetwork", "false".to_owned())));
+        assert_eq!(graceful_delete_period(&obj, None), 0);
+        obj["spec"]["nodeName"] = json!("node-1");
+        assert_eq!(graceful_delete_period(&obj, None), 30);
+        assert_eq!(graceful_delete_period(&obj, Some(5)), 5);
+        assert_eq!(graceful_delete_period(&obj, Some(-3)), 1);
+        obj["status"]["phase"] = json!("Succeeded");
+        assert_eq!(graceful_delete_period(&obj, None), 0);
+    }
+}

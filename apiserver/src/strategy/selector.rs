@@ -1,0 +1,256 @@
+//! Label selectors in object specs: validation, matching and printing (apimachinery's
+//! `pkg/apis/meta/v1/validation/validation.go` `ValidateLabelSelector`,
+//! `pkg/apis/meta/v1/helpers.go` `LabelSelectorAsSelector`/`FormatLabelSelector` and
+//! `pkg/labels/labels.go` `FormatLabels`).
+//!
+//! A workload's `spec.selector` must select its own pod template; this module answers that
+//! question and prints selectors as kubectl's `SELECTOR` column does (`app=nginx,tier in (a,b)`).
+
+use super::FieldError;
+use super::field::{FieldPath, Rendered, go_quote};
+use super::meta::validate_labels;
+use super::names::is_qualified_name;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use std::collections::BTreeMap;
+
+/// `ValidateLabelSelector`: matchLabels are valid labels; each matchExpression has a valid key,
+/// a known operator and values exactly when the operator needs them.
+pub fn validate_label_selector(sel: &LabelSelector, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    for (i, req) in sel.match_expressions.iter().flatten().enumerate() {
+        let p = path.child("matchExpressions").index(i);
+        let n_values = req.values.as_ref().map_or(0, Vec::len);
+        match req.operator.as_str() {
+            "In" | "NotIn" => {
+                if n_values == 0 {
+                    errs.push(FieldError::required(
+                        &p.child("values"),
+                        "must be specified when `operator` is 'In' or 'NotIn'",
+                    ));
+                }
+            }
+            "Exists" | "DoesNotExist" => {
+                if n_values > 0 {
+                    errs.push(FieldError::forbidden(
+                        &p.child("values"),
+                        "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                    ));
+                }
+            }
+            other => errs.push(FieldError::invalid(
+                &p.child("operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        for msg in is_qualified_name(&req.key) {
+            errs.push(FieldError::invalid(&p.child("key"), &req.key, &msg));
+        }
+    }
+    if let Some(labels) = &sel.match_labels {
+        errs.extend(validate_labels(labels, &path.child("matchLabels")));
+    }
+    errs
+}
+
+/// Whether the selector has no requirement at all (`{}`), which selects everything in
+/// Kubernetes but is rejected for workloads.
+pub fn is_empty(sel: &LabelSelector) -> bool {
+    sel.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
+        && sel.match_expressions.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// `LabelSelectorAsSelector(sel).Matches(labels)`.
+pub fn matches(sel: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
+    let empty = BTreeMap::new();
+    let labels = labels.unwrap_or(&empty);
+    let match_labels_ok = sel
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|req| {
+        let values = req.values.as_deref().unwrap_or_default();
+        let got = labels.get(&req.key);
+        match req.operator.as_str() {
+            "In" => got.is_some_and(|v| values.contains(v)),
+            "NotIn" => got.is_none_or(|v| !values.contains(v)),
+            "Exists" => got.is_some(),
+            "DoesNotExist" => got.is_none(),
+            _ => false,
+        }
+    });
+    match_labels_ok && exprs_ok
+}
+
+/// `FormatLabelSelector`: requirements sorted by key, `<none>` when there are none.
+pub fn format_label_selector(sel: Option<&LabelSelector>) -> String {
+    let Some(sel) = sel else {
+        return "<none>".to_owned();
+    };
+    let mut reqs: Vec<(String, String)> = Vec::new();
+    for (k, v) in sel.match_labels.iter().flatten() {
+        reqs.push((k.clone(), format!("{k}={v}")));
+    }
+    for req in sel.match_expressions.iter().flatten() {
+        let mut values = req.values.clone().unwrap_or_default();
+        values.sort();
+        let k = &req.key;
+        let text = match req.operator.as_str() {
+            "In" => format!("{k} in ({})", values.join(",")),
+            "NotIn" => format!("{k} notin ({})", values.join(",")),
+            "Exists" => k.clone(),
+            "DoesNotExist" => format!("!{k}"),
+            _ => return "<error>".to_owned(),
+        };
+        reqs.push((k.clone(), text));
+    }
+    if reqs.is_empty() {
+        return "<none>".to_owned();
+    }
+    reqs.sort();
+    reqs.into_iter()
+        .map(|(_, t)| t)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `labels.FormatLabels`: `k=v,k2=v2` sorted by key, `<none>` when empty.
+pub fn format_labels(labels: Option<&BTreeMap<String, String>>) -> String {
+    match labels {
+        Some(l) if !l.is_empty() => l
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        _ => "<none>".to_owned(),
+    }
+}
+
+/// A label selector as Go's `%#v` prints a `metav1.LabelSelector` in error messages, e.g.
+/// `v1.LabelSelector{MatchLabels:map[string]string{"app":"nginx"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}`.
+pub fn go_render(sel: &LabelSelector) -> Rendered {
+    let labels = match &sel.match_labels {
+        Some(m) => {
+            let entries: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}:{}", go_quote(k), go_quote(v)))
+                .collect();
+            format!("map[string]string{{{}}}", entries.join(", "))
+        }
+        None => "map[string]string(nil)".to_owned(),
+    };
+    let exprs = match &sel.match_expressions {
+        None => "[]v1.LabelSelectorRequirement(nil)".to_owned(),
+        Some(list) => {
+            let items: Vec<String> = list
+                .iter()
+                .map(|r| {
+                    let values = match &r.values {
+                        None => "[]string(nil)".to_owned(),
+                        Some(v) => format!(
+                            "[]string{{{}}}",
+                            v.iter().map(|s| go_quote(s)).collect::<Vec<_>>().join(", ")
+                        ),
+                    };
+                    format!(
+                        "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:{values}}}",
+                        go_quote(&r.key),
+                        go_quote(&r.operator)
+                    )
+                })
+                .collect();
+            format!("[]v1.LabelSelectorRequirement{{{}}}", items.join(", "))
+        }
+    };
+    Rendered(format!(
+        "v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{exprs}}}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::strategy::field::GoValue;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+
+    fn sel() -> LabelSelector {
+        LabelSelector {
+            match_labels: Some(BTreeMap::from([("app".into(), "nginx".into())])),
+            match_expressions: Some(vec![
+                LabelSelectorRequirement {
+                    key: "tier".into(),
+                    operator: "In".into(),
+                    values: Some(vec!["web".into(), "api".into()]),
+                },
+                LabelSelectorRequirement {
+                    key: "canary".into(),
+                    operator: "DoesNotExist".into(),
+                    values: None,
+                },
+            ]),
+        }
+    }
+
+    #[test]
+    fn formats_like_kubectl() {
+        assert_eq!(
+            format_label_selector(Some(&sel())),
+            "app=nginx,!canary,tier in (api,web)"
+        );
+        assert_eq!(format_label_selector(None), "<none>");
+        assert_eq!(
+            format_label_selector(Some(&LabelSelector::default())),
+            "<none>"
+        );
+        assert_eq!(
+            format_labels(Some(&BTreeMap::from([
+                ("b".into(), "2".into()),
+                ("a".into(), "1".into())
+            ]))),
+            "a=1,b=2"
+        );
+    }
+
+    #[test]
+    fn matching() {
+        let labels = BTreeMap::from([
+            ("app".to_owned(), "nginx".to_owned()),
+            ("tier".to_owned(), "web".to_owned()),
+        ]);
+        assert!(matches(&sel(), Some(&labels)));
+        let mut canary = labels.clone();
+        canary.insert("canary".into(), "1".into());
+        assert!(!matches(&sel(), Some(&canary)));
+        assert!(!matches(&sel(), None));
+    }
+
+    #[test]
+    fn validation_and_rendering() {
+        let mut s = sel();
+        if let Some(e) = s.match_expressions.as_mut() {
+            e[0].values = None;
+            e[1].operator = "Equals".into();
+        }
+        let errs: Vec<String> =
+            validate_label_selector(&s, &FieldPath::new("spec").child("selector"))
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "spec.selector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                "spec.selector.matchExpressions[1].operator: Invalid value: \"Equals\": not a valid selector operator",
+            ]
+        );
+        let only_labels = LabelSelector {
+            match_labels: sel().match_labels,
+            match_expressions: None,
+        };
+        assert_eq!(
+            go_render(&only_labels).go(),
+            "v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"nginx\"}, MatchExpressions:[]v1.LabelSelectorRequirement(nil)}"
+        );
+    }
+}

@@ -1,0 +1,88 @@
+//! Building blocks of `kubectl get` tables (`pkg/printers/internalversion/printers.go`):
+//! column definitions with the descriptions Kubernetes serves, and cells shared by several
+//! kinds (ages, container names and images, `<none>` placeholders).
+
+use super::TableColumn;
+use k8s_openapi::api::core::v1::PodSpec;
+use serde_json::Value;
+
+/// A column definition. `priority` 1 marks `-o wide` columns.
+pub const fn column(
+    name: &'static str,
+    type_: &'static str,
+    description: &'static str,
+    priority: u32,
+) -> TableColumn {
+    TableColumn {
+        name,
+        type_,
+        format: "",
+        description,
+        priority,
+    }
+}
+
+/// The `Age` column every kind ends (or nearly ends) with.
+pub const fn age_column() -> TableColumn {
+    column(
+        "Age",
+        "string",
+        "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.",
+        0,
+    )
+}
+
+/// A string cell.
+pub fn text(s: impl Into<String>) -> Value {
+    Value::String(s.into())
+}
+
+/// An integer cell.
+pub fn int(n: impl Into<i64>) -> Value {
+    Value::from(n.into())
+}
+
+/// `s`, or `<none>` when empty (kubectl's placeholder for an absent value).
+pub fn or_none(s: &str) -> Value {
+    if s.is_empty() {
+        text("<none>")
+    } else {
+        text(s)
+    }
+}
+
+/// The `Containers` and `Images` cells of workloads (`layoutContainerCells`): names and images
+/// joined by commas.
+pub fn containers_and_images(spec: Option<&PodSpec>) -> [Value; 2] {
+    let containers = spec.map(|s| s.containers.as_slice()).unwrap_or_default();
+    let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
+    let images: Vec<&str> = containers
+        .iter()
+        .map(|c| c.image.as_deref().unwrap_or(""))
+        .collect();
+    [text(names.join(",")), text(images.join(","))]
+}
+
+/// The `Containers`, `Images` and `Selector` `-o wide` columns of workloads.
+pub fn workload_wide_columns() -> [TableColumn; 3] {
+    [
+        column(
+            "Containers",
+            "string",
+            "Names of each container in the template.",
+            1,
+        ),
+        column(
+            "Images",
+            "string",
+            "Images referenced by each container in the template.",
+            1,
+        ),
+        column(
+            "Selector",
+            "string",
+            "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+            1,
+        ),
+    ]
+}

@@ -1,0 +1,199 @@
+//! The bridge from JSON to typed per-kind rules: [`KindRules`] is what a built-in kind writes
+//! (over its `k8s-openapi` type), [`Typed`] turns it into a [`Strategy`] the registry calls
+//! with JSON.
+//!
+//! ```text
+//!  registry ──JSON──▶ Typed<R>: Strategy ──decode──▶ R::Object ──▶ R::set_defaults / R::validate / R::table_row
+//!                                  ◀──encode──
+//! ```
+//!
+//! Kubernetes does the same split: the generic store (`registry/generic/registry/store.go`)
+//! calls a `RESTCreateStrategy` per kind, which works on the typed internal object. Every
+//! built-in kind also gets `metadata` validation here (`ValidateObjectMeta` with the kind's
+//! [`NameRule`]), so kind files hold only their own rules.
+
+use super::decode::{decode, dropped_fields, encode};
+use super::human_duration::since;
+use super::meta::{validate_object_meta, validate_object_meta_update};
+use super::names::NameRule;
+use super::table::age_column;
+use super::{FieldError, FieldErrorKind, Strategy, TableColumn};
+use crate::gvk::GroupVersionKind;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::any::TypeId;
+
+/// The rules of one built-in kind, over its typed object. Every method but the object type has
+/// a default for a kind without special rules.
+pub trait KindRules: Send + Sync + 'static {
+    /// The `k8s-openapi` type of the kind.
+    type Object: Resource + Metadata<Ty = ObjectMeta> + Serialize + DeserializeOwned;
+
+    /// The syntax `metadata.name` must have.
+    const NAME_RULE: NameRule = NameRule::Dns1123Subdomain;
+
+    /// Whether the kind has a `status` subresource.
+    const STATUS_SUBRESOURCE: bool = false;
+
+    /// `SetDefaults_<Kind>` plus what the kind's `PrepareForCreate` fills in.
+    fn set_defaults(&self, obj: &mut Self::Object) {
+        let _ = obj;
+    }
+
+    /// `PrepareForCreate` (see [`Strategy::prepare_for_create`]).
+    fn prepare_for_create(&self, obj: &mut Self::Object) {
+        let _ = obj;
+    }
+
+    /// `PrepareForUpdate` (see [`Strategy::prepare_for_update`]).
+    fn prepare_for_update(&self, new: &mut Self::Object, old: &Self::Object) {
+        let _ = (new, old);
+    }
+
+    /// Whether tables lead with the registry's `Name` column.
+    const TABLE_HAS_NAME_COLUMN: bool = true;
+
+    /// Validation of the kind's own fields on create (metadata is checked by [`Typed`]).
+    fn validate(&self, obj: &Self::Object) -> Vec<FieldError> {
+        let _ = obj;
+        Vec::new()
+    }
+
+    /// Validation on update; by default the create rules on the new object.
+    fn validate_update(&self, new: &Self::Object, old: &Self::Object) -> Vec<FieldError> {
+        let _ = old;
+        self.validate(new)
+    }
+
+    /// Field-selector fields besides `metadata.name`/`metadata.namespace`.
+    fn selectable_fields(&self, obj: &Self::Object) -> Vec<(&'static str, String)> {
+        let _ = obj;
+        Vec::new()
+    }
+
+    /// Table columns after `Name`.
+    fn table_columns(&self) -> Vec<TableColumn> {
+        vec![age_column()]
+    }
+
+    /// Table cells after `Name`, matching [`KindRules::table_columns`].
+    fn table_row(&self, obj: &Self::Object, now: Timestamp) -> Vec<Value> {
+        vec![Value::String(age(obj.metadata(), now))]
+    }
+}
+
+/// The `Age` cell: time since `metadata.creationTimestamp`.
+pub fn age(meta: &ObjectMeta, now: Timestamp) -> String {
+    since(meta.creation_timestamp.as_ref().map(|t| t.0), now)
+}
+
+/// A [`Strategy`] made of a kind's [`KindRules`].
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Typed<R>(pub R);
+
+impl<R: KindRules> Typed<R> {
+    fn namespaced() -> bool {
+        TypeId::of::<<R::Object as Resource>::Scope>() == TypeId::of::<NamespaceResourceScope>()
+    }
+
+    fn decode_or_error(obj: &Value) -> Result<R::Object, Vec<FieldError>> {
+        decode::<R::Object>(obj).map_err(|detail| {
+            vec![FieldError {
+                kind: FieldErrorKind::TypeInvalid,
+                field: String::new(),
+                value: None,
+                detail,
+            }]
+        })
+    }
+}
+
+impl<R: KindRules> Strategy for Typed<R> {
+    fn gvk(&self) -> GroupVersionKind {
+        GroupVersionKind::of::<R::Object>()
+    }
+
+    fn has_status_subresource(&self) -> bool {
+        R::STATUS_SUBRESOURCE
+    }
+
+    fn default(&self, obj: &mut Value) -> Result<(), String> {
+        let mut typed = decode::<R::Object>(obj)?;
+        self.0.set_defaults(&mut typed);
+        *obj = encode(&typed)?;
+        Ok(())
+    }
+
+    fn prepare_for_create(&self, obj: &mut Value) {
+        if let Ok(mut typed) = decode::<R::Object>(obj) {
+            self.0.prepare_for_create(&mut typed);
+            if let Ok(v) = encode(&typed) {
+                *obj = v;
+            }
+        }
+    }
+
+    fn prepare_for_update(&self, new: &mut Value, old: &Value) {
+        if let (Ok(mut typed), Ok(old)) = (decode::<R::Object>(new), decode::<R::Object>(old)) {
+            self.0.prepare_for_update(&mut typed, &old);
+            if let Ok(v) = encode(&typed) {
+                *new = v;
+            }
+        }
+    }
+
+    fn table_has_name_column(&self) -> bool {
+        R::TABLE_HAS_NAME_COLUMN
+    }
+
+    fn unknown_fields(&self, obj: &Value) -> Vec<String> {
+        match decode::<R::Object>(obj).and_then(|typed| encode(&typed)) {
+            Ok(round_trip) => dropped_fields(obj, &round_trip),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
+        match Self::decode_or_error(obj) {
+            Ok(typed) => {
+                let mut errs =
+                    validate_object_meta(typed.metadata(), Self::namespaced(), R::NAME_RULE);
+                errs.extend(self.0.validate(&typed));
+                errs
+            }
+            Err(errs) => errs,
+        }
+    }
+
+    fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {
+        let (new, old) = match (Self::decode_or_error(new), Self::decode_or_error(old)) {
+            (Ok(n), Ok(o)) => (n, o),
+            (Err(e), _) | (_, Err(e)) => return e,
+        };
+        let mut errs = validate_object_meta_update(new.metadata(), old.metadata());
+        errs.extend(self.0.validate_update(&new, &old));
+        errs
+    }
+
+    fn selectable_fields(&self, obj: &Value) -> Vec<(&'static str, String)> {
+        decode::<R::Object>(obj)
+            .map(|typed| self.0.selectable_fields(&typed))
+            .unwrap_or_default()
+    }
+
+    fn table_columns(&self) -> Vec<TableColumn> {
+        self.0.table_columns()
+    }
+
+    fn table_row(&self, obj: &Value, now: Timestamp) -> Vec<Value> {
+        match decode::<R::Object>(obj) {
+            Ok(typed) => self.0.table_row(&typed, now),
+            // A stored object always decodes; keep the row as wide as the header regardless.
+            Err(_) => vec![Value::String("<unknown>".to_owned()); self.0.table_columns().len()],
+        }
+    }
+}

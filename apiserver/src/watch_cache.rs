@@ -1,0 +1,417 @@
+//! The watch cache: one store watch per resource, fanned out to every HTTP watcher of it.
+//!
+//! Mirrors `staging/src/k8s.io/apiserver/pkg/storage/cacher/` (`cacher.go`, `watch_cache.go`):
+//!
+//! ```text
+//!                 store watch (prefix /registry/apps/deployments/)
+//!                        │ one per resource, started on the first HTTP watch
+//!                        ▼
+//!   Cacher ── ring of the last N events (VecDeque) ──┐
+//!      │ try_send to each subscriber (bounded)       │ backlog for a watch from a recent RV
+//!      ├──▶ client A  (full buffer → dropped: its stream ends, it re-watches)
+//!      └──▶ client B
+//!   a watch from an RV older than the ring → its own store watch (history), or
+//!   410 Expired "too old resource version" when the store has compacted it
+//! ```
+//!
+//! Events are decoded once, in the cacher, and shared as `Arc`s. A client never slows the
+//! cacher or other clients: when its buffer is full it is cut off, never grown.
+
+use crate::storage::decode;
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use store::{Backend, EventKind, KeyRange, Revision, WatchRequest, Watcher};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Events kept per resource for watches that start from a recent resourceVersion.
+pub const DEFAULT_RING_CAPACITY: usize = 1024;
+/// Events queued for one client before it is cut off as too slow.
+pub const DEFAULT_CLIENT_BUFFER: usize = 256;
+
+/// A watch event's type (`watch.EventType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// `ADDED`
+    Added,
+    /// `MODIFIED`
+    Modified,
+    /// `DELETED`
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change to one object, decoded.
+#[derive(Debug, Clone)]
+pub struct CachedEvent {
+    /// What happened.
+    pub kind: EventType,
+    /// The store key (for namespace filtering).
+    pub key: Bytes,
+    /// The object after the change (for a delete: its last state, with the delete's RV).
+    pub object: Arc<Value>,
+    /// The object before the change, if it existed.
+    pub prev: Option<Arc<Value>>,
+    /// The revision of the change.
+    pub revision: Revision,
+}
+
+fn convert(e: store::Event) -> Option<CachedEvent> {
+    let rev = e.revision();
+    let prev = e
+        .prev_kv
+        .as_ref()
+        .and_then(|kv| decode(&kv.value, kv.mod_revision).ok())
+        .map(Arc::new);
+    match e.kind {
+        EventKind::Put => Some(CachedEvent {
+            kind: if prev.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            },
+            key: e.kv.key.clone(),
+            object: Arc::new(decode(&e.kv.value, rev).ok()?),
+            prev,
+            revision: rev,
+        }),
+        EventKind::Delete => {
+            let last = e.prev_kv.as_ref()?;
+            Some(CachedEvent {
+                kind: EventType::Deleted,
+                key: e.kv.key.clone(),
+                object: Arc::new(decode(&last.value, rev).ok()?),
+                prev,
+                revision: rev,
+            })
+        }
+    }
+}
+
+struct CacherState {
+    ring: VecDeque<Arc<CachedEvent>>,
+    /// Every event with a revision above this one is in `ring` (or still on its way).
+    complete_after: Revision,
+    subscribers: Vec<mpsc::Sender<Arc<CachedEvent>>>,
+    broken: bool,
+}
+
+struct Cacher {
+    state: Mutex<CacherState>,
+    capacity: usize,
+}
+
+impl Cacher {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacherState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn push(&self, ev: Arc<CachedEvent>) {
+        let mut s = self.lock();
+        s.ring.push_back(ev.clone());
+        while s.ring.len() > self.capacity {
+            if let Some(old) = s.ring.pop_front() {
+                s.complete_after = old.revision;
+            }
+        }
+        // A full buffer means a slow client: drop it (its stream ends) rather than wait.
+        s.subscribers.retain(|tx| tx.try_send(ev.clone()).is_ok());
+    }
+
+    fn break_all(&self) {
+        let mut s = self.lock();
+        s.broken = true;
+        s.subscribers.clear();
+    }
+}
+
+/// Why a watch stream stopped delivering events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// The start revision has been compacted: the client must re-list (410 Expired).
+    TooOld {
+        /// The revision asked for.
+        requested: Revision,
+        /// The oldest revision still available.
+        oldest: Revision,
+    },
+}
+
+enum Source {
+    Cached {
+        backlog: VecDeque<Arc<CachedEvent>>,
+        rx: mpsc::Receiver<Arc<CachedEvent>>,
+    },
+    Store {
+        watcher: Watcher,
+        pending: VecDeque<Arc<CachedEvent>>,
+    },
+}
+
+/// The events of one resource after a revision, for one client.
+pub struct EventStream {
+    source: Source,
+    after: Revision,
+    requested: Revision,
+}
+
+impl EventStream {
+    /// The next event; `None` when the stream is over (cut off, store closed), `Some(Err)` when
+    /// the start revision is too old.
+    pub async fn next(&mut self) -> Option<Result<Arc<CachedEvent>, StreamEnd>> {
+        loop {
+            let ev = match &mut self.source {
+                Source::Cached { backlog, rx } => match backlog.pop_front() {
+                    Some(ev) => ev,
+                    None => rx.recv().await?,
+                },
+                Source::Store { watcher, pending } => match pending.pop_front() {
+                    Some(ev) => ev,
+                    None => match watcher.recv().await? {
+                        Ok(resp) => {
+                            pending
+                                .extend(resp.events.into_iter().filter_map(convert).map(Arc::new));
+                            continue;
+                        }
+                        Err(store::Error::Compacted { compacted, .. }) => {
+                            return Some(Err(StreamEnd::TooOld {
+                                requested: self.requested,
+                                oldest: compacted,
+                            }));
+                        }
+                        Err(_) => return None,
+                    },
+                },
+            };
+            // The cacher may still deliver events the client has already seen in its list.
+            if ev.revision > self.after {
+                self.after = ev.revision;
+                return Some(Ok(ev));
+            }
+        }
+    }
+
+    /// The revision of the last event delivered (or the start revision): a safe bookmark.
+    pub fn progress(&self) -> Revision {
+        self.after
+    }
+}
+
+/// The per-resource watch caches of one server.
+pub struct WatchCache {
+    backend: Arc<dyn Backend>,
+    cachers: Mutex<HashMap<String, Arc<Cacher>>>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+    ring_capacity: usize,
+    client_buffer: usize,
+}
+
+impl WatchCache {
+    /// A watch cache over `backend`; its tasks stop on `shutdown` and are tracked by `tasks`.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        tasks: TaskTracker,
+        shutdown: CancellationToken,
+        ring_capacity: usize,
+        client_buffer: usize,
+    ) -> Self {
+        WatchCache {
+            backend,
+            cachers: Mutex::new(HashMap::new()),
+            tasks,
+            shutdown,
+            ring_capacity: ring_capacity.max(1),
+            client_buffer: client_buffer.max(1),
+        }
+    }
+
+    async fn cacher(&self, prefix: &str) -> store::Result<Arc<Cacher>> {
+        {
+            let map = self.cachers.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = map.get(prefix)
+                && !c.lock().broken
+            {
+                return Ok(c.clone());
+            }
+        }
+        let start = self.backend.current_revision();
+        let watcher = self
+            .backend
+            .watch(WatchRequest {
+                range: KeyRange::Prefix(Bytes::from(prefix.to_string())),
+                start_revision: Some(start.next()),
+            })
+            .await?;
+        let cacher = Arc::new(Cacher {
+            state: Mutex::new(CacherState {
+                ring: VecDeque::new(),
+                complete_after: start,
+                subscribers: Vec::new(),
+                broken: false,
+            }),
+            capacity: self.ring_capacity,
+        });
+        {
+            let mut map = self.cachers.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(c) = map.get(prefix)
+                && !c.lock().broken
+            {
+                // Another request won the race; ours is dropped with its watcher.
+                return Ok(c.clone());
+            }
+            map.insert(prefix.to_string(), cacher.clone());
+        }
+        let task_cacher = cacher.clone();
+        let shutdown = self.shutdown.clone();
+        self.tasks.spawn(run_cacher(task_cacher, watcher, shutdown));
+        Ok(cacher)
+    }
+
+    /// Events under `prefix` with a revision above `after`, from the cache when it reaches back
+    /// that far, else from the store's history.
+    pub async fn watch(&self, prefix: &str, after: Revision) -> store::Result<EventStream> {
+        let cacher = self.cacher(prefix).await?;
+        {
+            let mut s = cacher.lock();
+            if !s.broken && after >= s.complete_after {
+                let backlog: VecDeque<_> = s
+                    .ring
+                    .iter()
+                    .filter(|e| e.revision > after)
+                    .cloned()
+                    .collect();
+                let (tx, rx) = mpsc::channel(self.client_buffer);
+                s.subscribers.push(tx);
+                return Ok(EventStream {
+                    source: Source::Cached { backlog, rx },
+                    after,
+                    requested: after,
+                });
+            }
+        }
+        let watcher = self
+            .backend
+            .watch(WatchRequest {
+                range: KeyRange::Prefix(Bytes::from(prefix.to_string())),
+                start_revision: Some(after.next()),
+            })
+            .await;
+        match watcher {
+            Ok(watcher) => Ok(EventStream {
+                source: Source::Store {
+                    watcher,
+                    pending: VecDeque::new(),
+                },
+                after,
+                requested: after,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+async fn run_cacher(cacher: Arc<Cacher>, mut watcher: Watcher, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            msg = watcher.recv() => match msg {
+                Some(Ok(resp)) => {
+                    for e in resp.events {
+                        if let Some(ev) = convert(e) {
+                            cacher.push(Arc::new(ev));
+                        }
+                    }
+                }
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "watch cache lost its store watch; it will be restarted");
+                    break;
+                }
+                None => break,
+            }
+        }
+    }
+    cacher.break_all();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use store::MemoryBackend;
+
+    async fn put(b: &MemoryBackend, k: &str, v: &str) {
+        b.put(Bytes::from(k.to_string()), Bytes::from(v.to_string()))
+            .await
+            .expect("put");
+    }
+
+    fn cache(b: Arc<MemoryBackend>, cap: usize, buf: usize) -> WatchCache {
+        WatchCache::new(b, TaskTracker::new(), CancellationToken::new(), cap, buf)
+    }
+
+    #[tokio::test]
+    async fn fans_out_and_replays_recent_events() {
+        let b = Arc::new(MemoryBackend::new());
+        let wc = cache(b.clone(), 16, 16);
+        let start = b.current_revision();
+        let mut a = wc.watch("/r/", start).await.expect("watch");
+        put(&b, "/r/x", "{\"metadata\":{\"name\":\"x\"}}").await;
+        let ev = a.next().await.expect("event").expect("ok");
+        assert_eq!(ev.kind, EventType::Added);
+        assert_eq!(
+            ev.object["metadata"]["resourceVersion"],
+            ev.revision.0.to_string()
+        );
+        // A second client from the same start gets the event from the ring.
+        let mut c = wc.watch("/r/", start).await.expect("watch");
+        let ev2 = c.next().await.expect("event").expect("ok");
+        assert_eq!(ev2.revision, ev.revision);
+    }
+
+    #[tokio::test]
+    async fn slow_clients_are_cut_off() {
+        let b = Arc::new(MemoryBackend::new());
+        let wc = cache(b.clone(), 64, 2);
+        let mut slow = wc.watch("/r/", b.current_revision()).await.expect("watch");
+        for i in 0..10 {
+            put(&b, &format!("/r/{i}"), "{}").await;
+        }
+        // Let the cacher process the events, then drain: the stream ends early.
+        let mut seen = 0;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while let Ok(Some(Ok(_))) = tokio::time::timeout_at(deadline, slow.next()).await {
+            seen += 1;
+        }
+        assert!(seen < 10, "a slow client was not cut off ({seen} events)");
+    }
+
+    #[tokio::test]
+    async fn compacted_history_is_reported_as_too_old() {
+        let b = Arc::new(MemoryBackend::new());
+        put(&b, "/r/a", "{}").await;
+        put(&b, "/r/a", "{}").await;
+        let wc = cache(b.clone(), 16, 16);
+        b.compact(b.current_revision()).await.expect("compact");
+        match wc.watch("/r/", Revision(1)).await {
+            Err(store::Error::Compacted { .. }) => {}
+            Ok(mut s) => assert!(matches!(
+                s.next().await,
+                Some(Err(StreamEnd::TooOld { .. }))
+            )),
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `miniplane apiserver`: flags, bind, announce the address, serve until Ctrl-C or SIGTERM.
+//!
+//! The line `miniplane apiserver listening on http://127.0.0.1:PORT` is printed on stdout once
+//! the port is bound (end-to-end tests start the binary on port 0 and parse it).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `miniplane apiserver`.
+#[derive(Debug, clap::Args)]
+pub struct ApiserverArgs {
+    /// Directory for the store's data.
+    #[arg(long, value_name = "DIR")]
+    data_dir: PathBuf,
+    /// Address to listen on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Acknowledge writes before they reach the disk (tests and benchmarks only).
+    #[arg(long)]
+    no_fsync: bool,
+}
+
+/// Runs the API server until a shutdown signal.
+pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let config = apiserver::Config {
+            data_dir: args.data_dir,
+            listen: args.listen,
+            no_fsync: args.no_fsync,
+            options: apiserver::ServerOptions::default(),
+        };
+        let server = apiserver::Server::bind(config).await?;
+        let addr = server.local_addr()?;
+        println!("miniplane apiserver listening on http://{addr}");
+        let shutdown = CancellationToken::new();
+        let signal_token = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("shutting down");
+            signal_token.cancel();
+        });
+        server.run(shutdown).await?;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
