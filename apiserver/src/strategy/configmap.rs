@@ -89,11 +89,7 @@ mod tests {
     use serde_json::json;
 
     fn errs(obj: Value) -> Vec<String> {
-        Typed(ConfigMapRules)
-            .validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        crate::strategy::messages(&Typed(ConfigMapRules).validate_create(&obj))
     }
 
     #[test]
@@ -127,11 +123,7 @@ mod tests {
         let s = Typed(ConfigMapRules);
         let old = json!({"metadata": {"name": "c", "namespace": "d"}, "data": {"k": "1"}, "immutable": true});
         let new = json!({"metadata": {"name": "c", "namespace": "d"}, "data": {"k": "2"}});
-        let errs: Vec<String> = s
-            .validate_update(&new, &old)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_update(&new, &old));
         assert_eq!(
             errs,
             vec![

@@ -8,10 +8,10 @@
 use super::cron_schedule::parse_standard;
 use super::field::{FieldPath, validate_nonnegative};
 use super::human_duration::since;
-use super::job::validate_job_spec;
+use super::job::{JOB_SELECTOR_DESCRIPTION, validate_job_spec};
 use super::pod_spec::default_pod_template;
 use super::selector::format_label_selector;
-use super::table::{age_column, column, containers_and_images, int, text};
+use super::table::{age_column, column, container_columns, containers_and_images, int, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec};
@@ -61,7 +61,7 @@ impl KindRules for CronJobRules {
     }
 
     fn table_columns(&self) -> Vec<TableColumn> {
-        vec![
+        let mut cols = vec![
             column(
                 "Schedule",
                 "string",
@@ -93,25 +93,9 @@ impl KindRules for CronJobRules {
                 0,
             ),
             age_column(),
-            column(
-                "Containers",
-                "string",
-                "Names of each container in the template.",
-                1,
-            ),
-            column(
-                "Images",
-                "string",
-                "Images referenced by each container in the template.",
-                1,
-            ),
-            column(
-                "Selector",
-                "string",
-                "A label query over pods that should match the pod count.",
-                1,
-            ),
-        ]
+        ];
+        cols.extend(container_columns(JOB_SELECTOR_DESCRIPTION));
+        cols
     }
 
     fn table_row(&self, obj: &CronJob, now: jiff::Timestamp) -> Vec<Value> {
@@ -247,28 +231,20 @@ mod tests {
         assert_eq!(obj["spec"]["successfulJobsHistoryLimit"], json!(3));
         assert_eq!(obj["spec"]["failedJobsHistoryLimit"], json!(1));
         assert!(Typed(CronJobRules).validate_create(&obj).is_empty());
-        let errs: Vec<String> = Typed(CronJobRules)
-            .validate_create(&cronjob("61 * * * *"))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> =
+            crate::strategy::messages(&Typed(CronJobRules).validate_create(&cronjob("61 * * * *")));
         assert_eq!(
             errs,
             vec![
                 "spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61"
             ]
         );
-        let errs: Vec<String> = Typed(CronJobRules)
-            .validate_create(&cronjob(""))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> =
+            crate::strategy::messages(&Typed(CronJobRules).validate_create(&cronjob("")));
         assert_eq!(errs, vec!["spec.schedule: Required value"]);
-        let errs: Vec<String> = Typed(CronJobRules)
-            .validate_create(&cronjob("TZ=UTC 0 * * * *"))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(
+            &Typed(CronJobRules).validate_create(&cronjob("TZ=UTC 0 * * * *")),
+        );
         assert_eq!(
             errs,
             vec![
@@ -277,11 +253,8 @@ mod tests {
         );
         let mut long = cronjob("@daily");
         long["metadata"]["name"] = json!("a".repeat(53));
-        let errs: Vec<String> = Typed(CronJobRules)
-            .validate_create(&long)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> =
+            crate::strategy::messages(&Typed(CronJobRules).validate_create(&long));
         assert_eq!(
             errs,
             vec![format!(

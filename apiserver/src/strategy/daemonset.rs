@@ -3,15 +3,14 @@
 //! `ValidateDaemonSetUpdateStrategy`, `ValidateRollingUpdateDaemonSet`, and `printDaemonSet` in
 //! `pkg/printers/internalversion/printers.go`).
 
-use super::field::{FieldPath, Rendered, go_quote, validate_nonnegative};
+use super::field::{FieldPath, validate_nonnegative};
 use super::pod_spec::default_pod_template;
 use super::selector::format_labels;
-use super::table::{age_column, column, int, text};
+use super::table::{age_column, column, container_columns, int, text};
 use super::typed::{KindRules, age};
 use super::workload::{
-    DeadlineRule, go_render_int_or_string, int_or_percent_value,
-    validate_not_more_than_100_percent, validate_positive_int_or_percent,
-    validate_selector_and_template, validate_selector_unchanged, wide_cells, wide_columns,
+    DeadlineRule, RollingBounds, go_render_int_or_string, validate_not_more_than_100_percent,
+    validate_selector_and_template, validate_workload_update, wide_cells,
 };
 use super::{FieldError, TableColumn};
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
@@ -73,17 +72,7 @@ impl KindRules for DaemonSetRules {
 
     fn validate_update(&self, new: &DaemonSet, old: &DaemonSet) -> Vec<FieldError> {
         let mut errs = self.validate(new);
-        let selector = |d: &DaemonSet| {
-            d.spec
-                .as_ref()
-                .map(|s| s.selector.clone())
-                .unwrap_or_default()
-        };
-        errs.extend(validate_selector_unchanged(
-            &selector(new),
-            &selector(old),
-            &FieldPath::new("spec"),
-        ));
+        errs.extend(validate_workload_update(new, old));
         errs
     }
 
@@ -127,7 +116,9 @@ impl KindRules for DaemonSetRules {
             ),
             age_column(),
         ];
-        cols.extend(wide_columns());
+        cols.extend(container_columns(
+            "A label query over pods that are managed by the daemon set. Must match in order to be controlled.",
+        ));
         cols
     }
 
@@ -166,44 +157,38 @@ fn validate_update_strategy(
             let Some(ru) = &strategy.rolling_update else {
                 return vec![FieldError::required(&path.child("rollingUpdate"), "")];
             };
-            let p = path.child("rollingUpdate");
-            let zero = IntOrString::Int(0);
-            let max_unavailable = ru.max_unavailable.as_ref().unwrap_or(&zero);
-            let max_surge = ru.max_surge.as_ref().unwrap_or(&zero);
-            errs.extend(validate_positive_int_or_percent(
-                max_unavailable,
-                &p.child("maxUnavailable"),
-            ));
-            errs.extend(validate_positive_int_or_percent(
-                max_surge,
-                &p.child("maxSurge"),
+            let b = RollingBounds::check(
+                ru.max_unavailable.as_ref(),
+                ru.max_surge.as_ref(),
+                path.child("rollingUpdate"),
+                &mut errs,
+            );
+            errs.extend(validate_not_more_than_100_percent(
+                b.max_unavailable,
+                &b.unavailable_path(),
             ));
             errs.extend(validate_not_more_than_100_percent(
-                max_unavailable,
-                &p.child("maxUnavailable"),
+                b.max_surge,
+                &b.surge_path(),
             ));
-            errs.extend(validate_not_more_than_100_percent(
-                max_surge,
-                &p.child("maxSurge"),
-            ));
-            let has_unavailable = int_or_percent_value(max_unavailable) != 0;
-            let has_surge = int_or_percent_value(max_surge) != 0;
+            let (unavailable, surge) = b.values();
+            let (has_unavailable, has_surge) = (unavailable != 0, surge != 0);
             if has_unavailable && has_surge {
                 errs.push(FieldError::invalid(
-                    &p.child("maxSurge"),
-                    go_render_int_or_string(max_surge),
+                    &b.surge_path(),
+                    go_render_int_or_string(b.max_surge),
                     "may not be set when maxUnavailable is non-zero",
                 ));
             } else if !has_unavailable && !has_surge {
                 errs.push(FieldError::required(
-                    &p.child("maxUnavailable"),
+                    &b.unavailable_path(),
                     "cannot be 0 when maxSurge is 0",
                 ));
             }
         }
         other => errs.push(FieldError::not_supported(
             path,
-            Rendered(go_quote(other)),
+            other,
             &["RollingUpdate", "OnDelete"],
         )),
     }
@@ -242,11 +227,7 @@ mod tests {
         assert!(s.validate_create(&obj).is_empty());
         obj["spec"]["updateStrategy"]["rollingUpdate"] =
             json!({"maxSurge": 1, "maxUnavailable": 1});
-        let errs: Vec<String> = s
-            .validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&obj));
         assert_eq!(
             errs,
             vec![
@@ -254,11 +235,7 @@ mod tests {
             ]
         );
         obj["spec"]["updateStrategy"] = json!({"type": "Sometimes"});
-        let errs: Vec<String> = s
-            .validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&obj));
         assert_eq!(
             errs,
             vec![

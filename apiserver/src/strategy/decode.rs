@@ -119,8 +119,19 @@ fn go_error<K: k8s_openapi::Resource>(path: &str, serde_msg: &str) -> String {
         other => other,
     };
     let go_type = go_type_name(expected);
+    // Go names the field by its JSON path without list indexes.
+    let mut field = String::with_capacity(path.len());
+    let mut in_index = false;
+    for c in path.chars() {
+        match c {
+            '[' => in_index = true,
+            ']' => in_index = false,
+            c if !in_index => field.push(c),
+            _ => {}
+        }
+    }
     format!(
-        "json: cannot unmarshal {found} into Go struct field {}.{path} of type {go_type}",
+        "json: cannot unmarshal {found} into Go struct field {}.{field} of type {go_type}",
         K::KIND
     )
 }
@@ -142,10 +153,15 @@ fn go_type_name(expected: &str) -> String {
     if !mapped.is_empty() {
         return mapped.to_owned();
     }
-    // serde names structs `struct Container`; Go prints `v1.Container`.
-    match expected.strip_prefix("struct ") {
-        Some(name) => format!("v1.{name}"),
-        None => expected.to_owned(),
+    // k8s-openapi names its structs (`Container`); Go prints them with their package.
+    let name = expected.strip_prefix("struct ").unwrap_or(expected);
+    match name {
+        "IntOrString" => "intstr.IntOrString".to_owned(),
+        "Quantity" => "resource.Quantity".to_owned(),
+        n if n.starts_with(|c: char| c.is_ascii_uppercase()) && !n.contains(' ') => {
+            format!("v1.{n}")
+        }
+        n => n.to_owned(),
     }
 }
 
@@ -171,6 +187,20 @@ mod tests {
         assert!(
             err.starts_with("json: cannot unmarshal object into Go struct field Deployment.spec.template.spec.containers of type"),
             "{err}"
+        );
+        let err = decode::<Deployment>(&json!({"spec": {"template": {"spec": {"containers": [{"name": "a", "resources": {"limits": {"cpu": true}}}]}}}}))
+            .err()
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            "json: cannot unmarshal bool into Go struct field Deployment.spec.template.spec.containers.resources.limits.cpu of type resource.Quantity"
+        );
+        let err = decode::<Deployment>(&json!({"spec": {"template": "x"}}))
+            .err()
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            "json: cannot unmarshal string into Go struct field Deployment.spec.template of type v1.PodTemplateSpec"
         );
         assert!(decode::<Deployment>(&json!([])).is_err());
         assert!(decode::<Deployment>(&json!({"kind": "Pod"})).is_err());

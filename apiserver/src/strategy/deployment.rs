@@ -9,12 +9,12 @@
 
 use super::field::{FieldPath, validate_nonnegative};
 use super::pod_spec::default_pod_template;
-use super::table::{age_column, column, int, text};
+use super::table::{age_column, column, container_columns, int, text};
 use super::typed::{KindRules, age};
 use super::workload::{
-    REPLICA_SET_DEADLINE, go_render_int_or_string, int_or_percent_value,
-    validate_not_more_than_100_percent, validate_positive_int_or_percent,
-    validate_selector_and_template, validate_selector_unchanged, wide_cells, wide_columns,
+    REPLICA_SET_DEADLINE, RollingBounds, go_render_int_or_string,
+    validate_not_more_than_100_percent, validate_selector_and_template, validate_workload_update,
+    wide_cells,
 };
 use super::{FieldError, TableColumn};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStrategy, RollingUpdateDeployment};
@@ -96,18 +96,12 @@ impl KindRules for DeploymentRules {
 
     fn validate_update(&self, new: &Deployment, old: &Deployment) -> Vec<FieldError> {
         let mut errs = self.validate(new);
-        let selector = |d: &Deployment| {
-            d.spec
-                .as_ref()
-                .map(|s| s.selector.clone())
-                .unwrap_or_default()
-        };
-        errs.extend(validate_selector_unchanged(
-            &selector(new),
-            &selector(old),
-            &FieldPath::new("spec"),
-        ));
+        errs.extend(validate_workload_update(new, old));
         errs
+    }
+
+    fn bumps_generation(&self, new: &Deployment, old: &Deployment, _: (&Value, &Value)) -> bool {
+        new.spec != old.spec || new.metadata.annotations != old.metadata.annotations
     }
 
     fn table_columns(&self) -> Vec<TableColumn> {
@@ -127,7 +121,9 @@ impl KindRules for DeploymentRules {
             ),
             age_column(),
         ];
-        cols.extend(wide_columns());
+        cols.extend(container_columns(
+            "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
+        ));
         cols
     }
 
@@ -168,30 +164,22 @@ fn validate_strategy(strategy: Option<&DeploymentStrategy>, path: &FieldPath) ->
                 "this should be defaulted and never be nil",
             )),
             Some(ru) => {
-                let p = path.child("rollingUpdate");
-                let zero = IntOrString::Int(0);
-                let max_unavailable = ru.max_unavailable.as_ref().unwrap_or(&zero);
-                let max_surge = ru.max_surge.as_ref().unwrap_or(&zero);
-                errs.extend(validate_positive_int_or_percent(
-                    max_unavailable,
-                    &p.child("maxUnavailable"),
-                ));
-                errs.extend(validate_positive_int_or_percent(
-                    max_surge,
-                    &p.child("maxSurge"),
-                ));
-                if int_or_percent_value(max_unavailable) == 0
-                    && int_or_percent_value(max_surge) == 0
-                {
+                let b = RollingBounds::check(
+                    ru.max_unavailable.as_ref(),
+                    ru.max_surge.as_ref(),
+                    path.child("rollingUpdate"),
+                    &mut errs,
+                );
+                if b.values() == (0, 0) {
                     errs.push(FieldError::invalid(
-                        &p.child("maxUnavailable"),
-                        go_render_int_or_string(max_unavailable),
+                        &b.unavailable_path(),
+                        go_render_int_or_string(b.max_unavailable),
                         "may not be 0 when `maxSurge` is 0",
                     ));
                 }
                 errs.extend(validate_not_more_than_100_percent(
-                    max_unavailable,
-                    &p.child("maxUnavailable"),
+                    b.max_unavailable,
+                    &b.unavailable_path(),
                 ));
             }
         },
@@ -229,10 +217,7 @@ mod tests {
         let s = Typed(DeploymentRules);
         let mut obj = obj;
         s.default(&mut obj).unwrap();
-        s.validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        crate::strategy::messages(&s.validate_create(&obj))
     }
 
     #[test]
@@ -273,6 +258,10 @@ mod tests {
             })
         );
         assert!(Typed(DeploymentRules).validate_create(&obj).is_empty());
+        let mut with_status = obj.clone();
+        with_status["status"] = json!({"replicas": 3});
+        Typed(DeploymentRules).prepare_for_create(&mut with_status);
+        assert_eq!(with_status["status"], json!({}));
     }
 
     #[test]
@@ -342,11 +331,7 @@ mod tests {
         let mut new = old.clone();
         new["spec"]["selector"]["matchLabels"]["tier"] = json!("web");
         new["spec"]["template"]["metadata"]["labels"]["tier"] = json!("web");
-        let errs: Vec<String> = s
-            .validate_update(&new, &old)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_update(&new, &old));
         assert_eq!(
             errs,
             vec![
@@ -354,6 +339,11 @@ mod tests {
             ]
         );
         assert!(s.validate_update(&old, &old).is_empty());
+        assert!(s.bumps_generation(&new, &old));
+        let mut annotated = old.clone();
+        annotated["metadata"]["annotations"] = json!({"kubernetes.io/change-cause": "x"});
+        assert!(s.bumps_generation(&annotated, &old));
+        assert!(!s.bumps_generation(&old, &old));
     }
 
     #[test]

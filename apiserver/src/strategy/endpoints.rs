@@ -175,11 +175,7 @@ mod tests {
         let mut obj = json!({"metadata": {"name": "web", "namespace": "d"}, "subsets": [{"addresses": [{"ip": "nope"}], "ports": [{"port": 80}]}]});
         s.default(&mut obj).unwrap();
         assert_eq!(obj["subsets"][0]["ports"][0]["protocol"], json!("TCP"));
-        let errs: Vec<String> = s
-            .validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&obj));
         assert_eq!(
             errs,
             vec![

@@ -139,6 +139,63 @@ impl EventView {
     }
 }
 
+/// The field-selector names of an API version's Event: the object reference's seven fields
+/// (`kind`, `namespace`, `name`, `uid`, `apiVersion`, `resourceVersion`, `fieldPath`), the
+/// reporter field, and `source` where the version has it.
+#[derive(Debug, Clone, Copy)]
+pub struct EventFieldNames {
+    /// `involvedObject.kind`, ... or `regarding.kind`, ...
+    pub reference: [&'static str; 7],
+    /// `reportingComponent` or `reportingController`.
+    pub reporting: &'static str,
+    /// `source` (core/v1 only).
+    pub source: Option<&'static str>,
+}
+
+/// core/v1's names (`pkg/registry/core/event/strategy.go` `ToSelectableFields`).
+pub const CORE_FIELD_NAMES: EventFieldNames = EventFieldNames {
+    reference: [
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "involvedObject.apiVersion",
+        "involvedObject.resourceVersion",
+        "involvedObject.fieldPath",
+    ],
+    reporting: "reportingComponent",
+    source: Some("source"),
+};
+
+impl EventView {
+    /// The field-selector fields under `names`.
+    pub fn selectable_fields(&self, names: &EventFieldNames) -> Vec<(&'static str, String)> {
+        let r = &self.regarding;
+        let values = [
+            &r.kind,
+            &r.namespace,
+            &r.name,
+            &r.uid,
+            &r.api_version,
+            &r.resource_version,
+            &r.field_path,
+        ];
+        let mut fields: Vec<(&'static str, String)> = names
+            .reference
+            .iter()
+            .zip(values)
+            .map(|(name, v)| (*name, v.clone().unwrap_or_default()))
+            .collect();
+        fields.push(("reason", self.reason.clone()));
+        fields.push((names.reporting, self.reporting_controller.clone()));
+        if let Some(source) = names.source {
+            fields.push((source, self.component.clone()));
+        }
+        fields.push(("type", self.type_.clone()));
+        fields
+    }
+}
+
 /// The events table's columns (no leading Name; the name is the last, wide, column).
 pub fn event_columns() -> Vec<TableColumn> {
     let mut name = column(
@@ -301,22 +358,7 @@ impl KindRules for EventRules {
     }
 
     fn selectable_fields(&self, obj: &Event) -> Vec<(&'static str, String)> {
-        let view = EventView::of_core(obj);
-        let r = &view.regarding;
-        let s = |v: &Option<String>| v.clone().unwrap_or_default();
-        vec![
-            ("involvedObject.kind", s(&r.kind)),
-            ("involvedObject.namespace", s(&r.namespace)),
-            ("involvedObject.name", s(&r.name)),
-            ("involvedObject.uid", s(&r.uid)),
-            ("involvedObject.apiVersion", s(&r.api_version)),
-            ("involvedObject.resourceVersion", s(&r.resource_version)),
-            ("involvedObject.fieldPath", s(&r.field_path)),
-            ("reason", view.reason.clone()),
-            ("reportingComponent", view.reporting_controller.clone()),
-            ("source", view.component.clone()),
-            ("type", view.type_.clone()),
-        ]
+        EventView::of_core(obj).selectable_fields(&CORE_FIELD_NAMES)
     }
 
     fn table_columns(&self) -> Vec<TableColumn> {
@@ -402,11 +444,7 @@ mod tests {
     fn namespace_must_match_the_object() {
         let mut e = recorded();
         e["involvedObject"]["namespace"] = json!("other");
-        let errs: Vec<String> = Typed(EventRules)
-            .validate_create(&e)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&Typed(EventRules).validate_create(&e));
         assert_eq!(
             errs,
             vec![

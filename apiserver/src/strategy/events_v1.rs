@@ -3,15 +3,16 @@
 //! converted in `pkg/apis/events/v1/conversion.go`).
 //!
 //! The new API's field names map onto the core ones: `regarding` ↔ `involvedObject`, `note` ↔
-//! `message`, `reportingController` ↔ `reportingComponent`, `deprecatedCount` ↔ `count`. It
-//! shares the core Event's table through [`EventView`].
+//! `message`, `reportingController` ↔ `reportingComponent`, `deprecatedCount` ↔ `count`
+//! ([`to_core`]). It shares the core Event's table through [`EventView`].
 
 use super::FieldError;
 use super::TableColumn;
-use super::event::{EventView, event_columns, validate_event_view};
+use super::event::{EventFieldNames, EventView, event_columns, validate_event_view};
 use super::field::FieldPath;
 use super::typed::KindRules;
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSeries as CoreEventSeries};
 use k8s_openapi::api::events::v1::Event;
 use serde_json::Value;
 
@@ -19,33 +20,33 @@ use serde_json::Value;
 #[derive(Debug, Default, Clone, Copy)]
 pub struct EventsV1Rules;
 
-fn view(e: &Event) -> EventView {
-    let source = e.deprecated_source.clone().unwrap_or_default();
-    let reporting = e.reporting_controller.clone().unwrap_or_default();
-    EventView {
-        name: e.metadata.name.clone().unwrap_or_default(),
-        regarding: e.regarding.clone().unwrap_or_default(),
-        type_: e.type_.clone().unwrap_or_default(),
-        reason: e.reason.clone().unwrap_or_default(),
-        message: e.note.clone().unwrap_or_default(),
-        component: source
-            .component
-            .filter(|c| !c.is_empty())
-            .unwrap_or_else(|| reporting.clone()),
-        instance: source
-            .host
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| e.reporting_instance.clone().unwrap_or_default()),
-        reporting_controller: reporting,
-        first_timestamp: e.deprecated_first_timestamp.as_ref().map(|t| t.0),
-        last_timestamp: e.deprecated_last_timestamp.as_ref().map(|t| t.0),
-        event_time: e.event_time.as_ref().map(|t| t.0),
-        count: e.deprecated_count.unwrap_or(0),
-        series: e
-            .series
-            .as_ref()
-            .map(|s| (s.count, Some(s.last_observed_time.0))),
+/// The conversion to the core Event (`pkg/apis/events/v1/conversion.go`), the shape Kubernetes
+/// keeps internally for both versions.
+pub fn to_core(e: &Event) -> CoreEvent {
+    CoreEvent {
+        metadata: e.metadata.clone(),
+        involved_object: e.regarding.clone().unwrap_or_default(),
+        related: e.related.clone(),
+        type_: e.type_.clone(),
+        reason: e.reason.clone(),
+        message: e.note.clone(),
+        action: e.action.clone(),
+        source: e.deprecated_source.clone(),
+        first_timestamp: e.deprecated_first_timestamp.clone(),
+        last_timestamp: e.deprecated_last_timestamp.clone(),
+        count: e.deprecated_count,
+        event_time: e.event_time.clone(),
+        series: e.series.as_ref().map(|s| CoreEventSeries {
+            count: Some(s.count),
+            last_observed_time: Some(s.last_observed_time.clone()),
+        }),
+        reporting_component: e.reporting_controller.clone(),
+        reporting_instance: e.reporting_instance.clone(),
     }
+}
+
+fn view(e: &Event) -> EventView {
+    EventView::of_core(&to_core(e))
 }
 
 impl KindRules for EventsV1Rules {
@@ -77,21 +78,19 @@ impl KindRules for EventsV1Rules {
     }
 
     fn selectable_fields(&self, obj: &Event) -> Vec<(&'static str, String)> {
-        let v = view(obj);
-        let r = &v.regarding;
-        let s = |v: &Option<String>| v.clone().unwrap_or_default();
-        vec![
-            ("regarding.kind", s(&r.kind)),
-            ("regarding.namespace", s(&r.namespace)),
-            ("regarding.name", s(&r.name)),
-            ("regarding.uid", s(&r.uid)),
-            ("regarding.apiVersion", s(&r.api_version)),
-            ("regarding.resourceVersion", s(&r.resource_version)),
-            ("regarding.fieldPath", s(&r.field_path)),
-            ("reason", v.reason.clone()),
-            ("reportingController", v.reporting_controller.clone()),
-            ("type", v.type_.clone()),
-        ]
+        view(obj).selectable_fields(&EventFieldNames {
+            reference: [
+                "regarding.kind",
+                "regarding.namespace",
+                "regarding.name",
+                "regarding.uid",
+                "regarding.apiVersion",
+                "regarding.resourceVersion",
+                "regarding.fieldPath",
+            ],
+            reporting: "reportingController",
+            source: None,
+        })
     }
 
     fn table_columns(&self) -> Vec<TableColumn> {
@@ -125,19 +124,11 @@ mod tests {
         let mut bad = event();
         bad["action"] = json!("");
         bad.as_object_mut().map(|o| o.remove("eventTime"));
-        let errs: Vec<String> = s
-            .validate_create(&bad)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&bad));
         assert_eq!(errs, vec!["eventTime: Required value"]);
         let mut no_action = event();
         no_action["action"] = json!("");
-        let errs: Vec<String> = s
-            .validate_create(&no_action)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&no_action));
         assert_eq!(errs, vec!["action: Required value"]);
         let now: Timestamp = "2024-01-01T00:00:07Z".parse().unwrap();
         let row = s.table_row(&event(), now);

@@ -12,11 +12,11 @@
 //!                                 batch.kubernetes.io/job-name: <name>, job-name: <name>
 //! ```
 
-use super::field::{FieldPath, Rendered, validate_immutable, validate_nonnegative};
+use super::field::{FieldPath, validate_immutable, validate_nonnegative};
 use super::human_duration::{human_duration, since};
 use super::pod_spec::{default_pod_template, validate_pod_template};
 use super::selector::{format_label_selector, go_render, matches, validate_label_selector};
-use super::table::{age_column, column, containers_and_images, text};
+use super::table::{age_column, column, container_columns, containers_and_images, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
@@ -29,6 +29,9 @@ pub struct JobRules;
 
 /// The label selecting a Job's pods by the Job's uid.
 pub const CONTROLLER_UID_LABEL: &str = "batch.kubernetes.io/controller-uid";
+/// How Jobs (and CronJobs) describe their `Selector` column.
+pub const JOB_SELECTOR_DESCRIPTION: &str =
+    "A label query over pods that should match the pod count.";
 /// The label carrying the Job's name on its pods.
 pub const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
 
@@ -173,7 +176,7 @@ impl KindRules for JobRules {
     }
 
     fn table_columns(&self) -> Vec<TableColumn> {
-        vec![
+        let mut cols = vec![
             column("Status", "string", "Status of the job.", 0),
             column(
                 "Completions",
@@ -188,25 +191,9 @@ impl KindRules for JobRules {
                 0,
             ),
             age_column(),
-            column(
-                "Containers",
-                "string",
-                "Names of each container in the template.",
-                1,
-            ),
-            column(
-                "Images",
-                "string",
-                "Images referenced by each container in the template.",
-                1,
-            ),
-            column(
-                "Selector",
-                "string",
-                "A label query over pods that should match the pod count.",
-                1,
-            ),
-        ]
+        ];
+        cols.extend(container_columns(JOB_SELECTOR_DESCRIPTION));
+        cols
     }
 
     fn table_row(&self, obj: &Job, now: jiff::Timestamp) -> Vec<Value> {
@@ -310,7 +297,7 @@ pub fn validate_job_spec(spec: &JobSpec, path: &FieldPath) -> Vec<FieldError> {
         "OnFailure" | "Never" => {}
         other => errs.push(FieldError::not_supported(
             &restart_path,
-            Rendered(format!("{other:?}")),
+            other,
             &["OnFailure", "Never"],
         )),
     }
@@ -355,11 +342,8 @@ mod tests {
 
     #[test]
     fn restart_policy_must_be_on_failure_or_never() {
-        let errs: Vec<String> = Typed(JobRules)
-            .validate_create(&created("Always"))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> =
+            crate::strategy::messages(&Typed(JobRules).validate_create(&created("Always")));
         assert_eq!(
             errs,
             vec![
@@ -374,11 +358,7 @@ mod tests {
         let old = created("Never");
         let mut new = old.clone();
         new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("perl:5.36");
-        let errs: Vec<String> = s
-            .validate_update(&new, &old)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_update(&new, &old));
         assert_eq!(
             errs,
             vec!["spec.template: Invalid value: core.PodTemplateSpec{...}: field is immutable"]

@@ -97,11 +97,7 @@ mod tests {
         let now: jiff::Timestamp = "2024-01-01T00:00:40Z".parse().unwrap();
         assert_eq!(s.table_row(&good, now), vec![json!("node-1"), json!("40s")]);
         let bad = json!({"metadata": {"name": "n", "namespace": "x"}, "spec": {"leaseDurationSeconds": 0, "leaseTransitions": -1}});
-        let errs: Vec<String> = s
-            .validate_create(&bad)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&bad));
         assert_eq!(
             errs,
             vec![

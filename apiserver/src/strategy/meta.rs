@@ -75,6 +75,19 @@ pub fn validate_object_meta(
     errs
 }
 
+/// [`validate_object_meta`] over a JSON object's `metadata`, for kinds without a typed strategy
+/// (custom resources): names must be DNS subdomains.
+pub fn validate_metadata_value(obj: &serde_json::Value, namespaced: bool) -> Vec<FieldError> {
+    match serde_json::from_value::<ObjectMeta>(obj["metadata"].clone()) {
+        Ok(meta) => validate_object_meta(&meta, namespaced, NameRule::Dns1123Subdomain),
+        Err(e) => vec![FieldError::invalid(
+            &FieldPath::new("metadata"),
+            Rendered(String::new()),
+            &e.to_string(),
+        )],
+    }
+}
+
 /// `ValidateObjectMetaUpdate`: the create rules for labels, annotations, owners and finalizers,
 /// plus immutable name and namespace, and no new finalizers once deletion started.
 pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<FieldError> {
@@ -119,7 +132,8 @@ pub fn validate_object_meta_update(new: &ObjectMeta, old: &ObjectMeta) -> Vec<Fi
     errs
 }
 
-fn validate_common(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
+/// The labels and annotations of `meta`, reported under `path.labels` and `path.annotations`.
+pub fn validate_labels_and_annotations(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(labels) = &meta.labels {
         errs.extend(validate_labels(labels, &path.child("labels")));
@@ -130,6 +144,11 @@ fn validate_common(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
             &path.child("annotations"),
         ));
     }
+    errs
+}
+
+fn validate_common(meta: &ObjectMeta, path: &FieldPath) -> Vec<FieldError> {
+    let mut errs = validate_labels_and_annotations(meta, path);
     if let Some(owners) = &meta.owner_references {
         errs.extend(validate_owner_references(
             owners,

@@ -7,6 +7,21 @@
 //! boundary as JSON values so custom resources can use the same path; built-in strategies decode
 //! into `k8s-openapi` types where that is convenient, which drops unknown fields exactly as
 //! Kubernetes' Go decoding does.
+//!
+//! ```text
+//! create:  default → prepare_for_create → [unknown_fields] → validate_create
+//! update:  default → prepare_for_update → validate_update(new, old)
+//! list:    selectable_fields (field selectors), table_columns/table_row (kubectl get)
+//! ```
+//!
+//! A built-in kind is a [`typed::KindRules`] over its `k8s-openapi` type, wrapped in
+//! [`typed::Typed`]; its validation includes `metadata` (the kind's name syntax, labels,
+//! annotations, owner references, finalizers, immutable name/namespace), so the registry must not
+//! validate metadata again for built-ins. For custom resources ([`DefaultStrategy`]) the registry
+//! can call [`meta::validate_metadata_value`]. Shared pieces live in their own files: names and
+//! messages ([`names`], [`field`]), [`meta`], label [`selector`]s, [`quantity`], the
+//! [`pod_spec`] every pod template uses, apps [`workload`]s, tables ([`table`],
+//! [`human_duration`]).
 
 pub mod config_data;
 pub mod configmap;
@@ -183,6 +198,22 @@ pub trait Strategy: Send + Sync + 'static {
         let _ = (new, old);
     }
 
+    /// Whether an update of the main resource starts a new `metadata.generation`
+    /// (`PrepareForUpdate`): by default when `spec` changed; Deployments also count annotation
+    /// changes (a rollback is requested through one), Pods never do.
+    fn bumps_generation(&self, new: &Value, old: &Value) -> bool {
+        new.get("spec") != old.get("spec")
+    }
+
+    /// `CheckGracefulDelete`: the grace period in seconds a deletion of `obj` waits (with
+    /// `deletionTimestamp` set) before the object is removed, given the `gracePeriodSeconds` the
+    /// client asked for; `None` (the default) or `Some(0)` deletes at once. Only Pods are
+    /// deleted gracefully: their kubelet stops the containers first.
+    fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        let _ = (obj, requested);
+        None
+    }
+
     /// Whether the registry puts its `Name` column first in tables. False for Events, whose
     /// table starts with `Last Seen` and lists the name as a `-o wide` column of its own.
     fn table_has_name_column(&self) -> bool {
@@ -195,7 +226,8 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Validation on create (metadata is validated by the registry; this is the kind's part).
+    /// Validation on create. Built-in strategies check `metadata` too (see the module docs); the
+    /// default checks nothing.
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         let _ = obj;
         Vec::new()
@@ -221,7 +253,7 @@ pub trait Strategy: Send + Sync + 'static {
             name: "Age",
             type_: "string",
             format: "",
-            description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            description: table::age_column().description,
             priority: 0,
         }]
     }
@@ -229,8 +261,10 @@ pub trait Strategy: Send + Sync + 'static {
     /// One table row's cells after `Name`, matching [`Strategy::table_columns`]. `now` is the
     /// server's time, for ages.
     fn table_row(&self, obj: &Value, now: jiff::Timestamp) -> Vec<Value> {
-        let _ = (obj, now);
-        vec![Value::String(String::from("<unknown>"))]
+        let created = obj["metadata"]["creationTimestamp"]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+        vec![Value::String(human_duration::since(created, now))]
     }
 }
 
@@ -270,4 +304,165 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(job::JobRules)),
         Arc::new(Typed(cronjob::CronJobRules)),
     ]
+}
+
+/// Test helper: errors rendered as Kubernetes prints them.
+#[cfg(test)]
+pub(crate) fn messages(errs: &[FieldError]) -> Vec<String> {
+    errs.iter().map(ToString::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A small but complete object of each built-in kind, as the registry would store it.
+    fn sample(gvk: &GroupVersionKind) -> Value {
+        let mut obj = json!({
+            "apiVersion": gvk.group_version().api_version(),
+            "kind": gvk.kind,
+            "metadata": {"name": "sample", "namespace": "default", "uid": "u-1", "creationTimestamp": "2024-01-01T00:00:00Z"}
+        });
+        let template = json!({"metadata": {"labels": {"app": "sample"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+        let selector = json!({"matchLabels": {"app": "sample"}});
+        let extra = match gvk.kind.as_str() {
+            "Namespace" | "Node" => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("namespace"));
+                json!({})
+            }
+            "Pod" => json!({"spec": template["spec"]}),
+            "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet" => {
+                json!({"spec": {"selector": selector, "template": template}})
+            }
+            "Job" => {
+                let mut t = template.clone();
+                t["spec"]["restartPolicy"] = json!("Never");
+                json!({"spec": {"template": t}})
+            }
+            "CronJob" => {
+                let mut t = template.clone();
+                t["spec"]["restartPolicy"] = json!("OnFailure");
+                json!({"spec": {"schedule": "@hourly", "jobTemplate": {"spec": {"template": t}}}})
+            }
+            "Service" => json!({"spec": {"selector": {"app": "sample"}, "ports": [{"port": 80}]}}),
+            "Lease" => json!({"spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}}),
+            "Event" if gvk.group.is_empty() => {
+                json!({"involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "Started"})
+            }
+            "Event" => {
+                json!({"eventTime": "2024-01-01T00:00:00.000000Z", "reportingController": "c", "reportingInstance": "i",
+                              "action": "Act", "reason": "Why", "regarding": {"kind": "Pod", "name": "p", "namespace": "default"}})
+            }
+            _ => json!({}),
+        };
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            obj[k] = v.clone();
+        }
+        obj
+    }
+
+    #[test]
+    fn every_builtin_kind_defaults_validates_and_prints_its_sample() {
+        let strategies = builtin_strategies();
+        assert_eq!(strategies.len(), 17);
+        let now: jiff::Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for s in &strategies {
+            let gvk = s.gvk();
+            assert!(seen.insert(gvk.clone()), "{gvk} twice");
+            let mut obj = sample(&gvk);
+            s.default(&mut obj).unwrap();
+            s.prepare_for_create(&mut obj);
+            assert_eq!(
+                messages(&s.validate_create(&obj)),
+                Vec::<String>::new(),
+                "{gvk}"
+            );
+            assert_eq!(
+                messages(&s.validate_update(&obj, &obj)),
+                Vec::<String>::new(),
+                "{gvk}"
+            );
+            assert_eq!(
+                s.table_row(&obj, now).len(),
+                s.table_columns().len(),
+                "{gvk}"
+            );
+            assert!(
+                s.unknown_fields(&obj).is_empty(),
+                "{gvk}: {:?}",
+                s.unknown_fields(&obj)
+            );
+            let status = matches!(
+                gvk.kind.as_str(),
+                "Pod"
+                    | "Node"
+                    | "Service"
+                    | "Namespace"
+                    | "Deployment"
+                    | "ReplicaSet"
+                    | "DaemonSet"
+                    | "StatefulSet"
+                    | "Job"
+                    | "CronJob"
+            );
+            assert_eq!(s.has_status_subresource(), status, "{gvk}");
+            assert_eq!(s.table_has_name_column(), gvk.kind != "Event", "{gvk}");
+            assert_eq!(
+                s.graceful_delete_period(&obj, Some(30)).is_some(),
+                gvk.kind == "Pod",
+                "{gvk}"
+            );
+            assert!(!s.bumps_generation(&obj, &obj), "{gvk}");
+            // The registry learns the selectable fields from a skeleton object.
+            let skeleton = json!({"apiVersion": gvk.group_version().api_version(), "kind": gvk.kind, "metadata": {}});
+            let names = |fields: Vec<(&'static str, String)>| {
+                fields.into_iter().map(|(f, _)| f).collect::<Vec<_>>()
+            };
+            assert_eq!(
+                names(s.selectable_fields(&skeleton)),
+                names(s.selectable_fields(&obj)),
+                "{gvk}"
+            );
+        }
+    }
+
+    #[test]
+    fn unknown_fields_of_a_deployment() {
+        let s = builtin_strategies()
+            .into_iter()
+            .find(|s| s.gvk().kind == "Deployment")
+            .unwrap();
+        let mut obj = sample(&s.gvk());
+        obj["spec"]["foo"] = json!(1);
+        obj["spec"]["template"]["spec"]["containers"][0]["imagePullPolicyy"] = json!("Always");
+        assert_eq!(
+            s.unknown_fields(&obj),
+            vec![
+                "spec.foo",
+                "spec.template.spec.containers[0].imagePullPolicyy"
+            ]
+        );
+        let mut wrong = sample(&s.gvk());
+        wrong["spec"]["replicas"] = json!("three");
+        assert_eq!(
+            s.default(&mut wrong),
+            Err("json: cannot unmarshal string into Go struct field Deployment.spec.replicas of type int32".to_owned())
+        );
+    }
+
+    #[test]
+    fn default_strategy_prints_an_age() {
+        let s = DefaultStrategy {
+            gvk: GroupVersionKind::new("example.com", "v1", "Widget"),
+        };
+        let now: jiff::Timestamp = "2024-01-01T00:01:00Z".parse().unwrap();
+        let obj = json!({"metadata": {"creationTimestamp": "2024-01-01T00:00:00Z"}});
+        assert_eq!(s.table_row(&obj, now), vec![json!("60s")]);
+        assert_eq!(s.table_row(&json!({}), now), vec![json!("<unknown>")]);
+    }
 }

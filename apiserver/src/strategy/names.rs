@@ -352,12 +352,11 @@ pub enum NameRule {
 impl NameRule {
     /// The messages for `name`; `prefix` is true for a `generateName` (trailing `-` allowed).
     pub fn check(self, name: &str, prefix: bool) -> Vec<String> {
-        let name = if prefix {
-            // `maskTrailingDash`: a generated name gets characters appended.
-            match name.strip_suffix('-') {
-                Some(stem) if stem.len() > 1 => format!("{stem}a"),
-                _ => name.to_owned(),
-            }
+        let name = if prefix && name.len() > 1 && name.ends_with('-') {
+            // `maskTrailingDash`: characters will be appended to a generated name, so its
+            // trailing dash is masked; Kubernetes drops the last two characters and adds an `a`.
+            let keep = name.chars().count().saturating_sub(2);
+            format!("{}a", name.chars().take(keep).collect::<String>())
         } else {
             name.to_owned()
         };
@@ -493,6 +492,8 @@ mod tests {
     #[test]
     fn generate_name_prefix_may_end_with_dash() {
         assert!(NameRule::Dns1123Subdomain.check("nginx-", true).is_empty());
+        assert!(NameRule::Dns1123Subdomain.check("a.-", true).is_empty());
+        assert!(!NameRule::Dns1123Subdomain.check("-", true).is_empty());
         assert!(!NameRule::Dns1123Subdomain.check("nginx-", false).is_empty());
         assert_eq!(
             NameRule::PathSegment.check("a/b", false),

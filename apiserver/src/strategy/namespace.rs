@@ -140,22 +140,15 @@ mod tests {
     #[test]
     fn name_is_a_dns_label() {
         let s = Typed(NamespaceRules);
-        let errs: Vec<String> = s
-            .validate_create(&json!({"metadata": {"name": "a.b"}}))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> =
+            crate::strategy::messages(&s.validate_create(&json!({"metadata": {"name": "a.b"}})));
         assert_eq!(
             errs,
             vec!["metadata.name: Invalid value: \"a.b\": must not contain dots"]
         );
-        let errs: Vec<String> = s
-            .validate_create(
-                &json!({"metadata": {"name": "a"}, "spec": {"finalizers": ["custom"]}}),
-            )
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(
+            &json!({"metadata": {"name": "a"}, "spec": {"finalizers": ["custom"]}}),
+        ));
         assert_eq!(
             errs,
             vec![

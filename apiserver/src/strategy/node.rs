@@ -8,6 +8,7 @@
 
 use super::field::FieldPath;
 use super::names::is_qualified_name;
+use super::pod_spec::defaults::default_resource_list;
 use super::table::{age_column, column, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
@@ -22,12 +23,19 @@ pub struct NodeRules;
 impl KindRules for NodeRules {
     type Object = Node;
     const STATUS_SUBRESOURCE: bool = true;
+    const KEEP_STATUS_ON_CREATE: bool = true;
 
     fn set_defaults(&self, obj: &mut Node) {
-        if let Some(status) = obj.status.as_mut()
-            && status.allocatable.is_none()
-        {
-            status.allocatable.clone_from(&status.capacity);
+        if let Some(status) = obj.status.as_mut() {
+            if status.allocatable.is_none() {
+                status.allocatable.clone_from(&status.capacity);
+            }
+            for list in [&mut status.capacity, &mut status.allocatable]
+                .into_iter()
+                .flatten()
+            {
+                default_resource_list(list);
+            }
         }
     }
 
@@ -250,14 +258,13 @@ mod tests {
     #[test]
     fn allocatable_defaults_to_capacity_and_taints_are_checked() {
         let s = Typed(NodeRules);
-        let mut obj = json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}, "status": {"capacity": {"cpu": "4"}}});
+        let mut obj = json!({"metadata": {"name": "n"}, "spec": {"taints": [{"key": "k", "effect": "Sometimes"}]}, "status": {"capacity": {"cpu": "4", "memory": "8192Mi"}}});
         s.default(&mut obj).unwrap();
-        assert_eq!(obj["status"]["allocatable"], json!({"cpu": "4"}));
-        let errs: Vec<String> = s
-            .validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        assert_eq!(
+            obj["status"]["allocatable"],
+            json!({"cpu": "4", "memory": "8Gi"})
+        );
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&obj));
         assert_eq!(
             errs,
             vec![

@@ -13,7 +13,7 @@
 //! added tolerations and a negative `terminationGracePeriodSeconds` raised to 1 may change.
 
 use super::field::FieldPath;
-use super::pod_printer::{pod_columns, pod_row};
+use super::pod_printer::{pod_columns, pod_ip, pod_row};
 use super::pod_spec::{default_pod_spec, validate_pod_spec};
 use super::qos::pod_qos;
 use super::typed::KindRules;
@@ -78,6 +78,11 @@ impl KindRules for PodRules {
         status.qos_class.get_or_insert(qos);
     }
 
+    fn prepare_for_create(&self, obj: &mut Pod) {
+        // The status was reset: a new pod is `Pending` with its QoS class.
+        self.set_defaults(obj);
+    }
+
     fn validate(&self, obj: &Pod) -> Vec<FieldError> {
         validate_pod_spec(
             &obj.spec.clone().unwrap_or_default(),
@@ -95,15 +100,18 @@ impl KindRules for PodRules {
         errs
     }
 
+    fn bumps_generation(&self, _: &Pod, _: &Pod, _: (&Value, &Value)) -> bool {
+        false
+    }
+
+    fn graceful_delete_period(&self, obj: &Pod, requested: Option<i64>) -> Option<i64> {
+        Some(graceful_delete_period(obj, requested))
+    }
+
     fn selectable_fields(&self, obj: &Pod) -> Vec<(&'static str, String)> {
         let spec = obj.spec.clone().unwrap_or_default();
         let status = obj.status.clone().unwrap_or_default();
-        let pod_ip = status
-            .pod_ips
-            .as_ref()
-            .and_then(|ips| ips.first())
-            .map(|ip| ip.ip.clone())
-            .unwrap_or_default();
+        let pod_ip = pod_ip(&status);
         vec![
             ("spec.nodeName", spec.node_name.unwrap_or_default()),
             (
@@ -256,18 +264,16 @@ fn validate_spec_update(new: &PodSpec, old: &PodSpec) -> Option<FieldError> {
 /// The grace period of a pod deletion (`podStrategy.CheckGracefulDelete`): the requested
 /// period, else the pod's `terminationGracePeriodSeconds`; 0 (delete now) for a pod that was
 /// never scheduled or has finished; negative periods become 1.
-pub fn graceful_delete_period(pod: &Value, requested: Option<i64>) -> i64 {
-    let spec = &pod["spec"];
+pub fn graceful_delete_period(pod: &Pod, requested: Option<i64>) -> i64 {
+    let spec = pod.spec.clone().unwrap_or_default();
     let mut period = requested
-        .or_else(|| spec["terminationGracePeriodSeconds"].as_i64())
+        .or(spec.termination_grace_period_seconds)
         .unwrap_or(0);
-    if spec["nodeName"].as_str().unwrap_or("").is_empty() {
+    if spec.node_name.as_deref().unwrap_or("").is_empty() {
         period = 0;
     }
-    if matches!(
-        pod["status"]["phase"].as_str(),
-        Some("Failed" | "Succeeded")
-    ) {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Failed" | "Succeeded")) {
         period = 0;
     }
     if period < 0 { 1 } else { period }
@@ -326,6 +332,14 @@ mod tests {
         };
         assert_eq!(again, obj);
         assert!(Typed(PodRules).validate_create(&obj).is_empty());
+        // A status sent on create is replaced.
+        let mut running = obj.clone();
+        running["status"] = json!({"phase": "Running"});
+        Typed(PodRules).prepare_for_create(&mut running);
+        assert_eq!(
+            running["status"],
+            json!({"phase": "Pending", "qosClass": "Guaranteed"})
+        );
     }
 
     #[test]
@@ -356,12 +370,14 @@ mod tests {
         assert!(fields.contains(&("status.phase", "Pending".to_owned())));
         assert!(fields.contains(&("spec.nodeName", String::new())));
         assert!(fields.contains(&("spec.hostNetwork", "false".to_owned())));
-        assert_eq!(graceful_delete_period(&obj, None), 0);
+        let s = Typed(PodRules);
+        assert_eq!(s.graceful_delete_period(&obj, None), Some(0));
         obj["spec"]["nodeName"] = json!("node-1");
-        assert_eq!(graceful_delete_period(&obj, None), 30);
-        assert_eq!(graceful_delete_period(&obj, Some(5)), 5);
-        assert_eq!(graceful_delete_period(&obj, Some(-3)), 1);
+        assert_eq!(s.graceful_delete_period(&obj, None), Some(30));
+        assert_eq!(s.graceful_delete_period(&obj, Some(5)), Some(5));
+        assert_eq!(s.graceful_delete_period(&obj, Some(-3)), Some(1));
         obj["status"]["phase"] = json!("Succeeded");
-        assert_eq!(graceful_delete_period(&obj, None), 0);
+        assert_eq!(s.graceful_delete_period(&obj, None), Some(0));
+        assert!(!s.bumps_generation(&obj, &minimal()));
     }
 }

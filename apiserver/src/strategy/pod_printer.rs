@@ -20,7 +20,7 @@ use super::human_duration::since;
 use super::table::{column, text};
 use super::typed::age;
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodStatus};
 use serde_json::Value;
 
 /// The pod table's columns after `Name`.
@@ -90,6 +90,17 @@ fn condition_true(pod: &Pod, type_: &str) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == type_ && c.status == "True"))
+}
+
+/// The pod's first IP (`status.podIPs[0]`), as the printer and the `status.podIP` field
+/// selector read it; empty before the kubelet reports one.
+pub fn pod_ip(status: &PodStatus) -> String {
+    status
+        .pod_ips
+        .as_ref()
+        .and_then(|ips| ips.first())
+        .map(|ip| ip.ip.clone())
+        .unwrap_or_default()
 }
 
 /// The pod's row cells after `Name`, as `printPod` computes them.
@@ -217,12 +228,7 @@ pub fn pod_row(pod: &Pod, now: Timestamp) -> Vec<Value> {
         _ => restarts.to_string(),
     };
 
-    let pod_ip = status
-        .pod_ips
-        .as_ref()
-        .and_then(|ips| ips.first())
-        .map(|ip| ip.ip.clone())
-        .unwrap_or_default();
+    let pod_ip = pod_ip(&status);
     let none_if_empty = |s: String| if s.is_empty() { "<none>".to_owned() } else { s };
     let gates = spec.readiness_gates.clone().unwrap_or_default();
     let readiness_gates = if gates.is_empty() {

@@ -13,6 +13,10 @@
 //! [`Quantity`] keeps the value as an exact count of nano-units, rounded up as Kubernetes rounds
 //! up below its smallest scale, so comparisons (`requests <= limits`) and the scheduler's sums
 //! are exact: `0.5` CPU and `500m` are equal, `1Gi` is 1073741824 bytes.
+//!
+//! The API server stores quantities in canonical form ([`canonicalize`]): the largest suffix
+//! that keeps the value whole, in the style (binary, decimal, exponent) the client used:
+//! `0.5` → `500m`, `1024Mi` → `1Gi`, `1000` → `1k`, `1.5Gi` → `1536Mi`.
 
 use std::fmt;
 
@@ -139,6 +143,91 @@ impl fmt::Display for Quantity {
     }
 }
 
+/// How a quantity was written, which its canonical form keeps (`resource.Format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuantityFormat {
+    /// `Ki`, `Mi`, ... suffixes.
+    BinarySI,
+    /// `m`, `k`, `M`, ... suffixes or none.
+    DecimalSI,
+    /// `e3`, `E-3` exponents.
+    DecimalExponent,
+}
+
+impl Quantity {
+    /// Parses a quantity and tells which suffix style it was written in.
+    pub fn parse_with_format(s: &str) -> Result<(Self, QuantityFormat), QuantityError> {
+        let q = Quantity::parse(s)?;
+        let suffix = s
+            .trim()
+            .trim_start_matches(['+', '-'])
+            .trim_start_matches(|c: char| c.is_ascii_digit() || c == '.');
+        let format = if suffix.ends_with('i') {
+            QuantityFormat::BinarySI
+        } else if suffix.starts_with(['e', 'E']) {
+            QuantityFormat::DecimalExponent
+        } else {
+            QuantityFormat::DecimalSI
+        };
+        Ok((q, format))
+    }
+
+    /// `RoundUp(-3)`: rounds up to a whole milli-unit, as `SetDefaults_ResourceList` does.
+    pub fn round_up_to_milli(self) -> Quantity {
+        Quantity {
+            nanos: self.millis() * 1_000_000,
+        }
+    }
+
+    /// `CanonicalizeBytes`: the canonical string in `format`.
+    pub fn canonical(&self, format: QuantityFormat) -> String {
+        if self.nanos == 0 {
+            return "0".to_owned();
+        }
+        let sign = if self.nanos < 0 { "-" } else { "" };
+        let abs = self.nanos.abs();
+        let binary = format == QuantityFormat::BinarySI
+            && abs >= 1024 * NANOS_PER_UNIT
+            && abs % NANOS_PER_UNIT == 0;
+        if binary {
+            const SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+            let (mut units, mut e) = (abs / NANOS_PER_UNIT, 0);
+            while units % 1024 == 0 && e < SUFFIXES.len() - 1 {
+                units /= 1024;
+                e += 1;
+            }
+            return format!("{sign}{units}{}", SUFFIXES[e]);
+        }
+        let (mut mantissa, mut exp) = (abs, -9i32);
+        while mantissa % 1000 == 0 && (format == QuantityFormat::DecimalExponent || exp < 18) {
+            mantissa /= 1000;
+            exp += 3;
+        }
+        let suffix = match (format, exp) {
+            (QuantityFormat::DecimalExponent, 0) => String::new(),
+            (QuantityFormat::DecimalExponent, e) => format!("e{e}"),
+            (_, -9) => "n".to_owned(),
+            (_, -6) => "u".to_owned(),
+            (_, -3) => "m".to_owned(),
+            (_, 3) => "k".to_owned(),
+            (_, 6) => "M".to_owned(),
+            (_, 9) => "G".to_owned(),
+            (_, 12) => "T".to_owned(),
+            (_, 15) => "P".to_owned(),
+            (_, 18) => "E".to_owned(),
+            _ => String::new(),
+        };
+        format!("{sign}{mantissa}{suffix}")
+    }
+}
+
+/// The form Kubernetes stores a resource-list quantity in: rounded up to milli-units, then
+/// canonical. `None` when `s` is not a quantity (validation reports it).
+pub fn canonicalize(s: &str) -> Option<String> {
+    let (q, format) = Quantity::parse_with_format(s).ok()?;
+    Some(q.round_up_to_milli().canonical(format))
+}
+
 fn div_ceil(a: i128, b: i128) -> i128 {
     let q = a / b;
     if a % b > 0 { q + 1 } else { q }
@@ -215,6 +304,32 @@ mod tests {
         assert!(q("1Ki") > q("1k"));
         assert_eq!(q("1").saturating_add(q("500m")).to_string(), "1500m");
         assert_eq!(Quantity::from_units(3).to_string(), "3");
+    }
+
+    #[test]
+    fn canonical_forms() {
+        for (input, want) in [
+            ("0.5", "500m"),
+            ("500m", "500m"),
+            ("2000m", "2"),
+            ("1000", "1k"),
+            ("1200000", "1200k"),
+            ("1024Mi", "1Gi"),
+            ("1.5Gi", "1536Mi"),
+            ("512", "512"),
+            ("0.5Ki", "512"),
+            ("1Ki", "1Ki"),
+            ("128974848", "128974848"),
+            ("129e6", "129e6"),
+            ("1e3", "1e3"),
+            ("0.1m", "1m"),
+            ("0", "0"),
+            ("-1.5", "-1500m"),
+            ("100M", "100M"),
+        ] {
+            assert_eq!(canonicalize(input).as_deref(), Some(want), "{input}");
+        }
+        assert_eq!(canonicalize("lots"), None);
     }
 
     #[test]

@@ -5,11 +5,10 @@
 
 use super::field::{FieldPath, validate_nonnegative};
 use super::pod_spec::default_pod_template;
-use super::table::{age_column, column, int, text};
+use super::table::{age_column, column, container_columns, int, text};
 use super::typed::{KindRules, age};
 use super::workload::{
-    REPLICA_SET_DEADLINE, validate_selector_and_template, validate_selector_unchanged, wide_cells,
-    wide_columns,
+    REPLICA_SET_DEADLINE, validate_selector_and_template, validate_workload_update, wide_cells,
 };
 use super::{FieldError, TableColumn};
 use k8s_openapi::api::apps::v1::ReplicaSet;
@@ -51,17 +50,7 @@ impl KindRules for ReplicaSetRules {
 
     fn validate_update(&self, new: &ReplicaSet, old: &ReplicaSet) -> Vec<FieldError> {
         let mut errs = self.validate(new);
-        let selector = |r: &ReplicaSet| {
-            r.spec
-                .as_ref()
-                .map(|s| s.selector.clone())
-                .unwrap_or_default()
-        };
-        errs.extend(validate_selector_unchanged(
-            &selector(new),
-            &selector(old),
-            &FieldPath::new("spec"),
-        ));
+        errs.extend(validate_workload_update(new, old));
         errs
     }
 
@@ -92,7 +81,9 @@ impl KindRules for ReplicaSetRules {
             ),
             age_column(),
         ];
-        cols.extend(wide_columns());
+        cols.extend(container_columns(
+            "Selector is a label query over pods that should match the replica count. Label keys and values that must match in order to be controlled by this replica set.",
+        ));
         cols
     }
 
@@ -141,11 +132,7 @@ mod tests {
         assert_eq!(obj["spec"]["replicas"], json!(1));
         assert!(s.validate_create(&obj).is_empty());
         obj["spec"]["replicas"] = json!(-1);
-        let errs: Vec<String> = s
-            .validate_create(&obj)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&obj));
         assert_eq!(
             errs,
             vec!["spec.replicas: Invalid value: -1: must be greater than or equal to 0"]

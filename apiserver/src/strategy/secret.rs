@@ -165,19 +165,11 @@ mod tests {
     fn typed_secrets_need_their_keys_and_keep_their_type() {
         let s = Typed(SecretRules);
         let tls = json!({"metadata": {"name": "s", "namespace": "d"}, "type": "kubernetes.io/tls", "data": {"tls.crt": "eA=="}});
-        let errs: Vec<String> = s
-            .validate_create(&tls)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_create(&tls));
         assert_eq!(errs, vec!["data[tls.key]: Required value"]);
         let old = json!({"metadata": {"name": "s", "namespace": "d"}, "type": "Opaque"});
         let new = json!({"metadata": {"name": "s", "namespace": "d"}, "type": "example.com/x"});
-        let errs: Vec<String> = s
-            .validate_update(&new, &old)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_update(&new, &old));
         assert_eq!(
             errs,
             vec!["type: Invalid value: \"example.com/x\": field is immutable"]

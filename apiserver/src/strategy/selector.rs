@@ -232,11 +232,10 @@ mod tests {
             e[0].values = None;
             e[1].operator = "Equals".into();
         }
-        let errs: Vec<String> =
-            validate_label_selector(&s, &FieldPath::new("spec").child("selector"))
-                .iter()
-                .map(ToString::to_string)
-                .collect();
+        let errs: Vec<String> = crate::strategy::messages(&validate_label_selector(
+            &s,
+            &FieldPath::new("spec").child("selector"),
+        ));
         assert_eq!(
             errs,
             vec![

@@ -90,6 +90,11 @@ impl KindRules for ServiceRules {
         );
         let spec = obj.spec.get_or_insert_with(ServiceSpec::default);
         allocate(spec, &key);
+        // Go's non-pointer `LoadBalancerStatus` always shows: `status: {loadBalancer: {}}`.
+        obj.status
+            .get_or_insert_with(Default::default)
+            .load_balancer
+            .get_or_insert_with(Default::default);
     }
 
     fn prepare_for_update(&self, new: &mut Service, old: &Service) {
@@ -428,11 +433,7 @@ mod tests {
     }
 
     fn errs(spec: Value) -> Vec<String> {
-        Typed(ServiceRules)
-            .validate_create(&created(spec))
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        crate::strategy::messages(&Typed(ServiceRules).validate_create(&created(spec)))
     }
 
     #[test]
@@ -493,11 +494,7 @@ mod tests {
             errs(json!({"type": "ExternalName"})),
             vec!["spec.externalName: Required value"]
         );
-        let bad_name: Vec<String> = Typed(ServiceRules)
-            .validate_create(&json!({"metadata": {"name": "1web", "namespace": "d"}, "spec": {"clusterIP": "None"}}))
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let bad_name: Vec<String> = crate::strategy::messages(&Typed(ServiceRules).validate_create(&json!({"metadata": {"name": "1web", "namespace": "d"}, "spec": {"clusterIP": "None"}})));
         assert!(
             bad_name[0].starts_with("metadata.name: Invalid value: \"1web\": a DNS-1035 label"),
             "{bad_name:?}"
@@ -518,11 +515,7 @@ mod tests {
         );
         assert!(s.validate_update(&new, &old).is_empty());
         new["spec"]["clusterIPs"] = json!(["10.96.0.99"]);
-        let errs: Vec<String> = s
-            .validate_update(&new, &old)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_update(&new, &old));
         assert_eq!(
             errs,
             vec![

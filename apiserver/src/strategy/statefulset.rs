@@ -7,13 +7,12 @@
 //! `revisionHistoryLimit`, `persistentVolumeClaimRetentionPolicy` and `minReadySeconds` may
 //! change.
 
-use super::field::{FieldPath, Rendered, go_quote, validate_nonnegative};
+use super::field::{FieldPath, Rendered, validate_nonnegative};
 use super::pod_spec::default_pod_template;
-use super::table::{age_column, column, text};
+use super::table::{age_column, column, container_columns, text};
 use super::typed::{KindRules, age};
 use super::workload::{
-    DeadlineRule, validate_selector_and_template, validate_selector_unchanged, wide_cells,
-    wide_columns,
+    DeadlineRule, validate_selector_and_template, validate_workload_update, wide_cells,
 };
 use super::{FieldError, TableColumn};
 use k8s_openapi::api::apps::v1::{
@@ -104,7 +103,7 @@ impl KindRules for StatefulSetRules {
             }
             other => errs.push(FieldError::invalid(
                 &strategy_path,
-                Rendered(go_quote(other)),
+                other,
                 "must be 'RollingUpdate' or 'OnDelete'",
             )),
         }
@@ -130,11 +129,7 @@ impl KindRules for StatefulSetRules {
         let (Some(new_spec), Some(old_spec)) = (&new.spec, &old.spec) else {
             return errs;
         };
-        errs.extend(validate_selector_unchanged(
-            &new_spec.selector,
-            &old_spec.selector,
-            &FieldPath::new("spec"),
-        ));
+        errs.extend(validate_workload_update(new, old));
         let mut masked = new_spec.clone();
         masked.replicas = old_spec.replicas;
         masked.template = old_spec.template.clone();
@@ -160,7 +155,13 @@ impl KindRules for StatefulSetRules {
             column("Ready", "string", "Number of the pod with ready state", 0),
             age_column(),
         ];
-        cols.extend(wide_columns().into_iter().take(2));
+        cols.extend(
+            container_columns(
+                "selector is a label query over pods that should match the replica count.",
+            )
+            .into_iter()
+            .take(2),
+        );
         cols
     }
 
@@ -232,11 +233,7 @@ mod tests {
         new["spec"]["replicas"] = json!(5);
         assert!(s.validate_update(&new, &old).is_empty());
         new["spec"]["serviceName"] = json!("other");
-        let errs: Vec<String> = s
-            .validate_update(&new, &old)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let errs: Vec<String> = crate::strategy::messages(&s.validate_update(&new, &old));
         assert_eq!(
             errs,
             vec![

@@ -63,9 +63,10 @@ pub fn containers_and_images(spec: Option<&PodSpec>) -> [Value; 2] {
     [text(names.join(",")), text(images.join(","))]
 }
 
-/// The `Containers`, `Images` and `Selector` `-o wide` columns of workloads.
-pub fn workload_wide_columns() -> [TableColumn; 3] {
-    [
+/// The `Containers`, `Images` and `Selector` `-o wide` columns of workloads and jobs; each kind
+/// describes its selector in its own words.
+pub fn container_columns(selector_description: &'static str) -> Vec<TableColumn> {
+    vec![
         column(
             "Containers",
             "string",
@@ -78,11 +79,6 @@ pub fn workload_wide_columns() -> [TableColumn; 3] {
             "Images referenced by each container in the template.",
             1,
         ),
-        column(
-            "Selector",
-            "string",
-            "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment.",
-            1,
-        ),
+        column("Selector", "string", selector_description, 1),
     ]
 }

@@ -39,6 +39,11 @@ pub trait KindRules: Send + Sync + 'static {
     /// Whether the kind has a `status` subresource.
     const STATUS_SUBRESOURCE: bool = false;
 
+    /// Whether a new object keeps the `status` its creator sent. Kinds with a status subresource
+    /// start with an empty status (their `PrepareForCreate` resets it) unless this is true, as for
+    /// Nodes, whose kubelet registers them with a status.
+    const KEEP_STATUS_ON_CREATE: bool = false;
+
     /// `SetDefaults_<Kind>` plus what the kind's `PrepareForCreate` fills in.
     fn set_defaults(&self, obj: &mut Self::Object) {
         let _ = obj;
@@ -52,6 +57,23 @@ pub trait KindRules: Send + Sync + 'static {
     /// `PrepareForUpdate` (see [`Strategy::prepare_for_update`]).
     fn prepare_for_update(&self, new: &mut Self::Object, old: &Self::Object) {
         let _ = (new, old);
+    }
+
+    /// See [`Strategy::bumps_generation`].
+    fn bumps_generation(
+        &self,
+        new: &Self::Object,
+        old: &Self::Object,
+        json: (&Value, &Value),
+    ) -> bool {
+        let _ = (new, old);
+        json.0.get("spec") != json.1.get("spec")
+    }
+
+    /// See [`Strategy::graceful_delete_period`].
+    fn graceful_delete_period(&self, obj: &Self::Object, requested: Option<i64>) -> Option<i64> {
+        let _ = (obj, requested);
+        None
     }
 
     /// Whether tables lead with the registry's `Name` column.
@@ -129,6 +151,12 @@ impl<R: KindRules> Strategy for Typed<R> {
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
+        if R::STATUS_SUBRESOURCE
+            && !R::KEEP_STATUS_ON_CREATE
+            && let Some(map) = obj.as_object_mut()
+        {
+            map.insert("status".to_owned(), Value::Object(Default::default()));
+        }
         if let Ok(mut typed) = decode::<R::Object>(obj) {
             self.0.prepare_for_create(&mut typed);
             if let Ok(v) = encode(&typed) {
@@ -148,6 +176,19 @@ impl<R: KindRules> Strategy for Typed<R> {
 
     fn table_has_name_column(&self) -> bool {
         R::TABLE_HAS_NAME_COLUMN
+    }
+
+    fn bumps_generation(&self, new: &Value, old: &Value) -> bool {
+        match (decode::<R::Object>(new), decode::<R::Object>(old)) {
+            (Ok(n), Ok(o)) => self.0.bumps_generation(&n, &o, (new, old)),
+            _ => new.get("spec") != old.get("spec"),
+        }
+    }
+
+    fn graceful_delete_period(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
+        decode::<R::Object>(obj)
+            .ok()
+            .and_then(|typed| self.0.graceful_delete_period(&typed, requested))
     }
 
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {

@@ -10,7 +10,6 @@
 //! ```
 
 use super::FieldError;
-use super::TableColumn;
 use super::field::Rendered;
 use super::field::{FIELD_IMMUTABLE, FieldPath};
 use super::names::is_valid_percent;
@@ -18,7 +17,7 @@ use super::pod_spec::validate_pod_template;
 use super::selector::{
     format_label_selector, go_render, is_empty, matches, validate_label_selector,
 };
-use super::table::{containers_and_images, text, workload_wide_columns};
+use super::table::{containers_and_images, text};
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -111,9 +110,31 @@ pub fn wide_cells(template: &PodTemplateSpec, selector: &LabelSelector) -> [Valu
     [containers, images, text(sel)]
 }
 
-/// The `-o wide` columns matching [`wide_cells`].
-pub fn wide_columns() -> Vec<TableColumn> {
-    workload_wide_columns().to_vec()
+/// An apps/v1 workload, as far as the rules shared here need to see it.
+pub trait Workload {
+    /// `spec.selector` (empty when there is no spec).
+    fn selector(&self) -> LabelSelector;
+}
+
+macro_rules! workload {
+    ($($kind:ty),*) => {$(
+        impl Workload for $kind {
+            fn selector(&self) -> LabelSelector {
+                self.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default()
+            }
+        }
+    )*};
+}
+workload!(
+    k8s_openapi::api::apps::v1::Deployment,
+    k8s_openapi::api::apps::v1::ReplicaSet,
+    k8s_openapi::api::apps::v1::DaemonSet,
+    k8s_openapi::api::apps::v1::StatefulSet
+);
+
+/// The update rule every apps/v1 workload adds to its create rules: the selector is fixed.
+pub fn validate_workload_update<W: Workload>(new: &W, old: &W) -> Vec<FieldError> {
+    validate_selector_unchanged(&new.selector(), &old.selector(), &FieldPath::new("spec"))
 }
 
 /// An `IntOrString` as Go's `%#v` prints it in error messages
@@ -144,6 +165,63 @@ pub fn int_or_percent_value(v: &IntOrString) -> i64 {
     match v {
         IntOrString::Int(n) => i64::from(*n),
         IntOrString::String(s) => s.trim_end_matches('%').parse().unwrap_or(0),
+    }
+}
+
+/// The `maxUnavailable` and `maxSurge` of a rolling update (absent counts as 0), after
+/// [`validate_positive_int_or_percent`] checked both; Deployment and DaemonSet then add their
+/// own rules about which may be zero.
+pub struct RollingBounds<'a> {
+    /// `maxUnavailable`.
+    pub max_unavailable: &'a IntOrString,
+    /// `maxSurge`.
+    pub max_surge: &'a IntOrString,
+    /// The `rollingUpdate` path.
+    pub path: FieldPath,
+}
+
+static ZERO: IntOrString = IntOrString::Int(0);
+
+impl<'a> RollingBounds<'a> {
+    /// Checks both values and keeps them for the kind's own rules.
+    pub fn check(
+        max_unavailable: Option<&'a IntOrString>,
+        max_surge: Option<&'a IntOrString>,
+        path: FieldPath,
+        errs: &mut Vec<FieldError>,
+    ) -> Self {
+        let bounds = RollingBounds {
+            max_unavailable: max_unavailable.unwrap_or(&ZERO),
+            max_surge: max_surge.unwrap_or(&ZERO),
+            path,
+        };
+        errs.extend(validate_positive_int_or_percent(
+            bounds.max_unavailable,
+            &bounds.unavailable_path(),
+        ));
+        errs.extend(validate_positive_int_or_percent(
+            bounds.max_surge,
+            &bounds.surge_path(),
+        ));
+        bounds
+    }
+
+    /// `rollingUpdate.maxUnavailable`.
+    pub fn unavailable_path(&self) -> FieldPath {
+        self.path.child("maxUnavailable")
+    }
+
+    /// `rollingUpdate.maxSurge`.
+    pub fn surge_path(&self) -> FieldPath {
+        self.path.child("maxSurge")
+    }
+
+    /// The two numbers, percentages or not: `(maxUnavailable, maxSurge)`.
+    pub fn values(&self) -> (i64, i64) {
+        (
+            int_or_percent_value(self.max_unavailable),
+            int_or_percent_value(self.max_surge),
+        )
     }
 }
 
@@ -179,15 +257,12 @@ mod tests {
     }
 
     fn run(s: serde_json::Value, t: serde_json::Value) -> Vec<String> {
-        validate_selector_and_template(
+        crate::strategy::messages(&validate_selector_and_template(
             &sel(s),
             &template(t),
             &FieldPath::new("spec"),
             REPLICA_SET_DEADLINE,
-        )
-        .iter()
-        .map(ToString::to_string)
-        .collect()
+        ))
     }
 
     #[test]

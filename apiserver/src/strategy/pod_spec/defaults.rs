@@ -7,9 +7,11 @@
 //! `securityContext: {}`); the `k8s-openapi` types make them `Option`s, so the defaults below
 //! fill them in to give the same JSON.
 
+use crate::strategy::quantity::canonicalize;
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Volume,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 /// `SetDefaults_PodSpec` and the defaults of everything inside it.
 pub fn default_pod_spec(spec: &mut PodSpec) {
@@ -68,8 +70,15 @@ pub fn default_container(c: &mut Container) {
     }
     set_if_none(&mut c.termination_message_path, "/dev/termination-log");
     set_if_none(&mut c.termination_message_policy, "File");
-    c.resources
+    let resources = c
+        .resources
         .get_or_insert_with(ResourceRequirements::default);
+    for list in [&mut resources.limits, &mut resources.requests]
+        .into_iter()
+        .flatten()
+    {
+        default_resource_list(list);
+    }
     for p in c.ports.iter_mut().flatten() {
         set_if_none(&mut p.protocol, "TCP");
     }
@@ -85,6 +94,16 @@ pub fn default_container(c: &mut Container) {
     }
     for env in c.env.iter_mut().flatten() {
         default_env_var(env);
+    }
+}
+
+/// `SetDefaults_ResourceList`: quantities rounded up to milli-units and stored in canonical form
+/// (`0.5` → `500m`, `1024Mi` → `1Gi`); malformed ones are left for validation to report.
+pub fn default_resource_list(list: &mut std::collections::BTreeMap<String, Quantity>) {
+    for q in list.values_mut() {
+        if let Some(canonical) = canonicalize(&q.0) {
+            q.0 = canonical;
+        }
     }
 }
 
@@ -156,6 +175,19 @@ mod tests {
             default_container(&mut c);
             assert_eq!(c.image_pull_policy.as_deref(), Some(want), "{image}");
         }
+    }
+
+    #[test]
+    fn resources_are_canonical() {
+        let mut c: Container = serde_json::from_value(serde_json::json!({
+            "name": "c", "resources": {"limits": {"cpu": "0.5", "memory": "1024Mi"}, "requests": {"cpu": 1, "memory": "bad"}}
+        }))
+        .unwrap();
+        default_container(&mut c);
+        assert_eq!(
+            serde_json::to_value(&c.resources).unwrap(),
+            serde_json::json!({"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": "1", "memory": "bad"}})
+        );
     }
 
     #[test]

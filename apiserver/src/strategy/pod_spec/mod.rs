@@ -26,10 +26,7 @@ mod tests {
     fn errors(spec: serde_json::Value) -> Vec<String> {
         let mut spec: PodSpec = serde_json::from_value(spec).unwrap();
         default_pod_spec(&mut spec);
-        validate_pod_spec(&spec, &FieldPath::new("spec"))
-            .iter()
-            .map(ToString::to_string)
-            .collect()
+        crate::strategy::messages(&validate_pod_spec(&spec, &FieldPath::new("spec")))
     }
 
     #[test]
@@ -127,6 +124,21 @@ mod tests {
         assert_eq!(
             errs,
             vec!["spec.containers[0].name: Duplicate value: \"a\""]
+        );
+    }
+
+    #[test]
+    fn only_init_containers_restart_and_only_always() {
+        let errs = errors(json!({
+            "initContainers": [{"name": "log", "image": "x", "restartPolicy": "Always"}, {"name": "i", "image": "x", "restartPolicy": "Never"}],
+            "containers": [{"name": "a", "image": "y", "restartPolicy": "Always"}]
+        }));
+        assert_eq!(
+            errs,
+            vec![
+                "spec.initContainers[1].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"",
+                "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers",
+            ]
         );
     }
 

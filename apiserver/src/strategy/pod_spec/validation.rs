@@ -9,7 +9,7 @@
 
 use crate::strategy::FieldError;
 use crate::strategy::field::FieldPath;
-use crate::strategy::meta::{validate_annotations, validate_labels};
+use crate::strategy::meta::{validate_labels, validate_labels_and_annotations};
 use crate::strategy::names::{
     inclusive_range_error, is_dns1123_label, is_dns1123_subdomain, is_env_var_name, is_label_value,
     is_qualified_name, is_valid_port_name, is_valid_port_num,
@@ -26,15 +26,7 @@ use std::collections::BTreeSet;
 pub fn validate_pod_template(template: &PodTemplateSpec, path: &FieldPath) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if let Some(meta) = &template.metadata {
-        if let Some(labels) = &meta.labels {
-            errs.extend(validate_labels(labels, &path.child("labels")));
-        }
-        if let Some(annotations) = &meta.annotations {
-            errs.extend(validate_annotations(
-                annotations,
-                &path.child("annotations"),
-            ));
-        }
+        errs.extend(validate_labels_and_annotations(meta, path));
     }
     let spec = template.spec.clone().unwrap_or_default();
     errs.extend(validate_pod_spec(&spec, &path.child("spec")));
@@ -57,6 +49,16 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &FieldPath) -> Vec<FieldError> {
             &volume_names,
             &mut container_names,
         ));
+        // Only `Always` is allowed: it makes the init container a sidecar.
+        if let Some(policy) = c.restart_policy.as_deref()
+            && policy != "Always"
+        {
+            errs.push(FieldError::not_supported(
+                &p.child("restartPolicy"),
+                policy,
+                &["Always"],
+            ));
+        }
     }
     if spec.containers.is_empty() {
         errs.push(FieldError::required(&path.child("containers"), ""));
@@ -69,6 +71,12 @@ pub fn validate_pod_spec(spec: &PodSpec, path: &FieldPath) -> Vec<FieldError> {
             &volume_names,
             &mut container_names,
         ));
+        if c.restart_policy.is_some() {
+            errs.push(FieldError::forbidden(
+                &p.child("restartPolicy"),
+                "may not be set for non-init containers",
+            ));
+        }
     }
 
     errs.extend(validate_enum(
