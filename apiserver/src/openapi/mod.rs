@@ -1,7 +1,16 @@
 //! OpenAPI v3 documents generated from the resource registry (kube-apiserver's
-//! `/openapi/v3` handler, `staging/src/k8s.io/kube-openapi/pkg/handler3`). Schemas of the
+//! `/openapi/v3` handler, `k8s.io/kube-openapi/pkg/handler3`). Schemas of the
 //! built-in kinds come from `k8s-openapi`'s `schemars` support; the Kubernetes extensions
 //! kubectl relies on (`x-kubernetes-group-version-kind`, patch merge keys) are added here.
+//!
+//! ```text
+//! GET /openapi/v3                      ──► index(&[(gv, document(gv, kinds)), ..])
+//! GET /openapi/v3/apis/apps/v1?hash=.. ──► document(apps/v1, [Deployment, ReplicaSet, ..])
+//! ```
+//!
+//! [`builtin`] generates and annotates the schemas once per process; [`mod@document`] picks the
+//! ones a group/version needs and writes its `paths`. `OpenApiKind::subresources` other than
+//! `status`, `scale` and `binding` are served but not described.
 
 use crate::gvk::{GroupVersion, GroupVersionKind};
 use serde_json::{Value, json};
@@ -19,7 +28,8 @@ pub struct OpenApiKind {
     pub plural: String,
     /// Namespaced or cluster-scoped.
     pub namespaced: bool,
-    /// Subresources served, e.g. `status`, `scale`.
+    /// Subresources served, e.g. `status`, `scale` (only `status`, `scale` and `binding`
+    /// get operations in the document).
     pub subresources: Vec<String>,
     /// The OpenAPI v3 schema of a custom resource; `None` for built-in kinds, whose schema
     /// comes from `k8s-openapi`.

@@ -408,3 +408,17 @@ fn apply_in_another_version_is_refused() {
         ))
     );
 }
+
+/// kubectl's `csaupgrade` rewrites `managedFields` with a JSON patch and changes nothing else:
+/// the written entries are kept as sent.
+#[test]
+fn a_write_of_managed_fields_alone_keeps_them() {
+    let live = client_side_applied();
+    let mut upgraded = live.clone();
+    let mut entries = upgraded["metadata"]["managedFields"].clone();
+    entries[0]["manager"] = json!("kubectl");
+    entries[0]["operation"] = json!("Apply");
+    upgraded["metadata"]["managedFields"] = entries.clone();
+    update_managed(Some(&live), &mut upgraded, "kubectl", None, 60);
+    assert_eq!(upgraded["metadata"]["managedFields"], entries);
+}
