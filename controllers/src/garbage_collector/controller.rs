@@ -172,21 +172,46 @@ impl GarbageCollector {
     }
 
     /// `attemptToDeleteItem` / `attemptToOrphan` for the object with `uid`.
+    ///
+    /// As in Kubernetes, a decision to act is checked against the object read **live**: the
+    /// graph may lag (an orphaning patch that dropped an ownerReference, say, not yet seen),
+    /// so when the live metadata differs the graph is updated and the decision made again.
     pub async fn sync(&self, uid: &str) -> SyncResult {
-        let actions = {
-            let graph = self.graph();
-            let Some(node) = graph.get(uid) else {
-                return Ok(None);
-            };
-            if node.being_deleted && node.has_finalizer(FINALIZER_ORPHAN_DEPENDENTS) {
-                attempt_to_orphan(&graph, node)
-            } else {
-                attempt_to_delete_item(&graph, node)
-            }
+        let Some((identity, actions)) = self.decide(uid) else {
+            return Ok(None);
         };
         if actions.is_empty() {
             return Ok(None);
         }
+        let live = self
+            .executor
+            .dynamic(&identity)
+            .get_opt(&identity.name)
+            .await
+            .map_err(|e| crate::error::Error::from_kube("get", &identity, e))?;
+        let Some(live) = live.filter(|l| l.metadata.uid.as_deref() == Some(uid)) else {
+            // Gone, or replaced by a namesake: the informer will tell the graph.
+            return Ok(None);
+        };
+        let actions = {
+            let mut graph = self.graph();
+            let node = graph.get(uid).cloned();
+            let stale = node.is_none_or(|n| {
+                n.owners != live.metadata.owner_references.clone().unwrap_or_default()
+                    || n.finalizers != live.metadata.finalizers.clone().unwrap_or_default()
+                    || n.being_deleted != live.metadata.deletion_timestamp.is_some()
+            });
+            if stale {
+                graph.observe_meta(&identity.api_version, &identity.kind, &live.metadata);
+                drop(graph);
+                match self.decide(uid) {
+                    Some((_, actions)) => actions,
+                    None => return Ok(None),
+                }
+            } else {
+                actions
+            }
+        };
         for action in &actions {
             tracing::info!(%uid, "garbage collector: {}", action.describe());
         }
@@ -195,5 +220,17 @@ impl GarbageCollector {
             .await
             .map(|outcome| outcome.requeue_after)
             .map_err(|f| f.error)
+    }
+
+    /// The sans-IO decision for `uid` on the current graph.
+    fn decide(&self, uid: &str) -> Option<(crate::action::ObjectRef, Vec<crate::action::Action>)> {
+        let graph = self.graph();
+        let node = graph.get(uid)?;
+        let actions = if node.being_deleted && node.has_finalizer(FINALIZER_ORPHAN_DEPENDENTS) {
+            attempt_to_orphan(&graph, node)
+        } else {
+            attempt_to_delete_item(&graph, node)
+        };
+        Some((node.identity.clone(), actions))
     }
 }
