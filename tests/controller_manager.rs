@@ -364,7 +364,10 @@ fn scaling_pod_replacement_and_cascading_deletes() {
 #[test]
 fn deleting_a_namespace_removes_its_content_then_the_namespace() {
     let s = Server::start();
-    let _cm = ControllerManager::start(&s, "cm", &[]);
+    let mut cm = ControllerManager::start(&s, "cm", &[]);
+    let health =
+        support::http::request(cm.addr, "GET", "/healthz", None, b"").expect("GET /healthz");
+    assert_eq!((health.status, health.text().as_str()), (200, "ok"));
     s.apply_ok(&namespace_yaml("dev"), &[]);
     s.apply_ok(&deployment_yaml("web", 2, "nginx:1.25"), &["-n", "dev"]);
     s.apply_ok(&support::configmap_yaml("settings", "a: b"), &["-n", "dev"]);
@@ -382,6 +385,10 @@ fn deleting_a_namespace_removes_its_content_then_the_namespace() {
     ] {
         assert!(items(&s, path).is_empty(), "{path} emptied");
     }
+    assert!(
+        cm.stop(),
+        "the controller-manager exits on SIGTERM (queues drained, tasks joined)"
+    );
 }
 
 #[test]
