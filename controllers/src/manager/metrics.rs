@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use client::workqueue::QueueMetrics;
 
+/// A counter family: name, help, and how to read it from a controller's counters.
+type CounterFamily = (&'static str, &'static str, fn(&ControllerMetrics) -> u64);
+
 /// Sync counters of one controller.
 #[derive(Debug)]
 pub struct ControllerMetrics {
@@ -107,7 +110,7 @@ impl Registry {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut out = String::new();
-        let families: [(&str, &str, fn(&ControllerMetrics) -> u64); 2] = [
+        let families: [CounterFamily; 2] = [
             (
                 "miniplane_controller_syncs_total",
                 "Number of syncs (processed work-queue keys) per controller",
