@@ -48,7 +48,8 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn wait_for_signal() {
+/// Waits for Ctrl-C or SIGTERM.
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -9,6 +9,7 @@
 //! ```
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use client::{DeltaObject, ObjectKey, ResourceEventHandlerFuncs};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -58,6 +59,7 @@ impl Shared {
     }
 
     fn pod_added(&self, pod: Arc<Pod>) {
+        self.handled[0].fetch_add(1, Ordering::Relaxed);
         let key = ObjectKey::of(pod.as_ref());
         if is_assigned(&pod) {
             let mut state = self.lock();
@@ -100,6 +102,7 @@ impl Shared {
     }
 
     fn node_added(&self, node: Arc<Node>) {
+        self.handled[1].fetch_add(1, Ordering::Relaxed);
         let now = self.clock.now();
         let mut state = self.lock();
         state.cache.add_node(node);

@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -82,6 +82,9 @@ pub struct Shared {
     pub(crate) clock: SharedClock,
     pub(crate) scheduler_name: String,
     metrics: Arc<Metrics>,
+    /// Objects the handlers have processed (pods, nodes): start-up waits until they caught
+    /// up with the informers' first lists (`WaitForHandlersSync`).
+    pub(crate) handled: [AtomicUsize; 2],
 }
 
 impl Shared {
@@ -241,6 +244,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
         clock: config.clock.clone(),
         scheduler_name: config.scheduler_name.clone(),
         metrics: Arc::new(Metrics::default()),
+        handled: Default::default(),
     });
     let tasks = TaskTracker::new();
     if let Some(listener) = config.listener {
@@ -264,9 +268,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
         })
     };
     pods.add_event_handler(pod_handler(shared.clone()));
-    factory
-        .informer::<Node>()
-        .add_event_handler(node_handler(shared.clone()));
+    let nodes = factory.informer::<Node>();
+    nodes.add_event_handler(node_handler(shared.clone()));
     let (recorder, broadcaster) = new_recorder_with_capacity(
         Arc::new(ApiEventSink::new(client.clone())),
         &config.scheduler_name,
@@ -275,7 +278,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     );
     tasks.spawn(broadcaster.run(shutdown.clone()));
     factory.start(&shutdown);
-    if factory.wait_for_cache_sync(&shutdown).await {
+    if factory.wait_for_cache_sync(&shutdown).await
+        && wait_for_handlers_sync(
+            &shared,
+            [pods.indexer().len(), nodes.indexer().len()],
+            &shutdown,
+        )
+        .await
+    {
         tracing::info!(scheduler_name = %config.scheduler_name, "caches synced, scheduling");
         let writer = Writer {
             client,
@@ -288,6 +298,30 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     tasks.wait().await;
     factory.shutdown().await;
     Ok(())
+}
+
+/// Waits until the handlers have seen at least `listed` pods and nodes, so the first
+/// decisions see every node (a handler may lag behind its informer's cache).
+async fn wait_for_handlers_sync(
+    shared: &Shared,
+    listed: [usize; 2],
+    shutdown: &CancellationToken,
+) -> bool {
+    let deadline = shared.clock.now() + Duration::from_secs(10);
+    loop {
+        let caught_up = shared
+            .handled
+            .iter()
+            .zip(listed)
+            .all(|(seen, listed)| seen.load(Ordering::Relaxed) >= listed);
+        if caught_up || shared.clock.now() >= deadline {
+            return true;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = shared.clock.sleep(Duration::from_millis(10)) => {}
+        }
+    }
 }
 
 /// `ScheduleOne` in a loop until shutdown; waits for a wake-up, the next backoff expiry or
