@@ -215,11 +215,9 @@ impl Algorithm {
             per_plugin.push(scores);
         }
         // Verdicts are in scan order; feasible ones appear in the same order as `feasible`.
-        let mut next = 0;
-        for verdict in verdicts.iter_mut().filter(|v| v.filter.is_ok()) {
+        for (next, verdict) in verdicts.iter_mut().filter(|v| v.filter.is_ok()).enumerate() {
             verdict.scores = per_plugin.iter().map(|s| s[next]).collect();
             verdict.total = totals[next];
-            next += 1;
         }
         totals
     }
