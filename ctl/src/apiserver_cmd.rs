@@ -48,6 +48,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
     })
 }
 
+/// Waits for Ctrl-C or SIGTERM.
 pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {

@@ -1,0 +1,147 @@
+//! Informer handlers that feed the queue and the cache (`pkg/scheduler/eventhandlers.go`).
+//!
+//! ```text
+//!   pod, unassigned, ours ── add/update/delete ──▶ SchedulingQueue
+//!   pod, assigned         ── add/update/delete ──▶ Cache   (delete also moves
+//!                                                         unschedulable pods back)
+//!   node                  ── add/update/delete ──▶ Cache   (add, and updates that change
+//!                                                         what filters see, move them)
+//! ```
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use client::{DeltaObject, ObjectKey, ResourceEventHandlerFuncs};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::scheduler::Shared;
+
+fn is_assigned(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty())
+}
+
+/// The pod's `spec.priority` (0 when unset).
+pub fn priority(pod: &Pod) -> i32 {
+    pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0)
+}
+
+/// `isPodUpdated`: whether anything but status, resourceVersion, generation and managed
+/// fields changed. Our own status writes must not re-queue an unschedulable pod.
+fn is_pod_updated(old: &Pod, new: &Pod) -> bool {
+    let strip = |p: &Pod| {
+        let mut p = p.clone();
+        p.status = None;
+        p.metadata.resource_version = None;
+        p.metadata.generation = None;
+        p.metadata.managed_fields = None;
+        p
+    };
+    strip(old) != strip(new)
+}
+
+/// `nodeSchedulingPropertiesChange`: whether a node update can make a pod fit.
+fn node_scheduling_properties_changed(old: &Node, new: &Node) -> bool {
+    let spec = |n: &Node| n.spec.as_ref().map(|s| (s.unschedulable, s.taints.clone()));
+    let allocatable = |n: &Node| n.status.as_ref().and_then(|s| s.allocatable.clone());
+    spec(old) != spec(new)
+        || old.metadata.labels != new.metadata.labels
+        || allocatable(old) != allocatable(new)
+}
+
+impl Shared {
+    fn responsible_for(&self, pod: &Pod) -> bool {
+        pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref())
+            == Some(self.scheduler_name.as_str())
+            && pod.metadata.deletion_timestamp.is_none()
+    }
+
+    fn pod_added(&self, pod: Arc<Pod>) {
+        self.handled[0].fetch_add(1, Ordering::Relaxed);
+        let key = ObjectKey::of(pod.as_ref());
+        if is_assigned(&pod) {
+            let mut state = self.lock();
+            state.queue.delete(&key);
+            state.cache.add_pod(pod);
+        } else if self.responsible_for(&pod) {
+            let now = self.clock.now();
+            self.lock().queue.add(key, priority(&pod), now);
+            self.wake.notify_one();
+        }
+    }
+
+    fn pod_updated(&self, old: Arc<Pod>, new: Arc<Pod>) {
+        let key = ObjectKey::of(new.as_ref());
+        if is_assigned(&new) {
+            let mut state = self.lock();
+            state.queue.delete(&key);
+            state.cache.add_pod(new);
+        } else if !self.responsible_for(&new) {
+            self.lock().queue.delete(&key);
+        } else if is_pod_updated(&old, &new) {
+            let now = self.clock.now();
+            self.lock().queue.update(key, priority(&new), now);
+            self.wake.notify_one();
+        }
+    }
+
+    fn pod_deleted(&self, pod: DeltaObject<Pod>) {
+        let key = pod.key();
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.queue.delete(&key);
+        if state.cache.has_pod(&key) {
+            state.cache.remove_pod(&key);
+            // Its resources and ports are free: unschedulable pods may fit now.
+            state.queue.move_all_to_active_or_backoff(now);
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+
+    fn node_added(&self, node: Arc<Node>) {
+        self.handled[1].fetch_add(1, Ordering::Relaxed);
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.cache.add_node(node);
+        state.queue.move_all_to_active_or_backoff(now);
+        drop(state);
+        self.wake.notify_one();
+    }
+
+    fn node_updated(&self, old: Arc<Node>, new: Arc<Node>) {
+        let changed = node_scheduling_properties_changed(&old, &new);
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.cache.add_node(new);
+        if changed {
+            state.queue.move_all_to_active_or_backoff(now);
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+
+    fn node_deleted(&self, node: DeltaObject<Node>) {
+        self.lock().cache.remove_node(&node.key().name);
+    }
+}
+
+/// The pod informer's handler.
+pub fn pod_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<Pod> {
+    let (s1, s2, s3) = (shared.clone(), shared.clone(), shared);
+    ResourceEventHandlerFuncs::new()
+        .on_add(move |pod, _| s1.pod_added(pod))
+        .on_update(move |old, new| s2.pod_updated(old, new))
+        .on_delete(move |pod| s3.pod_deleted(pod))
+}
+
+/// The node informer's handler.
+pub fn node_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<Node> {
+    let (s1, s2, s3) = (shared.clone(), shared.clone(), shared);
+    ResourceEventHandlerFuncs::new()
+        .on_add(move |node, _| s1.node_added(node))
+        .on_update(move |old, new| s2.node_updated(old, new))
+        .on_delete(move |node| s3.node_deleted(node))
+}

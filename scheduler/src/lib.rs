@@ -1,0 +1,50 @@
+//! miniplane's kube-scheduler: assigns each pending pod to a node.
+//!
+//! ```text
+//!  informers (pods, nodes)            ┌──────────────────────────────┐
+//!   unassigned pods ──add/update/del─▶│ SchedulingQueue  queue.rs    │ activeQ · backoffQ ·
+//!   assigned pods ─┐                  └──────────────┬───────────────┘ unschedulable pods
+//!   nodes ─────────┤  node add/update, pod delete:   │ pop (one pod at a time)
+//!                  │  move unschedulable pods back   ▼
+//!                  │  ┌──────────────┐   ┌───────────────────────────┐
+//!                  └─▶│ Cache        │──▶│ Algorithm  schedule_one.rs │ filters → scores →
+//!                     │ cache.rs     │   │ plugins/*                  │ select (seeded RNG)
+//!                     └──────▲───────┘   └──────────────┬────────────┘
+//!                            │ assume pod on node       │ ok            │ FitError
+//!                            └──────────────────────────┤               ▼
+//!                                                       ▼        PodScheduled=False,
+//!                         POST pods/{name}/binding (concurrent,  FailedScheduling event,
+//!                         bounded); failure → forget + retry     back to the queue
+//! ```
+//!
+//! The sans-IO core ([`quantity`], [`node_info`], [`plugins`], [`fit_error`],
+//! [`schedule_one`], [`queue`], [`cache`]) is plain synchronous code over k8s-openapi types
+//! with time and randomness injected; [`scheduler`] is the async shell that moves data
+//! between the API server and that core (`pkg/scheduler/scheduler.go`, `schedule_one.go`).
+
+pub mod cache;
+pub mod eventhandlers;
+pub mod fit_error;
+pub mod metrics;
+pub mod node_info;
+pub mod plugins;
+pub mod quantity;
+pub mod queue;
+pub mod schedule_one;
+pub mod scheduler;
+
+pub use scheduler::{Config, run};
+
+/// What can go wrong running the scheduler.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API client could not be built or the caches could not be filled.
+    #[error("client: {0}")]
+    Client(#[from] client::Error),
+    /// The metrics/health listener failed.
+    #[error("listener: {0}")]
+    Listener(#[from] std::io::Error),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,309 @@
+//! What the scheduler knows about one node: the node and the pods bound (or assumed) to it,
+//! with their sums precomputed (`pkg/scheduler/framework/types.go`: `NodeInfo`, `PodInfo`,
+//! `Resource`, `HostPortInfo`; requests from `component-helpers/resource/helpers.go`).
+//!
+//! ```text
+//!   NodeInfo "node-1"   allocatable cpu 4000m, memory 8Gi, pods 110
+//!     pods: default/web-1 (500m, 128Mi), default/web-2 (500m, 128Mi)
+//!     requested          cpu 1000m, memory 256Mi, pods 2      ← filters (NodeResourcesFit)
+//!     non_zero_requested cpu 1000m, memory 256Mi              ← scores (100m/200Mi if unset)
+//!     used_ports {TCP 0.0.0.0:8080}                           ← NodePorts
+//!     owners {rs-uid: 2}                                      ← ControllerSpread
+//! ```
+//!
+//! Pods and nodes are parsed once, when they enter the cache ([`PodInfo::new`],
+//! [`NodeInfo::new`]), so filters and scores only compare integers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use client::ObjectKey;
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::quantity::{parse_milli, parse_value};
+
+/// `DefaultMilliCPURequest`: what a container without a CPU request counts for in scores.
+pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
+/// `DefaultMemoryRequest`: what a container without a memory request counts for in scores.
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+/// CPU, memory and pod count (Kubernetes' `framework.Resource`, without ephemeral storage
+/// and extended resources).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Resources {
+    /// Millicores.
+    pub milli_cpu: i64,
+    /// Bytes.
+    pub memory: i64,
+    /// Number of pods.
+    pub pods: i64,
+}
+
+impl Resources {
+    /// Reads `cpu`, `memory` and `pods` from a resource list; unparsable values count as 0.
+    pub fn from_list(list: Option<&BTreeMap<String, Quantity>>) -> Self {
+        let get = |name: &str| list.and_then(|l| l.get(name)).map(|q| q.0.as_str());
+        Resources {
+            milli_cpu: get("cpu").and_then(parse_milli).unwrap_or(0),
+            memory: get("memory").and_then(parse_value).unwrap_or(0),
+            pods: get("pods").and_then(parse_value).unwrap_or(0),
+        }
+    }
+
+    fn add(&mut self, other: Resources) {
+        self.milli_cpu += other.milli_cpu;
+        self.memory += other.memory;
+        self.pods += other.pods;
+    }
+
+    fn sub(&mut self, other: Resources) {
+        self.milli_cpu -= other.milli_cpu;
+        self.memory -= other.memory;
+        self.pods -= other.pods;
+    }
+
+    fn max(&mut self, other: Resources) {
+        self.milli_cpu = self.milli_cpu.max(other.milli_cpu);
+        self.memory = self.memory.max(other.memory);
+    }
+}
+
+/// One host port a pod binds: `(protocol, hostIP, port)`, hostIP `0.0.0.0` when unset.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct HostPort {
+    /// `TCP` (default), `UDP` or `SCTP`.
+    pub protocol: String,
+    /// The host IP; `0.0.0.0` means every address.
+    pub ip: String,
+    /// The port number.
+    pub port: i32,
+}
+
+impl HostPort {
+    /// Whether two host ports collide (`HostPortInfo.CheckConflict`): same protocol and
+    /// port, and the same IP or either of them `0.0.0.0`.
+    pub fn conflicts_with(&self, other: &HostPort) -> bool {
+        self.protocol == other.protocol
+            && self.port == other.port
+            && (self.ip == other.ip || self.ip == "0.0.0.0" || other.ip == "0.0.0.0")
+    }
+}
+
+/// A pod parsed for scheduling (Kubernetes' `PodInfo` plus the pod's computed requests).
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    /// `namespace/name`.
+    pub key: ObjectKey,
+    /// The pod as last seen.
+    pub pod: Arc<Pod>,
+    /// Requests as filters count them (`PodRequests`): containers summed, the init
+    /// container maximum rule, overhead added; `pods` is 1.
+    pub requests: Resources,
+    /// Requests as scores count them: a container without a CPU or memory request counts
+    /// for 100m / 200Mi (`NonMissingContainerRequests`).
+    pub non_zero_requests: Resources,
+    /// Host ports of containers and sidecar init containers (`GetHostPorts`).
+    pub host_ports: Vec<HostPort>,
+    /// UID of the controlling owner (a ReplicaSet...), for spreading.
+    pub controller_uid: Option<String>,
+}
+
+impl PodInfo {
+    /// Parses `pod`.
+    pub fn new(pod: Arc<Pod>) -> Self {
+        let key = ObjectKey::of(pod.as_ref());
+        let requests = pod_requests(&pod, false);
+        let non_zero_requests = pod_requests(&pod, true);
+        let host_ports = host_ports(&pod);
+        let controller_uid = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| o.uid.clone());
+        PodInfo {
+            key,
+            pod,
+            requests,
+            non_zero_requests,
+            host_ports,
+            controller_uid,
+        }
+    }
+}
+
+fn container_requests(c: &Container, non_zero: bool) -> Resources {
+    let list = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+    let mut r = Resources::from_list(list);
+    r.pods = 0;
+    if non_zero {
+        let has = |name: &str| list.is_some_and(|l| l.contains_key(name));
+        if !has("cpu") {
+            r.milli_cpu = DEFAULT_MILLI_CPU_REQUEST;
+        }
+        if !has("memory") {
+            r.memory = DEFAULT_MEMORY_REQUEST;
+        }
+    }
+    r
+}
+
+fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// `PodRequests`: the regular containers' sum, at least every init container's need (each
+/// init container runs alone, next to the sidecars started before it), plus overhead.
+pub fn pod_requests(pod: &Pod, non_zero: bool) -> Resources {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Resources {
+            pods: 1,
+            ..Resources::default()
+        };
+    };
+    let mut reqs = Resources::default();
+    for c in &spec.containers {
+        reqs.add(container_requests(c, non_zero));
+    }
+    let mut sidecars = Resources::default();
+    let mut init_max = Resources::default();
+    for c in spec.init_containers.iter().flatten() {
+        let own = container_requests(c, non_zero);
+        let need = if is_sidecar(c) {
+            reqs.add(own);
+            sidecars.add(own);
+            sidecars
+        } else {
+            let mut need = own;
+            need.add(sidecars);
+            need
+        };
+        init_max.max(need);
+    }
+    reqs.max(init_max);
+    if let Some(overhead) = spec.overhead.as_ref() {
+        let mut o = Resources::from_list(Some(overhead));
+        o.pods = 0;
+        reqs.add(o);
+    }
+    reqs.pods = 1;
+    reqs
+}
+
+fn host_ports(pod: &Pod) -> Vec<HostPort> {
+    let Some(spec) = pod.spec.as_ref() else {
+        return Vec::new();
+    };
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| is_sidecar(c));
+    spec.containers
+        .iter()
+        .chain(sidecars)
+        .flat_map(|c| c.ports.iter().flatten())
+        .filter_map(|p| {
+            let port = p.host_port.filter(|&port| port > 0)?;
+            Some(HostPort {
+                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                ip: p
+                    .host_ip
+                    .clone()
+                    .filter(|ip| !ip.is_empty())
+                    .unwrap_or_else(|| "0.0.0.0".into()),
+                port,
+            })
+        })
+        .collect()
+}
+
+/// A node and the pods on it (Kubernetes' `NodeInfo`).
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    /// The node's name.
+    pub name: String,
+    /// The node as last seen.
+    pub node: Arc<Node>,
+    /// `status.allocatable` (cpu, memory, pods).
+    pub allocatable: Resources,
+    /// Pods bound or assumed here, by key.
+    pub pods: HashMap<ObjectKey, PodInfo>,
+    /// Sum of the pods' `requests`.
+    pub requested: Resources,
+    /// Sum of the pods' `non_zero_requests`.
+    pub non_zero_requested: Resources,
+    /// Host ports in use, with how many pods use each.
+    pub used_ports: HashMap<HostPort, u32>,
+    /// Pods per controller UID, for spreading.
+    pub pods_by_controller: HashMap<String, u32>,
+}
+
+impl NodeInfo {
+    /// A node with no pods.
+    pub fn new(node: Arc<Node>) -> Self {
+        let mut info = NodeInfo {
+            name: String::new(),
+            node: node.clone(),
+            allocatable: Resources::default(),
+            pods: HashMap::new(),
+            requested: Resources::default(),
+            non_zero_requested: Resources::default(),
+            used_ports: HashMap::new(),
+            pods_by_controller: HashMap::new(),
+        };
+        info.set_node(node);
+        info
+    }
+
+    /// Replaces the node object (an update), keeping the pods.
+    pub fn set_node(&mut self, node: Arc<Node>) {
+        self.name = node.metadata.name.clone().unwrap_or_default();
+        self.allocatable = Resources::from_list(
+            node.status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref().or(s.capacity.as_ref())),
+        );
+        self.node = node;
+    }
+
+    /// Adds a pod (or replaces the pod with the same key).
+    pub fn add_pod(&mut self, pod: PodInfo) {
+        self.remove_pod(&pod.key);
+        self.requested.add(pod.requests);
+        self.non_zero_requested.add(pod.non_zero_requests);
+        for port in &pod.host_ports {
+            *self.used_ports.entry(port.clone()).or_default() += 1;
+        }
+        if let Some(uid) = &pod.controller_uid {
+            *self.pods_by_controller.entry(uid.clone()).or_default() += 1;
+        }
+        self.pods.insert(pod.key.clone(), pod);
+    }
+
+    /// Removes a pod; returns it if it was here.
+    pub fn remove_pod(&mut self, key: &ObjectKey) -> Option<PodInfo> {
+        let pod = self.pods.remove(key)?;
+        self.requested.sub(pod.requests);
+        self.non_zero_requested.sub(pod.non_zero_requests);
+        for port in &pod.host_ports {
+            if let Some(n) = self.used_ports.get_mut(port) {
+                *n -= 1;
+                if *n == 0 {
+                    self.used_ports.remove(port);
+                }
+            }
+        }
+        if let Some(uid) = &pod.controller_uid
+            && let Some(n) = self.pods_by_controller.get_mut(uid)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.pods_by_controller.remove(uid);
+            }
+        }
+        Some(pod)
+    }
+}

@@ -1,0 +1,247 @@
+//! One scheduling decision: filter the nodes, score the feasible ones, pick the best
+//! (`pkg/scheduler/schedule_one.go`: `schedulePod`, `findNodesThatFitPod`,
+//! `numFeasibleNodesToFind`, `prioritizeNodes`, `selectHost`).
+//!
+//! ```text
+//!   nodes (from next_start_node_index, round robin)
+//!     │ filters, stop after num_feasible_nodes_to_find feasible ones
+//!     ▼
+//!   feasible ──none──▶ FitError "0/N nodes are available: ..."
+//!     │ one  → chosen without scoring
+//!     ▼ several
+//!   scores: each plugin raw → normalised 0–100 → × weight → summed per node
+//!     ▼
+//!   highest total wins; ties → reservoir sampling with the injected RNG
+//! ```
+//!
+//! [`Algorithm`] holds the only state across decisions: where the next node scan starts
+//! and the RNG. Everything else comes in as arguments, so a decision is reproducible from
+//! the nodes, the pod and the seed. The [`ScheduleResult`] keeps every evaluated node's
+//! verdict and scores ("why this node"), and [`ScheduleResult::summary`] is its log line.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use client::ObjectKey;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::fit_error::FitError;
+use crate::node_info::{NodeInfo, PodInfo};
+use crate::plugins::{SCORES, Status, run_filters};
+
+/// `minFeasibleNodesToFind`.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// `minFeasibleNodesPercentageToFind`.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: usize = 5;
+
+/// How many feasible nodes to look for before scoring (adaptive `percentageOfNodesToScore`):
+/// all of them below 100 nodes, 42% of 1,000, never under 5% or 100 nodes.
+pub fn num_feasible_nodes_to_find(num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
+    }
+    let percentage = 50usize
+        .saturating_sub(num_all_nodes / 125)
+        .max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
+    (num_all_nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// One evaluated node: the filter verdict and, if it was scored, the plugin scores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeVerdict {
+    /// The node's name.
+    pub node: String,
+    /// `Ok(())` if it passed every filter, else the failing plugin and its reasons.
+    pub filter: Result<(), Status>,
+    /// Normalised scores (0–100, before weights), in [`SCORES`] order; empty if not scored.
+    pub scores: Vec<i64>,
+    /// Σ score × weight.
+    pub total: i64,
+}
+
+/// A decision and how it was reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScheduleResult {
+    /// The pod.
+    pub pod: ObjectKey,
+    /// The chosen node (`SuggestedHost`).
+    pub suggested_host: String,
+    /// Nodes the filters ran on (`EvaluatedNodes`).
+    pub evaluated_nodes: usize,
+    /// Nodes that passed (`FeasibleNodes`).
+    pub feasible_nodes: usize,
+    /// Every evaluated node, in scan order.
+    pub nodes: Vec<NodeVerdict>,
+}
+
+impl ScheduleResult {
+    /// A compact line for the log: the choice, the counts and the three best nodes with
+    /// their plugin scores.
+    pub fn summary(&self) -> String {
+        let mut line = format!(
+            "{} -> {} ({} evaluated, {} feasible)",
+            self.pod, self.suggested_host, self.evaluated_nodes, self.feasible_nodes
+        );
+        let mut scored: Vec<&NodeVerdict> =
+            self.nodes.iter().filter(|v| !v.scores.is_empty()).collect();
+        scored.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.node.cmp(&b.node)));
+        for v in scored.iter().take(3) {
+            let _ = write!(line, "; {} {} [", v.node, v.total);
+            for (i, (plugin, score)) in SCORES.iter().zip(&v.scores).enumerate() {
+                let sep = if i == 0 { "" } else { " " };
+                let _ = write!(line, "{sep}{}={score}", plugin.name);
+            }
+            line.push(']');
+        }
+        line
+    }
+}
+
+/// Why a pod was not placed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    /// The cluster has no node (`ErrNoNodesAvailable`).
+    #[error("{}", crate::fit_error::NO_NODES_AVAILABLE)]
+    NoNodesAvailable,
+    /// No node passed the filters.
+    #[error("{0}")]
+    Fit(FitError),
+}
+
+/// The decision state carried from one pod to the next.
+#[derive(Debug)]
+pub struct Algorithm {
+    /// Where the next scan of the node list starts (`nextStartNodeIndex`), so successive
+    /// pods look at different nodes when not all are evaluated.
+    next_start_node_index: usize,
+    /// Breaks ties between equally scored nodes (`selectHost`); seeded for tests.
+    rng: StdRng,
+}
+
+impl Algorithm {
+    /// An algorithm whose tie-breaks follow `seed`.
+    pub fn new(seed: u64) -> Self {
+        Algorithm {
+            next_start_node_index: 0,
+            rng: StdRng::seed_from_u64(seed),
+        }
+    }
+
+    /// Chooses a node for `pod` among `nodes` (`schedulePod`).
+    pub fn schedule_pod(
+        &mut self,
+        pod: &PodInfo,
+        nodes: &[NodeInfo],
+    ) -> Result<ScheduleResult, ScheduleError> {
+        if nodes.is_empty() {
+            return Err(ScheduleError::NoNodesAvailable);
+        }
+        let to_find = num_feasible_nodes_to_find(nodes.len());
+        let mut verdicts = Vec::new();
+        let mut feasible: Vec<usize> = Vec::new();
+        let mut failed: BTreeMap<String, Status> = BTreeMap::new();
+        for i in 0..nodes.len() {
+            if feasible.len() >= to_find {
+                break;
+            }
+            let index = (self.next_start_node_index + i) % nodes.len();
+            let node = &nodes[index];
+            let filter = run_filters(pod, node);
+            match &filter {
+                Ok(()) => feasible.push(index),
+                Err(status) => {
+                    failed.insert(node.name.clone(), status.clone());
+                }
+            }
+            verdicts.push(NodeVerdict {
+                node: node.name.clone(),
+                filter,
+                scores: Vec::new(),
+                total: 0,
+            });
+        }
+        let evaluated = verdicts.len();
+        self.next_start_node_index = (self.next_start_node_index + evaluated) % nodes.len();
+        if feasible.is_empty() {
+            let never = pod
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.preemption_policy.as_deref())
+                == Some("Never");
+            return Err(ScheduleError::Fit(FitError {
+                num_all_nodes: nodes.len(),
+                node_to_status: failed,
+                preemption_never: never,
+            }));
+        }
+        let mut result = ScheduleResult {
+            pod: pod.key.clone(),
+            suggested_host: String::new(),
+            evaluated_nodes: evaluated,
+            feasible_nodes: feasible.len(),
+            nodes: verdicts,
+        };
+        if let [only] = feasible.as_slice() {
+            result.suggested_host = nodes[*only].name.clone();
+            return Ok(result);
+        }
+        let totals = self.prioritize_nodes(pod, nodes, &feasible, &mut result.nodes);
+        result.suggested_host = nodes[self.select_host(&feasible, &totals)].name.clone();
+        Ok(result)
+    }
+
+    /// Runs every score plugin over the feasible nodes, normalises, weights and sums
+    /// (`prioritizeNodes`); fills the verdicts' scores and returns the totals.
+    fn prioritize_nodes(
+        &mut self,
+        pod: &PodInfo,
+        nodes: &[NodeInfo],
+        feasible: &[usize],
+        verdicts: &mut [NodeVerdict],
+    ) -> Vec<i64> {
+        let mut totals = vec![0; feasible.len()];
+        let mut per_plugin = Vec::with_capacity(SCORES.len());
+        for plugin in &SCORES {
+            let mut scores: Vec<i64> = feasible
+                .iter()
+                .map(|&i| (plugin.score)(pod, &nodes[i]))
+                .collect();
+            (plugin.normalize)(&mut scores);
+            for (total, score) in totals.iter_mut().zip(&scores) {
+                *total += score * plugin.weight;
+            }
+            per_plugin.push(scores);
+        }
+        // Verdicts are in scan order; feasible ones appear in the same order as `feasible`.
+        for (next, verdict) in verdicts.iter_mut().filter(|v| v.filter.is_ok()).enumerate() {
+            verdict.scores = per_plugin.iter().map(|s| s[next]).collect();
+            verdict.total = totals[next];
+        }
+        totals
+    }
+
+    /// The highest total; among equals each is equally likely (`selectHost`'s reservoir
+    /// sampling). Returns an index into `nodes`.
+    fn select_host(&mut self, feasible: &[usize], totals: &[i64]) -> usize {
+        let mut selected = 0;
+        let mut count_of_max = 1;
+        for i in 1..feasible.len() {
+            if totals[i] > totals[selected] {
+                selected = i;
+                count_of_max = 1;
+            } else if totals[i] == totals[selected] {
+                count_of_max += 1;
+                if self.rng.random_range(0..count_of_max) == 0 {
+                    selected = i;
+                }
+            }
+        }
+        feasible[selected]
+    }
+}
+
+#[cfg(test)]
+#[path = "schedule_one_tests.rs"]
+mod tests;

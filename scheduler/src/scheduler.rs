@@ -1,0 +1,446 @@
+//! The async shell: informers in, decisions out (`pkg/scheduler/scheduler.go`,
+//! `schedule_one.go` `ScheduleOne` / `bindingCycle` / `handleSchedulingFailure`).
+//!
+//! ```text
+//!   loop: pop a pod ─▶ latest pod from the informer ─▶ Algorithm::schedule_pod (sync, under
+//!         the state lock) ─┬─ ok:  assume on the node, spawn the binding (≤ MAX_IN_FLIGHT
+//!                          │       writes at once), pop the next pod right away
+//!                          └─ err: back to the queue, PodScheduled=False + FailedScheduling
+//!   binding task: POST pods/{name}/binding ─┬─ ok:  queue.done, event Scheduled
+//!                                           └─ err: forget, back to the queue, event
+//! ```
+//!
+//! One lock guards the queue, the cache and the algorithm; it is only held by synchronous
+//! code (a handler call, one decision), never across an `.await`.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use client::events::{ApiEventSink, new_recorder_with_capacity};
+use client::list_watch::ApiListerWatcher;
+use client::{
+    ClientConfig, EventRecorder, EventType, ObjectKey, SharedClock, SharedInformerFactory,
+};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::Result;
+use crate::cache::Cache;
+use crate::eventhandlers::{node_handler, pod_handler};
+use crate::metrics::{self, Metrics};
+use crate::node_info::PodInfo;
+use crate::queue::SchedulingQueue;
+use crate::schedule_one::{Algorithm, ScheduleResult};
+
+/// Bindings and status writes in flight at once (the binding cycles Kubernetes runs in
+/// goroutines, bounded here).
+pub const MAX_IN_FLIGHT: usize = 64;
+/// How many recent decisions are kept for "why this node".
+pub const RECENT_DECISIONS: usize = 64;
+/// How often unschedulable pods are checked for the 5-minute flush (Kubernetes: 30 s).
+const FLUSH_UNSCHEDULABLE_PERIOD: Duration = Duration::from_secs(30);
+
+/// How to run the scheduler.
+pub struct Config {
+    /// Where the API server is, and client-side throttling (`--kube-api-qps/-burst`).
+    pub client: ClientConfig,
+    /// Pods with this `spec.schedulerName` are ours (`default-scheduler`).
+    pub scheduler_name: String,
+    /// Where to serve `/healthz` and `/metrics`, already bound.
+    pub listener: Option<TcpListener>,
+    /// Seeds the tie-breaking RNG.
+    pub seed: u64,
+    /// Time source (tests inject a fake one).
+    pub clock: SharedClock,
+}
+
+/// The state the lock guards.
+pub struct State {
+    /// Pending pods.
+    pub queue: SchedulingQueue,
+    /// Nodes and pods on them.
+    pub cache: Cache,
+    /// Decision state (scan start, RNG).
+    pub algorithm: Algorithm,
+    /// The last decisions, newest last ("why this node").
+    pub recent: VecDeque<ScheduleResult>,
+}
+
+/// What the scheduling loop, the handlers and the binding tasks share.
+pub struct Shared {
+    state: Mutex<State>,
+    /// Woken when the queue may have a pod to pop.
+    pub(crate) wake: Notify,
+    pub(crate) clock: SharedClock,
+    pub(crate) scheduler_name: String,
+    metrics: Arc<Metrics>,
+    /// Objects the handlers have processed (pods, nodes): start-up waits until they caught
+    /// up with the informers' first lists (`WaitForHandlersSync`).
+    pub(crate) handled: [AtomicUsize; 2],
+}
+
+impl Shared {
+    /// The state; a poisoned lock is taken over (every update is a single step).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Talks to the API server for one decision's outcome.
+#[derive(Clone)]
+struct Writer {
+    client: kube::Client,
+    recorder: EventRecorder,
+    shared: Arc<Shared>,
+}
+
+fn object_reference(pod: &Pod) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+        resource_version: pod.metadata.resource_version.clone(),
+        ..Default::default()
+    }
+}
+
+impl Writer {
+    /// POST `pods/{name}/binding` (`DefaultBinder`), then the outcome into queue and cache.
+    async fn bind(self, pod: Arc<Pod>, key: ObjectKey, node: String) {
+        let result = self.post_binding(&key, &node).await;
+        let shared = &self.shared;
+        let now = shared.clock.now();
+        match result {
+            Ok(()) => {
+                shared.lock().queue.done(&key);
+                Metrics::inc(&shared.metrics.scheduled);
+                let message = format!("Successfully assigned {key} to {node}");
+                self.recorder.event(
+                    &object_reference(&pod),
+                    EventType::Normal,
+                    "Scheduled",
+                    &message,
+                );
+            }
+            Err(err) => {
+                Metrics::inc(&shared.metrics.errors);
+                tracing::warn!(pod = %key, %node, %err, "binding failed");
+                {
+                    let mut state = shared.lock();
+                    state.cache.forget_pod(&key);
+                    if err.is_conflict() || err.is_not_found() {
+                        // Bound by someone else, or gone: the informer will tell the cache.
+                        state.queue.done(&key);
+                    } else {
+                        state.queue.add_unschedulable_if_not_present(&key, now);
+                        state.queue.move_all_to_active_or_backoff(now);
+                    }
+                }
+                shared.wake.notify_one();
+                let message = format!("Binding rejected: {err}");
+                self.recorder.event(
+                    &object_reference(&pod),
+                    EventType::Warning,
+                    "FailedScheduling",
+                    &message,
+                );
+            }
+        }
+    }
+
+    async fn post_binding(&self, key: &ObjectKey, node: &str) -> Result<(), client::Error> {
+        let namespace = key.namespace.as_deref().unwrap_or("default");
+        let body = serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": key.name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        });
+        let request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/pods"))
+            .create_subresource(
+                "binding",
+                &key.name,
+                &PostParams::default(),
+                body.to_string().into_bytes(),
+            )
+            .map_err(|e| client::Error::from(kube::Error::BuildRequest(e)))?;
+        self.client
+            .request_text(request)
+            .await
+            .map(|_| ())
+            .map_err(client::Error::from)
+    }
+
+    /// `updatePod` with the PodScheduled=False condition, skipped when the pod already has
+    /// that exact condition (`UpdatePodCondition` returning false).
+    async fn set_unschedulable(self, pod: Arc<Pod>, message: String) {
+        let current = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"));
+        let unchanged = current.is_some_and(|c| {
+            c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
+                && c.message.as_deref() == Some(message.as_str())
+        });
+        if unchanged {
+            return;
+        }
+        let now = self.shared.clock.wall().to_string();
+        let transition = match current {
+            Some(c) if c.status == "False" => {
+                c.last_transition_time.as_ref().map(|t| t.0.to_string())
+            }
+            _ => None,
+        }
+        .unwrap_or(now);
+        let patch = serde_json::json!({"status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": null,
+            "lastTransitionTime": transition,
+        }]}});
+        let namespace = pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        if let Err(err) = api
+            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+        {
+            tracing::warn!(pod = %name, %err, "could not set PodScheduled=False");
+        }
+    }
+}
+
+/// Runs the scheduler until `shutdown` fires: informers, the scheduling loop, bindings and
+/// the optional metrics listener; everything is joined before it returns.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
+    let client = client::build_client(&config.client).await?;
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            queue: SchedulingQueue::new(),
+            cache: Cache::new(),
+            algorithm: Algorithm::new(config.seed),
+            recent: VecDeque::new(),
+        }),
+        wake: Notify::new(),
+        clock: config.clock.clone(),
+        scheduler_name: config.scheduler_name.clone(),
+        metrics: Arc::new(Metrics::default()),
+        handled: Default::default(),
+    });
+    let tasks = TaskTracker::new();
+    if let Some(listener) = config.listener {
+        let (metrics, token) = (shared.metrics.clone(), shutdown.clone());
+        tasks.spawn(async move {
+            if let Err(err) = metrics::serve(listener, metrics, token).await {
+                tracing::error!(%err, "metrics listener failed");
+            }
+        });
+    }
+    let factory =
+        SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, config.clock.clone());
+    let pods = {
+        let client = client.clone();
+        factory.informer_with::<Pod>(move || {
+            // As kube-scheduler: finished pods hold no resources.
+            Arc::new(
+                ApiListerWatcher::new(Api::<Pod>::all(client))
+                    .field_selector("status.phase!=Succeeded,status.phase!=Failed"),
+            )
+        })
+    };
+    pods.add_event_handler(pod_handler(shared.clone()));
+    let nodes = factory.informer::<Node>();
+    nodes.add_event_handler(node_handler(shared.clone()));
+    let (recorder, broadcaster) = new_recorder_with_capacity(
+        Arc::new(ApiEventSink::new(client.clone())),
+        &config.scheduler_name,
+        config.clock.clone(),
+        10_000,
+    );
+    tasks.spawn(broadcaster.run(shutdown.clone()));
+    factory.start(&shutdown);
+    if factory.wait_for_cache_sync(&shutdown).await
+        && wait_for_handlers_sync(
+            &shared,
+            [pods.indexer().len(), nodes.indexer().len()],
+            &shutdown,
+        )
+        .await
+    {
+        tracing::info!(scheduler_name = %config.scheduler_name, "caches synced, scheduling");
+        let writer = Writer {
+            client,
+            recorder,
+            shared: shared.clone(),
+        };
+        scheduling_loop(&shared, &pods, writer, &tasks, &shutdown).await;
+    }
+    tasks.close();
+    tasks.wait().await;
+    factory.shutdown().await;
+    Ok(())
+}
+
+/// Waits until the handlers have seen at least `listed` pods and nodes, so the first
+/// decisions see every node (a handler may lag behind its informer's cache).
+async fn wait_for_handlers_sync(
+    shared: &Shared,
+    listed: [usize; 2],
+    shutdown: &CancellationToken,
+) -> bool {
+    let deadline = shared.clock.now() + Duration::from_secs(10);
+    loop {
+        let caught_up = shared
+            .handled
+            .iter()
+            .zip(listed)
+            .all(|(seen, listed)| seen.load(Ordering::Relaxed) >= listed);
+        if caught_up || shared.clock.now() >= deadline {
+            return true;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = shared.clock.sleep(Duration::from_millis(10)) => {}
+        }
+    }
+}
+
+/// `ScheduleOne` in a loop until shutdown; waits for a wake-up, the next backoff expiry or
+/// the periodic flush when the queue has nothing ready.
+async fn scheduling_loop(
+    shared: &Arc<Shared>,
+    pods: &client::SharedIndexInformer<Pod>,
+    writer: Writer,
+    tasks: &TaskTracker,
+    shutdown: &CancellationToken,
+) {
+    let writes = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let mut next_flush = shared.clock.now() + FLUSH_UNSCHEDULABLE_PERIOD;
+    while !shutdown.is_cancelled() {
+        let now = shared.clock.now();
+        let (popped, wake_at) = {
+            let mut state = shared.lock();
+            if now >= next_flush {
+                state.queue.flush_unschedulable_left_over(now);
+                next_flush = now + FLUSH_UNSCHEDULABLE_PERIOD;
+            }
+            let popped = state.queue.pop(now);
+            if popped.is_none() {
+                // Counting is O(pods): only when idle.
+                let (active, backoff, unschedulable, _) = state.queue.lens();
+                for (gauge, n) in
+                    shared
+                        .metrics
+                        .pending
+                        .iter()
+                        .zip([active, backoff, unschedulable])
+                {
+                    gauge.store(n as u64, Ordering::Relaxed);
+                }
+            }
+            let wake_at = state
+                .queue
+                .next_backoff_expiry()
+                .map_or(next_flush, |t| t.min(next_flush));
+            (popped, wake_at)
+        };
+        let Some(info) = popped else {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = shared.wake.notified() => {}
+                () = shared.clock.sleep_until(wake_at) => {}
+            }
+            continue;
+        };
+        // Bound the writes in flight: wait for a slot before deciding.
+        let permit = tokio::select! {
+            () = shutdown.cancelled() => return,
+            permit = writes.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => return,
+            },
+        };
+        let key = info.key;
+        let Some(pod) = pods.get(&key).filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .is_none_or(str::is_empty)
+                && p.metadata.deletion_timestamp.is_none()
+        }) else {
+            shared.lock().queue.delete(&key);
+            continue;
+        };
+        let pod_info = PodInfo::new(pod.clone());
+        let decision = {
+            let mut state = shared.lock();
+            let state = &mut *state;
+            let decision = state.algorithm.schedule_pod(&pod_info, state.cache.nodes());
+            match &decision {
+                Ok(result) => {
+                    state.cache.assume_pod(pod_info, &result.suggested_host);
+                    tracing::debug!(decision = %result.summary(), "scheduled");
+                }
+                Err(_) => state
+                    .queue
+                    .add_unschedulable_if_not_present(&key, shared.clock.now()),
+            }
+            decision.map(|result| {
+                let host = result.suggested_host.clone();
+                if state.recent.len() == RECENT_DECISIONS {
+                    state.recent.pop_front();
+                }
+                state.recent.push_back(result);
+                host
+            })
+        };
+        let writer = writer.clone();
+        match decision {
+            Ok(node) => {
+                tasks.spawn(async move {
+                    writer.bind(pod, key, node).await;
+                    drop(permit);
+                });
+            }
+            Err(err) => {
+                let message = err.to_string();
+                tracing::info!(pod = %key, %message, "unschedulable");
+                Metrics::inc(&shared.metrics.unschedulable);
+                writer.recorder.event(
+                    &object_reference(&pod),
+                    EventType::Warning,
+                    "FailedScheduling",
+                    &message,
+                );
+                tasks.spawn(async move {
+                    writer.set_unschedulable(pod, message).await;
+                    drop(permit);
+                });
+            }
+        }
+    }
+}
+
+/// The address a metrics listener is bound to, for the start-up line.
+pub fn listener_address(listener: &Option<TcpListener>) -> Option<SocketAddr> {
+    listener.as_ref().and_then(|l| l.local_addr().ok())
+}
