@@ -4,6 +4,10 @@
 //! reject (a malformed `maxSurge`, a selector operator it does not know) reach the controller
 //! anyway when validation is skipped, and the controller has to refuse them instead of
 //! panicking.
+//!
+//! The async shell adds the failures of talking to the API server ([`Error::Api`],
+//! [`Error::Transport`]) and of starting the process ([`Error::Config`], [`Error::Bind`],
+//! [`Error::LeaderElectionLost`]).
 
 /// What went wrong while deciding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,6 +33,90 @@ pub enum Error {
     /// `kubectl rollout undo` with no previous revision.
     #[error("no rollout history found for deployment {0:?}")]
     NoRolloutHistory(String),
+    /// The API server answered a request of the shell with a `Status` failure.
+    #[error("{verb} {target}: {code} {reason}: {message}")]
+    Api {
+        /// `create`, `update`, `patch`, `delete`, `get`, ...
+        verb: &'static str,
+        /// What was written, e.g. `Pod default/web-1`.
+        target: String,
+        /// HTTP status code.
+        code: u16,
+        /// Machine-readable reason (`NotFound`, `AlreadyExists`, `Conflict`, ...).
+        reason: String,
+        /// Human-readable message.
+        message: String,
+    },
+    /// A request of the shell failed below the API level (connection refused, decoding).
+    #[error("{verb} {target}: {message}")]
+    Transport {
+        /// The verb, as in [`Error::Api`].
+        verb: &'static str,
+        /// The target, as in [`Error::Api`].
+        target: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The controller-manager's configuration is unusable (flags, kubeconfig).
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The health/metrics address could not be bound.
+    #[error("cannot listen on {addr}: {message}")]
+    Bind {
+        /// The address asked for.
+        addr: String,
+        /// The OS error.
+        message: String,
+    },
+    /// Leader election was lost; like kube-controller-manager, the process must exit.
+    #[error("leaderelection lost")]
+    LeaderElectionLost,
+}
+
+impl Error {
+    /// An [`Error::Api`] or [`Error::Transport`] from a kube client error.
+    pub fn from_kube(verb: &'static str, target: impl ToString, err: kube::Error) -> Error {
+        let target = target.to_string();
+        match err {
+            kube::Error::Api(status) => Error::Api {
+                verb,
+                target,
+                code: status.code,
+                reason: status.reason,
+                message: status.message,
+            },
+            other => Error::Transport {
+                verb,
+                target,
+                message: other.to_string(),
+            },
+        }
+    }
+
+    fn api_reason(&self) -> Option<(u16, &str)> {
+        match self {
+            Error::Api { code, reason, .. } => Some((*code, reason.as_str())),
+            _ => None,
+        }
+    }
+
+    /// `apierrors.IsNotFound`.
+    pub fn is_not_found(&self) -> bool {
+        self.api_reason()
+            .is_some_and(|(code, reason)| code == 404 || reason == "NotFound")
+    }
+
+    /// `apierrors.IsAlreadyExists`.
+    pub fn is_already_exists(&self) -> bool {
+        self.api_reason()
+            .is_some_and(|(_, reason)| reason == "AlreadyExists")
+    }
+
+    /// `apierrors.IsConflict` (a stale resourceVersion or a failed precondition).
+    pub fn is_conflict(&self) -> bool {
+        self.api_reason()
+            .is_some_and(|(code, reason)| code == 409 && reason != "AlreadyExists")
+    }
 }
 
 /// `Result` with this crate's [`Error`].

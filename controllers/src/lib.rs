@@ -32,18 +32,34 @@
 //! | namespace | Namespaces, plus a list of every namespaced resource | [`namespace::sync_namespace`]: the Namespace and what is left in it, `now` | — |
 //!
 //! Every sync also returns a one-line summary ("what and why") for logs and traces.
+//!
+//! ## The async shell
+//!
+//! | module | Kubernetes |
+//! | --- | --- |
+//! | [`manager`] | `cmd/kube-controller-manager/app/` (flags, informers, leader election, `/healthz`, `/metrics`) |
+//! | `*/controller.rs` | the controllers' handlers and `sync*` I/O (`deployment_controller.go`, `replica_set.go`, `garbagecollector.go` + `graph_builder.go`, `namespace_controller.go`) |
+//! | [`worker`] | `processNextWorkItem` / `handleErr` |
+//! | [`executor`] | `podControl`, `rsControl`, the typed clientset writes |
+//! | [`adoption`] | `ControllerRefManager.ClaimObject` with `RecheckDeletionTimestamp` |
+//! | [`lookup`] | `resolveControllerRef`, `getDeploymentsForReplicaSet`, `getPodReplicaSets` |
 
 pub mod action;
+pub mod adoption;
 pub mod controller_ref;
 pub mod deployment;
 pub mod error;
+pub mod executor;
 pub mod expectations;
 pub mod garbage_collector;
+pub mod lookup;
+pub mod manager;
 pub mod namespace;
 pub mod owner_ref;
 pub mod pod_readiness;
 pub mod replicaset;
 pub mod selector;
+pub mod worker;
 
 #[cfg(test)]
 mod testing;

@@ -48,7 +48,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
     })
 }
 
-async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

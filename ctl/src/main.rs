@@ -2,6 +2,7 @@
 //! binary). Each subcommand parses flags and calls its component library's `run`.
 
 mod apiserver_cmd;
+mod controller_manager_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -17,6 +18,8 @@ struct Cli {
 enum Command {
     /// Runs the API server (kube-apiserver) with the embedded store.
     Apiserver(apiserver_cmd::ApiserverArgs),
+    /// Runs the controller-manager (kube-controller-manager) against an API server.
+    ControllerManager(controller_manager_cmd::ControllerManagerArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -31,6 +34,7 @@ fn main() -> std::process::ExitCode {
         .init();
     let result = match cli.command {
         Command::Apiserver(args) => apiserver_cmd::main(args),
+        Command::ControllerManager(args) => controller_manager_cmd::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -34,6 +34,7 @@
 //! carry out and a one-line summary of what it decided and why.
 
 pub mod conditions;
+pub mod controller;
 pub mod hash;
 pub mod progress;
 pub mod recreate;

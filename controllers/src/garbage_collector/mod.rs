@@ -19,6 +19,7 @@
 //! (`attemptToDelete`, `attemptToOrphan`), [`garbage_collect`] sweeps the whole snapshot and
 //! returns every decision; the per-object functions are the same steps.
 
+pub mod controller;
 pub mod graph;
 
 use crate::action::{Action, ObjectRef, PatchType, PropagationPolicy};

@@ -19,6 +19,7 @@
 //!
 //! `burstReplicas` (500) caps how many pods one sync creates or deletes.
 
+pub mod controller;
 pub mod pods;
 pub mod ranking;
 pub mod status;

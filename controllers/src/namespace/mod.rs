@@ -20,6 +20,8 @@
 //! "remains". Discovery failures (`NamespaceDeletionDiscoveryFailure` & co.) cannot happen
 //! here, so those conditions are always in their "ok" form.
 
+pub mod controller;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 

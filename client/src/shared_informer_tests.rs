@@ -1,0 +1,279 @@
+//! Informer tests against the scripted [`FakeSource`]. Time is tokio's paused clock: when
+//! every task is idle, tokio jumps to the next timer (reflector backoff, resync), so the
+//! tests neither sleep nor depend on wall time.
+
+use super::*;
+use crate::fake_source::{FakeSource, Request};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::ObjectMeta;
+use std::collections::BTreeMap;
+
+fn cm(name: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            namespace: Some("default".into()),
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([("v".to_string(), value.to_string())])),
+        ..Default::default()
+    }
+}
+
+fn rv(obj: &ConfigMap) -> String {
+    obj.resource_version().unwrap_or_default()
+}
+
+/// A handler that reports every call as one line, e.g. `update a 1->3`.
+struct Recorder(mpsc::UnboundedSender<String>);
+
+impl Recorder {
+    fn new() -> (Self, mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Recorder(tx), rx)
+    }
+}
+
+impl ResourceEventHandler<ConfigMap> for Recorder {
+    fn on_add(&self, obj: Arc<ConfigMap>, initial: bool) {
+        let _ = self.0.send(format!(
+            "add {} rv={} initial={initial}",
+            obj.name_any(),
+            rv(&obj)
+        ));
+    }
+    fn on_update(&self, old: Arc<ConfigMap>, new: Arc<ConfigMap>) {
+        let _ = self.0.send(format!(
+            "update {} {}->{}",
+            new.name_any(),
+            rv(&old),
+            rv(&new)
+        ));
+    }
+    fn on_delete(&self, obj: DeltaObject<ConfigMap>) {
+        let kind = if obj.is_tombstone() { "tombstone " } else { "" };
+        let _ = self.0.send(format!(
+            "delete {} {kind}rv={}",
+            obj.key().name,
+            rv(obj.object())
+        ));
+    }
+}
+
+async fn next(events: &mut mpsc::UnboundedReceiver<String>) -> String {
+    match tokio::time::timeout(Duration::from_secs(60), events.recv()).await {
+        Ok(Some(event)) => event,
+        other => panic!("no handler event: {other:?}"),
+    }
+}
+
+/// A fake source holding `names` (all at value "1") and an informer over it.
+fn informer_over(names: &[&str]) -> (FakeSource<ConfigMap>, SharedIndexInformer<ConfigMap>) {
+    let source = FakeSource::new();
+    for name in names {
+        source.add(cm(name, "1"));
+    }
+    let informer = SharedIndexInformer::new(Arc::new(source.clone()), Duration::ZERO);
+    (source, informer)
+}
+
+struct Running {
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start(informer: &SharedIndexInformer<ConfigMap>) -> Running {
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, shutdown) = (informer.clone(), shutdown.clone());
+        async move { informer.run(shutdown).await }
+    });
+    assert!(wait_for_cache_sync(&[informer], &shutdown).await);
+    Running { shutdown, task }
+}
+
+impl Running {
+    async fn stop(self) {
+        self.shutdown.cancel();
+        self.task.await.expect("informer task panicked");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn handlers_see_add_update_delete_in_order() {
+    let (source, informer) = informer_over(&["a"]);
+    let (recorder, mut events) = Recorder::new();
+    informer.add_event_handler(recorder);
+    let running = start(&informer).await;
+    assert_eq!(next(&mut events).await, "add a rv=1 initial=true");
+
+    source.add(cm("b", "1"));
+    source.modify(cm("a", "2"));
+    source.delete(cm("b", "1"));
+    // The FIFO queues keys, not events: b's delete joins b's pending add, so both are
+    // delivered before a's update (each key's own deltas stay in order).
+    assert_eq!(next(&mut events).await, "add b rv=2 initial=false");
+    assert_eq!(next(&mut events).await, "delete b rv=4");
+    assert_eq!(next(&mut events).await, "update a 1->3");
+    assert!(
+        informer
+            .get(&ObjectKey::new(Some("default"), "b"))
+            .is_none()
+    );
+    assert_eq!(
+        informer
+            .get(&ObjectKey::new(Some("default"), "a"))
+            .map(|a| rv(&a)),
+        Some("3".into())
+    );
+    running.stop().await;
+}
+
+/// The watch ends with ERROR 410 after changes the client never saw: the reflector relists
+/// from "" and the handlers see the difference, including a tombstone for the missed delete.
+#[tokio::test(start_paused = true)]
+async fn relist_after_410_delivers_missed_changes_and_tombstones() {
+    let (source, informer) = informer_over(&["a", "b"]);
+    let (recorder, mut events) = Recorder::new();
+    informer.add_event_handler(recorder);
+    let running = start(&informer).await;
+    assert_eq!(next(&mut events).await, "add a rv=1 initial=true");
+    assert_eq!(next(&mut events).await, "add b rv=2 initial=true");
+    source.modify(cm("a", "2"));
+    assert_eq!(next(&mut events).await, "update a 1->3");
+
+    // While the watch is down: b deleted, c created, a changed. Then the watch expires.
+    source.delete_silently(cm("b", "1"));
+    source.add_silently(cm("c", "1"));
+    source.modify_silently(cm("a", "3"));
+    let mut requests = source.subscribe_requests();
+    source.expire_watches();
+
+    assert_eq!(next(&mut events).await, "update a 3->6");
+    assert_eq!(next(&mut events).await, "add c rv=5 initial=false");
+    assert_eq!(next(&mut events).await, "delete b tombstone rv=2");
+    let relist = requests.recv().await.expect("a request after the 410");
+    assert_eq!(
+        relist,
+        Request::List(crate::list_watch::ListOptions {
+            resource_version: String::new(),
+            limit: Some(500),
+            continue_token: None
+        }),
+        "a 410 relists from \"\" (consistent read), paged"
+    );
+    let mut keys: Vec<String> = informer
+        .indexer()
+        .list_keys()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["default/a", "default/c"]);
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn bookmarks_advance_the_resource_version() {
+    let (source, informer) = informer_over(&["a"]);
+    let running = start(&informer).await;
+    assert_eq!(informer.last_sync_resource_version(), "1");
+    while source.watchers() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let mut requests = source.subscribe_requests();
+    source.modify_silently(cm("unrelated", "1")); // rv 2: no event for us
+    source.bookmark(); // BOOKMARK rv 2
+    source.end_watches(); // server-side timeout: the reflector watches again
+    match requests.recv().await {
+        Some(Request::Watch(opts)) => {
+            assert_eq!(
+                opts.resource_version, "2",
+                "re-watch from the bookmark's RV"
+            );
+            assert!(opts.allow_watch_bookmarks);
+            assert!(
+                (300..=600).contains(&opts.timeout_seconds),
+                "{}",
+                opts.timeout_seconds
+            );
+        }
+        other => panic!("expected a re-watch, got {other:?}"),
+    }
+    assert_eq!(informer.last_sync_resource_version(), "2");
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn resync_delivers_updates_only_to_handlers_whose_period_elapsed() {
+    let (source, informer) = informer_over(&["a"]);
+    let (resyncing, mut resync_events) = Recorder::new();
+    let (quiet, mut quiet_events) = Recorder::new();
+    informer.add_event_handler_with_resync_period(resyncing, Duration::from_secs(30));
+    informer.add_event_handler(quiet);
+    let running = start(&informer).await;
+    assert_eq!(next(&mut resync_events).await, "add a rv=1 initial=true");
+    assert_eq!(next(&mut quiet_events).await, "add a rv=1 initial=true");
+
+    let before = tokio::time::Instant::now();
+    assert_eq!(
+        next(&mut resync_events).await,
+        "update a 1->1",
+        "a resync is an update with equal RVs"
+    );
+    assert!(before.elapsed() >= Duration::from_secs(30) - Duration::from_secs(1));
+
+    source.modify(cm("a", "2"));
+    // The quiet handler's next event is the real change: it never got the resync.
+    assert_eq!(next(&mut quiet_events).await, "update a 1->2");
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn handler_added_after_start_gets_synthetic_adds() {
+    let (source, informer) = informer_over(&["a"]);
+    let running = start(&informer).await;
+    let (late, mut events) = Recorder::new();
+    informer.add_event_handler(late);
+    assert_eq!(next(&mut events).await, "add a rv=1 initial=true");
+    source.add(cm("b", "1"));
+    assert_eq!(next(&mut events).await, "add b rv=2 initial=false");
+    running.stop().await;
+}
+
+/// A handler stuck in a callback does not hold up another handler.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_handler_does_not_block_others() {
+    let (source, informer) = informer_over(&["a"]);
+    let (gate_tx, gate_rx) = std::sync::mpsc::channel::<()>();
+    let gate_rx = Mutex::new(gate_rx);
+    let (slow_tx, mut slow_events) = mpsc::unbounded_channel();
+    informer.add_event_handler(ResourceEventHandlerFuncs::new().on_add(
+        move |obj: Arc<ConfigMap>, _| {
+            // Blocks its listener task until the test opens the gate.
+            let _ = gate_rx.lock().map(|rx| rx.recv());
+            let _ = slow_tx.send(obj.name_any());
+        },
+    ));
+    let (fast, mut fast_events) = Recorder::new();
+    informer.add_event_handler(fast);
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn({
+        let (informer, shutdown) = (informer.clone(), shutdown.clone());
+        async move { informer.run(shutdown).await }
+    });
+    assert!(wait_for_cache_sync(&[&informer], &shutdown).await);
+    source.add(cm("b", "1"));
+    assert_eq!(next(&mut fast_events).await, "add a rv=1 initial=true");
+    assert_eq!(next(&mut fast_events).await, "add b rv=2 initial=false");
+    assert!(
+        slow_events.try_recv().is_err(),
+        "the slow handler is still stuck on a"
+    );
+    gate_tx.send(()).expect("gate");
+    gate_tx.send(()).expect("gate");
+    assert_eq!(next(&mut slow_events).await, "a");
+    assert_eq!(next(&mut slow_events).await, "b");
+    shutdown.cancel();
+    task.await.expect("informer task");
+}

@@ -1,0 +1,267 @@
+//! The controller-manager process: `cmd/kube-controller-manager/app/controllermanager.go`
+//! (`Run`, `StartControllers`, leader election) and `apps.go` / `core.go` (the `start*`
+//! functions).
+//!
+//! ```text
+//!   ControllerManager::bind(config)          kube client (kubeconfig / --master, QPS/burst)
+//!      │                                     /healthz + /metrics listener
+//!      ▼ run(shutdown)
+//!   --leader-elect? ─▶ campaign for Lease kube-system/kube-controller-manager
+//!      │                 (lost while leading ─▶ Err(LeaderElectionLost): the process exits)
+//!      ▼ leading (or no election)
+//!   SharedInformerFactory: Deployments, ReplicaSets, Pods, Namespaces (one watch each)
+//!   controllers: deployment, replicaset, garbagecollector, namespace (--controllers)
+//!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
+//!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
+//!      ▼ shutdown
+//!   queues shut down and drained ─▶ workers joined ─▶ informers stopped ─▶ lease released
+//! ```
+//!
+//! Files: [`config`] (flags as a struct), [`metrics`] (controller counters + work-queue
+//! metrics), [`health`] (`/healthz`, `/metrics`).
+
+pub mod config;
+pub mod health;
+pub mod metrics;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::events::{ApiEventSink, new_recorder};
+use client::leader_election::LeaseResourceLock;
+use client::{
+    ClientConfig, ClusterSource, LeaderElectionConfig, LeaderElector, SharedInformerFactory,
+    TokioClock,
+};
+use kube::Client;
+use kube::api::Api;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use self::config::{ApiServer, Config, EnabledControllers, LeaderElection};
+use self::metrics::Registry;
+use crate::deployment::controller::DeploymentController;
+use crate::error::{Error, Result};
+use crate::executor::Executor;
+use crate::garbage_collector::controller::GarbageCollector;
+use crate::namespace::controller::NamespaceController;
+use crate::replicaset::controller::ReplicaSetController;
+
+/// A controller-manager with its client built and its health port bound, ready to run.
+pub struct ControllerManager {
+    config: Config,
+    client: Client,
+    listener: Option<TcpListener>,
+    registry: Arc<Registry>,
+}
+
+/// Builds and runs a controller-manager until `shutdown` fires (or leadership is lost).
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
+    ControllerManager::bind(config).await?.run(shutdown).await
+}
+
+impl ControllerManager {
+    /// Builds the kube client and binds the `/healthz` + `/metrics` listener.
+    pub async fn bind(config: Config) -> Result<Self> {
+        let source = match &config.api_server {
+            ApiServer::Kubeconfig(path) => ClusterSource::Kubeconfig(path.clone()),
+            ApiServer::Master(url) => ClusterSource::Url(url.clone()),
+        };
+        let client_config = ClientConfig {
+            source,
+            rate_limit: config.rate_limit,
+        };
+        let client = client::build_client(&client_config)
+            .await
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let listener = match config.listen {
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| Error::Bind {
+                addr: addr.to_string(),
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
+        Ok(ControllerManager {
+            config,
+            client,
+            listener,
+            registry: Arc::new(Registry::default()),
+        })
+    }
+
+    /// Where `/healthz` and `/metrics` are served, if anywhere.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// The metrics registry (benchmarks read sync counts from it).
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.clone()
+    }
+
+    /// Runs until `shutdown` fires; `Err(LeaderElectionLost)` if leadership was lost first.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let tracker = TaskTracker::new();
+        let serving = shutdown.child_token();
+        if let Some(listener) = self.listener {
+            tracker.spawn(health::serve(
+                listener,
+                self.registry.clone(),
+                serving.clone(),
+            ));
+        }
+        let result = match &self.config.leader_election {
+            None => {
+                self.registry.set_leader(true);
+                run_controllers(&self.client, &self.config, &self.registry, shutdown.clone()).await
+            }
+            Some(election) => {
+                run_with_leader_election(
+                    &self.client,
+                    &self.config,
+                    election,
+                    &self.registry,
+                    &shutdown,
+                )
+                .await
+            }
+        };
+        serving.cancel();
+        tracker.close();
+        tracker.wait().await;
+        result
+    }
+}
+
+/// Campaigns for the Lease and runs the controllers while leading
+/// (`leaderelection.RunOrDie` with `OnStartedLeading: run`, `OnStoppedLeading: exit`).
+async fn run_with_leader_election(
+    client: &Client,
+    config: &Config,
+    election: &LeaderElection,
+    registry: &Arc<Registry>,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let lock = LeaseResourceLock::new(
+        Api::namespaced(client.clone(), &election.namespace),
+        election.name.clone(),
+    );
+    let elector = LeaderElector::new(
+        LeaderElectionConfig {
+            identity: election.identity.clone(),
+            lease_duration: election.lease_duration,
+            renew_deadline: election.renew_deadline,
+            retry_period: election.retry_period,
+            release_on_cancel: true,
+        },
+        lock,
+        TokioClock::shared(),
+    );
+    let mut is_leader = elector.is_leader();
+    let election_token = shutdown.child_token();
+    let campaign = tokio::spawn(elector.run(election_token.clone()));
+    tracing::info!(identity = %election.identity, lease = %format!("{}/{}", election.namespace, election.name), "attempting to acquire leader lease");
+    let leading = tokio::select! {
+        () = shutdown.cancelled() => false,
+        result = is_leader.wait_for(|leading| *leading) => result.is_ok(),
+    };
+    let mut result = Ok(());
+    if leading {
+        registry.set_leader(true);
+        tracing::info!(identity = %election.identity, "became leader: starting controllers");
+        let controllers_token = shutdown.child_token();
+        let controllers = tokio::spawn({
+            let (client, config, registry, token) = (
+                client.clone(),
+                config.clone(),
+                registry.clone(),
+                controllers_token.clone(),
+            );
+            async move { run_controllers(&client, &config, &registry, token).await }
+        });
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            _ = is_leader.wait_for(|leading| !*leading) => {
+                if !shutdown.is_cancelled() {
+                    tracing::error!("leaderelection lost");
+                    result = Err(Error::LeaderElectionLost);
+                }
+            }
+        }
+        registry.set_leader(false);
+        controllers_token.cancel();
+        match controllers.await {
+            Ok(Err(e)) if result.is_ok() => result = Err(e),
+            _ => {}
+        }
+    }
+    // Controllers are stopped: now the lease may be released.
+    election_token.cancel();
+    let _ = campaign.await;
+    result
+}
+
+/// Builds the enabled controllers on one informer factory, starts the informers, waits for
+/// their caches, starts the workers, and on `shutdown` drains and joins everything.
+async fn run_controllers(
+    client: &Client,
+    config: &Config,
+    registry: &Registry,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    // Unlike Kubernetes (a resync every 12-24 h), informers never resync: every decision is
+    // driven by watch events and the controllers' own requeues.
+    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    let tracker = TaskTracker::new();
+    let executor = |component: &str| {
+        let (recorder, broadcaster) = new_recorder(
+            Arc::new(ApiEventSink::new(client.clone())),
+            component,
+            TokioClock::shared(),
+        );
+        tracker.spawn(broadcaster.run(shutdown.clone()));
+        Executor::new(client.clone(), recorder)
+    };
+    type Start = Box<dyn FnOnce(&TaskTracker, CancellationToken) + Send>;
+    let mut starts: Vec<Start> = Vec::new();
+    let enabled = &config.controllers;
+    if enabled.is_enabled("deployment") {
+        let c = DeploymentController::new(&factory, executor("deployment-controller"));
+        registry.register(c.metrics.clone(), c.queue().metrics());
+        let n = config.concurrent_deployment_syncs;
+        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("replicaset") {
+        let c = ReplicaSetController::new(&factory, executor("replicaset-controller"));
+        registry.register(c.metrics.clone(), c.queue().metrics());
+        let n = config.concurrent_replicaset_syncs;
+        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("garbagecollector") {
+        let c = GarbageCollector::new(&factory, executor("garbage-collector-controller"));
+        registry.register(c.metrics.clone(), c.queue().metrics());
+        let n = config.concurrent_gc_syncs;
+        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("namespace") {
+        let c = NamespaceController::new(&factory, executor("namespace-controller"));
+        registry.register(c.metrics.clone(), c.queue().metrics());
+        let n = config.concurrent_namespace_syncs;
+        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    factory.start(&shutdown);
+    if factory.wait_for_cache_sync(&shutdown).await {
+        for start in starts {
+            start(&tracker, shutdown.clone());
+        }
+        tracing::info!(controllers = ?enabled.names(), "caches synced: controllers started");
+    }
+    shutdown.cancelled().await;
+    tracker.close();
+    tracker.wait().await;
+    factory.shutdown().await;
+    tracing::info!("controllers stopped");
+    Ok(())
+}

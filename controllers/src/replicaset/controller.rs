@@ -1,0 +1,297 @@
+//! The ReplicaSet controller's async shell: `pkg/controller/replicaset/replica_set.go`
+//! (`NewBaseController`, the pod and ReplicaSet handlers, `syncReplicaSet`'s I/O half,
+//! `claimPods`).
+//!
+//! ```text
+//!   ReplicaSet informer ─ add/update/delete ───────────────▶ queue "replicaset" (ns/name)
+//!   Pod informer ─ add: creation_observed(rs) ─────────────▶   │
+//!                ─ deletionTimestamp / delete: deletion_observed(rs, pod)
+//!                ─ orphan: every ReplicaSet selecting it      │ 5 workers
+//!                                                             ▼
+//!     sync(key): its pods (owned + matching orphans) ─▶ claim (live GET before adopting)
+//!                ─▶ sync_replica_set(expectations) ─▶ Executor (POST pods in slow-start
+//!                batches, DELETE pods, PUT /status, events)
+//! ```
+//!
+//! The [`Expectations`] live behind a std mutex: handlers and workers take it for a few
+//! instructions and never across an `.await`.
+//!
+//! Unlike Kubernetes, `related_pods` (the pods of sibling ReplicaSets, used to prefer deleting
+//! pods on crowded nodes) is not gathered: victims are ranked among the ReplicaSet's own pods.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use client::indexer::{CONTROLLER_UID_INDEX, controller_uid_index_func};
+use client::{DeltaObject, Indexer, Lister, ObjectKey, RateLimitingQueue, SharedInformerFactory};
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::action::{Action, ObjectKey as ControllerKey};
+use crate::adoption::claim;
+use crate::error::Result;
+use crate::executor::Executor;
+use crate::expectations::Expectations;
+use crate::lookup::{resolve_controller_ref, selecting_controllers};
+use crate::manager::metrics::ControllerMetrics;
+use crate::owner_ref::get_controller_of;
+use crate::pod_readiness::is_pod_ready;
+use crate::replicaset::{ReplicaSetSyncInput, status_after_manage_error, sync_replica_set};
+use crate::selector::Selector;
+use crate::worker::{SyncResult, Workers};
+
+/// The ReplicaSet controller (cheap to clone).
+#[derive(Clone)]
+pub struct ReplicaSetController {
+    replica_sets: Lister<ReplicaSet>,
+    pods: Indexer<Pod>,
+    pod_lister: Lister<Pod>,
+    queue: RateLimitingQueue<ObjectKey>,
+    expectations: Arc<Mutex<Expectations>>,
+    executor: Executor,
+    /// Sync counters for `/metrics`.
+    pub metrics: Arc<ControllerMetrics>,
+}
+
+fn controller_key(key: &ObjectKey) -> ControllerKey {
+    ControllerKey {
+        namespace: key.namespace.clone().unwrap_or_default(),
+        name: key.name.clone(),
+    }
+}
+
+impl ReplicaSetController {
+    /// Builds the controller on the factory's informers and registers its handlers.
+    pub fn new(factory: &SharedInformerFactory, executor: Executor) -> Self {
+        let rs_informer = factory.informer::<ReplicaSet>();
+        let pod_informer = factory.informer::<Pod>();
+        pod_informer.add_indexer(
+            CONTROLLER_UID_INDEX,
+            Arc::new(controller_uid_index_func::<Pod>),
+        );
+        let this = ReplicaSetController {
+            replica_sets: Lister::new(rs_informer.indexer().clone()),
+            pods: pod_informer.indexer().clone(),
+            pod_lister: Lister::new(pod_informer.indexer().clone()),
+            queue: RateLimitingQueue::new("replicaset"),
+            expectations: Arc::new(Mutex::new(Expectations::new())),
+            executor,
+            metrics: Arc::new(ControllerMetrics::new("replicaset")),
+        };
+        let (add, update, delete) = (this.clone(), this.clone(), this.clone());
+        rs_informer.add_event_handler(
+            client::ResourceEventHandlerFuncs::new()
+                .on_add(move |rs: Arc<ReplicaSet>, _| add.queue.add(ObjectKey::of(rs.as_ref())))
+                .on_update(move |_, rs: Arc<ReplicaSet>| {
+                    update.queue.add(ObjectKey::of(rs.as_ref()))
+                })
+                .on_delete(move |rs: DeltaObject<ReplicaSet>| {
+                    let key = rs.key();
+                    delete
+                        .expectations()
+                        .delete_expectations(&controller_key(&key));
+                    delete.queue.add(key);
+                }),
+        );
+        let (add, update, delete) = (this.clone(), this.clone(), this.clone());
+        pod_informer.add_event_handler(
+            client::ResourceEventHandlerFuncs::new()
+                .on_add(move |pod: Arc<Pod>, _| add.add_pod(&pod))
+                .on_update(move |old: Arc<Pod>, cur: Arc<Pod>| update.update_pod(&old, &cur))
+                .on_delete(move |pod: DeltaObject<Pod>| delete.delete_pod(pod.object())),
+        );
+        this
+    }
+
+    /// The controller's work queue.
+    pub fn queue(&self) -> &RateLimitingQueue<ObjectKey> {
+        &self.queue
+    }
+
+    fn expectations(&self) -> std::sync::MutexGuard<'_, Expectations> {
+        self.expectations.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts `workers` workers on `tracker` (call after the caches synced).
+    pub fn spawn(&self, workers: usize, tracker: &TaskTracker, shutdown: CancellationToken) {
+        let this = self.clone();
+        Workers {
+            queue: self.queue.clone(),
+            count: workers,
+            max_retries: None,
+            metrics: self.metrics.clone(),
+        }
+        .spawn(tracker, shutdown, move |key| {
+            let this = this.clone();
+            async move { this.sync(&key).await }
+        });
+    }
+
+    /// The ReplicaSet controlling `pod`, from the cache.
+    fn controller_of(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
+        let r = get_controller_of(&pod.metadata)?;
+        resolve_controller_ref(&self.replica_sets, pod.namespace().as_deref(), r)
+    }
+
+    fn enqueue_adopters(&self, pod: &Pod) {
+        let empty = BTreeMap::new();
+        let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
+        for rs in selecting_controllers(
+            &self.replica_sets,
+            pod.namespace().as_deref(),
+            labels,
+            |rs| rs.spec.as_ref().map(|s| &s.selector),
+        ) {
+            self.queue.add(ObjectKey::of(rs.as_ref()));
+        }
+    }
+
+    /// `addPod`: a pod we created showed up — one creation observed.
+    fn add_pod(&self, pod: &Pod) {
+        if pod.metadata.deletion_timestamp.is_some() {
+            // Restarted controller-manager: a pod that was being deleted shows up as added.
+            return self.delete_pod(pod);
+        }
+        if get_controller_of(&pod.metadata).is_some() {
+            if let Some(rs) = self.controller_of(pod) {
+                let key = ObjectKey::of(rs.as_ref());
+                self.expectations().creation_observed(&controller_key(&key));
+                self.queue.add(key);
+            }
+            return;
+        }
+        self.enqueue_adopters(pod);
+    }
+
+    /// `updatePod`: a deletionTimestamp counts as the deletion (graceful pods linger); a
+    /// changed controllerRef or labels wake both sides; a pod turning ready wakes its
+    /// ReplicaSet again after `minReadySeconds`.
+    fn update_pod(&self, old: &Pod, cur: &Pod) {
+        if old.resource_version() == cur.resource_version() {
+            return;
+        }
+        let labels_changed = old.metadata.labels != cur.metadata.labels;
+        if cur.metadata.deletion_timestamp.is_some() {
+            self.delete_pod(cur);
+            if labels_changed {
+                self.delete_pod(old);
+            }
+            return;
+        }
+        let old_ref = get_controller_of(&old.metadata);
+        let cur_ref = get_controller_of(&cur.metadata);
+        let ref_changed = old_ref.map(|r| &r.uid) != cur_ref.map(|r| &r.uid);
+        if ref_changed
+            && old_ref.is_some()
+            && let Some(rs) = self.controller_of(old)
+        {
+            self.queue.add(ObjectKey::of(rs.as_ref()));
+        }
+        if cur_ref.is_some() {
+            if let Some(rs) = self.controller_of(cur) {
+                let key = ObjectKey::of(rs.as_ref());
+                self.queue.add(key.clone());
+                let min_ready = rs
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.min_ready_seconds)
+                    .unwrap_or(0);
+                if min_ready > 0 && !is_pod_ready(old) && is_pod_ready(cur) {
+                    self.queue
+                        .add_after(key, Duration::from_secs(min_ready as u64 + 1));
+                }
+            }
+            return;
+        }
+        if labels_changed || ref_changed {
+            self.enqueue_adopters(cur);
+        }
+    }
+
+    /// `deletePod`: one deletion observed (counted once per pod).
+    fn delete_pod(&self, pod: &Pod) {
+        let Some(rs) = self.controller_of(pod) else {
+            return;
+        };
+        let key = ObjectKey::of(rs.as_ref());
+        let pod_key = ControllerKey::of(&pod.metadata);
+        self.expectations()
+            .deletion_observed(&controller_key(&key), &pod_key);
+        self.queue.add(key);
+    }
+
+    /// `syncReplicaSet` for one key.
+    pub async fn sync(&self, key: &ObjectKey) -> SyncResult {
+        let Some(cached) = self.replica_sets.get(key.namespace.as_deref(), &key.name) else {
+            tracing::debug!(replicaset = %key, "replica set has been deleted");
+            self.expectations()
+                .delete_expectations(&controller_key(key));
+            return Ok(None);
+        };
+        let rs: ReplicaSet = (*cached).clone();
+        let pods = self.claim_pods(&rs).await?;
+        let now = jiff::Timestamp::now();
+        let out = {
+            let mut expectations = self.expectations();
+            sync_replica_set(
+                &mut expectations,
+                ReplicaSetSyncInput {
+                    replica_set: &rs,
+                    pods: &pods,
+                    related_pods: &[],
+                    now,
+                },
+            )
+        };
+        tracing::info!(replicaset = %key, "{}", out.summary);
+        match self
+            .executor
+            .execute(out.actions, Some(&self.expectations))
+            .await
+        {
+            Ok(outcome) => Ok(outcome.requeue_after),
+            Err(failure) => {
+                if matches!(
+                    failure.action,
+                    Action::CreatePods { .. } | Action::DeletePods { .. }
+                ) && let Some(status) =
+                    status_after_manage_error(&rs, &pods, &failure.error.to_string(), now)
+                    && let Err(f) = self.executor.execute(vec![status], None).await
+                {
+                    tracing::info!(replicaset = %key, error = %f.error, "could not record the failure in status");
+                }
+                Err(failure.error)
+            }
+        }
+    }
+
+    /// `claimPods`: the pods this ReplicaSet controls plus the orphans its selector
+    /// matches, claimed.
+    async fn claim_pods(&self, rs: &ReplicaSet) -> Result<Vec<Pod>> {
+        let selector = Selector::from_label_selector(rs.spec.as_ref().map(|s| &s.selector))?;
+        let uid = rs.uid().unwrap_or_default();
+        let mut candidates: Vec<Pod> = self
+            .pods
+            .by_index(CONTROLLER_UID_INDEX, &uid)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| (*p).clone())
+            .collect();
+        let empty = BTreeMap::new();
+        candidates.extend(
+            self.pod_lister
+                .list(rs.namespace().as_deref(), &client::Selector::everything())
+                .into_iter()
+                .filter(|p| {
+                    get_controller_of(&p.metadata).is_none()
+                        && selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty))
+                })
+                .map(|p| (*p).clone()),
+        );
+        claim(&self.executor, rs, &selector, &candidates).await
+    }
+}

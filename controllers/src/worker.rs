@@ -1,0 +1,102 @@
+//! The worker loop every controller runs: client-go's `processNextWorkItem` /
+//! `handleErr` (`pkg/controller/deployment/deployment_controller.go`,
+//! `pkg/controller/replicaset/replica_set.go`).
+//!
+//! ```text
+//!   loop {
+//!       key = queue.get()              (waits; None once shut down and drained)
+//!       match sync(key) {
+//!           Ok(None)            → forget(key)                      (reset its backoff)
+//!           Ok(Some(after))     → forget(key); add_after(key, after) (zero: add_rate_limited)
+//!           Err(e) if retries < max → add_rate_limited(key)         (5 ms · 2^n, 10 qps)
+//!           Err(e)              → forget(key), log "dropping"
+//!       }
+//!       done(key)
+//!   }
+//! ```
+//!
+//! `max_retries` is 15 for the Deployment controller and unbounded for the ReplicaSet
+//! controller, as in Kubernetes.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use client::RateLimitingQueue;
+use client::workqueue::queue::QueueItem;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use crate::error::Result;
+use crate::manager::metrics::ControllerMetrics;
+
+/// What one sync asks for: `Some(after)` to look at the key again later.
+pub type SyncResult = Result<Option<Duration>>;
+
+/// How a controller's workers run.
+#[derive(Clone)]
+pub struct Workers<T: QueueItem> {
+    /// The controller's queue.
+    pub queue: RateLimitingQueue<T>,
+    /// Number of workers (`--concurrent-*-syncs`).
+    pub count: usize,
+    /// Retries before a failing key is dropped (`None`: forever).
+    pub max_retries: Option<u32>,
+    /// Where sync counts go.
+    pub metrics: Arc<ControllerMetrics>,
+}
+
+impl<T: QueueItem + std::fmt::Display> Workers<T> {
+    /// Spawns the workers on `tracker`. When `shutdown` fires the queue is shut down; the
+    /// workers finish the keys already queued (client-go's `ShutDownWithDrain`) and exit.
+    pub fn spawn<F, Fut>(self, tracker: &TaskTracker, shutdown: CancellationToken, sync: F)
+    where
+        F: Fn(T) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = SyncResult> + Send + 'static,
+    {
+        let queue = self.queue.clone();
+        tracker.spawn(async move {
+            shutdown.cancelled().await;
+            queue.shut_down();
+        });
+        for _ in 0..self.count.max(1) {
+            let this = self.clone();
+            let sync = sync.clone();
+            tracker.spawn(async move { this.run_worker(sync).await });
+        }
+    }
+
+    async fn run_worker<F, Fut>(self, sync: F)
+    where
+        F: Fn(T) -> Fut,
+        Fut: Future<Output = SyncResult>,
+    {
+        while let Some(key) = self.queue.get().await {
+            let span = self.queue.work_span(&key);
+            let result = sync(key.clone()).instrument(span).await;
+            self.metrics.observe(result.is_ok());
+            match result {
+                Ok(after) => {
+                    self.queue.forget(&key);
+                    match after {
+                        Some(d) if d.is_zero() => self.queue.add_rate_limited(key.clone()),
+                        Some(d) => self.queue.add_after(key.clone(), d),
+                        None => {}
+                    }
+                }
+                Err(err) => {
+                    let retries = self.queue.num_requeues(&key);
+                    if self.max_retries.is_none_or(|max| retries < max) {
+                        tracing::info!(controller = %self.metrics.name(), %key, %err, "error syncing, requeuing");
+                        self.queue.add_rate_limited(key.clone());
+                    } else {
+                        tracing::warn!(controller = %self.metrics.name(), %key, %err, "dropping out of the queue");
+                        self.queue.forget(&key);
+                    }
+                }
+            }
+            self.queue.done(&key);
+        }
+    }
+}

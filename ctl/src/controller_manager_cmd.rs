@@ -1,0 +1,154 @@
+//! `miniplane controller-manager`: kube-controller-manager's flags, then
+//! `controllers::manager::run` until Ctrl-C or SIGTERM.
+//!
+//! Once the client is built and the health port bound it prints one line on stdout:
+//! `miniplane controller-manager started (healthz and metrics on http://127.0.0.1:PORT)`.
+//! Like kube-controller-manager it exits non-zero with `leaderelection lost` when it stops
+//! leading.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use controllers::manager::{
+    ApiServer, Config, ControllerManager, EnabledControllers, LeaderElection,
+};
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `miniplane controller-manager` (named as kube-controller-manager's).
+#[derive(Debug, clap::Args)]
+pub struct ControllerManagerArgs {
+    /// Kubeconfig file with the API server's address.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides the kubeconfig's server).
+    #[arg(long, value_name = "URL")]
+    master: Option<String>,
+    /// Controllers to run: `*` for all, `name` to enable, `-name` to disable
+    /// (deployment, replicaset, garbagecollector, namespace).
+    #[arg(long, value_delimiter = ',', default_value = "*")]
+    controllers: Vec<String>,
+    /// Deployment workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_deployment_syncs: usize,
+    /// ReplicaSet workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_replicaset_syncs: usize,
+    /// Garbage-collector workers.
+    #[arg(long, default_value_t = 20)]
+    concurrent_gc_syncs: usize,
+    /// Namespace workers.
+    #[arg(long, default_value_t = 10)]
+    concurrent_namespace_syncs: usize,
+    /// Run controllers only while holding the Lease kube-system/kube-controller-manager
+    /// (off by default in miniplane; on in Kubernetes).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: bool,
+    /// How long a lease lasts without renewal.
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader retries renewing before giving up.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    leader_elect_renew_deadline: Duration,
+    /// Time between acquire/renew attempts.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    leader_elect_retry_period: Duration,
+    /// Client-side queries per second to the API server (no limit unless set; Kubernetes: 20).
+    #[arg(long)]
+    kube_api_qps: Option<f64>,
+    /// Client-side burst (Kubernetes: 30; defaults to twice the QPS when only QPS is set).
+    #[arg(long)]
+    kube_api_burst: Option<u32>,
+    /// Address for /healthz and /metrics (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10257")]
+    listen: SocketAddr,
+}
+
+/// Parses `15s`, `1.5s`, `500ms`, `2m`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = s
+        .find(|c: char| c.is_ascii_alphabetic())
+        .map_or((s, "s"), |i| s.split_at(i));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        _ => return Err(format!("invalid duration unit in {s:?} (ms, s, m)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{s:?}: {e}"))
+}
+
+fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
+    let api_server = match (args.master, args.kubeconfig) {
+        (Some(url), _) => ApiServer::Master(url),
+        (None, Some(path)) => ApiServer::Kubeconfig(path),
+        (None, None) => anyhow::bail!("one of --kubeconfig or --master is required"),
+    };
+    let mut config = Config::new(api_server);
+    config.controllers = EnabledControllers::parse(&args.controllers)?;
+    config.concurrent_deployment_syncs = args.concurrent_deployment_syncs;
+    config.concurrent_replicaset_syncs = args.concurrent_replicaset_syncs;
+    config.concurrent_gc_syncs = args.concurrent_gc_syncs;
+    config.concurrent_namespace_syncs = args.concurrent_namespace_syncs;
+    config.listen = Some(args.listen);
+    config.rate_limit = match (args.kube_api_qps, args.kube_api_burst) {
+        (None, None) => None,
+        (qps, burst) => {
+            let qps = qps.unwrap_or(client::RateLimit::CONTROLLER_MANAGER.qps);
+            Some(client::RateLimit {
+                qps,
+                burst: burst.unwrap_or((qps * 2.0).ceil() as u32),
+            })
+        }
+    };
+    if args.leader_elect {
+        config.leader_election = Some(LeaderElection {
+            lease_duration: args.leader_elect_lease_duration,
+            renew_deadline: args.leader_elect_renew_deadline,
+            retry_period: args.leader_elect_retry_period,
+            ..LeaderElection::default()
+        });
+    }
+    Ok(config)
+}
+
+/// Runs the controller-manager until a shutdown signal.
+pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
+    let config = config(args)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let manager = ControllerManager::bind(config).await?;
+        match manager.local_addr() {
+            Some(addr) => println!(
+                "miniplane controller-manager started (healthz and metrics on http://{addr})"
+            ),
+            None => println!("miniplane controller-manager started"),
+        }
+        let shutdown = CancellationToken::new();
+        let signal_token = shutdown.clone();
+        tokio::spawn(async move {
+            crate::apiserver_cmd::wait_for_signal().await;
+            tracing::info!("shutting down");
+            signal_token.cancel();
+        });
+        manager.run(shutdown).await?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert!(parse_duration("5h").is_err());
+    }
+}
