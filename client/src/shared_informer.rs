@@ -166,7 +166,9 @@ struct ProcessorListener<K> {
     pending: Option<(mpsc::UnboundedReceiver<Notification<K>>, Handler<K>)>,
     /// Zero: never resync.
     resync_period: Duration,
-    next_resync: Option<Instant>,
+    /// When this listener is next due a resync (a period after it was added, then after
+    /// each resync).
+    next_resync: Instant,
 }
 
 /// The fan-out to listeners (client-go's `sharedProcessor`).
@@ -199,10 +201,9 @@ impl<K> SharedProcessor<K> {
             if listener.resync_period.is_zero() {
                 continue;
             }
-            let due = listener.next_resync.is_none_or(|at| now >= at);
-            if due {
+            if now >= listener.next_resync {
                 self.syncing.push(i);
-                listener.next_resync = Some(now + listener.resync_period);
+                listener.next_resync = now + listener.resync_period;
             }
         }
         !self.syncing.is_empty()
@@ -395,7 +396,7 @@ where
             tx,
             pending,
             resync_period,
-            next_resync: None,
+            next_resync: self.inner.clock.now() + resync_period,
         });
         drop(processor);
         self.inner.handlers_changed.notify_one();

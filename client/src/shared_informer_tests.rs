@@ -230,6 +230,32 @@ async fn resync_delivers_updates_only_to_handlers_whose_period_elapsed() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn each_handler_resyncs_on_its_own_period() {
+    let (_source, informer) = informer_over(&["a"]);
+    let (fast, mut fast_events) = Recorder::new();
+    let (slow, mut slow_events) = Recorder::new();
+    informer.add_event_handler_with_resync_period(fast, Duration::from_secs(30));
+    informer.add_event_handler_with_resync_period(slow, Duration::from_secs(60));
+    let t0 = tokio::time::Instant::now();
+    let running = start(&informer).await;
+    assert_eq!(next(&mut fast_events).await, "add a rv=1 initial=true");
+    assert_eq!(next(&mut slow_events).await, "add a rv=1 initial=true");
+    assert_eq!(next(&mut fast_events).await, "update a 1->1");
+    let fast_at = t0.elapsed();
+    assert_eq!(next(&mut slow_events).await, "update a 1->1");
+    let slow_at = t0.elapsed();
+    assert!(
+        (Duration::from_secs(30)..Duration::from_secs(31)).contains(&fast_at),
+        "{fast_at:?}"
+    );
+    assert!(
+        (Duration::from_secs(60)..Duration::from_secs(61)).contains(&slow_at),
+        "{slow_at:?}"
+    );
+    running.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn handler_added_after_start_gets_synthetic_adds() {
     let (source, informer) = informer_over(&["a"]);
     let running = start(&informer).await;
