@@ -404,3 +404,29 @@ async fn watcher_stream_sees_apply_and_delete() {
     api.delete("live", &DeleteParams::default()).await.unwrap();
     assert!(matches!(next().await, watcher::Event::Delete(o) if o.name_any() == "live"));
 }
+
+/// kube-rs' streaming-list mode (`sendInitialEvents=true`): the initial state arrives as ADDED
+/// events closed by a BOOKMARK annotated `k8s.io/initial-events-end`.
+#[tokio::test]
+async fn watcher_with_streaming_lists() {
+    let s = Server::start();
+    let api: Api<ConfigMap> = Api::namespaced(client(&s).await, "default");
+    let pre: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "pre"}})).unwrap();
+    api.create(&PostParams::default(), &pre).await.unwrap();
+
+    let config = watcher::Config::default().streaming_lists();
+    let mut events = watcher(api.clone(), config).boxed();
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(20), events.try_next())
+            .await
+            .expect("a watcher event within 20 s")
+            .expect("no watcher error")
+            .expect("the watcher never ends")
+    };
+    assert!(matches!(next().await, watcher::Event::Init));
+    assert!(matches!(next().await, watcher::Event::InitApply(o) if o.name_any() == "pre"));
+    assert!(matches!(next().await, watcher::Event::InitDone));
+    let live: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "live"}})).unwrap();
+    api.create(&PostParams::default(), &live).await.unwrap();
+    assert!(matches!(next().await, watcher::Event::Apply(o) if o.name_any() == "live"));
+}

@@ -472,7 +472,6 @@ fn patch_types_and_replace() {
 /// (`apimachinery/pkg/util/managedfields/internal/conflict.go` `printManager`): an `Apply`
 /// manager as `"kubectl"`, an `Update` manager as `"kubectl-client-side-apply" using apps/v1`.
 #[test]
-#[ignore = "pending: conflict message quotes the manager twice (tests/PENDING.md)"]
 fn apply_server_side_conflict_message() {
     let s = Server::start();
     s.apply_ok(&deployment_yaml("web", 2, "nginx:1.25"), &["--server-side"]);

@@ -224,7 +224,6 @@ fn pod_names(s: &Server, args: &[&str]) -> Vec<String> {
 /// The per-kind field selectors of pods (`pkg/registry/core/pod/strategy.go`
 /// `ToSelectableFields`), used by kubelets (`spec.nodeName`) and `kubectl get`.
 #[test]
-#[ignore = "pending: pod field selectors unsupported (tests/PENDING.md)"]
 fn get_with_pod_field_selectors() {
     let s = Server::start();
     seed_pods(&s);

@@ -90,7 +90,6 @@ fn describe_deployment_and_pod() {
 /// `describe` lists the object's events with an `involvedObject.*` field selector
 /// (`pkg/registry/core/event/strategy.go` `ToSelectableFields`).
 #[test]
-#[ignore = "pending: event field selectors unsupported (tests/PENDING.md)"]
 fn describe_shows_the_objects_events() {
     let s = Server::start();
     s.apply_ok(&deployment_yaml("web", 2, "nginx:1.25"), &[]);

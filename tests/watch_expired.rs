@@ -294,19 +294,10 @@ async fn raw_watch_from_a_compacted_revision_is_200_with_an_error_event() {
         .await
         .unwrap();
     let addr = server.addr;
-    let page = tokio::task::spawn_blocking(move || {
-        support::http::request(
-            addr,
-            "GET",
-            "/api/v1/namespaces/default/configmaps?limit=1",
-            None,
-            b"",
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap()
-    .json();
+    let page =
+        support::http::get_async(addr, "/api/v1/namespaces/default/configmaps?limit=1".into())
+            .await
+            .json();
     let token = page["metadata"]["continue"]
         .as_str()
         .expect("a continue token")
@@ -345,31 +336,15 @@ async fn raw_watch_from_a_compacted_revision_is_200_with_an_error_event() {
     );
 
     // A list at exactly a compacted revision is 410 too, and so is an outdated continue token.
-    let resp = tokio::task::spawn_blocking(move || {
-        support::http::request(
-            addr,
-            "GET",
-            &format!("/api/v1/namespaces/default/configmaps?resourceVersion={old_rv}&resourceVersionMatch=Exact"),
-            None,
-            b"",
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap();
-    resp.expect_status(410, "Expired");
-    let resp = tokio::task::spawn_blocking(move || {
-        support::http::request(
-            addr,
-            "GET",
-            &format!("/api/v1/namespaces/default/configmaps?limit=1&continue={token}"),
-            None,
-            b"",
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap();
-    resp.expect_status(410, "Expired");
+    let exact = format!(
+        "/api/v1/namespaces/default/configmaps?resourceVersion={old_rv}&resourceVersionMatch=Exact"
+    );
+    support::http::get_async(addr, exact)
+        .await
+        .expect_status(410, "Expired");
+    let page = format!("/api/v1/namespaces/default/configmaps?limit=1&continue={token}");
+    support::http::get_async(addr, page)
+        .await
+        .expect_status(410, "Expired");
     server.stop().await;
 }

@@ -65,6 +65,31 @@ impl HttpResponse {
     }
 }
 
+impl HttpResponse {
+    /// Checks the response is 422 Invalid about `field` of `kind` `name` (details as
+    /// `errors.NewInvalid` builds them) and returns the message.
+    pub fn expect_invalid(&self, kind: &str, name: &str, field: &str) -> String {
+        let msg = self.expect_status(422, "Invalid");
+        let status = self.json();
+        let details = &status["details"];
+        assert_eq!(details["kind"], kind, "{status}");
+        assert_eq!(details["name"], name, "{status}");
+        assert_eq!(details["causes"][0]["field"], field, "{status}");
+        assert_eq!(
+            details["causes"][0]["reason"], "FieldValueInvalid",
+            "{status}"
+        );
+        msg
+    }
+}
+
+/// `GET path` on `addr` from async code (the client is blocking).
+pub async fn get_async(addr: SocketAddr, path: String) -> HttpResponse {
+    tokio::task::spawn_blocking(move || request(addr, "GET", &path, None, b"").unwrap())
+        .await
+        .unwrap()
+}
+
 impl Server {
     /// Sends one request. `content_type` `None` sends no Content-Type header.
     pub fn http(

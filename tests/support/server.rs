@@ -33,31 +33,21 @@ impl Server {
         for sub in ["data", "home", "cache", "tmp"] {
             std::fs::create_dir(dir.path().join(sub)).unwrap();
         }
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
-            .arg("apiserver")
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .args(["--listen", "127.0.0.1:0", "--no-fsync"])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .spawn()
-            .expect("spawn the miniplane binary");
-        let addr = match read_address(child.stdout.take().unwrap()) {
-            Ok(addr) => addr,
-            Err(why) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let log =
-                    std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
-                panic!("miniplane apiserver did not start: {why}\n--- server log ---\n{log}");
-            }
-        };
+        let (child, addr) = spawn(dir.path());
         let server = Server { child, addr, dir };
         std::fs::write(server.kubeconfig(), server.kubeconfig_yaml()).unwrap();
         server
+    }
+
+    /// Stops the server (SIGTERM) and starts it again on the same data dir (new port; the
+    /// kubeconfig follows). Returns whether the first process exited gracefully.
+    pub fn restart(&mut self) -> bool {
+        let graceful = self.stop();
+        let (child, addr) = spawn(self.dir.path());
+        self.child = child;
+        self.addr = addr;
+        std::fs::write(self.kubeconfig(), self.kubeconfig_yaml()).unwrap();
+        graceful
     }
 
     /// `http://127.0.0.1:PORT`.
@@ -142,6 +132,35 @@ impl Drop for Server {
             );
         }
         self.stop();
+    }
+}
+
+/// Starts `miniplane apiserver` on `<dir>/data`, logging to `<dir>/server.log` (appended).
+fn spawn(dir: &Path) -> (Child, SocketAddr) {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
+        .arg("apiserver")
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--listen", "127.0.0.1:0", "--no-fsync"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("spawn the miniplane binary");
+    match read_address(child.stdout.take().unwrap()) {
+        Ok(addr) => (child, addr),
+        Err(why) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
+            panic!("miniplane apiserver did not start: {why}\n--- server log ---\n{log}");
+        }
     }
 }
 
