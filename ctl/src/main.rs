@@ -3,6 +3,7 @@
 
 mod apiserver_cmd;
 mod controller_manager_cmd;
+mod kubelet_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +21,8 @@ enum Command {
     Apiserver(apiserver_cmd::ApiserverArgs),
     /// Runs the controller-manager (kube-controller-manager) against an API server.
     ControllerManager(controller_manager_cmd::ControllerManagerArgs),
+    /// Runs simulated kubelets for many nodes (registration, heartbeats, pod lifecycle).
+    Kubelet(kubelet_cmd::KubeletArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -35,6 +38,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Apiserver(args) => apiserver_cmd::main(args),
         Command::ControllerManager(args) => controller_manager_cmd::main(args),
+        Command::Kubelet(args) => kubelet_cmd::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -38,6 +38,21 @@ impl PodIpAllocator {
         Some(self.address(host))
     }
 
+    /// Records that pod `uid` already has `ip` (posted by an earlier run of the simulator);
+    /// false if `ip` is not in this range or taken by another pod.
+    pub fn claim(&mut self, uid: &str, ip: Ipv4Addr) -> bool {
+        let raw = u32::from(ip);
+        if raw & !0xff != self.base || self.by_pod.contains_key(uid) {
+            return false;
+        }
+        let host = (raw & 0xff) as u8;
+        if !self.free.remove(&host) {
+            return false;
+        }
+        self.by_pod.insert(uid.to_owned(), host);
+        true
+    }
+
     /// Returns pod `uid`'s address to the pool.
     pub fn release(&mut self, uid: &str) {
         if let Some(host) = self.by_pod.remove(uid) {
@@ -73,6 +88,16 @@ mod tests {
         a.release("a");
         assert_eq!(a.allocate("b"), first, "released address is reused");
         assert_eq!(a.in_use(), 253);
+    }
+
+    #[test]
+    fn claims_existing_addresses() {
+        let mut a = PodIpAllocator::new(Ipv4Addr::new(10, 244, 0, 0));
+        assert!(a.claim("old", Ipv4Addr::new(10, 244, 0, 2)));
+        assert!(!a.claim("other", Ipv4Addr::new(10, 244, 0, 2)), "taken");
+        assert!(!a.claim("x", Ipv4Addr::new(10, 244, 1, 5)), "another node's range");
+        assert_eq!(a.allocate("new"), Some(Ipv4Addr::new(10, 244, 0, 3)));
+        assert_eq!(a.allocate("old"), Some(Ipv4Addr::new(10, 244, 0, 2)));
     }
 
     #[test]

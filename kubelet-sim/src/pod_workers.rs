@@ -183,14 +183,23 @@ impl PodWorkers {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let memory = {
             let mut all = self.memory();
-            let entry = all
-                .entry(key.clone())
-                .or_insert_with(|| PodMemory::new(uid.clone()));
-            if entry.uid != uid {
-                node.allocator().release(&entry.uid);
-                *entry = PodMemory::new(uid.clone());
+            match all.get(key) {
+                Some(entry) if entry.uid == uid => entry.clone(),
+                previous => {
+                    if let Some(old) = previous {
+                        node.allocator().release(&old.uid);
+                    }
+                    // First sight (or a restarted simulator): rebuild from the posted status.
+                    let recovered = PodMemory::recover(&pod);
+                    if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref())
+                        && let Ok(ip) = ip.parse()
+                    {
+                        node.allocator().claim(&uid, ip);
+                    }
+                    all.insert(key.clone(), recovered.clone());
+                    recovered
+                }
             }
-            entry.clone()
         };
         let Some(ip) = node.allocator().allocate(&uid) else {
             tracing::warn!(pod = %key, node = node.name(), "pod CIDR exhausted");

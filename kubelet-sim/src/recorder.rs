@@ -7,6 +7,9 @@
 //! kubelet emits few repeated events, and the client's recorder cannot set `source.host` per
 //! event, which one process simulating many nodes needs.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -23,6 +26,9 @@ pub const QUEUE_CAPACITY: usize = 4096;
 #[derive(Clone)]
 pub struct Recorder {
     tx: mpsc::Sender<Event>,
+    /// Makes names unique when several events share a timestamp (client-go uses
+    /// `<name>.<unix nanos>` and relies on the clock moving between events).
+    sequence: Arc<AtomicU64>,
 }
 
 /// Writes queued events to the API server.
@@ -34,11 +40,12 @@ pub struct RecorderWriter {
 /// A recorder and the writer that drains it.
 pub fn recorder(client: kube::Client) -> (Recorder, RecorderWriter) {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
-    (Recorder { tx }, RecorderWriter { rx, client })
+    let sequence = Arc::new(AtomicU64::new(0));
+    (Recorder { tx, sequence }, RecorderWriter { rx, client })
 }
 
 /// The Event object for `event` about `pod`, reported by the kubelet of `node` at `now`.
-pub fn event_object(pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) -> Event {
+pub fn event_object(pod: &Pod, event: &PodEvent, node: &str, now: Timestamp, sequence: u64) -> Event {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let namespace = pod
         .metadata
@@ -47,7 +54,7 @@ pub fn event_object(pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) -> 
         .unwrap_or_else(|| "default".into());
     Event {
         metadata: ObjectMeta {
-            name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+            name: Some(format!("{name}.{:x}{sequence:04x}", now.as_nanosecond())),
             namespace: Some(namespace.clone()),
             ..Default::default()
         },
@@ -84,7 +91,8 @@ pub fn event_object(pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) -> 
 impl Recorder {
     /// Queues `event`; never blocks (dropped with a warning when the queue is full).
     pub fn record(&self, pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) {
-        if self.tx.try_send(event_object(pod, event, node, now)).is_err() {
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) & 0xffff;
+        if self.tx.try_send(event_object(pod, event, node, now, sequence)).is_err() {
             tracing::warn!(reason = event.reason, "kubelet event queue full, dropping event");
         }
     }

@@ -114,6 +114,40 @@ impl PodMemory {
         }
     }
 
+    /// The memory a restarted kubelet rebuilds from the status it posted before (as the real
+    /// kubelet asks the container runtime what is running): running containers keep running
+    /// with their start time and restart count, finished pods stay finished; anything else
+    /// starts over.
+    pub fn recover(pod: &Pod) -> Self {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let mut memory = PodMemory::new(uid.clone());
+        let Some(status) = pod.status.as_ref() else {
+            return memory;
+        };
+        let Some(first) = status.container_statuses.as_ref().and_then(|c| c.first()) else {
+            return memory;
+        };
+        let state = first.state.clone().unwrap_or_default();
+        memory.start_time = status.start_time.as_ref().map(|t| t.0);
+        memory.restarts = first.restart_count;
+        if let Some(since) = state.running.and_then(|r| r.started_at) {
+            memory.stage = Stage::Running { since: since.0 };
+        } else if let (Some(t), Some("Succeeded" | "Failed")) = (state.terminated, status.phase.as_deref()) {
+            let at = t.finished_at.map_or(Timestamp::UNIX_EPOCH, |f| f.0);
+            memory.last_termination = Some(Termination {
+                exit_code: t.exit_code,
+                reason: if t.exit_code == 0 { "Completed" } else { "Error" },
+                started_at: t.started_at.map_or(at, |s| s.0),
+                finished_at: at,
+                container_id: memory.container_id(&first.name),
+            });
+            memory.stage = Stage::Completed;
+        } else {
+            memory = PodMemory::new(uid);
+        }
+        memory
+    }
+
     /// The ID of the current container run, `miniplane://<64 hex>`, derived from the pod UID
     /// and the restart count so it is stable across syncs and changes on every restart.
     pub fn container_id(&self, container: &str) -> String {

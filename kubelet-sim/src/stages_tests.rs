@@ -341,3 +341,24 @@ fn condition_transition_times_are_kept() {
     d.at(1500);
     assert_eq!(scheduled(&d), Some(Time(t(0))));
 }
+
+#[test]
+fn a_restarted_kubelet_recovers_running_and_completed_pods() {
+    let mut d = Driver::new(pod("nginx", &[], "Always"), StageConfig::fast());
+    d.at(0);
+    let recovered = PodMemory::recover(&d.pod);
+    assert_eq!(recovered, d.memory);
+    let s = step(&d.pod, &recovered, &node(), "10.244.0.2", t(9000), &d.config);
+    assert_eq!((s.status, s.events.len()), (None, 0), "nothing re-run, nothing re-posted");
+
+    let mut d = Driver::new(pod("b", &[("miniplane.dev/fail", "exit-0")], "Never"), StageConfig::fast());
+    d.at(0);
+    d.at(500);
+    let recovered = PodMemory::recover(&d.pod);
+    assert_eq!(recovered.stage, Stage::Completed);
+    let s = step(&d.pod, &recovered, &node(), "10.244.0.2", t(9000), &d.config);
+    assert_eq!(s.status, None);
+
+    let fresh = pod("nginx", &[], "Always");
+    assert_eq!(PodMemory::recover(&fresh), PodMemory::new("uid-1"));
+}
