@@ -56,14 +56,23 @@ spec:
 fn pod_row(s: &Server, name: &str) -> Option<(String, String, u32)> {
     let out = s.kubectl(&["get", "pod", name, "--no-headers"]);
     let cols: Vec<&str> = out.stdout.split_whitespace().collect();
-    (cols.len() >= 4).then(|| (cols[1].to_owned(), cols[2].to_owned(), cols[3].parse().unwrap_or(0)))
+    (cols.len() >= 4).then(|| {
+        (
+            cols[1].to_owned(),
+            cols[2].to_owned(),
+            cols[3].parse().unwrap_or(0),
+        )
+    })
 }
 
 #[test]
 fn nodes_register_ready_with_leases() {
     let (s, _kubelet) = cluster();
     let out = s.kubectl_ok(&["get", "nodes", "--no-headers"]);
-    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    let rows: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     assert_eq!(rows.len(), 3, "{out}");
     for (i, row) in rows.iter().enumerate() {
         assert_eq!(row[0], format!("node-{i}"));
@@ -74,16 +83,33 @@ fn nodes_register_ready_with_leases() {
     assert_eq!(node["spec"]["podCIDR"], "10.244.1.0/24");
     assert_eq!(node["status"]["capacity"]["cpu"], "4");
     assert_eq!(node["status"]["allocatable"]["pods"], "110");
-    assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], "node-1");
-    assert_eq!(node["status"]["nodeInfo"]["containerRuntimeVersion"], "miniplane://sim");
+    assert_eq!(
+        node["metadata"]["labels"]["kubernetes.io/hostname"],
+        "node-1"
+    );
+    assert_eq!(
+        node["status"]["nodeInfo"]["containerRuntimeVersion"],
+        "miniplane://sim"
+    );
     let leases = s.kubectl_ok(&["get", "leases", "-n", "kube-node-lease", "--no-headers"]);
     assert_eq!(leases.lines().count(), 3, "{leases}");
     // The lease keeps being renewed.
     let renew = |s: &Server| {
-        s.kubectl_json(&["get", "lease", "node-0", "-n", "kube-node-lease", "-o", "json"])["spec"]["renewTime"].clone()
+        s.kubectl_json(&[
+            "get",
+            "lease",
+            "node-0",
+            "-n",
+            "kube-node-lease",
+            "-o",
+            "json",
+        ])["spec"]["renewTime"]
+            .clone()
     };
     let first = renew(&s);
-    eventually("lease renewed", DEADLINE, || (renew(&s) != first).then_some(()));
+    eventually("lease renewed", DEADLINE, || {
+        (renew(&s) != first).then_some(())
+    });
 }
 
 #[test]
@@ -99,14 +125,23 @@ fn pod_runs_with_ip_events_and_is_deleted_gracefully() {
     assert_eq!(cols[6], "node-1", "NODE column: {wide}");
     let pod = s.kubectl_json(&["get", "pod", "web", "-o", "json"]);
     let cs = &pod["status"]["containerStatuses"][0];
-    assert!(cs["containerID"].as_str().unwrap().starts_with("miniplane://"));
+    assert!(
+        cs["containerID"]
+            .as_str()
+            .unwrap()
+            .starts_with("miniplane://")
+    );
     assert!(cs["state"]["running"]["startedAt"].is_string());
     assert_eq!(pod["status"]["hostIP"], "172.16.0.3");
     let describe = eventually("kubelet events in describe", DEADLINE, || {
         let d = s.kubectl_ok(&["describe", "pod", "web"]);
         d.contains("Started container app").then_some(d)
     });
-    for line in ["Pulling image \"nginx\"", "Successfully pulled image \"nginx\"", "Created container: app"] {
+    for line in [
+        "Pulling image \"nginx\"",
+        "Successfully pulled image \"nginx\"",
+        "Created container: app",
+    ] {
         assert!(describe.contains(line), "{line:?} in:\n{describe}");
     }
     assert!(describe.contains("kubelet"), "{describe}");
@@ -114,33 +149,95 @@ fn pod_runs_with_ip_events_and_is_deleted_gracefully() {
     // Graceful deletion: kubectl waits until the kubelet deleted it with grace 0.
     s.kubectl_ok(&["delete", "pod", "web", "--timeout=30s"]);
     assert!(!s.kubectl(&["get", "pod", "web"]).ok());
-    let events = s.kubectl_ok(&["get", "events", "--field-selector", "involvedObject.name=web"]);
+    let events = s.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=web",
+    ]);
     assert!(events.contains("Stopping container app"), "{events}");
 }
 
 #[test]
 fn failures_crash_loop_bad_image_and_completion() {
     let (s, _kubelet) = cluster();
-    s.apply_ok(&pod("crash", "node-0", "busybox", "miniplane.dev/fail: crash, miniplane.dev/run-for: 200ms", "Always"), &[]);
-    s.apply_ok(&pod("badimage", "node-1", "nginx:doesnotexist", "", "Always"), &[]);
-    s.apply_ok(&pod("job", "node-2", "busybox", "miniplane.dev/fail: exit-0, miniplane.dev/run-for: 200ms", "Never"), &[]);
-    s.apply_ok(&pod("fails", "node-2", "busybox", "miniplane.dev/fail: exit-1, miniplane.dev/run-for: 200ms", "Never"), &[]);
-    eventually("crash shows CrashLoopBackOff after restarts", DEADLINE, || {
-        let (_, status, restarts) = pod_row(&s, "crash")?;
-        (status == "CrashLoopBackOff" && restarts >= 1).then_some(())
+    s.apply_ok(
+        &pod(
+            "crash",
+            "node-0",
+            "busybox",
+            "miniplane.dev/fail: crash, miniplane.dev/run-for: 200ms",
+            "Always",
+        ),
+        &[],
+    );
+    s.apply_ok(
+        &pod("badimage", "node-1", "nginx:doesnotexist", "", "Always"),
+        &[],
+    );
+    s.apply_ok(
+        &pod(
+            "job",
+            "node-2",
+            "busybox",
+            "miniplane.dev/fail: exit-0, miniplane.dev/run-for: 200ms",
+            "Never",
+        ),
+        &[],
+    );
+    s.apply_ok(
+        &pod(
+            "fails",
+            "node-2",
+            "busybox",
+            "miniplane.dev/fail: exit-1, miniplane.dev/run-for: 200ms",
+            "Never",
+        ),
+        &[],
+    );
+    eventually(
+        "crash shows CrashLoopBackOff after restarts",
+        DEADLINE,
+        || {
+            let (_, status, restarts) = pod_row(&s, "crash")?;
+            (status == "CrashLoopBackOff" && restarts >= 1).then_some(())
+        },
+    );
+    eventually(
+        "bad image shows ErrImagePull / ImagePullBackOff",
+        DEADLINE,
+        || {
+            let (ready, status, _) = pod_row(&s, "badimage")?;
+            (ready == "0/1" && (status == "ImagePullBackOff" || status == "ErrImagePull"))
+                .then_some(())
+        },
+    );
+    eventually("job Completed", DEADLINE, || {
+        (pod_row(&s, "job")?.1 == "Completed").then_some(())
     });
-    eventually("bad image shows ErrImagePull / ImagePullBackOff", DEADLINE, || {
-        let (ready, status, _) = pod_row(&s, "badimage")?;
-        (ready == "0/1" && (status == "ImagePullBackOff" || status == "ErrImagePull")).then_some(())
+    eventually("failing job Error", DEADLINE, || {
+        (pod_row(&s, "fails")?.1 == "Error").then_some(())
     });
-    eventually("job Completed", DEADLINE, || (pod_row(&s, "job")?.1 == "Completed").then_some(()));
-    eventually("failing job Error", DEADLINE, || (pod_row(&s, "fails")?.1 == "Error").then_some(()));
     let job = s.kubectl_json(&["get", "pod", "job", "-o", "json"]);
     assert_eq!(job["status"]["phase"], "Succeeded");
-    assert_eq!(job["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
+    assert_eq!(
+        job["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        0
+    );
     let crash = s.kubectl_json(&["get", "pod", "crash", "-o", "json"]);
-    assert_eq!(crash["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"], "Error");
-    let events = s.kubectl_ok(&["get", "events", "--field-selector", "involvedObject.name=badimage"]);
-    assert!(events.contains("Failed to pull image \"nginx:doesnotexist\""), "{events}");
+    assert_eq!(
+        crash["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"],
+        "Error"
+    );
+    let events = s.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=badimage",
+    ]);
+    assert!(
+        events.contains("Failed to pull image \"nginx:doesnotexist\""),
+        "{events}"
+    );
     assert!(events.contains("Back-off pulling image"), "{events}");
 }

@@ -88,40 +88,81 @@ fn unreachable_node_is_tainted_pods_evicted_and_recovers() {
     s.apply_ok(&pod("forever", "node-0", None), &[]);
     for name in ["short", "forever"] {
         eventually("pods Running", DEADLINE, || {
-            (s.kubectl_json(&["get", "pod", name, "-o", "json"])["status"]["phase"] == "Running").then_some(())
+            (s.kubectl_json(&["get", "pod", name, "-o", "json"])["status"]["phase"] == "Running")
+                .then_some(())
         });
     }
     assert_eq!(control(&k, "GET", "/healthz"), 200);
-    assert_eq!(control(&k, "POST", "/nodes/node-0/heartbeat?stop=true"), 200);
+    assert_eq!(
+        control(&k, "POST", "/nodes/node-0/heartbeat?stop=true"),
+        200
+    );
     assert_eq!(control(&k, "POST", "/nodes/nope/heartbeat?stop=true"), 404);
 
-    eventually("node-0 NotReady", DEADLINE, || (node_status(&s, "node-0") == "NotReady").then_some(()));
+    eventually("node-0 NotReady", DEADLINE, || {
+        (node_status(&s, "node-0") == "NotReady").then_some(())
+    });
     let node = s.kubectl_json(&["get", "node", "node-0", "-o", "json"]);
-    let ready = node["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").unwrap().clone();
+    let ready = node["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Ready")
+        .unwrap()
+        .clone();
     assert_eq!(ready["status"], "Unknown");
     assert_eq!(ready["reason"], "NodeStatusUnknown");
     assert_eq!(ready["message"], "Kubelet stopped posting node status.");
     eventually("unreachable taints", DEADLINE, || {
         let t = taints(&s, "node-0");
-        (t.contains("node.kubernetes.io/unreachable") && t.contains("NoExecute") && t.contains("NoSchedule")).then_some(())
+        (t.contains("node.kubernetes.io/unreachable")
+            && t.contains("NoExecute")
+            && t.contains("NoSchedule"))
+        .then_some(())
     });
-    assert_eq!(node_status(&s, "node-1"), "Ready", "the other node is untouched");
+    assert_eq!(
+        node_status(&s, "node-1"),
+        "Ready",
+        "the other node is untouched"
+    );
 
     // tolerationSeconds 1: marked for deletion (it stays Terminating while its kubelet is down).
     eventually("short evicted", DEADLINE, || {
-        s.kubectl_json(&["get", "pod", "short", "-o", "json"])["metadata"]["deletionTimestamp"].is_string().then_some(())
+        s.kubectl_json(&["get", "pod", "short", "-o", "json"])["metadata"]["deletionTimestamp"]
+            .is_string()
+            .then_some(())
     });
-    let events = s.kubectl_ok(&["get", "events", "--field-selector", "involvedObject.name=short"]);
+    let events = s.kubectl_ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=short",
+    ]);
     assert!(events.contains("TaintManagerEviction"), "{events}");
-    assert!(events.contains("Marking for deletion Pod default/short"), "{events}");
+    assert!(
+        events.contains("Marking for deletion Pod default/short"),
+        "{events}"
+    );
     let forever = s.kubectl_json(&["get", "pod", "forever", "-o", "json"]);
-    assert!(forever["metadata"]["deletionTimestamp"].is_null(), "tolerated forever");
+    assert!(
+        forever["metadata"]["deletionTimestamp"].is_null(),
+        "tolerated forever"
+    );
 
-    assert_eq!(control(&k, "POST", "/nodes/node-0/heartbeat?stop=false"), 200);
-    eventually("node-0 Ready again", DEADLINE, || (node_status(&s, "node-0") == "Ready").then_some(()));
-    eventually("taints removed", DEADLINE, || (taints(&s, "node-0") == "null" || taints(&s, "node-0") == "[]").then_some(()));
+    assert_eq!(
+        control(&k, "POST", "/nodes/node-0/heartbeat?stop=false"),
+        200
+    );
+    eventually("node-0 Ready again", DEADLINE, || {
+        (node_status(&s, "node-0") == "Ready").then_some(())
+    });
+    eventually("taints removed", DEADLINE, || {
+        (taints(&s, "node-0") == "null" || taints(&s, "node-0") == "[]").then_some(())
+    });
     // The kubelet is back: it finishes the eviction (graceful deletion) of `short`.
-    eventually("short gone", DEADLINE, || (!s.kubectl(&["get", "pod", "short"]).ok()).then_some(()));
+    eventually("short gone", DEADLINE, || {
+        (!s.kubectl(&["get", "pod", "short"]).ok()).then_some(())
+    });
     assert!(s.kubectl(&["get", "pod", "forever"]).ok());
 }
 
@@ -131,11 +172,15 @@ fn removed_node_and_stopped_kubelet() {
     let mut k = kubelet(&s, "2");
     let _cm = controller_manager(&s);
     assert_eq!(control(&k, "DELETE", "/nodes/node-1"), 200);
-    eventually("node-1 deleted", DEADLINE, || (!s.kubectl(&["get", "node", "node-1"]).ok()).then_some(()));
+    eventually("node-1 deleted", DEADLINE, || {
+        (!s.kubectl(&["get", "node", "node-1"]).ok()).then_some(())
+    });
     // SIGTERM: heartbeats stop, the Node stays and goes NotReady, as with a real kubelet.
     assert!(k.stop(), "graceful exit on SIGTERM");
     assert!(s.kubectl(&["get", "node", "node-0"]).ok());
-    eventually("node-0 NotReady after the kubelet stopped", DEADLINE, || {
-        (node_status(&s, "node-0") == "NotReady").then_some(())
-    });
+    eventually(
+        "node-0 NotReady after the kubelet stopped",
+        DEADLINE,
+        || (node_status(&s, "node-0") == "NotReady").then_some(()),
+    );
 }

@@ -167,9 +167,15 @@ mod tests {
     #[test]
     fn taints_parse() {
         let t = parse_taint("dedicated=gpu:NoSchedule").expect("valid");
-        assert_eq!((t.key.as_str(), t.value.as_deref(), t.effect.as_str()), ("dedicated", Some("gpu"), "NoSchedule"));
+        assert_eq!(
+            (t.key.as_str(), t.value.as_deref(), t.effect.as_str()),
+            ("dedicated", Some("gpu"), "NoSchedule")
+        );
         let t = parse_taint("spot:NoExecute").expect("valid");
-        assert_eq!((t.key.as_str(), t.value, t.effect.as_str()), ("spot", None, "NoExecute"));
+        assert_eq!(
+            (t.key.as_str(), t.value, t.effect.as_str()),
+            ("spot", None, "NoExecute")
+        );
         assert!(parse_taint("nocolon").is_err());
     }
 }

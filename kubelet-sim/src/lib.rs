@@ -110,7 +110,8 @@ impl Simulator {
             })
             .collect();
         let nodes: NodeTable = Arc::new(RwLock::new(table));
-        let factory = SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());
+        let factory =
+            SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());
         let (recorder, recorder_writer) = recorder::recorder(client.clone());
         let workers = PodWorkers::new(
             client.clone(),

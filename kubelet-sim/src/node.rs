@@ -112,7 +112,12 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 
 /// Registers node `state` (create, or take over an existing Node of that name as a restarted
 /// kubelet does) and its Lease.
-pub async fn register(client: &Client, config: &Config, state: &NodeState, clock: &SharedClock) -> Result<()> {
+pub async fn register(
+    client: &Client,
+    config: &Config,
+    state: &NodeState,
+    clock: &SharedClock,
+) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = node_object(config, state.index, clock.wall());
     let uid = match nodes.create(&PostParams::default(), &node).await {
@@ -137,17 +142,23 @@ async fn renew_lease(
     clock: &SharedClock,
 ) -> Result<()> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASE_NAMESPACE);
-    let lease = lease_object(name, node_uid, config.heartbeat.lease_duration_seconds, clock.wall());
+    let lease = lease_object(
+        name,
+        node_uid,
+        config.heartbeat.lease_duration_seconds,
+        clock.wall(),
+    );
     let patch = json!({ "spec": lease.spec });
-    match leases.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+    match leases
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
         Ok(_) => Ok(()),
-        Err(e) if is_status(&e, 404) => {
-            match leases.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(()),
-                Err(e) if is_status(&e, 409) => Ok(()),
-                Err(e) => Err(e.into()),
-            }
-        }
+        Err(e) if is_status(&e, 404) => match leases.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) => Err(e.into()),
+        },
         Err(e) => Err(e.into()),
     }
 }
@@ -231,12 +242,14 @@ pub async fn heartbeat_loop(
             next_lease = now + jittered(hb.lease_renew_interval, hb.jitter, state.index, tick);
         }
         if now >= next_status {
-            let force = last_report
-                .is_none_or(|t| now.duration_since(t) >= hb.status_report_frequency);
+            let force =
+                last_report.is_none_or(|t| now.duration_since(t) >= hb.status_report_frequency);
             match sync_node_status(&client, &nodes, state.name(), force, &clock).await {
                 Ok(true) => last_report = Some(now),
                 Ok(false) => {}
-                Err(e) => tracing::warn!(node = state.name(), error = %e, "node status update failed"),
+                Err(e) => {
+                    tracing::warn!(node = state.name(), error = %e, "node status update failed")
+                }
             }
             next_status = now + jittered(hb.status_update_frequency, hb.jitter, state.index, tick);
         }
@@ -256,7 +269,10 @@ mod tests {
         assert!(widest < 0.005, "widest gap {widest}");
         for i in 0..100 {
             let d = jittered(Duration::from_secs(10), 0.2, i, 3);
-            assert!(d >= Duration::from_secs(9) && d <= Duration::from_secs(11), "{d:?}");
+            assert!(
+                d >= Duration::from_secs(9) && d <= Duration::from_secs(11),
+                "{d:?}"
+            );
         }
     }
 }

@@ -14,8 +14,8 @@ use std::net::Ipv4Addr;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
-    Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo,
-    DaemonEndpoint,
+    DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
+    NodeSystemInfo,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
@@ -49,7 +49,13 @@ pub fn host_ip(index: usize) -> Ipv4Addr {
     Ipv4Addr::from(base.wrapping_add(u32::try_from(index).unwrap_or(0)))
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: &str, now: Timestamp) -> NodeCondition {
+fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: Timestamp,
+) -> NodeCondition {
     NodeCondition {
         type_: type_.into(),
         status: status.into(),
@@ -85,7 +91,13 @@ pub fn healthy_conditions(previous: &[NodeCondition], now: Timestamp) -> Vec<Nod
             "kubelet has sufficient PID available",
             now,
         ),
-        condition("Ready", "True", "KubeletReady", "kubelet is posting ready status", now),
+        condition(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status",
+            now,
+        ),
     ];
     for c in &mut conditions {
         if let Some(old) = previous
@@ -188,7 +200,12 @@ pub fn node_object(config: &Config, index: usize, now: Timestamp) -> Node {
 
 /// The Lease of node `name` (owned by the Node, so deleting the Node collects it), renewed at
 /// `now`.
-pub fn lease_object(name: &str, node_uid: Option<&str>, duration_seconds: i32, now: Timestamp) -> Lease {
+pub fn lease_object(
+    name: &str,
+    node_uid: Option<&str>,
+    duration_seconds: i32,
+    now: Timestamp,
+) -> Lease {
     Lease {
         metadata: ObjectMeta {
             name: Some(name.into()),
@@ -250,11 +267,17 @@ mod tests {
         assert_eq!(addresses[1].address, "node-2");
         let conditions = status.conditions.clone().unwrap_or_default();
         let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
-        assert_eq!(types, ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]);
+        assert_eq!(
+            types,
+            ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+        );
         let ready = &conditions[3];
         assert_eq!(ready.status, "True");
         assert_eq!(ready.reason.as_deref(), Some("KubeletReady"));
-        assert_eq!(ready.message.as_deref(), Some("kubelet is posting ready status"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some("kubelet is posting ready status")
+        );
     }
 
     #[test]

@@ -81,7 +81,9 @@ mod tests {
         let first = a.allocate("a");
         assert_eq!(first, Some(Ipv4Addr::new(10, 244, 3, 2)));
         assert_eq!(a.allocate("a"), first, "same pod, same address");
-        let ips: HashSet<_> = (0..253).filter_map(|i| a.allocate(&format!("p{i}"))).collect();
+        let ips: HashSet<_> = (0..253)
+            .filter_map(|i| a.allocate(&format!("p{i}")))
+            .collect();
         assert_eq!(ips.len(), 252, "253 addresses in all, one taken by a");
         assert!(!ips.contains(&Ipv4Addr::new(10, 244, 3, 2)));
         assert_eq!(a.allocate("one-too-many"), None);
@@ -95,7 +97,10 @@ mod tests {
         let mut a = PodIpAllocator::new(Ipv4Addr::new(10, 244, 0, 0));
         assert!(a.claim("old", Ipv4Addr::new(10, 244, 0, 2)));
         assert!(!a.claim("other", Ipv4Addr::new(10, 244, 0, 2)), "taken");
-        assert!(!a.claim("x", Ipv4Addr::new(10, 244, 1, 5)), "another node's range");
+        assert!(
+            !a.claim("x", Ipv4Addr::new(10, 244, 1, 5)),
+            "another node's range"
+        );
         assert_eq!(a.allocate("new"), Some(Ipv4Addr::new(10, 244, 0, 3)));
         assert_eq!(a.allocate("old"), Some(Ipv4Addr::new(10, 244, 0, 2)));
     }

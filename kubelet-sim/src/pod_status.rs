@@ -100,7 +100,10 @@ pub fn render_status(
     now: Timestamp,
 ) -> PodStatus {
     let old = pod.status.as_ref();
-    let containers = pod.spec.as_ref().map_or(&[][..], |s| s.containers.as_slice());
+    let containers = pod
+        .spec
+        .as_ref()
+        .map_or(&[][..], |s| s.containers.as_slice());
     let ready = match memory.stage {
         Stage::Running { since } => {
             ready_at(pod, overrides, config, since).is_some_and(|t| t <= now)
@@ -109,7 +112,11 @@ pub fn render_status(
     };
     let started = matches!(
         memory.stage,
-        Stage::Running { .. } | Stage::Terminating { was_running: true, .. }
+        Stage::Running { .. }
+            | Stage::Terminating {
+                was_running: true,
+                ..
+            }
     );
     let sandbox = !matches!(memory.stage, Stage::New | Stage::Creating { .. });
     let phase = match memory.stage {
@@ -118,7 +125,9 @@ pub fn render_status(
             Some(t) if t.exit_code == 0 => "Succeeded",
             _ => "Failed",
         },
-        Stage::Terminating { was_running: false, .. } => "Pending",
+        Stage::Terminating {
+            was_running: false, ..
+        } => "Pending",
         _ => "Running",
     };
     let statuses: Vec<ContainerStatus> = containers
@@ -137,7 +146,9 @@ pub fn render_status(
                     } else {
                         waiting(
                             "ErrImagePull",
-                            Some(format!("failed to pull and unpack image \"{image}\": not found")),
+                            Some(format!(
+                                "failed to pull and unpack image \"{image}\": not found"
+                            )),
                         )
                     }
                 }
@@ -182,11 +193,16 @@ pub fn render_status(
                     ..t.clone()
                 }),
             };
-            let has_run = started || last_state.is_some() || matches!(memory.stage, Stage::Completed);
+            let has_run =
+                started || last_state.is_some() || matches!(memory.stage, Stage::Completed);
             ContainerStatus {
                 name: c.name.clone(),
                 image: image.clone(),
-                image_id: if has_run { image_id(&image) } else { String::new() },
+                image_id: if has_run {
+                    image_id(&image)
+                } else {
+                    String::new()
+                },
                 container_id: has_run.then(|| memory.container_id(&c.name)),
                 ready,
                 started: Some(started),
@@ -209,8 +225,22 @@ pub fn render_status(
     let conditions = vec![
         condition(old, "PodReadyToStartContainers", sandbox, None, None, now),
         condition(old, "Initialized", true, None, None, now),
-        condition(old, "Ready", ready, ready_reason, ready_message.clone(), now),
-        condition(old, "ContainersReady", ready, ready_reason, ready_message, now),
+        condition(
+            old,
+            "Ready",
+            ready,
+            ready_reason,
+            ready_message.clone(),
+            now,
+        ),
+        condition(
+            old,
+            "ContainersReady",
+            ready,
+            ready_reason,
+            ready_message,
+            now,
+        ),
         condition(old, "PodScheduled", true, None, None, now),
     ];
     let ip = sandbox.then(|| pod_ip.to_owned());

@@ -122,7 +122,12 @@ impl PodWorkers {
 
     /// Queues every pod bound to `node` (after its heartbeats come back).
     pub fn resync_node(&self, node: &str) {
-        for pod in self.pods.indexer().by_index(NODE_NAME_INDEX, node).unwrap_or_default() {
+        for pod in self
+            .pods
+            .indexer()
+            .by_index(NODE_NAME_INDEX, node)
+            .unwrap_or_default()
+        {
             self.queue.add(ObjectKey::of(pod.as_ref()));
         }
     }
@@ -206,7 +211,14 @@ impl PodWorkers {
             return Some(Duration::from_secs(5));
         };
         let now = self.clock.wall();
-        let result = step(&pod, &memory, &node.context, &ip.to_string(), now, &self.stages);
+        let result = step(
+            &pod,
+            &memory,
+            &node.context,
+            &ip.to_string(),
+            now,
+            &self.stages,
+        );
         self.memory().insert(key.clone(), result.memory.clone());
         for event in &result.events {
             self.recorder.record(&pod, event, node.name(), now);

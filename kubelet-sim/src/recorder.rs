@@ -45,7 +45,13 @@ pub fn recorder(client: kube::Client) -> (Recorder, RecorderWriter) {
 }
 
 /// The Event object for `event` about `pod`, reported by the kubelet of `node` at `now`.
-pub fn event_object(pod: &Pod, event: &PodEvent, node: &str, now: Timestamp, sequence: u64) -> Event {
+pub fn event_object(
+    pod: &Pod,
+    event: &PodEvent,
+    node: &str,
+    now: Timestamp,
+    sequence: u64,
+) -> Event {
     let name = pod.metadata.name.clone().unwrap_or_default();
     let namespace = pod
         .metadata
@@ -92,8 +98,15 @@ impl Recorder {
     /// Queues `event`; never blocks (dropped with a warning when the queue is full).
     pub fn record(&self, pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) {
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) & 0xffff;
-        if self.tx.try_send(event_object(pod, event, node, now, sequence)).is_err() {
-            tracing::warn!(reason = event.reason, "kubelet event queue full, dropping event");
+        if self
+            .tx
+            .try_send(event_object(pod, event, node, now, sequence))
+            .is_err()
+        {
+            tracing::warn!(
+                reason = event.reason,
+                "kubelet event queue full, dropping event"
+            );
         }
     }
 }

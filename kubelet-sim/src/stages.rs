@@ -132,11 +132,17 @@ impl PodMemory {
         memory.restarts = first.restart_count;
         if let Some(since) = state.running.and_then(|r| r.started_at) {
             memory.stage = Stage::Running { since: since.0 };
-        } else if let (Some(t), Some("Succeeded" | "Failed")) = (state.terminated, status.phase.as_deref()) {
+        } else if let (Some(t), Some("Succeeded" | "Failed")) =
+            (state.terminated, status.phase.as_deref())
+        {
             let at = t.finished_at.map_or(Timestamp::UNIX_EPOCH, |f| f.0);
             memory.last_termination = Some(Termination {
                 exit_code: t.exit_code,
-                reason: if t.exit_code == 0 { "Completed" } else { "Error" },
+                reason: if t.exit_code == 0 {
+                    "Completed"
+                } else {
+                    "Error"
+                },
                 started_at: t.started_at.map_or(at, |s| s.0),
                 finished_at: at,
                 container_id: memory.container_id(&first.name),
@@ -265,14 +271,23 @@ pub fn ready_at(
         containers(pod)
             .iter()
             .filter_map(|c| c.readiness_probe.as_ref())
-            .map(|p| Duration::from_secs(u64::try_from(p.initial_delay_seconds.unwrap_or(0)).unwrap_or(0)))
+            .map(|p| {
+                Duration::from_secs(
+                    u64::try_from(p.initial_delay_seconds.unwrap_or(0)).unwrap_or(0),
+                )
+            })
             .max()
             .unwrap_or(config.ready_delay)
     });
     Some(after(since, delay))
 }
 
-fn container_events(pod: &Pod, reason: &'static str, warning: bool, message: impl Fn(&Container) -> String) -> Vec<PodEvent> {
+fn container_events(
+    pod: &Pod,
+    reason: &'static str,
+    warning: bool,
+    message: impl Fn(&Container) -> String,
+) -> Vec<PodEvent> {
     containers(pod)
         .iter()
         .map(|c| PodEvent {
@@ -346,11 +361,17 @@ fn transition(
         Stage::Creating { since } => {
             let pull = overrides.pull_delay.unwrap_or(config.pull_delay);
             let pulled = after(since, pull);
-            if containers(pod).iter().any(|c| overrides.pull_fails(image(c))) {
+            if containers(pod)
+                .iter()
+                .any(|c| overrides.pull_fails(image(c)))
+            {
                 if pulled > now {
                     return Next::Wait(Some(pulled));
                 }
-                for c in containers(pod).iter().filter(|c| overrides.pull_fails(image(c))) {
+                for c in containers(pod)
+                    .iter()
+                    .filter(|c| overrides.pull_fails(image(c)))
+                {
                     let name = image(c);
                     events.push(PodEvent {
                         warning: true,
@@ -392,10 +413,17 @@ fn transition(
             let sync = after(since, config.pull_retry_sync);
             let retry = after(
                 since,
-                backoff(memory.pull_failures, config.backoff_base, config.backoff_max),
+                backoff(
+                    memory.pull_failures,
+                    config.backoff_base,
+                    config.backoff_max,
+                ),
             );
             if !backing_off && sync <= now && sync < retry {
-                for c in containers(pod).iter().filter(|c| overrides.pull_fails(image(c))) {
+                for c in containers(pod)
+                    .iter()
+                    .filter(|c| overrides.pull_fails(image(c)))
+                {
                     events.push(PodEvent {
                         warning: false,
                         reason: "BackOff",
@@ -413,13 +441,15 @@ fn transition(
                 return Next::Wait(Some(if backing_off { retry } else { sync.min(retry) }));
             }
             events.extend(
-                container_events(pod, "Pulling", false, |c| format!("Pulling image \"{}\"", image(c)))
-                    .into_iter()
-                    .filter(|e| {
-                        containers(pod)
-                            .iter()
-                            .any(|c| Some(&c.name) == e.container.as_ref() && overrides.pull_fails(image(c)))
-                    }),
+                container_events(pod, "Pulling", false, |c| {
+                    format!("Pulling image \"{}\"", image(c))
+                })
+                .into_iter()
+                .filter(|e| {
+                    containers(pod).iter().any(|c| {
+                        Some(&c.name) == e.container.as_ref() && overrides.pull_fails(image(c))
+                    })
+                }),
             );
             memory.stage = Stage::Creating { since: retry };
             Next::Moved
@@ -433,7 +463,10 @@ fn transition(
             if exited > now {
                 return Next::Wait(Some(ready.map_or(exited, |r| r.min(exited))));
             }
-            let container = containers(pod).first().map(|c| c.name.clone()).unwrap_or_default();
+            let container = containers(pod)
+                .first()
+                .map(|c| c.name.clone())
+                .unwrap_or_default();
             memory.last_termination = Some(Termination {
                 exit_code: code,
                 reason: if code == 0 { "Completed" } else { "Error" },
@@ -474,7 +507,10 @@ fn transition(
             }
             memory.restarts += 1;
             events.extend(container_events(pod, "Pulled", false, |c| {
-                format!("Container image \"{}\" already present on machine", image(c))
+                format!(
+                    "Container image \"{}\" already present on machine",
+                    image(c)
+                )
             }));
             start_containers(pod, memory, events, until);
             Next::Moved

@@ -66,13 +66,23 @@ impl Driver {
     }
 
     fn at(&mut self, ms: i64) -> Step {
-        let s = step(&self.pod, &self.memory, &node(), "10.244.0.2", t(ms), &self.config);
+        let s = step(
+            &self.pod,
+            &self.memory,
+            &node(),
+            "10.244.0.2",
+            t(ms),
+            &self.config,
+        );
         self.memory = s.memory.clone();
         if let Some(status) = &s.status {
             self.pod.status = Some(status.clone());
         }
-        self.events
-            .extend(s.events.iter().map(|e| format!("{} {}", e.reason, e.message)));
+        self.events.extend(
+            s.events
+                .iter()
+                .map(|e| format!("{} {}", e.reason, e.message)),
+        );
         s
     }
 
@@ -119,13 +129,26 @@ fn fast_profile_goes_straight_to_running_and_ready() {
     assert_eq!(status.pod_ip.as_deref(), Some("10.244.0.2"));
     assert_eq!(status.host_ip.as_deref(), Some("172.16.0.2"));
     assert_eq!(status.start_time, Some(Time(t(0))));
-    let cs = &status.container_statuses.as_ref().expect("container statuses")[0];
+    let cs = &status
+        .container_statuses
+        .as_ref()
+        .expect("container statuses")[0];
     assert!(cs.ready);
     assert_eq!(cs.started, Some(true));
     assert_eq!(cs.restart_count, 0);
-    assert!(cs.container_id.as_deref().is_some_and(|id| id.starts_with("miniplane://") && id.len() == 12 + 64));
+    assert!(
+        cs.container_id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("miniplane://") && id.len() == 12 + 64)
+    );
     assert!(cs.image_id.starts_with("nginx@sha256:"));
-    for c in ["PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled"] {
+    for c in [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ] {
         assert_eq!(d.condition(c), "True", "{c}");
     }
     assert_eq!(
@@ -163,7 +186,11 @@ fn container_creating_then_running_at_the_configured_times() {
         .as_ref()
         .and_then(|s| s.running.as_ref())
         .and_then(|r| r.started_at.clone());
-    assert_eq!(running, Some(Time(t(1500))), "stamped when due, not when woken");
+    assert_eq!(
+        running,
+        Some(Time(t(1500))),
+        "stamped when due, not when woken"
+    );
 }
 
 #[test]
@@ -183,12 +210,18 @@ fn readiness_waits_for_probe_delay_or_annotation() {
     d.at(3000);
     assert_eq!(d.condition("Ready"), "True");
 
-    let mut d = Driver::new(pod("nginx", &[("miniplane.dev/ready-after", "500ms")], "Always"), StageConfig::fast());
+    let mut d = Driver::new(
+        pod("nginx", &[("miniplane.dev/ready-after", "500ms")], "Always"),
+        StageConfig::fast(),
+    );
     assert_eq!(d.at(0).wake_at, Some(t(500)));
     d.at(500);
     assert_eq!(d.condition("ContainersReady"), "True");
 
-    let mut d = Driver::new(pod("nginx", &[("miniplane.dev/fail", "never-ready")], "Always"), StageConfig::fast());
+    let mut d = Driver::new(
+        pod("nginx", &[("miniplane.dev/fail", "never-ready")], "Always"),
+        StageConfig::fast(),
+    );
     assert_eq!(d.at(0).wake_at, None);
     d.at(1_000_000);
     assert_eq!(d.status().phase.as_deref(), Some("Running"));
@@ -197,36 +230,59 @@ fn readiness_waits_for_probe_delay_or_annotation() {
 
 #[test]
 fn missing_image_err_image_pull_then_back_off_growing() {
-    let mut d = Driver::new(pod("nginx:doesnotexist", &[], "Always"), StageConfig::realistic());
+    let mut d = Driver::new(
+        pod("nginx:doesnotexist", &[], "Always"),
+        StageConfig::realistic(),
+    );
     let s = d.at(0);
     assert_eq!(s.wake_at, Some(t(1200)));
     d.at(1200);
     assert_eq!(d.waiting_reason().as_deref(), Some("ErrImagePull"));
-    assert!(d.events.iter().any(|e| e.starts_with("Failed Failed to pull image \"nginx:doesnotexist\": ")));
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e.starts_with("Failed Failed to pull image \"nginx:doesnotexist\": "))
+    );
     assert!(d.events.iter().any(|e| e == "Failed Error: ErrImagePull"));
     d.at(2200);
     assert_eq!(d.waiting_reason().as_deref(), Some("ImagePullBackOff"));
-    assert!(d.events.iter().any(|e| e == "BackOff Back-off pulling image \"nginx:doesnotexist\""));
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e == "BackOff Back-off pulling image \"nginx:doesnotexist\"")
+    );
     assert_eq!(d.status().phase.as_deref(), Some("Pending"));
     // First retry 10 s after the failure, pull takes 1.2 s, then the next back-off is 20 s.
     let mut failures = Vec::new();
     let mut now = 2200;
     while failures.len() < 4 {
         let s = d.at(now);
-        if let Stage::PullFailed { since, backing_off: false } = d.memory.stage {
+        if let Stage::PullFailed {
+            since,
+            backing_off: false,
+        } = d.memory.stage
+        {
             if failures.last() != Some(&since) {
                 failures.push(since);
             }
         }
-        now = s.wake_at.map_or(now + 1000, |w| w.as_millisecond() - t(0).as_millisecond());
+        now = s
+            .wake_at
+            .map_or(now + 1000, |w| w.as_millisecond() - t(0).as_millisecond());
     }
-    let gaps: Vec<i64> = failures.windows(2).map(|w| (w[1] - w[0]).get_milliseconds() + (w[1] - w[0]).get_seconds() * 1000).collect();
+    let gaps: Vec<i64> = failures
+        .windows(2)
+        .map(|w| (w[1] - w[0]).get_milliseconds() + (w[1] - w[0]).get_seconds() * 1000)
+        .collect();
     assert_eq!(gaps, [21_200, 41_200, 81_200]);
 }
 
 #[test]
 fn image_pull_failure_by_annotation() {
-    let mut d = Driver::new(pod("nginx", &[("miniplane.dev/fail", "image-pull")], "Always"), StageConfig::fast());
+    let mut d = Driver::new(
+        pod("nginx", &[("miniplane.dev/fail", "image-pull")], "Always"),
+        StageConfig::fast(),
+    );
     d.at(0);
     assert_eq!(d.waiting_reason().as_deref(), Some("ErrImagePull"));
 }
@@ -241,7 +297,10 @@ fn backoff_sequence_doubles_to_five_minutes() {
 
 #[test]
 fn crash_loop_restarts_with_growing_back_off() {
-    let mut d = Driver::new(pod("nginx", &[("miniplane.dev/fail", "crash")], "Always"), StageConfig::realistic());
+    let mut d = Driver::new(
+        pod("nginx", &[("miniplane.dev/fail", "crash")], "Always"),
+        StageConfig::realistic(),
+    );
     let mut restarts_at = Vec::new();
     let mut now = 0;
     let mut saw_crashloop = false;
@@ -251,7 +310,11 @@ fn crash_loop_restarts_with_growing_back_off() {
         if d.waiting_reason().as_deref() == Some("CrashLoopBackOff") {
             saw_crashloop = true;
             let cs = &d.status().container_statuses.as_ref().expect("statuses")[0];
-            let last = cs.last_state.as_ref().and_then(|s| s.terminated.as_ref()).expect("lastState.terminated");
+            let last = cs
+                .last_state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .expect("lastState.terminated");
             assert_eq!(last.exit_code, 1);
             assert_eq!(last.reason.as_deref(), Some("Error"));
             assert_eq!(d.status().phase.as_deref(), Some("Running"));
@@ -259,14 +322,25 @@ fn crash_loop_restarts_with_growing_back_off() {
         if d.memory.restarts > before {
             restarts_at.push(now);
         }
-        now = s.wake_at.map_or(now + 1000, |w| w.as_millisecond() - t(0).as_millisecond());
+        now = s
+            .wake_at
+            .map_or(now + 1000, |w| w.as_millisecond() - t(0).as_millisecond());
     }
     assert!(saw_crashloop);
     // Start at 1.5 s, run 2 s, back-off 10 s → restart at 13.5 s; then 20, 40, 80 (+2 s runs).
     assert_eq!(restarts_at, [13_500, 35_500, 77_500, 159_500]);
-    assert_eq!(d.status().container_statuses.as_ref().expect("statuses")[0].restart_count, 4);
-    assert!(d.events.iter().any(|e| e == "BackOff Back-off restarting failed container nginx in pod web_default(uid-1)"));
-    assert!(d.events.iter().any(|e| e == "Pulled Container image \"nginx\" already present on machine"));
+    assert_eq!(
+        d.status().container_statuses.as_ref().expect("statuses")[0].restart_count,
+        4
+    );
+    assert!(d.events.iter().any(
+        |e| e == "BackOff Back-off restarting failed container nginx in pod web_default(uid-1)"
+    ));
+    assert!(
+        d.events
+            .iter()
+            .any(|e| e == "Pulled Container image \"nginx\" already present on machine")
+    );
 }
 
 #[test]
@@ -276,20 +350,40 @@ fn completion_with_restart_policy_never_and_on_failure() {
         ("exit-1", "Never", "Failed", "Error", 1),
         ("exit-0", "OnFailure", "Succeeded", "Completed", 0),
     ] {
-        let mut d = Driver::new(pod("busybox", &[("miniplane.dev/fail", fail), ("miniplane.dev/run-for", "3s")], policy), StageConfig::fast());
+        let mut d = Driver::new(
+            pod(
+                "busybox",
+                &[
+                    ("miniplane.dev/fail", fail),
+                    ("miniplane.dev/run-for", "3s"),
+                ],
+                policy,
+            ),
+            StageConfig::fast(),
+        );
         assert_eq!(d.at(0).wake_at, Some(t(3000)));
         let s = d.at(3000);
         assert_eq!(s.wake_at, None);
         assert_eq!(d.status().phase.as_deref(), Some(phase), "{fail} {policy}");
         let cs = &d.status().container_statuses.as_ref().expect("statuses")[0];
-        let term = cs.state.as_ref().and_then(|s| s.terminated.as_ref()).expect("terminated");
-        assert_eq!((term.exit_code, term.reason.as_deref()), (code, Some(reason)));
+        let term = cs
+            .state
+            .as_ref()
+            .and_then(|s| s.terminated.as_ref())
+            .expect("terminated");
+        assert_eq!(
+            (term.exit_code, term.reason.as_deref()),
+            (code, Some(reason))
+        );
         assert_eq!(term.finished_at, Some(Time(t(3000))));
         assert!(!cs.ready);
         assert_eq!(d.condition("Ready"), "False");
     }
     // OnFailure restarts a failing container.
-    let mut d = Driver::new(pod("busybox", &[("miniplane.dev/fail", "exit-1")], "OnFailure"), StageConfig::fast());
+    let mut d = Driver::new(
+        pod("busybox", &[("miniplane.dev/fail", "exit-1")], "OnFailure"),
+        StageConfig::fast(),
+    );
     d.at(0);
     d.at(500);
     assert_eq!(d.waiting_reason().as_deref(), Some("CrashLoopBackOff"));
@@ -327,7 +421,10 @@ fn deleting_a_pod_that_never_ran_is_immediate() {
     let mut d = Driver::new(p, StageConfig::realistic());
     let s = d.at(0);
     assert!(s.delete);
-    assert!(d.events.is_empty(), "no Killing for containers that never started");
+    assert!(
+        d.events.is_empty(),
+        "no Killing for containers that never started"
+    );
 }
 
 #[test]
@@ -335,7 +432,12 @@ fn condition_transition_times_are_kept() {
     let mut d = Driver::new(pod("nginx", &[], "Always"), slow());
     d.at(0);
     let scheduled = |d: &Driver| {
-        d.status().conditions.iter().flatten().find(|c| c.type_ == "PodScheduled").and_then(|c| c.last_transition_time.clone())
+        d.status()
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "PodScheduled")
+            .and_then(|c| c.last_transition_time.clone())
     };
     assert_eq!(scheduled(&d), Some(Time(t(0))));
     d.at(1500);
@@ -348,15 +450,36 @@ fn a_restarted_kubelet_recovers_running_and_completed_pods() {
     d.at(0);
     let recovered = PodMemory::recover(&d.pod);
     assert_eq!(recovered, d.memory);
-    let s = step(&d.pod, &recovered, &node(), "10.244.0.2", t(9000), &d.config);
-    assert_eq!((s.status, s.events.len()), (None, 0), "nothing re-run, nothing re-posted");
+    let s = step(
+        &d.pod,
+        &recovered,
+        &node(),
+        "10.244.0.2",
+        t(9000),
+        &d.config,
+    );
+    assert_eq!(
+        (s.status, s.events.len()),
+        (None, 0),
+        "nothing re-run, nothing re-posted"
+    );
 
-    let mut d = Driver::new(pod("b", &[("miniplane.dev/fail", "exit-0")], "Never"), StageConfig::fast());
+    let mut d = Driver::new(
+        pod("b", &[("miniplane.dev/fail", "exit-0")], "Never"),
+        StageConfig::fast(),
+    );
     d.at(0);
     d.at(500);
     let recovered = PodMemory::recover(&d.pod);
     assert_eq!(recovered.stage, Stage::Completed);
-    let s = step(&d.pod, &recovered, &node(), "10.244.0.2", t(9000), &d.config);
+    let s = step(
+        &d.pod,
+        &recovered,
+        &node(),
+        "10.244.0.2",
+        t(9000),
+        &d.config,
+    );
     assert_eq!(s.status, None);
 
     let fresh = pod("nginx", &[], "Always");

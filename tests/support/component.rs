@@ -53,7 +53,12 @@ impl Component {
             }
         });
         match rx.recv_timeout(START_TIMEOUT) {
-            Ok(start_line) => Component { name, child, start_line, log },
+            Ok(start_line) => Component {
+                name,
+                child,
+                start_line,
+                log,
+            },
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -67,7 +72,10 @@ impl Component {
 
     /// The `http://127.0.0.1:PORT` in the start line (a control or health API).
     pub fn url(&self) -> String {
-        let start = self.start_line.find("http://").expect("a URL in the start line");
+        let start = self
+            .start_line
+            .find("http://")
+            .expect("a URL in the start line");
         self.start_line[start..]
             .trim_end_matches(')')
             .split_whitespace()

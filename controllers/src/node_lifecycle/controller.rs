@@ -103,17 +103,26 @@ impl NodeLifecycleController {
     fn lease_renew_time(&self, node: &str) -> Option<Timestamp> {
         self.leases
             .get(&ObjectKey::new(Some(LEASE_NAMESPACE), node))
-            .and_then(|l| l.spec.as_ref().and_then(|s| s.renew_time.as_ref().map(|t| t.0)))
+            .and_then(|l| {
+                l.spec
+                    .as_ref()
+                    .and_then(|s| s.renew_time.as_ref().map(|t| t.0))
+            })
     }
 
     /// One pass over every node (`monitorNodeHealth`), then taint eviction on each.
     pub async fn monitor_node_health(&mut self) {
         let now = self.clock.wall();
         let nodes = self.nodes.indexer().list();
-        let names: Vec<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+        let names: Vec<String> = nodes
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
         self.health.retain(|name, _| names.contains(name));
         for node in nodes {
-            let Some(name) = node.metadata.name.clone() else { continue };
+            let Some(name) = node.metadata.name.clone() else {
+                continue;
+            };
             let renew = self.lease_renew_time(&name);
             let previous = self.health.remove(&name);
             let (health, decision) = monitor_node(&node, renew, previous, &self.config, now);
@@ -135,13 +144,20 @@ impl NodeLifecycleController {
             let taints = match decision.taints {
                 Some(taints) => {
                     let patch = json!({ "spec": { "taints": taints } });
-                    if let Err(e) = api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                    if let Err(e) = api
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                    {
                         tracing::warn!(node = %name, error = %e, "updating node taints failed");
                         continue;
                     }
                     taints
                 }
-                None => node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
+                None => node
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.taints.clone())
+                    .unwrap_or_default(),
             };
             if taints.iter().any(|t| t.effect == "NoExecute") {
                 self.evict_pods(&name, &taints, now).await;
@@ -151,13 +167,23 @@ impl NodeLifecycleController {
 
     /// `processPodOnNode` for every pod on `node`.
     async fn evict_pods(&self, node: &str, taints: &[Taint], now: Timestamp) {
-        let pods = self.pods.indexer().by_index(NODE_NAME_INDEX, node).unwrap_or_default();
+        let pods = self
+            .pods
+            .indexer()
+            .by_index(NODE_NAME_INDEX, node)
+            .unwrap_or_default();
         for pod in pods {
-            if pod.metadata.deletion_timestamp.is_some() || eviction(&pod, taints, now) != Eviction::Now {
+            if pod.metadata.deletion_timestamp.is_some()
+                || eviction(&pod, taints, now) != Eviction::Now
+            {
                 continue;
             }
             let name = pod.metadata.name.clone().unwrap_or_default();
-            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+            let namespace = pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
             let reference = ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Pod".into()),
@@ -183,9 +209,13 @@ impl NodeLifecycleController {
                 .delete(&name, &params)
                 .await
             {
-                Ok(_) => tracing::info!(pod = %format!("{namespace}/{name}"), node, "evicted by taint"),
+                Ok(_) => {
+                    tracing::info!(pod = %format!("{namespace}/{name}"), node, "evicted by taint")
+                }
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(e) => tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "eviction failed"),
+                Err(e) => {
+                    tracing::warn!(pod = %format!("{namespace}/{name}"), error = %e, "eviction failed")
+                }
             }
         }
     }

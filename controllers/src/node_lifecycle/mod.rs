@@ -42,7 +42,8 @@ pub const REASON_NEVER_UPDATED: &str = "NodeStatusNeverUpdated";
 /// Its message.
 pub const MESSAGE_NEVER_UPDATED: &str = "Kubelet never posted node status.";
 /// The conditions the controller marks Unknown (`nodeConditionsToSetUnknown`... in order).
-pub const MONITORED_CONDITIONS: [&str; 4] = ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
+pub const MONITORED_CONDITIONS: [&str; 4] =
+    ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"];
 
 /// The controller's flags.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,7 +131,11 @@ pub fn try_update_node_health(
     }
     let Some(ready) = ready_condition(node) else {
         // Never posted a status: give it the startup grace period.
-        let created = node.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
+        let created = node
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(now, |t| t.0);
         if after(created, config.node_startup_grace_period) >= now {
             return (health, None);
         }
@@ -161,7 +166,13 @@ pub fn try_update_node_health(
         .collect();
     for t in MONITORED_CONDITIONS {
         if !conditions.iter().any(|c| c.type_ == t) {
-            conditions.push(unknown_condition(t, None, REASON_UNKNOWN, MESSAGE_UNKNOWN, now));
+            conditions.push(unknown_condition(
+                t,
+                None,
+                REASON_UNKNOWN,
+                MESSAGE_UNKNOWN,
+                now,
+            ));
         }
     }
     (health, Some(conditions))
@@ -213,7 +224,11 @@ fn wanted_taints(ready_status: Option<&str>, now: Timestamp) -> Vec<Taint> {
 /// `doNoExecuteTaintingPass` + `doNoScheduleTaintingPass` for the Ready condition: the full
 /// taint list the node should have, or none if it already has it. Taints the controller does
 /// not own are kept; an existing taint keeps its `timeAdded`.
-pub fn reconcile_taints(node: &Node, ready_status: Option<&str>, now: Timestamp) -> Option<Vec<Taint>> {
+pub fn reconcile_taints(
+    node: &Node,
+    ready_status: Option<&str>,
+    now: Timestamp,
+) -> Option<Vec<Taint>> {
     let current = node
         .spec
         .as_ref()
@@ -246,7 +261,10 @@ pub fn monitor_node(
 ) -> (NodeHealth, NodeDecision) {
     let (health, conditions) = try_update_node_health(node, lease_renew_time, health, config, now);
     let ready_status = match &conditions {
-        Some(cs) => cs.iter().find(|c| c.type_ == "Ready").map(|c| c.status.as_str()),
+        Some(cs) => cs
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.as_str()),
         None => ready_condition(node).map(|c| c.status.as_str()),
     };
     let taints = reconcile_taints(node, ready_status, now);
@@ -260,10 +278,20 @@ pub fn monitor_node(
         (None, Some(t)) => Some(format!(
             "node {name}: Ready={}; taints now [{}]",
             ready_status.unwrap_or("none"),
-            t.iter().map(|t| format!("{}:{}", t.key, t.effect)).collect::<Vec<_>>().join(", ")
+            t.iter()
+                .map(|t| format!("{}:{}", t.key, t.effect))
+                .collect::<Vec<_>>()
+                .join(", ")
         )),
     };
-    (health, NodeDecision { conditions, taints, summary })
+    (
+        health,
+        NodeDecision {
+            conditions,
+            taints,
+            summary,
+        },
+    )
 }
 
 /// What taint eviction does with one pod.
@@ -290,7 +318,11 @@ pub fn tolerates(toleration: &Toleration, taint: &Taint) -> bool {
     }
     match toleration.operator.as_deref().unwrap_or("Equal") {
         "Exists" => true,
-        _ => !key.is_empty() && toleration.value.as_deref().unwrap_or_default() == taint.value.as_deref().unwrap_or_default(),
+        _ => {
+            !key.is_empty()
+                && toleration.value.as_deref().unwrap_or_default()
+                    == taint.value.as_deref().unwrap_or_default()
+        }
     }
 }
 
@@ -305,7 +337,8 @@ pub fn eviction(pod: &Pod, taints: &[Taint], now: Timestamp) -> Eviction {
         .unwrap_or_default();
     let mut deadline: Option<Timestamp> = None;
     for taint in taints.iter().filter(|t| t.effect == "NoExecute") {
-        let matching: Vec<&Toleration> = tolerations.iter().filter(|t| tolerates(t, taint)).collect();
+        let matching: Vec<&Toleration> =
+            tolerations.iter().filter(|t| tolerates(t, taint)).collect();
         if matching.is_empty() {
             return Eviction::Now;
         }

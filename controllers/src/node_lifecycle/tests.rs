@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec, Taint, Toleration};
+use k8s_openapi::api::core::v1::{
+    Node, NodeCondition, NodeSpec, NodeStatus, Pod, PodSpec, Taint, Toleration,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::*;
@@ -66,17 +68,36 @@ fn silence_past_grace_period_marks_unknown_and_taints_unreachable() {
     let (_, d) = monitor_node(&n, Some(t(0)), Some(h), &config(), t(41));
     let conditions = d.conditions.expect("conditions set Unknown");
     let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
-    assert_eq!(types, ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]);
+    assert_eq!(
+        types,
+        ["Ready", "MemoryPressure", "DiskPressure", "PIDPressure"]
+    );
     for c in &conditions {
         assert_eq!(c.status, "Unknown");
         assert_eq!(c.reason.as_deref(), Some(REASON_UNKNOWN));
-        assert_eq!(c.message.as_deref(), Some("Kubelet stopped posting node status."));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("Kubelet stopped posting node status.")
+        );
         assert_eq!(c.last_transition_time, Some(Time(t(41))));
     }
-    assert_eq!(conditions[0].last_heartbeat_time, Some(Time(t(0))), "heartbeat kept");
+    assert_eq!(
+        conditions[0].last_heartbeat_time,
+        Some(Time(t(0))),
+        "heartbeat kept"
+    );
     let taints = d.taints.expect("taints");
-    let keys: Vec<(&str, &str)> = taints.iter().map(|t| (t.key.as_str(), t.effect.as_str())).collect();
-    assert_eq!(keys, [(TAINT_UNREACHABLE, "NoSchedule"), (TAINT_UNREACHABLE, "NoExecute")]);
+    let keys: Vec<(&str, &str)> = taints
+        .iter()
+        .map(|t| (t.key.as_str(), t.effect.as_str()))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            (TAINT_UNREACHABLE, "NoSchedule"),
+            (TAINT_UNREACHABLE, "NoExecute")
+        ]
+    );
     assert_eq!(taints[1].time_added, Some(Time(t(41))));
     assert!(d.summary.is_some_and(|s| s.contains("node-0")));
 }
@@ -88,13 +109,26 @@ fn unknown_node_is_not_rewritten_and_recovers_when_heard_from() {
     let (h, d) = monitor_node(&silent, Some(t(0)), Some(h), &config(), t(50));
     // The controller's own writes land.
     let mut unknown = silent.clone();
-    unknown.status = Some(NodeStatus { conditions: d.conditions, ..Default::default() });
-    unknown.spec = Some(NodeSpec { taints: d.taints, ..Default::default() });
+    unknown.status = Some(NodeStatus {
+        conditions: d.conditions,
+        ..Default::default()
+    });
+    unknown.spec = Some(NodeSpec {
+        taints: d.taints,
+        ..Default::default()
+    });
     let (h, d) = monitor_node(&unknown, Some(t(0)), Some(h), &config(), t(55));
-    assert_eq!(d, NodeDecision::default(), "nothing more to do while silent");
+    assert_eq!(
+        d,
+        NodeDecision::default(),
+        "nothing more to do while silent"
+    );
     // The kubelet is back: lease renewed, status posted.
     let mut back = unknown.clone();
-    back.status = Some(NodeStatus { conditions: Some(vec![ready("True", 60)]), ..Default::default() });
+    back.status = Some(NodeStatus {
+        conditions: Some(vec![ready("True", 60)]),
+        ..Default::default()
+    });
     let (_, d) = monitor_node(&back, Some(t(60)), Some(h), &config(), t(60));
     assert_eq!(d.conditions, None);
     assert_eq!(d.taints, Some(vec![]), "taints removed");
@@ -175,27 +209,50 @@ fn toleration(key: &str, seconds: Option<i64>) -> Toleration {
 #[test]
 fn eviction_timing_follows_toleration_seconds() {
     let taints = [unreachable(100)];
-    assert_eq!(eviction(&pod(vec![]), &taints, t(100)), Eviction::Now, "no toleration");
+    assert_eq!(
+        eviction(&pod(vec![]), &taints, t(100)),
+        Eviction::Now,
+        "no toleration"
+    );
     let defaulted = pod(vec![
         toleration(TAINT_NOT_READY, Some(300)),
         toleration(TAINT_UNREACHABLE, Some(300)),
     ]);
     assert_eq!(eviction(&defaulted, &taints, t(101)), Eviction::At(t(400)));
     assert_eq!(eviction(&defaulted, &taints, t(400)), Eviction::Now);
-    let short = pod(vec![toleration(TAINT_UNREACHABLE, Some(300)), toleration(TAINT_UNREACHABLE, Some(2))]);
-    assert_eq!(eviction(&short, &taints, t(100)), Eviction::At(t(102)), "the shortest wins");
+    let short = pod(vec![
+        toleration(TAINT_UNREACHABLE, Some(300)),
+        toleration(TAINT_UNREACHABLE, Some(2)),
+    ]);
+    assert_eq!(
+        eviction(&short, &taints, t(100)),
+        Eviction::At(t(102)),
+        "the shortest wins"
+    );
     let forever = pod(vec![toleration(TAINT_UNREACHABLE, None)]);
     assert_eq!(eviction(&forever, &taints, t(10_000)), Eviction::Keep);
-    let no_schedule_only = [Taint { effect: "NoSchedule".into(), ..unreachable(0) }];
-    assert_eq!(eviction(&pod(vec![]), &no_schedule_only, t(0)), Eviction::Keep);
+    let no_schedule_only = [Taint {
+        effect: "NoSchedule".into(),
+        ..unreachable(0)
+    }];
+    assert_eq!(
+        eviction(&pod(vec![]), &no_schedule_only, t(0)),
+        Eviction::Keep
+    );
 }
 
 #[test]
 fn toleration_matching() {
     let taint = unreachable(0);
-    let exists_all = Toleration { operator: Some("Exists".into()), ..Default::default() };
+    let exists_all = Toleration {
+        operator: Some("Exists".into()),
+        ..Default::default()
+    };
     assert!(tolerates(&exists_all, &taint));
-    let wrong_effect = Toleration { effect: Some("NoSchedule".into()), ..toleration(TAINT_UNREACHABLE, None) };
+    let wrong_effect = Toleration {
+        effect: Some("NoSchedule".into()),
+        ..toleration(TAINT_UNREACHABLE, None)
+    };
     assert!(!tolerates(&wrong_effect, &taint));
     assert!(!tolerates(&toleration("other", None), &taint));
     let equal = Toleration {
@@ -204,7 +261,18 @@ fn toleration_matching() {
         value: Some("v".into()),
         ..Default::default()
     };
-    let kv = Taint { key: "k".into(), value: Some("v".into()), effect: "NoExecute".into(), time_added: None };
+    let kv = Taint {
+        key: "k".into(),
+        value: Some("v".into()),
+        effect: "NoExecute".into(),
+        time_added: None,
+    };
     assert!(tolerates(&equal, &kv));
-    assert!(!tolerates(&equal, &Taint { value: Some("w".into()), ..kv }));
+    assert!(!tolerates(
+        &equal,
+        &Taint {
+            value: Some("w".into()),
+            ..kv
+        }
+    ));
 }
