@@ -261,10 +261,9 @@ fn missing_image_err_image_pull_then_back_off_growing() {
             since,
             backing_off: false,
         } = d.memory.stage
+            && failures.last() != Some(&since)
         {
-            if failures.last() != Some(&since) {
-                failures.push(since);
-            }
+            failures.push(since);
         }
         now = s
             .wake_at
