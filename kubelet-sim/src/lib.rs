@@ -46,6 +46,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use client::list_watch::ApiListerWatcher;
 use client::{ClientConfig, SharedClock, SharedInformerFactory, TokioClock};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -60,6 +61,9 @@ pub use error::{Error, Result};
 
 use node::NodeState;
 use pod_workers::{NodeTable, PodWorkers};
+
+/// The field selector of the shared pod watch: pods bound to a node.
+pub const BOUND_PODS_SELECTOR: &str = "spec.nodeName!=";
 
 /// How many nodes register at the same time (so a thousand do not stampede the API server).
 pub const REGISTRATION_CONCURRENCY: usize = 32;
@@ -113,9 +117,17 @@ impl Simulator {
         let factory =
             SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());
         let (recorder, recorder_writer) = recorder::recorder(client.clone());
+        // One watch for all simulated nodes: every pod bound to some node (a real kubelet
+        // watches `spec.nodeName=<itself>`); the handler keeps the ones simulated here.
+        let pods = factory.informer_with::<Pod>(|| {
+            Arc::new(
+                ApiListerWatcher::new(kube::Api::all(client.clone()))
+                    .field_selector(BOUND_PODS_SELECTOR),
+            )
+        });
         let workers = PodWorkers::new(
             client.clone(),
-            factory.informer::<Pod>(),
+            pods,
             nodes.clone(),
             recorder,
             clock.clone(),
