@@ -55,6 +55,7 @@ pub mod garbage_collector;
 pub mod lookup;
 pub mod manager;
 pub mod namespace;
+pub mod node_lifecycle;
 pub mod owner_ref;
 pub mod pod_readiness;
 pub mod replicaset;

@@ -25,7 +25,7 @@ pub struct ControllerManagerArgs {
     #[arg(long, value_name = "URL")]
     master: Option<String>,
     /// Controllers to run: `*` for all, `name` to enable, `-name` to disable
-    /// (deployment, replicaset, garbagecollector, namespace).
+    /// (deployment, replicaset, garbagecollector, namespace, nodelifecycle).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// Deployment workers.
@@ -59,6 +59,12 @@ pub struct ControllerManagerArgs {
     /// Client-side burst (Kubernetes: 30; defaults to twice the QPS when only QPS is set).
     #[arg(long)]
     kube_api_burst: Option<u32>,
+    /// Silence (no Lease renewal, no status) after which a node is marked Unknown.
+    #[arg(long, value_parser = parse_duration, default_value = "40s")]
+    node_monitor_grace_period: Duration,
+    /// How often the node lifecycle controller checks nodes.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    node_monitor_period: Duration,
     /// Address for /healthz and /metrics (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10257")]
     listen: SocketAddr,
@@ -94,6 +100,8 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.concurrent_gc_syncs = args.concurrent_gc_syncs;
     config.concurrent_namespace_syncs = args.concurrent_namespace_syncs;
     config.listen = Some(args.listen);
+    config.node_lifecycle.node_monitor_grace_period = args.node_monitor_grace_period;
+    config.node_lifecycle.node_monitor_period = args.node_monitor_period;
     config.rate_limit = match (args.kube_api_qps, args.kube_api_burst) {
         (None, None) => None,
         (qps, burst) => {

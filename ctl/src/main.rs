@@ -4,6 +4,7 @@
 mod apiserver_cmd;
 mod controller_manager_cmd;
 mod scheduler_cmd;
+mod kubelet_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -23,6 +24,8 @@ enum Command {
     ControllerManager(controller_manager_cmd::ControllerManagerArgs),
     /// Runs the scheduler (kube-scheduler) against an API server.
     Scheduler(scheduler_cmd::SchedulerArgs),
+    /// Runs simulated kubelets for many nodes (registration, heartbeats, pod lifecycle).
+    Kubelet(kubelet_cmd::KubeletArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -39,6 +42,7 @@ fn main() -> std::process::ExitCode {
         Command::Apiserver(args) => apiserver_cmd::main(args),
         Command::ControllerManager(args) => controller_manager_cmd::main(args),
         Command::Scheduler(args) => scheduler_cmd::main(args),
+        Command::Kubelet(args) => kubelet_cmd::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -15,6 +15,7 @@
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod controller_manager;
+pub mod component;
 pub mod http;
 pub mod kubectl;
 pub mod kubelet;

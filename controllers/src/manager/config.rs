@@ -13,8 +13,13 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 4] =
-    ["deployment", "replicaset", "garbagecollector", "namespace"];
+pub const KNOWN_CONTROLLERS: [&str; 5] = [
+    "deployment",
+    "replicaset",
+    "garbagecollector",
+    "namespace",
+    "nodelifecycle",
+];
 
 /// Which controllers run: kube-controller-manager's `--controllers` list.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -154,6 +159,9 @@ pub struct Config {
     /// Where `/healthz` and `/metrics` are served (`--secure-port`, here plain HTTP); port 0
     /// picks a free port. `None`: not served.
     pub listen: Option<SocketAddr>,
+    /// `--node-monitor-grace-period` / `--node-monitor-period` of the node lifecycle
+    /// controller.
+    pub node_lifecycle: crate::node_lifecycle::Config,
 }
 
 impl Config {
@@ -169,6 +177,7 @@ impl Config {
             leader_election: None,
             rate_limit: None,
             listen: None,
+            node_lifecycle: crate::node_lifecycle::Config::default(),
         }
     }
 }
@@ -186,7 +195,12 @@ mod tests {
         assert_eq!(parse("*").unwrap_or_default(), KNOWN_CONTROLLERS.to_vec());
         assert_eq!(
             parse("*,-namespace").unwrap_or_default(),
-            vec!["deployment", "replicaset", "garbagecollector"]
+            vec![
+                "deployment",
+                "replicaset",
+                "garbagecollector",
+                "nodelifecycle"
+            ]
         );
         assert_eq!(parse("replicaset").unwrap_or_default(), vec!["replicaset"]);
         assert!(parse("*,bogus").is_err());

@@ -47,6 +47,7 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::garbage_collector::controller::GarbageCollector;
 use crate::namespace::controller::NamespaceController;
+use crate::node_lifecycle::controller::NodeLifecycleController;
 use crate::replicaset::controller::ReplicaSetController;
 
 /// A controller-manager with its client built and its health port bound, ready to run.
@@ -250,6 +251,24 @@ async fn run_controllers(
         registry.register(c.metrics.clone(), c.queue().metrics());
         let n = config.concurrent_namespace_syncs;
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("nodelifecycle") {
+        let (recorder, broadcaster) = new_recorder(
+            Arc::new(ApiEventSink::new(client.clone())),
+            "node-controller",
+            TokioClock::shared(),
+        );
+        tracker.spawn(broadcaster.run(shutdown.clone()));
+        let c = NodeLifecycleController::new(
+            client.clone(),
+            &factory,
+            config.node_lifecycle.clone(),
+            recorder,
+            TokioClock::shared(),
+        );
+        starts.push(Box::new(move |t, s| {
+            t.spawn(c.run(s));
+        }));
     }
     factory.start(&shutdown);
     if factory.wait_for_cache_sync(&shutdown).await {

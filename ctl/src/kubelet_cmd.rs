@@ -1,0 +1,181 @@
+//! `miniplane kubelet --nodes N`: simulated kubelets for N nodes in this process, then
+//! `kubelet_sim::Simulator::run` until Ctrl-C or SIGTERM.
+//!
+//! Once every node has registered it prints one line on stdout:
+//! `miniplane kubelet: N nodes registered (control API on http://127.0.0.1:PORT)`.
+//! On SIGTERM heartbeats stop and the Node objects stay, as when real kubelets stop.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use client::ClusterSource;
+use k8s_openapi::api::core::v1::Taint;
+use kubelet_sim::config::parse_duration;
+use kubelet_sim::{Config, Simulator, StageConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `miniplane kubelet` (named as the kubelet's where one exists).
+#[derive(Debug, clap::Args)]
+pub struct KubeletArgs {
+    /// How many nodes to simulate.
+    #[arg(long, default_value_t = 3)]
+    nodes: usize,
+    /// Node names are `<prefix><index>`.
+    #[arg(long, default_value = "node-")]
+    node_name_prefix: String,
+    /// Kubeconfig file with the API server's address.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// The API server's URL (overrides the kubeconfig's server).
+    #[arg(long, value_name = "URL")]
+    master: Option<String>,
+    /// Control API address (`/healthz`, heartbeat faults); port 0 picks a free port.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
+    /// CPU capacity of each node.
+    #[arg(long, default_value = "4")]
+    cpu: String,
+    /// Memory capacity of each node.
+    #[arg(long, default_value = "16Gi")]
+    memory: String,
+    /// Pod capacity of each node.
+    #[arg(long, default_value_t = 110)]
+    max_pods: u32,
+    /// Extra node labels, `k=v,k2=v2`.
+    #[arg(long, value_delimiter = ',')]
+    node_labels: Vec<String>,
+    /// Taints to register with, `key=value:Effect` or `key:Effect`.
+    #[arg(long, value_delimiter = ',')]
+    register_with_taints: Vec<String>,
+    /// Lease renewal interval (Kubernetes: 10 s = the 40 s lease / 4).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    lease_renew_interval: Duration,
+    /// `nodeLeaseDurationSeconds`.
+    #[arg(long, default_value_t = 40)]
+    node_lease_duration_seconds: i32,
+    /// How often the node status is computed and posted if changed.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    node_status_update_frequency: Duration,
+    /// How often the node status is posted even if unchanged.
+    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    node_status_report_frequency: Duration,
+    /// Pod stage timing: `fast` (no delays, short back-off) or `realistic`.
+    #[arg(long, default_value = "fast")]
+    profile: String,
+    /// Back-off cap for crash loops and image pulls (overrides the profile).
+    #[arg(long, value_parser = parse_duration)]
+    backoff_max: Option<Duration>,
+    /// Pod workers shared by all nodes.
+    #[arg(long, default_value_t = 8)]
+    pod_workers: usize,
+}
+
+fn parse_taint(s: &str) -> anyhow::Result<Taint> {
+    let (kv, effect) = s
+        .rsplit_once(':')
+        .ok_or_else(|| anyhow::anyhow!("taint {s:?}: want key=value:Effect"))?;
+    let (key, value) = match kv.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_owned())),
+        None => (kv, None),
+    };
+    Ok(Taint {
+        key: key.into(),
+        value,
+        effect: effect.into(),
+        time_added: None,
+    })
+}
+
+fn config(args: KubeletArgs) -> anyhow::Result<Config> {
+    let source = match (args.master, args.kubeconfig) {
+        (Some(url), _) => ClusterSource::Url(url),
+        (None, Some(path)) => ClusterSource::Kubeconfig(path),
+        (None, None) => anyhow::bail!("one of --kubeconfig or --master is required"),
+    };
+    let mut config = Config::new(source, args.nodes);
+    config.node_name_prefix = args.node_name_prefix;
+    config.listen = args.listen;
+    config.capacity.cpu = args.cpu;
+    config.capacity.memory = args.memory;
+    config.capacity.pods = args.max_pods;
+    let mut labels = BTreeMap::new();
+    for label in args.node_labels.iter().filter(|l| !l.is_empty()) {
+        let (k, v) = label
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("label {label:?}: want key=value"))?;
+        labels.insert(k.to_owned(), v.to_owned());
+    }
+    config.labels = labels;
+    config.taints = args
+        .register_with_taints
+        .iter()
+        .filter(|t| !t.is_empty())
+        .map(|t| parse_taint(t))
+        .collect::<anyhow::Result<_>>()?;
+    config.heartbeat.lease_renew_interval = args.lease_renew_interval;
+    config.heartbeat.lease_duration_seconds = args.node_lease_duration_seconds;
+    config.heartbeat.status_update_frequency = args.node_status_update_frequency;
+    config.heartbeat.status_report_frequency = args.node_status_report_frequency;
+    config.stages = StageConfig::profile(&args.profile)
+        .ok_or_else(|| anyhow::anyhow!("unknown --profile {:?} (fast, realistic)", args.profile))?;
+    if let Some(max) = args.backoff_max {
+        config.stages.backoff_max = max;
+        config.stages.backoff_base = config.stages.backoff_base.min(max);
+    }
+    config.pod_workers = args.pod_workers;
+    Ok(config)
+}
+
+/// Runs the simulated kubelets until a shutdown signal.
+pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
+    let config = config(args)?;
+    let nodes = config.nodes;
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async move {
+        let simulator = Simulator::bind(config).await?;
+        let addr = simulator.local_addr();
+        let handle = simulator.handle();
+        let shutdown = CancellationToken::new();
+        let signal_token = shutdown.clone();
+        tokio::spawn(async move {
+            crate::apiserver_cmd::wait_for_signal().await;
+            tracing::info!("shutting down");
+            signal_token.cancel();
+        });
+        let announce = tokio::spawn(async move {
+            if handle.wait_registered().await {
+                match addr {
+                    Some(addr) => println!(
+                        "miniplane kubelet: {nodes} nodes registered (control API on http://{addr})"
+                    ),
+                    None => println!("miniplane kubelet: {nodes} nodes registered"),
+                }
+            }
+        });
+        simulator.run(shutdown).await?;
+        announce.abort();
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_taint;
+
+    #[test]
+    fn taints_parse() {
+        let t = parse_taint("dedicated=gpu:NoSchedule").expect("valid");
+        assert_eq!(
+            (t.key.as_str(), t.value.as_deref(), t.effect.as_str()),
+            ("dedicated", Some("gpu"), "NoSchedule")
+        );
+        let t = parse_taint("spot:NoExecute").expect("valid");
+        assert_eq!(
+            (t.key.as_str(), t.value, t.effect.as_str()),
+            ("spot", None, "NoExecute")
+        );
+        assert!(parse_taint("nocolon").is_err());
+    }
+}

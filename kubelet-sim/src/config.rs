@@ -1,0 +1,229 @@
+//! Configuration of the simulated kubelets: what a real kubelet reads from its
+//! `KubeletConfiguration` (`pkg/kubelet/apis/config/types.go`: `nodeLeaseDurationSeconds`,
+//! `nodeStatusUpdateFrequency`, `nodeStatusReportFrequency`, `maxPods`), plus how long each
+//! simulated pod stage takes ([`StageConfig`], in the spirit of kwok's Stages).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use client::{ClusterSource, RateLimit};
+use k8s_openapi::api::core::v1::Taint;
+
+/// How long the simulated pod stages take and how back-off grows.
+///
+/// Two presets: [`StageConfig::fast`] (no delays: tests) and [`StageConfig::realistic`]
+/// (about what a laptop kubelet shows: labs). Per-pod annotations override some of them
+/// (see [`crate::annotations`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StageConfig {
+    /// Pulling → Pulled (the simulated image pull).
+    pub pull_delay: Duration,
+    /// Pulled → Started (create + start of the container).
+    pub start_delay: Duration,
+    /// Started → Ready when the pod has no readiness probe and no annotation.
+    pub ready_delay: Duration,
+    /// How long a container with `miniplane.dev/fail: crash|exit-0|exit-1` runs before it exits
+    /// (unless `miniplane.dev/run-for` says otherwise).
+    pub exit_after: Duration,
+    /// First back-off of a crashing container and of a failing image pull (Kubernetes: 10 s).
+    pub backoff_base: Duration,
+    /// Back-off cap (Kubernetes: 5 min).
+    pub backoff_max: Duration,
+    /// ErrImagePull → ImagePullBackOff: the kubelet's next pod sync after a failed pull.
+    pub pull_retry_sync: Duration,
+    /// Upper bound on the simulated graceful termination: a pod is deleted (grace 0) after
+    /// `min(its grace period, max_termination_grace)`.
+    pub max_termination_grace: Duration,
+}
+
+impl StageConfig {
+    /// No delays; back-off 1 s doubling to 8 s; termination capped at 200 ms. For tests.
+    pub fn fast() -> Self {
+        StageConfig {
+            pull_delay: Duration::ZERO,
+            start_delay: Duration::ZERO,
+            ready_delay: Duration::ZERO,
+            exit_after: Duration::from_millis(500),
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(8),
+            pull_retry_sync: Duration::from_millis(200),
+            max_termination_grace: Duration::from_millis(200),
+        }
+    }
+
+    /// Delays of a real laptop cluster and Kubernetes' back-off (10 s doubling to 5 min).
+    pub fn realistic() -> Self {
+        StageConfig {
+            pull_delay: Duration::from_millis(1200),
+            start_delay: Duration::from_millis(300),
+            ready_delay: Duration::ZERO,
+            exit_after: Duration::from_secs(2),
+            backoff_base: Duration::from_secs(10),
+            backoff_max: Duration::from_secs(300),
+            pull_retry_sync: Duration::from_secs(1),
+            max_termination_grace: Duration::from_secs(30),
+        }
+    }
+
+    /// The preset named by `--profile` (`fast` or `realistic`).
+    pub fn profile(name: &str) -> Option<Self> {
+        match name {
+            "fast" => Some(Self::fast()),
+            "realistic" => Some(Self::realistic()),
+            _ => None,
+        }
+    }
+}
+
+impl Default for StageConfig {
+    fn default() -> Self {
+        Self::fast()
+    }
+}
+
+/// What each simulated node reports as capacity (= allocatable: no reservations).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capacity {
+    /// `cpu` quantity, e.g. `"4"`.
+    pub cpu: String,
+    /// `memory` quantity, e.g. `"16Gi"`.
+    pub memory: String,
+    /// `pods` (the kubelet's `--max-pods`, 110).
+    pub pods: u32,
+}
+
+impl Default for Capacity {
+    fn default() -> Self {
+        Capacity {
+            cpu: "4".into(),
+            memory: "16Gi".into(),
+            pods: 110,
+        }
+    }
+}
+
+/// Heartbeat timing, as the kubelet's flags.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Heartbeat {
+    /// `nodeLeaseDurationSeconds` (40): written into the Lease.
+    pub lease_duration_seconds: i32,
+    /// How often the Lease is renewed (Kubernetes: duration / 4 = 10 s).
+    pub lease_renew_interval: Duration,
+    /// `nodeStatusUpdateFrequency` (10 s): how often the kubelet computes its status and
+    /// posts it if it changed.
+    pub status_update_frequency: Duration,
+    /// `nodeStatusReportFrequency` (5 min): post the status even if unchanged after this long.
+    pub status_report_frequency: Duration,
+    /// Each node's writes are shifted by up to this fraction of the period so a thousand
+    /// nodes do not renew in the same millisecond (client-go's `wait.Jitter`).
+    pub jitter: f64,
+}
+
+impl Default for Heartbeat {
+    fn default() -> Self {
+        Heartbeat {
+            lease_duration_seconds: 40,
+            lease_renew_interval: Duration::from_secs(10),
+            status_update_frequency: Duration::from_secs(10),
+            status_report_frequency: Duration::from_secs(300),
+            jitter: 0.2,
+        }
+    }
+}
+
+/// Everything `kubelet_sim::run` needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where the API server is.
+    pub api_server: ClusterSource,
+    /// Client-side throttling (none by default: the simulator is one process for many nodes).
+    pub rate_limit: Option<RateLimit>,
+    /// How many nodes to simulate.
+    pub nodes: usize,
+    /// Node names are `<prefix><index>` (`node-0`, `node-1`, ...).
+    pub node_name_prefix: String,
+    /// Capacity and allocatable of every node.
+    pub capacity: Capacity,
+    /// Extra labels on every node (`--node-labels`).
+    pub labels: BTreeMap<String, String>,
+    /// Taints every node registers with (`--register-with-taints`).
+    pub taints: Vec<Taint>,
+    /// Lease and status timing.
+    pub heartbeat: Heartbeat,
+    /// Pod stage timing.
+    pub stages: StageConfig,
+    /// Pod workers shared by all nodes.
+    pub pod_workers: usize,
+    /// The control API (`/healthz`, faults); none if unset.
+    pub listen: Option<SocketAddr>,
+}
+
+impl Config {
+    /// Defaults for `nodes` nodes against `api_server`.
+    pub fn new(api_server: ClusterSource, nodes: usize) -> Self {
+        Config {
+            api_server,
+            rate_limit: None,
+            nodes,
+            node_name_prefix: "node-".into(),
+            capacity: Capacity::default(),
+            labels: BTreeMap::new(),
+            taints: Vec::new(),
+            heartbeat: Heartbeat::default(),
+            stages: StageConfig::default(),
+            pod_workers: 8,
+            listen: None,
+        }
+    }
+
+    /// The name of node `index`.
+    pub fn node_name(&self, index: usize) -> String {
+        format!("{}{index}", self.node_name_prefix)
+    }
+}
+
+/// Parses `15s`, `1.5s`, `500ms`, `2m`, `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (number, unit) = s
+        .find(|c: char| c.is_ascii_alphabetic())
+        .map_or((s, "s"), |i| s.split_at(i));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}"))?;
+    let seconds = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        _ => return Err(format!("invalid duration unit in {s:?} (ms, s, m, h)")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{s:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("5d").is_err());
+        assert!(parse_duration("x").is_err());
+    }
+
+    #[test]
+    fn profiles() {
+        assert_eq!(StageConfig::profile("fast"), Some(StageConfig::fast()));
+        assert_eq!(
+            StageConfig::profile("realistic").map(|c| c.backoff_max),
+            Some(Duration::from_secs(300))
+        );
+        assert!(StageConfig::profile("slow").is_none());
+    }
+}

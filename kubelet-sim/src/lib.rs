@@ -1,0 +1,234 @@
+//! # kubelet_sim — many simulated kubelets in one process
+//!
+//! A real kubelet registers its Node, keeps it alive with a Lease and status updates, and
+//! reports the pods bound to it as they are pulled, created, started, probed and stopped.
+//! This crate does all of that for hundreds or thousands of **simulated** nodes at once,
+//! without containers — the role kwok (`kubernetes-sigs/kwok`) plays for Kubernetes' own
+//! scale tests. Only the API is real: every write goes through the API server over HTTP.
+//!
+//! ```text
+//!                 ┌──────────────────────── one process ──────────────────────────┐
+//!   API server ◀──┤ node-0 … node-N: register, Lease every 10 s, status (node.rs)  │
+//!       │         │ one pod informer ─▶ dispatch by spec.nodeName ─▶ work queue    │
+//!       └────────▶│   ─▶ workers: stages::step (pure) ─▶ PATCH status, events,     │
+//!    pods, nodes  │      DELETE grace 0 (pod_workers.rs)                           │
+//!                 │ control API: /healthz, heartbeat stop/start, remove (control)  │
+//!                 └────────────────────────────────────────────────────────────────┘
+//! ```
+//!
+//! | module | Kubernetes |
+//! | --- | --- |
+//! | [`stages`], [`pod_status`] | `pkg/kubelet/pod_workers.go`, `kuberuntime/`, `kubelet_pods.go` `generateAPIPodStatus` (+ kwok's Stages) |
+//! | [`annotations`] | per-pod overrides (kwok's chaos-stage annotations) |
+//! | [`node_status`], [`node`] | `pkg/kubelet/kubelet_node_status.go`, `nodestatus/setters.go`, `nodelease/` |
+//! | [`pod_ip`] | CNI host-local IPAM |
+//! | [`pod_workers`] | `pkg/kubelet/pod_workers.go`, `status/status_manager.go` |
+//! | [`recorder`] | `pkg/kubelet/events/event.go` + the kubelet's event recorder |
+//! | [`control`] | fault injection (no Kubernetes counterpart) |
+//!
+//! Entry point: [`run`] (or [`Simulator::bind`] → [`Simulator::handle`] → [`Simulator::run`]
+//! to keep a handle for faults).
+
+pub mod annotations;
+pub mod config;
+pub mod control;
+pub mod error;
+pub mod node;
+pub mod node_status;
+pub mod pod_ip;
+pub mod pod_status;
+pub mod pod_workers;
+pub mod recorder;
+pub mod stages;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use client::list_watch::ApiListerWatcher;
+use client::{ClientConfig, SharedClock, SharedInformerFactory, TokioClock};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use config::{Capacity, Config, Heartbeat, StageConfig};
+pub use control::SimHandle;
+pub use error::{Error, Result};
+
+use node::NodeState;
+use pod_workers::{NodeTable, PodWorkers};
+
+/// The field selector of the shared pod watch: pods bound to a node.
+pub const BOUND_PODS_SELECTOR: &str = "spec.nodeName!=";
+
+/// How many nodes register at the same time (so a thousand do not stampede the API server).
+pub const REGISTRATION_CONCURRENCY: usize = 32;
+
+/// A simulator with its client built and its control port bound, ready to run.
+pub struct Simulator {
+    config: Arc<Config>,
+    client: kube::Client,
+    listener: Option<TcpListener>,
+    clock: SharedClock,
+    factory: SharedInformerFactory,
+    handle: SimHandle,
+    registered: watch::Sender<bool>,
+    recorder_writer: recorder::RecorderWriter,
+}
+
+/// Builds and runs the simulator until `shutdown` fires.
+pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
+    Simulator::bind(config).await?.run(shutdown).await
+}
+
+impl Simulator {
+    /// Builds the client, binds the control API (if `config.listen`) and prepares the nodes.
+    pub async fn bind(config: Config) -> Result<Self> {
+        Self::bind_with_clock(config, TokioClock::shared()).await
+    }
+
+    /// [`Simulator::bind`] on an injected clock.
+    pub async fn bind_with_clock(config: Config, clock: SharedClock) -> Result<Self> {
+        let client_config = ClientConfig {
+            source: config.api_server.clone(),
+            rate_limit: config.rate_limit,
+        };
+        let client = client::build_client(&client_config)
+            .await
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let listener = match config.listen {
+            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| Error::Bind {
+                addr: addr.to_string(),
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
+        let table: HashMap<String, Arc<NodeState>> = (0..config.nodes)
+            .map(|i| {
+                let state = Arc::new(NodeState::new(&config, i));
+                (state.name().to_owned(), state)
+            })
+            .collect();
+        let nodes: NodeTable = Arc::new(RwLock::new(table));
+        let factory =
+            SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());
+        let (recorder, recorder_writer) = recorder::recorder(client.clone());
+        // One watch for all simulated nodes: every pod bound to some node (a real kubelet
+        // watches `spec.nodeName=<itself>`); the handler keeps the ones simulated here.
+        let pods = factory.informer_with::<Pod>(|| {
+            Arc::new(
+                ApiListerWatcher::new(kube::Api::all(client.clone()))
+                    .field_selector(BOUND_PODS_SELECTOR),
+            )
+        });
+        let workers = PodWorkers::new(
+            client.clone(),
+            pods,
+            nodes.clone(),
+            recorder,
+            clock.clone(),
+            config.stages.clone(),
+        );
+        workers.register_handler();
+        let (registered, registered_rx) = watch::channel(false);
+        let handle = SimHandle {
+            client: client.clone(),
+            nodes,
+            workers,
+            registered: registered_rx,
+        };
+        Ok(Simulator {
+            config: Arc::new(config),
+            client,
+            listener,
+            clock,
+            factory,
+            handle,
+            registered,
+            recorder_writer,
+        })
+    }
+
+    /// Where the control API listens, if anywhere.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// A handle for faults and for waiting until every node has registered.
+    pub fn handle(&self) -> SimHandle {
+        self.handle.clone()
+    }
+
+    /// Registers the nodes, then runs heartbeats and pod workers until `shutdown` fires.
+    ///
+    /// On shutdown heartbeats stop and the Node objects stay, as when a real kubelet stops:
+    /// the node lifecycle controller marks them Unknown after its grace period.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let tracker = TaskTracker::new();
+        let inner = shutdown.child_token();
+        tracker.spawn(self.recorder_writer.run(inner.clone()));
+        if let Some(listener) = self.listener {
+            tracker.spawn(control::serve(listener, self.handle.clone(), inner.clone()));
+        }
+        let node_informer = self.factory.informer::<Node>();
+        self.factory.start(&inner);
+        let states: Vec<Arc<NodeState>> = {
+            let table = self.handle.nodes.read().unwrap_or_else(|p| p.into_inner());
+            let mut states: Vec<_> = table.values().cloned().collect();
+            states.sort_by_key(|s| s.index);
+            states
+        };
+        let registration = futures::stream::iter(states)
+            .map(|state| {
+                let (client, config, clock) = (&self.client, &self.config, &self.clock);
+                let inner = &inner;
+                async move {
+                    let mut delay = Duration::from_millis(200);
+                    loop {
+                        match node::register(client, config, &state, clock).await {
+                            Ok(()) => return Some(state),
+                            Err(e) => {
+                                tracing::warn!(node = state.name(), error = %e, "registration failed; retrying");
+                            }
+                        }
+                        tokio::select! {
+                            () = inner.cancelled() => return None,
+                            () = clock.sleep(delay) => {}
+                        }
+                        delay = (delay * 2).min(Duration::from_secs(7));
+                    }
+                }
+            })
+            .buffer_unordered(REGISTRATION_CONCURRENCY);
+        futures::pin_mut!(registration);
+        while let Some(registered) = registration.next().await {
+            let Some(state) = registered else { break };
+            tracker.spawn(node::heartbeat_loop(
+                self.client.clone(),
+                self.config.clone(),
+                state,
+                node_informer.clone(),
+                self.clock.clone(),
+                inner.clone(),
+            ));
+        }
+        if self.factory.wait_for_cache_sync(&inner).await {
+            self.registered.send_replace(true);
+            tracing::info!(nodes = self.config.nodes, "all nodes registered");
+            for _ in 0..self.config.pod_workers.max(1) {
+                tracker.spawn(self.handle.workers.clone().run_worker());
+            }
+        }
+        shutdown.cancelled().await;
+        self.handle.workers.shut_down();
+        inner.cancel();
+        self.factory.shutdown().await;
+        tracker.close();
+        tracker.wait().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,270 @@
+//! The pod workers of all simulated nodes: one shared pod informer, dispatch by
+//! `spec.nodeName`, one work queue, a few workers that run [`crate::stages::step`] and write
+//! what it says.
+//!
+//! Mirrors `pkg/kubelet/pod_workers.go` (a worker per pod fed by pod updates, re-synced when a
+//! timer fires) and `pkg/kubelet/status/status_manager.go` (post the status only when it
+//! changed). Unlike a real kubelet, which watches only its own pods
+//! (`fieldSelector=spec.nodeName=<me>`), a thousand simulated nodes share **one** pod watch
+//! and the handler drops pods bound to nodes this process does not simulate.
+//!
+//! ```text
+//!   pod informer ──handler: nodeName simulated here?──▶ queue(key)
+//!   worker: get key ─▶ pod from cache, node state, memory ─▶ stages::step(now)
+//!           ─▶ events ─▶ PATCH status (if changed) ─▶ DELETE grace 0 (if terminated)
+//!           ─▶ queue.add_after(key, wake_at − now)
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
+
+use client::indexer::NODE_NAME_INDEX;
+use client::shared_informer::SharedIndexInformer;
+use client::workqueue::Queue;
+use client::{ObjectKey, ResourceEventHandlerFuncs, SharedClock};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::{Api, Client};
+use serde_json::json;
+
+use crate::config::StageConfig;
+use crate::node::NodeState;
+use crate::recorder::Recorder;
+use crate::stages::{PodMemory, step};
+
+/// How soon a pod is retried after a failed API write.
+pub const RETRY_AFTER: Duration = Duration::from_millis(500);
+
+/// The simulated nodes by name.
+pub type NodeTable = Arc<RwLock<HashMap<String, Arc<NodeState>>>>;
+
+/// Looks a node up in `table`.
+pub fn lookup(table: &NodeTable, name: &str) -> Option<Arc<NodeState>> {
+    table
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(name)
+        .cloned()
+}
+
+/// The pod workers (cheap to clone; clones share everything).
+#[derive(Clone)]
+pub struct PodWorkers {
+    client: Client,
+    pods: SharedIndexInformer<Pod>,
+    nodes: NodeTable,
+    queue: Queue<ObjectKey>,
+    /// The kubelet's memory of each pod, by key (the UID inside tells reincarnations apart).
+    memory: Arc<Mutex<HashMap<ObjectKey, PodMemory>>>,
+    recorder: Recorder,
+    clock: SharedClock,
+    stages: Arc<StageConfig>,
+}
+
+fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())
+}
+
+impl PodWorkers {
+    /// Pod workers over `pods` for the nodes in `nodes`; call [`PodWorkers::register_handler`]
+    /// before the informer starts.
+    pub fn new(
+        client: Client,
+        pods: SharedIndexInformer<Pod>,
+        nodes: NodeTable,
+        recorder: Recorder,
+        clock: SharedClock,
+        stages: StageConfig,
+    ) -> Self {
+        let queue = Queue::with_clock("kubelet_pods", clock.clone());
+        PodWorkers {
+            client,
+            pods,
+            nodes,
+            queue,
+            memory: Arc::new(Mutex::new(HashMap::new())),
+            recorder,
+            clock,
+            stages: Arc::new(stages),
+        }
+    }
+
+    fn memory(&self) -> MutexGuard<'_, HashMap<ObjectKey, PodMemory>> {
+        self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Adds the node-name index and the handler that queues pods bound to simulated nodes.
+    pub fn register_handler(&self) {
+        if !self.pods.indexer().has_index(NODE_NAME_INDEX) {
+            self.pods.add_indexer(
+                NODE_NAME_INDEX,
+                Arc::new(client::indexer::pod_node_name_index_func),
+            );
+        }
+        let (on_add, on_update, on_delete) = (self.clone(), self.clone(), self.clone());
+        self.pods.add_event_handler(
+            ResourceEventHandlerFuncs::new()
+                .on_add(move |pod: Arc<Pod>, _| on_add.enqueue(&pod))
+                .on_update(move |_, pod: Arc<Pod>| on_update.enqueue(&pod))
+                .on_delete(move |obj| on_delete.enqueue(obj.object())),
+        );
+    }
+
+    fn enqueue(&self, pod: &Pod) {
+        if node_of(pod).is_some_and(|n| lookup(&self.nodes, n).is_some()) {
+            self.queue.add(ObjectKey::of(pod));
+        }
+    }
+
+    /// Queues every pod bound to `node` (after its heartbeats come back).
+    pub fn resync_node(&self, node: &str) {
+        for pod in self
+            .pods
+            .indexer()
+            .by_index(NODE_NAME_INDEX, node)
+            .unwrap_or_default()
+        {
+            self.queue.add(ObjectKey::of(pod.as_ref()));
+        }
+    }
+
+    /// Pods the workers currently remember (tests and benchmarks read it).
+    pub fn tracked(&self) -> usize {
+        self.memory().len()
+    }
+
+    /// Stops the queue; workers return once it is drained.
+    pub fn shut_down(&self) {
+        self.queue.shut_down();
+    }
+
+    /// One worker: processes keys until the queue shuts down.
+    pub async fn run_worker(self) {
+        while let Some(key) = self.queue.get().await {
+            let retry = self.sync_pod(&key).await;
+            self.queue.done(&key);
+            if let Some(after) = retry {
+                self.queue.add_after(key, after);
+            }
+        }
+    }
+
+    fn forget(&self, key: &ObjectKey, node: Option<&NodeState>) {
+        if let Some(memory) = self.memory().remove(key)
+            && let Some(node) = node
+        {
+            node.allocator().release(&memory.uid);
+        }
+    }
+
+    /// Syncs one pod; returns when to look at it again.
+    async fn sync_pod(&self, key: &ObjectKey) -> Option<Duration> {
+        let Some(pod) = self.pods.get(key) else {
+            // Gone from the API: release what the kubelet held for it.
+            let uid = self.memory().get(key).map(|m| m.uid.clone());
+            if let Some(uid) = uid {
+                let nodes: Vec<_> = self
+                    .nodes
+                    .read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                    .cloned()
+                    .collect();
+                for node in nodes {
+                    node.allocator().release(&uid);
+                }
+                self.memory().remove(key);
+            }
+            return None;
+        };
+        let node = lookup(&self.nodes, node_of(&pod)?)?;
+        if !node.alive() {
+            return None; // a dead kubelet does nothing; resync_node restarts the work
+        }
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let memory = {
+            let mut all = self.memory();
+            match all.get(key) {
+                Some(entry) if entry.uid == uid => entry.clone(),
+                previous => {
+                    if let Some(old) = previous {
+                        node.allocator().release(&old.uid);
+                    }
+                    // First sight (or a restarted simulator): rebuild from the posted status.
+                    let recovered = PodMemory::recover(&pod);
+                    if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref())
+                        && let Ok(ip) = ip.parse()
+                    {
+                        node.allocator().claim(&uid, ip);
+                    }
+                    all.insert(key.clone(), recovered.clone());
+                    recovered
+                }
+            }
+        };
+        let Some(ip) = node.allocator().allocate(&uid) else {
+            tracing::warn!(pod = %key, node = node.name(), "pod CIDR exhausted");
+            return Some(Duration::from_secs(5));
+        };
+        let now = self.clock.wall();
+        let result = step(
+            &pod,
+            &memory,
+            &node.context,
+            &ip.to_string(),
+            now,
+            &self.stages,
+        );
+        self.memory().insert(key.clone(), result.memory.clone());
+        for event in &result.events {
+            self.recorder.record(&pod, event, node.name(), now);
+        }
+        let namespace = key.namespace.as_deref().unwrap_or("default");
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        if result.delete {
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            return match api.delete(&key.name, &params).await {
+                Ok(_) => {
+                    self.forget(key, Some(&node));
+                    None
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {
+                    self.forget(key, Some(&node));
+                    None
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %key, error = %e, "deleting terminated pod failed");
+                    Some(RETRY_AFTER)
+                }
+            };
+        }
+        if let Some(status) = &result.status {
+            let patch = json!({ "status": status });
+            if let Err(e) = api
+                .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                if matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                    return None;
+                }
+                tracing::warn!(pod = %key, error = %e, "posting pod status failed");
+                return Some(RETRY_AFTER);
+            }
+        }
+        result.wake_at.map(|t| {
+            let wait = t.duration_since(now);
+            Duration::try_from(wait).unwrap_or(Duration::ZERO)
+        })
+    }
+}

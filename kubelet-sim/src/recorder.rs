@@ -1,0 +1,132 @@
+//! The kubelet's event recorder: events about pods, with `source.component: kubelet` and
+//! `source.host: <node>` as `kubectl describe pod` shows them ("kubelet  Started container
+//! nginx"). Reasons and messages come from [`crate::stages`], as `pkg/kubelet/events/event.go`.
+//!
+//! One bounded queue and one writer task for all simulated nodes. Unlike client-go's
+//! recorder (miniplane's `client::events`), there is no dedup/aggregation: the simulated
+//! kubelet emits few repeated events, and the client's recorder cannot set `source.host` per
+//! event, which one process simulating many nodes needs.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::Api;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::stages::PodEvent;
+
+/// How many events may wait to be written before new ones are dropped.
+pub const QUEUE_CAPACITY: usize = 4096;
+
+/// Queues kubelet events (cheap to clone).
+#[derive(Clone)]
+pub struct Recorder {
+    tx: mpsc::Sender<Event>,
+    /// Makes names unique when several events share a timestamp (client-go uses
+    /// `<name>.<unix nanos>` and relies on the clock moving between events).
+    sequence: Arc<AtomicU64>,
+}
+
+/// Writes queued events to the API server.
+pub struct RecorderWriter {
+    rx: mpsc::Receiver<Event>,
+    client: kube::Client,
+}
+
+/// A recorder and the writer that drains it.
+pub fn recorder(client: kube::Client) -> (Recorder, RecorderWriter) {
+    let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+    let sequence = Arc::new(AtomicU64::new(0));
+    (Recorder { tx, sequence }, RecorderWriter { rx, client })
+}
+
+/// The Event object for `event` about `pod`, reported by the kubelet of `node` at `now`.
+pub fn event_object(
+    pod: &Pod,
+    event: &PodEvent,
+    node: &str,
+    now: Timestamp,
+    sequence: u64,
+) -> Event {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    Event {
+        metadata: ObjectMeta {
+            name: Some(format!("{name}.{:x}{sequence:04x}", now.as_nanosecond())),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            name: Some(name),
+            namespace: Some(namespace),
+            uid: pod.metadata.uid.clone(),
+            resource_version: pod.metadata.resource_version.clone(),
+            field_path: event
+                .container
+                .as_ref()
+                .map(|c| format!("spec.containers{{{c}}}")),
+        },
+        reason: Some(event.reason.into()),
+        message: Some(event.message.clone()),
+        type_: Some(if event.warning { "Warning" } else { "Normal" }.into()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        event_time: Some(MicroTime(now)),
+        count: Some(1),
+        source: Some(EventSource {
+            component: Some("kubelet".into()),
+            host: Some(node.into()),
+        }),
+        reporting_component: Some("kubelet".into()),
+        reporting_instance: Some(node.into()),
+        action: Some(event.reason.into()),
+        ..Default::default()
+    }
+}
+
+impl Recorder {
+    /// Queues `event`; never blocks (dropped with a warning when the queue is full).
+    pub fn record(&self, pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) {
+        let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) & 0xffff;
+        if self
+            .tx
+            .try_send(event_object(pod, event, node, now, sequence))
+            .is_err()
+        {
+            tracing::warn!(
+                reason = event.reason,
+                "kubelet event queue full, dropping event"
+            );
+        }
+    }
+}
+
+impl RecorderWriter {
+    /// Writes events until `shutdown` fires (what is queued then is dropped).
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        loop {
+            let event = tokio::select! {
+                () = shutdown.cancelled() => return,
+                event = self.rx.recv() => match event {
+                    Some(event) => event,
+                    None => return,
+                },
+            };
+            let namespace = event.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+            if let Err(e) = api.create(&Default::default(), &event).await {
+                tracing::debug!(error = %e, "writing kubelet event failed");
+            }
+        }
+    }
+}
