@@ -7,8 +7,8 @@
 //! controller-manager + this driver).
 //!
 //! ```text
-//!   cargo bench -p ctl --bench controller_manager_throughput            # 1k and 10k, both limits
-//!   BENCH_QUICK=1 cargo bench -p ctl --bench controller_manager_throughput   # 1k only
+//!   cargo bench -p ctl --bench controller_manager_throughput        # 1k and 10k, both limits
+//!   BENCH_CASES=1000:none:3,1000:20:1 cargo bench -p ctl --bench controller_manager_throughput
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -160,15 +160,21 @@ fn main() {
         "| replicas | client limit | runs | median seconds | pods/s | controller CPU s | peak RSS MB (process) |"
     );
     println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
-    let quick = std::env::var_os("BENCH_QUICK").is_some();
-    let mut cases = vec![
-        (1_000, None, 5),
-        (1_000, Some(client::RateLimit::CONTROLLER_MANAGER), 3),
-    ];
-    if !quick {
-        cases.push((10_000, None, 3));
-        cases.push((10_000, Some(client::RateLimit::CONTROLLER_MANAGER), 1));
-    }
+    // BENCH_CASES="replicas:limit:runs,...", limit `none` or `20` (20 qps / 30 burst).
+    let spec = std::env::var("BENCH_CASES")
+        .unwrap_or_else(|_| "1000:none:5,1000:20:3,10000:none:3,10000:20:1".into());
+    let cases: Vec<(i32, Option<client::RateLimit>, usize)> = spec
+        .split(',')
+        .filter_map(|case| {
+            let mut parts = case.split(':');
+            let replicas = parts.next()?.parse().ok()?;
+            let limit = match parts.next()? {
+                "none" => None,
+                _ => Some(client::RateLimit::CONTROLLER_MANAGER),
+            };
+            Some((replicas, limit, parts.next()?.parse().ok()?))
+        })
+        .collect();
     for (replicas, limit, runs) in cases {
         let samples: Vec<Sample> = (0..runs).map(|_| run_once(replicas, limit)).collect();
         let seconds = median(samples.iter().map(|s| s.seconds).collect());
