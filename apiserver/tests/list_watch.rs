@@ -146,8 +146,14 @@ async fn list_resource_version_semantics() {
         future.body["details"]["causes"][0]["reason"],
         "ResourceVersionTooLarge"
     );
+    // `ValidateListOptions`: 422 Invalid on the ListOptions, not 400.
     let lonely = h.get(&format!("{PODS}?resourceVersionMatch=Exact")).await;
-    assert_eq!(lonely.status, StatusCode::BAD_REQUEST);
+    assert_eq!(lonely.status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(lonely.body["reason"], "Invalid");
+    assert_eq!(
+        lonely.body["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
+    );
 }
 
 #[tokio::test]
