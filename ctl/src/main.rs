@@ -3,8 +3,8 @@
 
 mod apiserver_cmd;
 mod controller_manager_cmd;
-mod scheduler_cmd;
 mod kubelet_cmd;
+mod scheduler_cmd;
 
 use clap::{Parser, Subcommand};
 

@@ -201,6 +201,20 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
     Ok(json_response(StatusCode::OK, &body))
 }
 
+/// A 422 about the request's list options, worded as Kubernetes'
+/// `ListOptions.meta.k8s.io "" is invalid: ...`.
+fn invalid_list_options(error: FieldError) -> ApiError {
+    ApiError::Invalid {
+        target: ErrorTarget {
+            group: "meta.k8s.io".into(),
+            resource: "listoptions".into(),
+            kind: "ListOptions".into(),
+            name: String::new(),
+        },
+        errors: vec![error],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,19 +227,5 @@ mod tests {
         assert_eq!(rev, Revision(7));
         assert_eq!(&start[..], b"/registry/core/pods/default/b\0");
         assert!(decode_continue("!!", p).is_err());
-    }
-}
-
-/// A 422 about the request's list options, worded as Kubernetes'
-/// `ListOptions.meta.k8s.io "" is invalid: ...`.
-fn invalid_list_options(error: FieldError) -> ApiError {
-    ApiError::Invalid {
-        target: ErrorTarget {
-            group: "meta.k8s.io".into(),
-            resource: "listoptions".into(),
-            kind: "ListOptions".into(),
-            name: String::new(),
-        },
-        errors: vec![error],
     }
 }
