@@ -16,8 +16,13 @@ while [ $# -gt 0 ]; do
     esac
 done
 
-cargo build --release --quiet -p ctl
-bin=target/release/miniplane
+# MINIPLANE_BIN runs an already-built binary instead (e.g. a debug build).
+if [ -n "${MINIPLANE_BIN:-}" ]; then
+    bin="$MINIPLANE_BIN"
+else
+    cargo build --release --quiet -p ctl
+    bin="${CARGO_TARGET_DIR:-target}/release/miniplane"
+fi
 mkdir -p "$data"
 url="http://127.0.0.1:$port"
 kubeconfig="$data/kubeconfig"
