@@ -6,6 +6,7 @@
 //! Like kube-controller-manager it exits non-zero with `leaderelection lost` when it stops
 //! leading.
 
+use kubelet_sim::config::parse_duration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -70,23 +71,6 @@ pub struct ControllerManagerArgs {
     listen: SocketAddr,
 }
 
-/// Parses `15s`, `1.5s`, `500ms`, `2m`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (number, unit) = s
-        .find(|c: char| c.is_ascii_alphabetic())
-        .map_or((s, "s"), |i| s.split_at(i));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        _ => return Err(format!("invalid duration unit in {s:?} (ms, s, m)")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{s:?}: {e}"))
-}
-
 fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     let api_server = match (args.master, args.kubeconfig) {
         (Some(url), _) => ApiServer::Master(url),
@@ -145,18 +129,4 @@ pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
         manager.run(shutdown).await?;
         Ok(())
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_duration;
-    use std::time::Duration;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert!(parse_duration("5h").is_err());
-    }
 }
