@@ -6,7 +6,7 @@
 // Helpers outside #[test] fns unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use support::{Server, configmap_yaml, deployment_yaml, namespace_yaml};
 

@@ -5,7 +5,7 @@
 // Helpers outside #[test] fns unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use support::component::Component;
 use support::{DEADLINE, Server, eventually};

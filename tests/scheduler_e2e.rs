@@ -2,12 +2,10 @@
 //! created through the API (no kubelet), pods through kubectl and raw HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/scheduler_process.rs"]
-mod scheduler_process;
-mod support;
+use crate::support;
 
-use scheduler_process::Scheduler;
 use serde_json::{Value, json};
+use support::scheduler_process::Scheduler;
 use support::{DEADLINE, Server, eventually};
 
 /// Creates a Ready node with `cpu`, `memory` and `pods` allocatable, labels and taints.

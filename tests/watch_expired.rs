@@ -16,7 +16,7 @@
 // Helpers outside #[test] fns unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;

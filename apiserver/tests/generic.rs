@@ -1,7 +1,7 @@
 //! The generic table: every case runs for every registered resource, through the router.
 //! A failure names the resource it failed for.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use common::{Harness, collection, resources, sample};

@@ -1,7 +1,7 @@
 //! List, watch and table behaviour through the router: selectors, pagination, resourceVersion
 //! semantics, watch start points, 410s, bookmarks, server-side printing and discovery.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use common::widgets::*;

@@ -1,7 +1,7 @@
 //! Subresources and deletion through the router: status, scale, binding, eviction, graceful pod
 //! deletion, finalizers, namespaces, deletecollection.
 
-mod common;
+use crate::common;
 
 use axum::http::StatusCode;
 use common::Harness;

@@ -1,7 +1,7 @@
 //! Writes through the router: field validation, defaulting and validation errors, server-owned
 //! metadata, optimistic concurrency and patch options.
 
-mod common;
+use crate::common;
 
 use axum::http::{Method, StatusCode};
 use common::Harness;

@@ -1,7 +1,7 @@
 //! Bad input: a clear error, nothing written, the revision unchanged (both backends).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use store::{

@@ -6,7 +6,7 @@
 //!    response, every range at every kept revision, and the watch streams must be identical.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use proptest::prelude::*;

@@ -2,7 +2,7 @@
 //! checkpoints drop old WAL segments; the directory lock refuses a second open; auto-compaction.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};

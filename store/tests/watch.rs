@@ -3,7 +3,7 @@
 //! without blocking writers.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use bytes::Bytes;
 use std::sync::Arc;

@@ -19,6 +19,7 @@ pub mod controller_manager;
 pub mod http;
 pub mod kubectl;
 pub mod kubelet;
+pub mod scheduler_process;
 pub mod server;
 pub mod watch_stream;
 

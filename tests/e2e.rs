@@ -1,0 +1,21 @@
+//! The end-to-end suite: real `miniplane` processes driven by the real `kubectl`, kube-rs and
+//! raw HTTP. One test binary for all of it, so the workspace links the whole dependency tree
+//! (kube, k8s-openapi, axum) once for these tests instead of once per file; each module below
+//! is one area and its tests run as `cargo test -p ctl --test e2e <module>::`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod api_semantics;
+mod bad_input;
+mod cluster_apply;
+mod controller_manager;
+mod kube_client;
+mod kubectl_api;
+mod kubectl_apply;
+mod kubectl_get;
+mod kubectl_lifecycle;
+mod kubelet_pods;
+mod node_lifecycle;
+mod scheduler_e2e;
+mod watch_expired;
