@@ -21,7 +21,7 @@ use crate::storage::decode;
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use store::{Backend, EventKind, KeyRange, Revision, WatchRequest, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -67,6 +67,40 @@ pub struct CachedEvent {
     pub prev: Option<Arc<Value>>,
     /// The revision of the change.
     pub revision: Revision,
+    /// `object` as JSON with its apiVersion and kind set, encoded by the first watcher that
+    /// needs it and shared by the rest: a write fanned out to N plain watchers costs one
+    /// encode, not N (the apiserver's `cachingObject` does the same per event).
+    encoded: OnceLock<EncodedObject>,
+}
+
+/// The object of an event, encoded for one apiVersion/kind.
+#[derive(Debug, Clone)]
+struct EncodedObject {
+    api_version: String,
+    kind: String,
+    json: Bytes,
+}
+
+impl CachedEvent {
+    /// The event's object as JSON with `apiVersion` and `kind` set to these. Encoded once per
+    /// event (for the first apiVersion/kind asked; another pair is encoded afresh each time).
+    pub fn encoded_object(&self, api_version: &str, kind: &str) -> Bytes {
+        let encode = || {
+            let mut object = (*self.object).clone();
+            crate::meta::set_type(&mut object, api_version, kind);
+            Bytes::from(serde_json::to_vec(&object).unwrap_or_default())
+        };
+        let cached = self.encoded.get_or_init(|| EncodedObject {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            json: encode(),
+        });
+        if cached.api_version == api_version && cached.kind == kind {
+            cached.json.clone()
+        } else {
+            encode()
+        }
+    }
 }
 
 fn convert(e: store::Event) -> Option<CachedEvent> {
@@ -87,6 +121,7 @@ fn convert(e: store::Event) -> Option<CachedEvent> {
             object: Arc::new(decode(&e.kv.value, rev).ok()?),
             prev,
             revision: rev,
+            encoded: OnceLock::new(),
         }),
         EventKind::Delete => {
             let last = e.prev_kv.as_ref()?;
@@ -96,6 +131,7 @@ fn convert(e: store::Event) -> Option<CachedEvent> {
                 object: Arc::new(decode(&last.value, rev).ok()?),
                 prev,
                 revision: rev,
+                encoded: OnceLock::new(),
             })
         }
     }

@@ -22,7 +22,7 @@ use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::storage::prefix;
 use crate::table::{self, IncludeObject};
-use crate::watch_cache::{EventStream, EventType, StreamEnd};
+use crate::watch_cache::{CachedEvent, EventStream, EventType, StreamEnd};
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -91,13 +91,8 @@ impl Renderer {
     }
 
     /// The event a client sees for a change, after selectors (None: not for this client).
-    fn event(
-        &mut self,
-        kind: EventType,
-        key: &[u8],
-        obj: &Value,
-        prev: Option<&Value>,
-    ) -> Option<Bytes> {
+    fn event(&mut self, ev: &CachedEvent) -> Option<Bytes> {
+        let (kind, key, obj, prev) = (ev.kind, &ev.key[..], &*ev.object, ev.prev.as_deref());
         if let Some(p) = &self.namespace_prefix
             && !key.starts_with(p.as_bytes())
         {
@@ -115,9 +110,25 @@ impl Renderer {
                 _ => return None,
             },
         };
+        if self.table.is_none() && !self.partial_metadata {
+            // The common case: the object as stored, encoded once for every such watcher.
+            let object = ev.encoded_object(&self.info.api_version(), &self.info.kind);
+            return Some(plain_line(out, &object));
+        }
         let typed = self.typed(obj);
         Some(self.line(out, typed))
     }
+}
+
+/// `{"type":TYPE,"object":OBJECT}` and a newline, around an object already encoded.
+fn plain_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut line = Vec::with_capacity(object.len() + kind.len() + 24);
+    line.extend_from_slice(b"{\"type\":\"");
+    line.extend_from_slice(kind.as_bytes());
+    line.extend_from_slice(b"\",\"object\":");
+    line.extend_from_slice(object);
+    line.extend_from_slice(b"}\n");
+    Bytes::from(line)
 }
 
 /// Starts a watch: answers 200 at once and streams events from an owned task.
@@ -238,7 +249,7 @@ async fn pump(
             _ = tx.closed() => return,
             _ = ticker.tick(), if bookmark_every.is_some() => renderer.bookmark(stream.progress(), false),
             ev = stream.next() => match ev {
-                Some(Ok(ev)) => match renderer.event(ev.kind, &ev.key, &ev.object, ev.prev.as_deref()) {
+                Some(Ok(ev)) => match renderer.event(&ev) {
                     Some(line) => line,
                     None => continue,
                 },
