@@ -1,0 +1,278 @@
+//! The whole apply flow at scale: 1,000 simulated nodes, then one Deployment of 10,000
+//! replicas created through the API, timed until every pod is `Running`: the end-to-end
+//! pods/s, when the pods were all created (controller-manager), all bound (scheduler) and all
+//! Running (kubelets), and each process's peak RSS.
+//!
+//! ```text
+//! cargo bench -p ctl --bench apply_to_running
+//! BENCH_NODES=100 BENCH_REPLICAS=1000 BENCH_RUNS=1 cargo bench -p ctl --bench apply_to_running
+//! ```
+//!
+//! ```text
+//!   apiserver (--no-fsync) ◀── kubelet --nodes N, scheduler, controller-manager (4 processes)
+//!       ▲
+//!       └── this bench: POST Deployment (t0) ─▶ one watch on pods: created / bound / Running
+//! ```
+//!
+//! Progress is read from a single pod watch (not by listing, which would load the API server
+//! with 10,000-object lists). Every run starts from a fresh data dir. Not a timed test: it
+//! prints figures for `docs/benchmarks.md`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
+use kube::{Api, Client, Config};
+
+/// A child process, stopped (SIGTERM, then SIGKILL) on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `miniplane <args>` and waits for a stdout line containing `marker`.
+fn spawn(args: &[&str], marker: &str) -> (Proc, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn miniplane");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let marker = marker.to_owned();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains(&marker) {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(300))
+        .expect("start line");
+    (Proc(child), line)
+}
+
+/// Peak resident set of a process in MiB (`VmHWM`).
+fn peak_rss_mib(proc: &Proc) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", proc.0.id())).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+struct RunResult {
+    nodes_ready: Duration,
+    created: Duration,
+    bound: Duration,
+    running: Duration,
+    rss: [f64; 4],
+}
+
+fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+async fn one_run(node_count: usize, replicas: usize) -> RunResult {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (api, line) = spawn(
+        &[
+            "apiserver",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--no-fsync",
+        ],
+        "listening on",
+    );
+    let url = line.rsplit(' ').next().unwrap().to_owned();
+    let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
+
+    let start = Instant::now();
+    let nodes_arg = node_count.to_string();
+    let (kubelet, _) = spawn(
+        &["kubelet", "--nodes", &nodes_arg, "--master", &url],
+        "nodes registered",
+    );
+    let nodes: Api<Node> = Api::all(client.clone());
+    loop {
+        let list = nodes.list(&ListParams::default()).await.unwrap();
+        if list.items.iter().filter(|n| is_ready(n)).count() == node_count {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let nodes_ready = start.elapsed();
+    let (scheduler, _) = spawn(
+        &["scheduler", "--master", &url, "--listen", "127.0.0.1:0"],
+        "scheduler started",
+    );
+    let (cm, _) = spawn(
+        &[
+            "controller-manager",
+            "--master",
+            &url,
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        "controller-manager",
+    );
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let rv = pods
+        .list(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    let mut watch = pods
+        .watch(&WatchParams::default().timeout(290), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "bench"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "bench"}},
+            "template": {
+                "metadata": {"labels": {"app": "bench"}},
+                "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
+            }
+        }
+    }))
+    .unwrap();
+    let t0 = Instant::now();
+    Api::<Deployment>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let (mut created, mut bound, mut running) = (HashSet::new(), HashSet::new(), HashSet::new());
+    let (mut t_created, mut t_bound) = (None, None);
+    while running.len() < replicas {
+        let event = tokio::time::timeout(Duration::from_secs(300), watch.try_next())
+            .await
+            .expect("no pod event for 300 s")
+            .expect("watch failed");
+        let Some(event) = event else {
+            panic!("watch ended with {} of {replicas} Running", running.len())
+        };
+        let pod = match event {
+            WatchEvent::Added(p) | WatchEvent::Modified(p) => p,
+            WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+            _ => continue,
+        };
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        created.insert(name.clone());
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+            bound.insert(name.clone());
+        }
+        if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
+            running.insert(name);
+        }
+        if t_created.is_none() && created.len() == replicas {
+            t_created = Some(t0.elapsed());
+        }
+        if t_bound.is_none() && bound.len() == replicas {
+            t_bound = Some(t0.elapsed());
+        }
+    }
+    let running_at = t0.elapsed();
+    RunResult {
+        nodes_ready,
+        created: t_created.unwrap_or(running_at),
+        bound: t_bound.unwrap_or(running_at),
+        running: running_at,
+        rss: [
+            peak_rss_mib(&api),
+            peak_rss_mib(&cm),
+            peak_rss_mib(&scheduler),
+            peak_rss_mib(&kubelet),
+        ],
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let node_count = env_or("BENCH_NODES", 1_000);
+    let replicas = env_or("BENCH_REPLICAS", 10_000);
+    let runs = env_or("BENCH_RUNS", 3).max(1);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "apply-to-Running bench: {node_count} nodes, a Deployment of {replicas}, {cores} cores, {runs} runs, loadavg {}",
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let results: Vec<RunResult> = (0..runs)
+        .map(|run| {
+            let r = runtime.block_on(one_run(node_count, replicas));
+            println!(
+                "run {run}: nodes Ready {:.2}s; pods created {:.2}s, bound {:.2}s, Running {:.2}s ({:.0} pods/s); peak RSS apiserver {:.0} MiB, controller-manager {:.0}, scheduler {:.0}, kubelet {:.0}",
+                r.nodes_ready.as_secs_f64(),
+                r.created.as_secs_f64(),
+                r.bound.as_secs_f64(),
+                r.running.as_secs_f64(),
+                replicas as f64 / r.running.as_secs_f64(),
+                r.rss[0], r.rss[1], r.rss[2], r.rss[3],
+            );
+            r
+        })
+        .collect();
+    let m = |f: &dyn Fn(&RunResult) -> f64| median(results.iter().map(f).collect());
+    println!(
+        "median: nodes Ready {:.2}s; created {:.2}s, bound {:.2}s, all Running {:.2}s = {:.0} pods/s; peak RSS apiserver {:.0} MiB, controller-manager {:.0}, scheduler {:.0}, kubelet {:.0}",
+        m(&|r| r.nodes_ready.as_secs_f64()),
+        m(&|r| r.created.as_secs_f64()),
+        m(&|r| r.bound.as_secs_f64()),
+        m(&|r| r.running.as_secs_f64()),
+        m(&|r| replicas as f64 / r.running.as_secs_f64()),
+        m(&|r| r.rss[0]),
+        m(&|r| r.rss[1]),
+        m(&|r| r.rss[2]),
+        m(&|r| r.rss[3]),
+    );
+}
