@@ -47,12 +47,16 @@ fn bad_files_types_and_names() {
         &["get", "deploy", "nope"],
         &["describe", "foos", "x"],
         &["delete", "deploy", "nope"],
-        &["scale", "deploy/nope", "--replicas=2"],
     ] {
         let ours = s.cli(args);
         let theirs = s.kubectl(args);
         assert_eq!(one_line_error(&ours), theirs.stderr.trim_end(), "{args:?}");
     }
+    // (kubectl 1.33 says "error: no objects passed to scale deployments.apps ...".)
+    assert_eq!(
+        s.cli_err(&["scale", "deploy/nope", "--replicas=2"]),
+        "Error from server (NotFound): deployments.apps \"nope\" not found"
+    );
     assert_eq!(
         s.cli_err(&["get"]),
         "error: you must specify the type of resource to get, e.g. `miniplane get pods`"

@@ -237,7 +237,7 @@ fn delete_by_name_file_and_selector() {
     let s = Server::start();
     let file = seed(&s);
     assert_eq!(
-        s.cli_ok(&["delete", "deploy", "web", "--cascade=orphan"]),
+        s.cli_ok(&["delete", "deploy", "web"]),
         "deployment.apps \"web\" deleted\n"
     );
     let again = s.cli(&["delete", "deploy", "web"]);

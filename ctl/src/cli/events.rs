@@ -63,8 +63,8 @@ pub async fn run(args: EventsArgs) -> Result<()> {
             let mapper = session.mapper().await?;
             let mapping = mapper.resource_for(&type_arg)?;
             Some(format!(
-                "involvedObject.kind={},involvedObject.name={name}",
-                mapping.resource.kind
+                "involvedObject.kind={},involvedObject.apiVersion={},involvedObject.name={name}",
+                mapping.resource.kind, mapping.resource.api_version
             ))
         }
     };

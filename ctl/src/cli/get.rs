@@ -340,8 +340,11 @@ async fn watch(
     let mut writer = TabWriter::table();
     let mut header_due = true;
     let mut yaml_documents = 0;
+    // Watch events carry the columns once at most: keep the list's.
+    let mut columns = Vec::new();
     let (accept, resource_version) = if args.is_table() {
         let table = list_table(session, &url, &list_params).await?;
+        columns.clone_from(&table.column_definitions);
         if table.rows.is_empty() {
             eprintln!("{}", no_resources(session, args, targets));
         } else {
@@ -372,7 +375,12 @@ async fn watch(
             continue;
         };
         if args.is_table() {
-            let table = table_of(object)?;
+            let mut table = table_of(object)?;
+            if table.column_definitions.is_empty() {
+                table.column_definitions.clone_from(&columns);
+            } else {
+                columns.clone_from(&table.column_definitions);
+            }
             super::print(&writer.format(&table::render(&table, &options, header_due)));
             header_due = false;
         } else {

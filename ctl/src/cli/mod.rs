@@ -62,6 +62,12 @@ pub enum Verb {
 /// Runs `verb`. On failure prints the error line on stderr and exits with status 1, as kubectl
 /// does; returns only on success.
 pub fn main(verb: Verb) -> anyhow::Result<()> {
+    // kube logs failed requests itself; a verb reports them as one line, so the client's own
+    // logs stay off on this thread (where the runtime below runs every task) unless asked for
+    // with RUST_LOG.
+    let _quiet = std::env::var_os("RUST_LOG")
+        .is_none()
+        .then(|| tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;

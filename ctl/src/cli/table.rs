@@ -20,11 +20,12 @@ use serde_json::Value;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Table {
-    /// Column definitions, in cell order.
-    #[serde(default)]
+    /// Column definitions, in cell order. Watch events after the first carry none (null):
+    /// the columns of the first apply.
+    #[serde(default, deserialize_with = "null_as_default")]
     pub column_definitions: Vec<Column>,
     /// One row per object.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub rows: Vec<Row>,
     /// `resourceVersion` (where a watch starts) and `continue` (the next page).
     #[serde(default)]
@@ -41,6 +42,15 @@ pub struct ListMeta {
     /// The continue token of the next page, if any.
     #[serde(default, rename = "continue")]
     pub continue_: Option<String>,
+}
+
+/// `null` (Go's nil slice) as the empty value.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// A `TableColumnDefinition`.
@@ -60,7 +70,7 @@ pub struct Column {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct Row {
     /// Cell values, one per column.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub cells: Vec<Value>,
     /// The object (or its `PartialObjectMetadata`), if the server included it.
     #[serde(default)]
@@ -74,13 +84,6 @@ impl Row {
             .as_ref()
             .and_then(|o| o["metadata"]["namespace"].as_str())
             .unwrap_or_default()
-    }
-
-    /// `object.metadata.resourceVersion`, where a watch resumes after this row's event.
-    pub fn resource_version(&self) -> Option<&str> {
-        self.object
-            .as_ref()
-            .and_then(|o| o["metadata"]["resourceVersion"].as_str())
     }
 }
 
@@ -242,7 +245,6 @@ mod tests {
              api    0/1     0            2m\n"
         );
         assert_eq!(deployments().metadata.resource_version.as_deref(), Some("42"));
-        assert_eq!(deployments().rows[0].resource_version(), Some("40"));
     }
 
     #[test]
