@@ -21,7 +21,10 @@ fn bad_files_types_and_names() {
 
     let bad = write_file(&s, "bad.yaml", "apiVersion: v1\nkind: [unclosed\n");
     let line = s.cli_err(&["apply", "-f", &bad]);
-    assert!(line.starts_with(&format!("error: error parsing {bad}: ")), "{line}");
+    assert!(
+        line.starts_with(&format!("error: error parsing {bad}: ")),
+        "{line}"
+    );
 
     let no_kind = write_file(&s, "nokind.yaml", "apiVersion: v1\nmetadata: {name: x}\n");
     assert_eq!(
@@ -62,7 +65,9 @@ fn bad_files_types_and_names() {
         "error: you must specify the type of resource to get, e.g. `miniplane get pods`"
     );
     assert_eq!(
-        s.cli_err(&["get", "deploy", "deploy/web"]).split(':').next(),
+        s.cli_err(&["get", "deploy", "deploy/web"])
+            .split(':')
+            .next(),
         Some("error")
     );
     assert_eq!(
@@ -138,5 +143,8 @@ fn server_down_and_missing_kubeconfig() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr.starts_with("error: invalid configuration:") && stderr.contains("elsewhere"), "{stderr}");
+    assert!(
+        stderr.starts_with("error: invalid configuration:") && stderr.contains("elsewhere"),
+        "{stderr}"
+    );
 }

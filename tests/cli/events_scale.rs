@@ -41,7 +41,11 @@ fn event_yaml(
             .strftime("%Y-%m-%dT%H:%M:%SZ")
             .to_string()
     };
-    let api_version = if kind == "Deployment" { "apps/v1" } else { "v1" };
+    let api_version = if kind == "Deployment" {
+        "apps/v1"
+    } else {
+        "v1"
+    };
     format!(
         "apiVersion: v1\nkind: Event\nmetadata: {{name: {name}, namespace: {namespace}}}\n\
          involvedObject: {{apiVersion: {api_version}, kind: {kind}, name: {object}, namespace: {namespace}}}\n\
@@ -58,9 +62,27 @@ fn events_like_kubectl_events() {
     let s = Server::start();
     s.apply_ok(&namespace_yaml("other"), &[]);
     for yaml in [
-        event_yaml("e1", "default", ("Deployment", "web"), ("Normal", "ScalingReplicaSet"), (3600, 3600, 1)),
-        event_yaml("e2", "default", ("Pod", "web-1"), ("Warning", "BackOff"), (7200, 600, 3)),
-        event_yaml("e3", "other", ("Pod", "db-1"), ("Normal", "Pulled"), (3000, 3000, 1)),
+        event_yaml(
+            "e1",
+            "default",
+            ("Deployment", "web"),
+            ("Normal", "ScalingReplicaSet"),
+            (3600, 3600, 1),
+        ),
+        event_yaml(
+            "e2",
+            "default",
+            ("Pod", "web-1"),
+            ("Warning", "BackOff"),
+            (7200, 600, 3),
+        ),
+        event_yaml(
+            "e3",
+            "other",
+            ("Pod", "db-1"),
+            ("Normal", "Pulled"),
+            (3000, 3000, 1),
+        ),
     ] {
         let run = s.create_yaml(&yaml);
         assert!(run.ok(), "{run}");

@@ -2,7 +2,9 @@
 //! an API server alone (statuses are written through `/status` as a controller would).
 
 use super::{without_last_column, write_file};
-use crate::support::{DEADLINE, Server, configmap_yaml, deployment_yaml, namespace_yaml, write_status};
+use crate::support::{
+    DEADLINE, Server, configmap_yaml, deployment_yaml, namespace_yaml, write_status,
+};
 
 /// `web` (2 replicas, 1 ready) and ConfigMap `cfg`, applied from one multi-document file.
 fn seed(s: &Server) -> String {
@@ -84,12 +86,25 @@ fn apply_is_server_side_and_says_what_changed() {
         line.starts_with("Error from server (Conflict): Apply failed with"),
         "{line}"
     );
-    assert!(line.ends_with("--force-conflicts to take over these fields)"), "{line}");
+    assert!(
+        line.ends_with("--force-conflicts to take over these fields)"),
+        "{line}"
+    );
     let forced = s.cli_run(
-        &["apply", "-f", "-", "--field-manager", "other", "--force-conflicts"],
+        &[
+            "apply",
+            "-f",
+            "-",
+            "--field-manager",
+            "other",
+            "--force-conflicts",
+        ],
         Some(&deployment_yaml("web", 5, "nginx:1.25")),
     );
-    assert_eq!(forced.stdout, "deployment.apps/web configured\n", "{forced}");
+    assert_eq!(
+        forced.stdout, "deployment.apps/web configured\n",
+        "{forced}"
+    );
 }
 
 #[test]
@@ -125,7 +140,10 @@ fn get_prints_tables_like_kubectl() {
          configmap/cfg   1"
     );
     assert_eq!(
-        s.cli_ok(&["get", "deploy", "--no-headers"]).split_whitespace().take(4).collect::<Vec<_>>(),
+        s.cli_ok(&["get", "deploy", "--no-headers"])
+            .split_whitespace()
+            .take(4)
+            .collect::<Vec<_>>(),
         ["web", "1/2", "2", "1"]
     );
 
@@ -142,7 +160,10 @@ fn get_prints_tables_like_kubectl() {
 fn get_prints_objects_like_kubectl() {
     let s = Server::start();
     seed(&s);
-    assert_eq!(s.cli_ok(&["get", "deploy", "web", "-o", "name"]), "deployment.apps/web\n");
+    assert_eq!(
+        s.cli_ok(&["get", "deploy", "web", "-o", "name"]),
+        "deployment.apps/web\n"
+    );
     assert_eq!(
         s.cli_ok(&["get", "deploy,cm", "-o", "name"]),
         "deployment.apps/web\nconfigmap/cfg\n"
@@ -163,7 +184,9 @@ fn get_prints_objects_like_kubectl() {
             "{args:?} -o yaml"
         );
     }
-    let one = serde_json::from_str::<serde_json::Value>(&s.cli_ok(&["get", "cm", "cfg", "-o", "json"])).unwrap();
+    let one =
+        serde_json::from_str::<serde_json::Value>(&s.cli_ok(&["get", "cm", "cfg", "-o", "json"]))
+            .unwrap();
     assert_eq!(one["kind"], "ConfigMap");
     assert_eq!(one["data"]["color"], "blue");
 }
@@ -177,9 +200,15 @@ fn get_watch_prints_a_row_per_change() {
     });
     s.apply_ok(&configmap_yaml("first", "a: b"), &[]);
     let header = watch.wait_line("a header", DEADLINE, |l| l.starts_with("NAME"));
-    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["NAME", "DATA", "AGE"]);
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["NAME", "DATA", "AGE"]
+    );
     let row = watch.wait_line("the new row", DEADLINE, |l| l.starts_with("first "));
-    assert_eq!(row.split_whitespace().take(2).collect::<Vec<_>>(), ["first", "1"]);
+    assert_eq!(
+        row.split_whitespace().take(2).collect::<Vec<_>>(),
+        ["first", "1"]
+    );
     s.kubectl_ok(&["delete", "cm", "first"]);
     // The deletion prints the row again, aligned with the header.
     let again = watch.wait_line("the deleted row", DEADLINE, |l| l.starts_with("first "));
@@ -217,10 +246,16 @@ fn describe_matches_kubectl() {
     );
     // A Deployment (kubectl's dedicated describer) and a Lease (the generic one): the same
     // text as kubectl, events included.
-    for args in [&["describe", "deploy", "web"][..], &["describe", "lease", "lock"]] {
+    for args in [
+        &["describe", "deploy", "web"][..],
+        &["describe", "lease", "lock"],
+    ] {
         let ours = s.cli_ok(args);
         let theirs = s.kubectl_ok(args);
-        assert_eq!(ours, theirs, "miniplane {args:?}:\n{ours}\nkubectl:\n{theirs}");
+        assert_eq!(
+            ours, theirs,
+            "miniplane {args:?}:\n{ours}\nkubectl:\n{theirs}"
+        );
     }
     let out = s.cli_ok(&["describe", "deploy/web"]);
     assert!(out.contains("Normal  ScalingReplicaSet  "), "{out}");
@@ -247,7 +282,10 @@ fn delete_by_name_file_and_selector() {
         "Error from server (NotFound): deployments.apps \"web\" not found"
     );
     assert_eq!(again.stderr, theirs.stderr);
-    assert!(s.cli(&["delete", "deploy", "web", "--ignore-not-found"]).ok());
+    assert!(
+        s.cli(&["delete", "deploy", "web", "--ignore-not-found"])
+            .ok()
+    );
 
     // -f deletes what the file names; the missing Deployment is reported, the rest done.
     let run = s.cli(&["delete", "-f", &file]);
@@ -264,6 +302,15 @@ fn delete_by_name_file_and_selector() {
         s.cli_ok(&["delete", "cm", "-l", "tier=x"]),
         "configmap \"a\" deleted\n"
     );
-    assert_eq!(s.cli_ok(&["get", "cm", "-o", "name"]).lines().filter(|l| l.starts_with("configmap/b")).count(), 1);
-    assert_eq!(s.cli_err(&["delete", "cm"]), "error: resource(s) were provided, but no name was specified");
+    assert_eq!(
+        s.cli_ok(&["get", "cm", "-o", "name"])
+            .lines()
+            .filter(|l| l.starts_with("configmap/b"))
+            .count(),
+        1
+    );
+    assert_eq!(
+        s.cli_err(&["delete", "cm"]),
+        "error: resource(s) were provided, but no name was specified"
+    );
 }

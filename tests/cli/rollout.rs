@@ -23,14 +23,18 @@ fn status_prints_each_new_message_until_rolled_out() {
         "web",
         json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1}),
     );
-    expect("Waiting for deployment \"web\" rollout to finish: 1 out of 3 new replicas have been updated...");
+    expect(
+        "Waiting for deployment \"web\" rollout to finish: 1 out of 3 new replicas have been updated...",
+    );
     write_status(
         &s,
         "deployment",
         "web",
         json!({"observedGeneration": 1, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 1, "availableReplicas": 1}),
     );
-    expect("Waiting for deployment \"web\" rollout to finish: 1 of 3 updated replicas are available...");
+    expect(
+        "Waiting for deployment \"web\" rollout to finish: 1 of 3 updated replicas are available...",
+    );
     // --watch=false prints kubectl's line once.
     let once = ["rollout", "status", "deploy/web", "--watch=false"];
     assert_eq!(s.cli_ok(&once), s.kubectl_ok(&once));
@@ -54,8 +58,14 @@ fn status_prints_each_new_message_until_rolled_out() {
     // A rollout that cannot finish: --timeout ends it.
     s.kubectl_ok(&["scale", "deploy/web", "--replicas=4"]);
     let run = s.cli(&["rollout", "status", "deploy/web", "--timeout=1s"]);
-    assert_eq!(run.stdout, "Waiting for deployment spec update to be observed...\n");
-    assert_eq!(one_line_error(&run), "error: timed out waiting for the condition");
+    assert_eq!(
+        run.stdout,
+        "Waiting for deployment spec update to be observed...\n"
+    );
+    assert_eq!(
+        one_line_error(&run),
+        "error: timed out waiting for the condition"
+    );
 }
 
 /// The Deployment's `spec.template.spec.containers[0].image`.
@@ -87,12 +97,16 @@ fn rollout_history_undo_pause_resume_restart_on_a_cluster() {
         let run = s.cli(&["rollout", "status", "deploy/web", "--timeout=60s"]);
         assert!(run.ok(), "{run}");
         assert!(
-            run.stdout.ends_with("deployment \"web\" successfully rolled out\n"),
+            run.stdout
+                .ends_with("deployment \"web\" successfully rolled out\n"),
             "{run}"
         );
     };
     let apply = |image: &str| {
-        let run = s.cli_run(&["apply", "-f", "-"], Some(&deployment_yaml("web", 2, image)));
+        let run = s.cli_run(
+            &["apply", "-f", "-"],
+            Some(&deployment_yaml("web", 2, image)),
+        );
         assert!(run.ok(), "{run}");
     };
     apply("nginx:1.25");
@@ -132,22 +146,40 @@ fn rollout_history_undo_pause_resume_restart_on_a_cluster() {
     );
 
     // Pause and resume: kubectl's messages, and the same errors when repeated.
-    assert_eq!(s.cli_ok(&["rollout", "pause", "deploy/web"]), "deployment.apps/web paused\n");
+    assert_eq!(
+        s.cli_ok(&["rollout", "pause", "deploy/web"]),
+        "deployment.apps/web paused\n"
+    );
     let again = s.cli(&["rollout", "pause", "deploy/web"]);
     assert_eq!(
         one_line_error(&again),
         "error: deployments.apps \"web\" is already paused"
     );
-    assert_eq!(again.stderr, s.kubectl(&["rollout", "pause", "deploy/web"]).stderr);
+    assert_eq!(
+        again.stderr,
+        s.kubectl(&["rollout", "pause", "deploy/web"]).stderr
+    );
     assert!(
         s.cli_err(&["rollout", "undo", "deploy/web"])
             .starts_with("error: you cannot rollback a paused deployment")
     );
-    assert!(s.cli_err(&["rollout", "restart", "deploy/web"]).contains("can't restart paused deployment"));
-    assert_eq!(s.cli_ok(&["rollout", "resume", "deploy/web"]), "deployment.apps/web resumed\n");
+    assert!(
+        s.cli_err(&["rollout", "restart", "deploy/web"])
+            .contains("can't restart paused deployment")
+    );
+    assert_eq!(
+        s.cli_ok(&["rollout", "resume", "deploy/web"]),
+        "deployment.apps/web resumed\n"
+    );
     let again = s.cli(&["rollout", "resume", "deploy/web"]);
-    assert_eq!(one_line_error(&again), "error: deployments.apps \"web\" is not paused");
-    assert_eq!(again.stderr, s.kubectl(&["rollout", "resume", "deploy/web"]).stderr);
+    assert_eq!(
+        one_line_error(&again),
+        "error: deployments.apps \"web\" is not paused"
+    );
+    assert_eq!(
+        again.stderr,
+        s.kubectl(&["rollout", "resume", "deploy/web"]).stderr
+    );
 
     // Restart: a template annotation, hence a new ReplicaSet and new pods.
     assert_eq!(
@@ -168,8 +200,18 @@ fn rollout_history_undo_pause_resume_restart_on_a_cluster() {
 
     // Describe a running pod: kubectl's text, events from the scheduler and kubelet.
     let pod = eventually("a Running pod", DEADLINE, || {
-        let out = s.kubectl_ok(&["get", "pods", "-l", "app=web", "--field-selector=status.phase=Running", "-o", "name"]);
-        out.lines().next().map(|l| l.trim_start_matches("pod/").to_owned())
+        let out = s.kubectl_ok(&[
+            "get",
+            "pods",
+            "-l",
+            "app=web",
+            "--field-selector=status.phase=Running",
+            "-o",
+            "name",
+        ]);
+        out.lines()
+            .next()
+            .map(|l| l.trim_start_matches("pod/").to_owned())
     });
     let ours = s.cli_ok(&["describe", "pod", &pod]);
     assert!(ours.contains("Status:           Running\n"), "{ours}");
@@ -185,7 +227,11 @@ fn rollout_history_undo_pause_resume_restart_on_a_cluster() {
             .map(str::to_owned)
             .collect::<Vec<_>>()
     };
-    assert_eq!(ageless(ours_events), ageless(theirs_events), "{ours}\n{theirs}");
+    assert_eq!(
+        ageless(ours_events),
+        ageless(theirs_events),
+        "{ours}\n{theirs}"
+    );
 
     // Foreground deletion waits for the dependents to go first.
     assert_eq!(
@@ -193,5 +239,8 @@ fn rollout_history_undo_pause_resume_restart_on_a_cluster() {
         "deployment.apps \"web\" deleted\n"
     );
     assert!(!s.kubectl(&["get", "deploy", "web"]).ok());
-    assert_eq!(s.kubectl_ok(&["get", "rs", "-l", "app=web", "-o", "name"]), "");
+    assert_eq!(
+        s.kubectl_ok(&["get", "rs", "-l", "app=web", "-o", "name"]),
+        ""
+    );
 }

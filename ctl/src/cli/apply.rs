@@ -66,7 +66,11 @@ pub async fn run(args: ApplyArgs) -> Result<()> {
     let mut params = PatchParams::apply(&args.field_manager);
     params.force = args.force_conflicts;
     params.dry_run = args.dry_run.is_some();
-    let suffix = if params.dry_run { " (server dry run)" } else { "" };
+    let suffix = if params.dry_run {
+        " (server dry run)"
+    } else {
+        ""
+    };
     let mut failed = false;
     for m in &manifests {
         match apply_one(&session, &mapper, &params, m).await {
@@ -90,15 +94,7 @@ async fn apply_one(
     params: &PatchParams,
     m: &Manifest,
 ) -> Result<String> {
-    let mapping = mapper
-        .kind_for(m.api_version(), m.kind())
-        .ok_or_else(|| Error::NoKindMatch {
-            name: m.name().to_owned(),
-            namespace: m.namespace().unwrap_or_default().to_owned(),
-            source_name: m.source.clone(),
-            kind: m.kind().to_owned(),
-            api_version: m.api_version().to_owned(),
-        })?;
+    let mapping = m.mapping(mapper)?;
     let namespace = match m.namespace() {
         Some(ns) if session.namespace_explicit && ns != session.namespace => {
             return Err(Error::Usage(format!(

@@ -74,7 +74,11 @@ impl Session {
         let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| Error::Kubeconfig(format!("invalid configuration: {e}")))?;
-        let server = config.cluster_url.to_string().trim_end_matches('/').to_owned();
+        let server = config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned();
         let namespace = flags
             .namespace
             .clone()

@@ -103,17 +103,8 @@ pub async fn run(args: DeleteArgs) -> Result<()> {
     let mapper = session.mapper().await?;
     let mut targets = Vec::new();
     for m in &manifests {
-        let mapping = mapper
-            .kind_for(m.api_version(), m.kind())
-            .ok_or_else(|| Error::NoKindMatch {
-                name: m.name().to_owned(),
-                namespace: m.namespace().unwrap_or_default().to_owned(),
-                source_name: m.source.clone(),
-                kind: m.kind().to_owned(),
-                api_version: m.api_version().to_owned(),
-            })?;
         targets.push(Target {
-            mapping,
+            mapping: m.mapping(&mapper)?,
             namespace: m.namespace().unwrap_or(&session.namespace).to_owned(),
             name: m.name().to_owned(),
         });
@@ -138,7 +129,10 @@ pub async fn run(args: DeleteArgs) -> Result<()> {
                 .list_metadata(&params)
                 .await
                 .at(&session.server)?;
-            list.items.into_iter().filter_map(|o| o.metadata.name).collect()
+            list.items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .collect()
         } else {
             return Err(Error::Usage(
                 "resource(s) were provided, but no name was specified".to_owned(),
@@ -199,7 +193,8 @@ async fn delete_all(session: &Session, args: &DeleteArgs, targets: &[Target<'_>]
                 })?,
                 None => gone.await,
             };
-            result.map_err(|e| Error::Other(format!("waiting for {} to be deleted: {e}", t.name)))?;
+            result
+                .map_err(|e| Error::Other(format!("waiting for {} to be deleted: {e}", t.name)))?;
         }
     }
     if failed {

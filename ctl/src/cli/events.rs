@@ -59,7 +59,7 @@ pub async fn run(args: EventsArgs) -> Result<()> {
     let field_selector = match &args.for_object {
         None => None,
         Some(arg) => {
-            let (type_arg, name) = resource_args::parse_one(&[arg.clone()], "--for")?;
+            let (type_arg, name) = resource_args::parse_one(std::slice::from_ref(arg), "--for")?;
             let mapper = session.mapper().await?;
             let mapping = mapper.resource_for(&type_arg)?;
             Some(format!(
@@ -166,7 +166,11 @@ pub fn interval(e: &EventView, now: Timestamp) -> String {
     if let Some((count, last_observed)) = e.series {
         format!("{} (x{count} over {first})", since(last_observed, now))
     } else if e.count > 1 {
-        format!("{} (x{} over {first})", since(e.last_timestamp, now), e.count)
+        format!(
+            "{} (x{} over {first})",
+            since(e.last_timestamp, now),
+            e.count
+        )
     } else {
         first
     }

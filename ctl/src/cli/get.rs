@@ -187,11 +187,60 @@ async fn print_objects(
     targets: &[Resolved<'_>],
     errors: &mut Vec<Error>,
 ) -> Result<bool> {
-    let mut objects: Vec<(&Mapping, Value)> = Vec::new();
+    let mut objects = fetch_objects(
+        session,
+        targets,
+        args.all_namespaces,
+        &args.list_params(),
+        errors,
+    )
+    .await?;
+    let single = targets.len() == 1 && targets[0].names.len() == 1;
+    let printed = !objects.is_empty();
+    match args.output {
+        Some(OutputFormat::Name) => {
+            let lines: String = objects
+                .iter()
+                .map(|(m, o)| {
+                    format!(
+                        "{}\n",
+                        m.object_name(o["metadata"]["name"].as_str().unwrap_or(""))
+                    )
+                })
+                .collect();
+            super::print(&lines);
+        }
+        format => {
+            let value = match (single, objects.len()) {
+                (true, 1) => objects.remove(0).1,
+                // A single name that was not found prints nothing but the error.
+                (true, 0) => return Ok(false),
+                _ => printers::list(objects.into_iter().map(|(_, o)| o).collect()),
+            };
+            super::print(&if format == Some(OutputFormat::Json) {
+                printers::to_json(&value)
+            } else {
+                printers::to_yaml(&value)
+            });
+        }
+    }
+    Ok(printed)
+}
+
+/// The objects `targets` name: every object of a type without names (LIST with `params`,
+/// following `continue`), else a GET per name. NotFound errors go to `errors`.
+pub async fn fetch_objects<'m>(
+    session: &Session,
+    targets: &[Resolved<'m>],
+    all_namespaces: bool,
+    params: &ListParams,
+    errors: &mut Vec<Error>,
+) -> Result<Vec<(&'m Mapping, Value)>> {
+    let mut objects = Vec::new();
     for target in targets {
-        let api = session.api(target.mapping, args.all_namespaces);
+        let api = session.api(target.mapping, all_namespaces);
         if target.names.is_empty() {
-            let mut params = args.list_params();
+            let mut params = params.clone();
             loop {
                 let list = api.list(&params).await.at(&session.server)?;
                 for item in list.items {
@@ -212,31 +261,7 @@ async fn print_objects(
             }
         }
     }
-    let single = targets.len() == 1 && targets[0].names.len() == 1;
-    let printed = !objects.is_empty();
-    match args.output {
-        Some(OutputFormat::Name) => {
-            let lines: String = objects
-                .iter()
-                .map(|(m, o)| format!("{}\n", m.object_name(o["metadata"]["name"].as_str().unwrap_or(""))))
-                .collect();
-            super::print(&lines);
-        }
-        format => {
-            let value = match (single, objects.len()) {
-                (true, 1) => objects.remove(0).1,
-                // A single name that was not found prints nothing but the error.
-                (true, 0) => return Ok(false),
-                _ => printers::list(objects.into_iter().map(|(_, o)| o).collect()),
-            };
-            super::print(&if format == Some(OutputFormat::Json) {
-                printers::to_json(&value)
-            } else {
-                printers::to_yaml(&value)
-            });
-        }
-    }
-    Ok(printed)
+    Ok(objects)
 }
 
 /// An object as printed: `apiVersion`/`kind` filled in (list items lack them), no
@@ -286,11 +311,7 @@ async fn request_table(session: &Session, mut request: http::Request<Vec<u8>>) -
         http::header::ACCEPT,
         http::HeaderValue::from_static(TABLE_ACCEPT),
     );
-    let value: Value = session
-        .client
-        .request(request)
-        .await
-        .at(&session.server)?;
+    let value: Value = session.client.request(request).await.at(&session.server)?;
     table_of(value)
 }
 
@@ -367,10 +388,17 @@ async fn watch(
         bookmarks: true,
         ..WatchParams::default()
     };
-    let mut watch = Watch::new(session, &url, params, accept, resource_version.unwrap_or_default());
+    let mut watch = Watch::new(
+        session,
+        &url,
+        params,
+        accept,
+        resource_version.unwrap_or_default(),
+    );
     loop {
-        let (WatchEvent::Added(object) | WatchEvent::Modified(object) | WatchEvent::Deleted(object)) =
-            watch.next().await?
+        let (WatchEvent::Added(object)
+        | WatchEvent::Modified(object)
+        | WatchEvent::Deleted(object)) = watch.next().await?
         else {
             continue;
         };

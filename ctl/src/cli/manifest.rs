@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::{Error, Result};
+use super::restmapper::{Mapping, RestMapper};
 
 /// One object from a manifest file.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,6 +45,19 @@ impl Manifest {
     /// `metadata.name`.
     pub fn name(&self) -> &str {
         self.object["metadata"]["name"].as_str().unwrap_or_default()
+    }
+
+    /// The resource of its `apiVersion` and `kind`, or kubectl's "no matches for kind" error.
+    pub fn mapping<'m>(&self, mapper: &'m RestMapper) -> Result<&'m Mapping> {
+        mapper
+            .kind_for(self.api_version(), self.kind())
+            .ok_or_else(|| Error::NoKindMatch {
+                name: self.name().to_owned(),
+                namespace: self.namespace().unwrap_or_default().to_owned(),
+                source_name: self.source.clone(),
+                kind: self.kind().to_owned(),
+                api_version: self.api_version().to_owned(),
+            })
     }
 
     /// `metadata.namespace`, if set.
@@ -153,11 +167,7 @@ fn checked(object: Value, source: &str, index: usize) -> Result<Manifest> {
     if !missing.is_empty() {
         return Err(Error::Parse {
             source_name: source.to_owned(),
-            message: format!(
-                "document {}: {} not set",
-                index + 1,
-                missing.join(", ")
-            ),
+            message: format!("document {}: {} not set", index + 1, missing.join(", ")),
         });
     }
     Ok(Manifest {
@@ -207,7 +217,10 @@ mod tests {
     fn bad_input_is_one_line() {
         let err = parse_documents("kind: [unclosed\n", "bad.yaml").unwrap_err();
         let line = err.to_string();
-        assert!(line.starts_with("error: error parsing bad.yaml: "), "{line}");
+        assert!(
+            line.starts_with("error: error parsing bad.yaml: "),
+            "{line}"
+        );
         assert!(!line.contains('\n'), "{line}");
 
         let err = parse_documents("just a string\n", "s.yaml").unwrap_err();

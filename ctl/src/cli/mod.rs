@@ -96,7 +96,11 @@ pub fn main(verb: Verb) -> anyhow::Result<()> {
 /// (`miniplane get -w | head`) ends the process quietly.
 pub(crate) fn print(text: &str) {
     let mut out = std::io::stdout().lock();
-    if out.write_all(text.as_bytes()).and_then(|()| out.flush()).is_err() {
+    if out
+        .write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
         std::process::exit(1);
     }
 }

@@ -70,7 +70,9 @@ mod tests {
 
     #[test]
     fn yaml_lists_sit_under_their_key() {
-        let v = list(vec![json!({"kind": "Pod", "spec": {"containers": [{"name": "c"}]}})]);
+        let v = list(vec![
+            json!({"kind": "Pod", "spec": {"containers": [{"name": "c"}]}}),
+        ]);
         assert_eq!(
             to_yaml(&v),
             "apiVersion: v1\nitems:\n- kind: Pod\n  spec:\n    containers:\n    - name: c\nkind: List\nmetadata:\n  resourceVersion: ''\n"

@@ -134,10 +134,10 @@ pub fn render(table: &Table, options: &PrintOptions, header: bool) -> String {
         }
         for &i in &shown {
             let mut text = row.cells.get(i).map(cell_text).unwrap_or_default();
-            if let (Some(prefix), Some(n)) = (&options.kind_prefix, name_column) {
-                if n == i {
-                    text = format!("{prefix}/{text}");
-                }
+            if let (Some(prefix), Some(n)) = (&options.kind_prefix, name_column)
+                && n == i
+            {
+                text = format!("{prefix}/{text}");
             }
             cells.push(text);
         }
@@ -244,7 +244,10 @@ mod tests {
              web    1/2     2            5s\n\
              api    0/1     0            2m\n"
         );
-        assert_eq!(deployments().metadata.resource_version.as_deref(), Some("42"));
+        assert_eq!(
+            deployments().metadata.resource_version.as_deref(),
+            Some("42")
+        );
     }
 
     #[test]

@@ -114,11 +114,11 @@ fn write_lines(out: &mut String, widths: &[usize], lines: &[Vec<&str>]) {
     for line in lines {
         for (j, cell) in line.iter().enumerate() {
             out.push_str(cell);
-            if j + 1 < line.len() {
-                if let Some(&width) = widths.get(j) {
-                    let used = cell.chars().count();
-                    out.extend(std::iter::repeat_n(' ', width.saturating_sub(used)));
-                }
+            if j + 1 < line.len()
+                && let Some(&width) = widths.get(j)
+            {
+                let used = cell.chars().count();
+                out.extend(std::iter::repeat_n(' ', width.saturating_sub(used)));
             }
         }
         out.push('\n');
@@ -175,6 +175,9 @@ mod tests {
             TabWriter::describe().format("é\tx\nab\ty\n"),
             "é   x\nab  y\n"
         );
-        assert_eq!(TabWriter::describe().format("no newline\tx"), "no newline  x");
+        assert_eq!(
+            TabWriter::describe().format("no newline\tx"),
+            "no newline  x"
+        );
     }
 }

@@ -78,10 +78,9 @@ impl<'s> Watch<'s> {
                 Some(Ok(event)) => {
                     if let WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) =
                         &event
+                        && let Some(rv) = resource_version_of(o)
                     {
-                        if let Some(rv) = resource_version_of(o) {
-                            self.resource_version = rv.to_owned();
-                        }
+                        self.resource_version = rv.to_owned();
                     }
                     return Ok(event);
                 }
@@ -132,6 +131,9 @@ mod tests {
         let table = json!({"kind": "Table", "rows": [
             {"cells": [], "object": {"metadata": {"resourceVersion": "9"}}}]});
         assert_eq!(resource_version_of(&table), Some("9"));
-        assert_eq!(resource_version_of(&json!({"kind": "Table", "rows": []})), None);
+        assert_eq!(
+            resource_version_of(&json!({"kind": "Table", "rows": []})),
+            None
+        );
     }
 }

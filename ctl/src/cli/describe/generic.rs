@@ -36,8 +36,12 @@ const SKIP: [&str; 5] = [
 /// Writes the generic description of `object` (without the events).
 pub fn describe(w: &mut PrefixWriter, object: &Value) {
     let meta = &object["metadata"];
-    w.write(0, &format!("Name:\t{}\n", meta["name"].as_str().unwrap_or_default()));
-    w.write(0, &format!("Namespace:\t{}\n", meta["namespace"].as_str().unwrap_or_default()));
+    w.field(0, "Name", meta["name"].as_str().unwrap_or_default());
+    w.field(
+        0,
+        "Namespace",
+        meta["namespace"].as_str().unwrap_or_default(),
+    );
     let labels = serde_json::from_value(meta["labels"].clone()).ok();
     writer::labels(w, "Labels", labels.as_ref());
     let annotations = serde_json::from_value(meta["annotations"].clone()).ok();
@@ -71,7 +75,10 @@ fn content(w: &mut PrefixWriter, level: usize, map: &serde_json::Map<String, Val
                     }
                 }
             }
-            other => w.write(level, &format!("{}:\t{}\n", smart_label(field), scalar(other))),
+            other => w.write(
+                level,
+                &format!("{}:\t{}\n", smart_label(field), scalar(other)),
+            ),
         }
     }
 }
@@ -139,10 +146,8 @@ fn camel_case_split(s: &str) -> Vec<String> {
     for i in 0..runs.len().saturating_sub(1) {
         let upper_then_lower = runs[i].first().is_some_and(|c| c.is_uppercase())
             && runs[i + 1].first().is_some_and(|c| c.is_lowercase());
-        if upper_then_lower {
-            if let Some(c) = runs[i].pop() {
-                runs[i + 1].insert(0, c);
-            }
+        if upper_then_lower && let Some(c) = runs[i].pop() {
+            runs[i + 1].insert(0, c);
         }
     }
     runs.into_iter()
@@ -163,7 +168,10 @@ mod tests {
         assert_eq!(smart_label("uid"), "UID");
         assert_eq!(smart_label("resourceVersion"), "Resource Version");
         assert_eq!(smart_label("PDFLoader"), "PDF Loader");
-        assert_eq!(smart_label("app.kubernetes.io/name"), "app.kubernetes.io/name");
+        assert_eq!(
+            smart_label("app.kubernetes.io/name"),
+            "app.kubernetes.io/name"
+        );
         assert_eq!(smart_label("v1"), "v1");
     }
 

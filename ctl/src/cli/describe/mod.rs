@@ -31,7 +31,7 @@ use serde_json::Value;
 
 use super::config_flags::{ConfigFlags, Session};
 use super::error::{Error, KubeResultExt, Result};
-use super::get::object_value;
+use super::get::fetch_objects;
 use super::resource_args;
 use super::restmapper::Mapping;
 
@@ -57,27 +57,20 @@ pub async fn run(args: DescribeArgs) -> Result<()> {
     let session = Session::connect(&args.config).await?;
     let mapper = session.mapper().await?;
     let (targets, _) = resource_args::resolve(&mapper, &requests)?;
-    let mut objects: Vec<(&Mapping, Value)> = Vec::new();
+    let params = ListParams {
+        label_selector: args.selector.clone(),
+        limit: Some(500),
+        ..ListParams::default()
+    };
     let mut errors = Vec::new();
-    for t in &targets {
-        let api = session.api(t.mapping, args.all_namespaces && t.names.is_empty());
-        if t.names.is_empty() {
-            let params = ListParams {
-                label_selector: args.selector.clone(),
-                ..ListParams::default()
-            };
-            let list = api.list(&params).await.at(&session.server)?;
-            objects.extend(list.items.into_iter().map(|o| (t.mapping, object_value(t.mapping, o))));
-        } else {
-            for name in &t.names {
-                match api.get(name).await.at(&session.server) {
-                    Ok(o) => objects.push((t.mapping, object_value(t.mapping, o))),
-                    Err(e) if e.is_not_found() => errors.push(e),
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-    }
+    let objects = fetch_objects(
+        &session,
+        &targets,
+        args.all_namespaces,
+        &params,
+        &mut errors,
+    )
+    .await?;
     for (i, (mapping, object)) in objects.iter().enumerate() {
         let text = describe(&session, mapping, object).await?;
         super::print(&if i == 0 { text } else { format!("\n\n{text}") });
@@ -99,7 +92,10 @@ async fn describe(session: &Session, mapping: &Mapping, object: &Value) -> Resul
     let now = jiff::Timestamp::now();
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
     let events = events_for(session, mapping, object).await?;
-    let text = match (mapping.resource.group.as_str(), mapping.resource.kind.as_str()) {
+    let text = match (
+        mapping.resource.group.as_str(),
+        mapping.resource.kind.as_str(),
+    ) {
         ("apps", "Deployment") => {
             let d = typed(object)?;
             let replica_sets: Vec<ReplicaSet> =
@@ -108,10 +104,18 @@ async fn describe(session: &Session, mapping: &Mapping, object: &Value) -> Resul
         }
         ("apps", "ReplicaSet") => {
             let rs: ReplicaSet = typed(object)?;
-            let selector = rs.spec.as_ref().map(|s| s.selector.clone()).unwrap_or_default();
+            let selector = rs
+                .spec
+                .as_ref()
+                .map(|s| s.selector.clone())
+                .unwrap_or_default();
             let selector: kube::core::Selector = selector.try_into().unwrap_or_default();
-            let pods: Vec<Pod> =
-                list_in(session, namespace, &ListParams::default().labels_from(&selector)).await?;
+            let pods: Vec<Pod> = list_in(
+                session,
+                namespace,
+                &ListParams::default().labels_from(&selector),
+            )
+            .await?;
             workloads::replica_set(&rs, &pods, &events, now)
         }
         ("", "Pod") => pod::pod(&typed(object)?, &events, now),
@@ -145,7 +149,10 @@ async fn events_for(session: &Session, mapping: &Mapping, object: &Value) -> Res
         fields.push(format!("involvedObject.namespace={namespace}"));
     }
     // A kubelet's node events carry the node name as uid, not the Node's uid.
-    if let Some(uid) = meta["uid"].as_str().filter(|_| mapping.resource.kind != "Node") {
+    if let Some(uid) = meta["uid"]
+        .as_str()
+        .filter(|_| mapping.resource.kind != "Node")
+    {
         fields.push(format!("involvedObject.uid={uid}"));
     }
     let params = ListParams::default().fields(&fields.join(","));
@@ -171,6 +178,9 @@ where
 
 /// The object as a k8s-openapi type.
 fn typed<K: DeserializeOwned>(object: &Value) -> Result<K> {
-    serde_json::from_value(object.clone())
-        .map_err(|e| Error::Other(format!("the server sent an object that cannot be described: {e}")))
+    serde_json::from_value(object.clone()).map_err(|e| {
+        Error::Other(format!(
+            "the server sent an object that cannot be described: {e}"
+        ))
+    })
 }

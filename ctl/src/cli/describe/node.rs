@@ -22,7 +22,7 @@ pub fn node(n: &Node, pods: &[Pod], events: &[Event], now: jiff::Timestamp) -> S
     let meta = &n.metadata;
     let spec = n.spec.clone().unwrap_or_default();
     let status = n.status.clone().unwrap_or_default();
-    w.write(0, &format!("Name:\t{}\n", meta.name.as_deref().unwrap_or_default()));
+    w.field(0, "Name", meta.name.as_deref().unwrap_or_default());
     let roles: Vec<&str> = meta
         .labels
         .iter()
@@ -34,15 +34,13 @@ pub fn node(n: &Node, pods: &[Pod], events: &[Event], now: jiff::Timestamp) -> S
     } else {
         roles.join(",")
     };
-    w.write(0, &format!("Roles:\t{roles}\n"));
+    w.field(0, "Roles", roles);
     writer::labels(&mut w, "Labels", meta.labels.as_ref());
     writer::annotations(&mut w, "Annotations", meta.annotations.as_ref());
-    w.write(
+    w.field(
         0,
-        &format!(
-            "CreationTimestamp:\t{}\n",
-            writer::time(meta.creation_timestamp.as_ref().map(|t| t.0))
-        ),
+        "CreationTimestamp",
+        writer::time(meta.creation_timestamp.as_ref().map(|t| t.0)),
     );
     let taints = spec.taints.clone().unwrap_or_default();
     w.write(0, "Taints:\t");
@@ -60,11 +58,17 @@ pub fn node(n: &Node, pods: &[Pod], events: &[Event], now: jiff::Timestamp) -> S
         };
         w.write(0, &format!("{key}:{}\n", t.effect));
     }
-    w.write(0, &format!("Unschedulable:\t{}\n", spec.unschedulable.unwrap_or(false)));
+    w.field(0, "Unschedulable", spec.unschedulable.unwrap_or(false));
     let conditions = status.conditions.clone().unwrap_or_default();
     if !conditions.is_empty() {
-        w.write(0, "Conditions:\n  Type\tStatus\tLastHeartbeatTime\tLastTransitionTime\tReason\tMessage\n");
-        w.write(1, "----\t------\t-----------------\t------------------\t------\t-------\n");
+        w.write(
+            0,
+            "Conditions:\n  Type\tStatus\tLastHeartbeatTime\tLastTransitionTime\tReason\tMessage\n",
+        );
+        w.write(
+            1,
+            "----\t------\t-----------------\t------------------\t------\t-------\n",
+        );
         for c in conditions {
             w.write(
                 1,
@@ -84,7 +88,10 @@ pub fn node(n: &Node, pods: &[Pod], events: &[Event], now: jiff::Timestamp) -> S
     for a in status.addresses.iter().flatten() {
         w.write(1, &format!("{}:\t{}\n", a.type_, a.address));
     }
-    for (title, list) in [("Capacity", &status.capacity), ("Allocatable", &status.allocatable)] {
+    for (title, list) in [
+        ("Capacity", &status.capacity),
+        ("Allocatable", &status.allocatable),
+    ] {
         if let Some(list) = list.as_ref().filter(|l| !l.is_empty()) {
             w.write(0, &format!("{title}:\n"));
             for (name, quantity) in list {
@@ -109,9 +116,9 @@ pub fn node(n: &Node, pods: &[Pod], events: &[Event], now: jiff::Timestamp) -> S
         }
     }
     if let Some(cidr) = spec.pod_cidr.as_deref().filter(|c| !c.is_empty()) {
-        w.write(0, &format!("PodCIDR:\t{cidr}\n"));
+        w.field(0, "PodCIDR", cidr);
         let cidrs = spec.pod_cidrs.clone().unwrap_or_default();
-        w.write(0, &format!("PodCIDRs:\t{}\n", cidrs.join(",")));
+        w.field(0, "PodCIDRs", cidrs.join(","));
     }
     let running: Vec<&Pod> = pods
         .iter()
@@ -120,7 +127,10 @@ pub fn node(n: &Node, pods: &[Pod], events: &[Event], now: jiff::Timestamp) -> S
             phase != Some("Succeeded") && phase != Some("Failed")
         })
         .collect();
-    w.write(0, &format!("Non-terminated Pods:\t({} in total)\n", running.len()));
+    w.write(
+        0,
+        &format!("Non-terminated Pods:\t({} in total)\n", running.len()),
+    );
     if !running.is_empty() {
         w.write(1, "Namespace\tName\tAge\n");
         w.write(1, "---------\t----\t---\n");

@@ -27,16 +27,23 @@ pub fn pod(p: &Pod, events: &[Event], now: jiff::Timestamp) -> String {
     let meta = &p.metadata;
     let spec = p.spec.clone().unwrap_or_default();
     let status = p.status.clone().unwrap_or_default();
-    w.write(0, &format!("Name:\t{}\n", meta.name.as_deref().unwrap_or_default()));
-    w.write(0, &format!("Namespace:\t{}\n", meta.namespace.as_deref().unwrap_or_default()));
+    writer::name_and_namespace(&mut w, meta);
     if let Some(priority) = spec.priority {
-        w.write(0, &format!("Priority:\t{priority}\n"));
+        w.field(0, "Priority", priority);
     }
-    if let Some(pc) = spec.priority_class_name.as_deref().filter(|s| !s.is_empty()) {
-        w.write(0, &format!("Priority Class Name:\t{pc}\n"));
+    if let Some(pc) = spec
+        .priority_class_name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        w.field(0, "Priority Class Name", pc);
     }
-    if let Some(sa) = spec.service_account_name.as_deref().filter(|s| !s.is_empty()) {
-        w.write(0, &format!("Service Account:\t{sa}\n"));
+    if let Some(sa) = spec
+        .service_account_name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        w.field(0, "Service Account", sa);
     }
     match spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         Some(node) => w.write(
@@ -49,7 +56,7 @@ pub fn pod(p: &Pod, events: &[Event], now: jiff::Timestamp) -> String {
         None => w.write(0, "Node:\t<none>\n"),
     }
     if let Some(start) = &status.start_time {
-        w.write(0, &format!("Start Time:\t{}\n", writer::time(Some(start.0))));
+        w.field(0, "Start Time", writer::time(Some(start.0)));
     }
     writer::labels(&mut w, "Labels", meta.labels.as_ref());
     writer::annotations(&mut w, "Annotations", meta.annotations.as_ref());
@@ -58,7 +65,10 @@ pub fn pod(p: &Pod, events: &[Event], now: jiff::Timestamp) -> String {
         Some(deleted) if phase != "Failed" && phase != "Succeeded" => {
             w.write(
                 0,
-                &format!("Status:\tTerminating (lasts {})\n", since(Some(deleted.0), now)),
+                &format!(
+                    "Status:\tTerminating (lasts {})\n",
+                    since(Some(deleted.0), now)
+                ),
             );
             w.write(
                 0,
@@ -68,29 +78,36 @@ pub fn pod(p: &Pod, events: &[Event], now: jiff::Timestamp) -> String {
                 ),
             );
         }
-        _ => w.write(0, &format!("Status:\t{phase}\n")),
+        _ => w.field(0, "Status", phase),
     }
     if let Some(reason) = status.reason.as_deref().filter(|r| !r.is_empty()) {
-        w.write(0, &format!("Reason:\t{reason}\n"));
+        w.field(0, "Reason", reason);
     }
     if let Some(message) = status.message.as_deref().filter(|m| !m.is_empty()) {
-        w.write(0, &format!("Message:\t{message}\n"));
+        w.field(0, "Message", message);
     }
-    w.write(0, &format!("IP:\t{}\n", status.pod_ip.as_deref().unwrap_or_default()));
+    w.field(0, "IP", status.pod_ip.as_deref().unwrap_or_default());
     let ips = status.pod_ips.clone().unwrap_or_default();
     if ips.is_empty() {
         w.write(0, "IPs:\t<none>\n");
     } else {
         w.write(0, "IPs:\n");
         for ip in ips {
-            w.write(1, &format!("IP:\t{}\n", ip.ip));
+            w.field(1, "IP", ip.ip);
         }
     }
     if let Some(owner) = controller(meta) {
-        w.write(0, &format!("Controlled By:\t{}/{}\n", owner.kind, owner.name));
+        w.write(
+            0,
+            &format!("Controlled By:\t{}/{}\n", owner.kind, owner.name),
+        );
     }
-    if let Some(nominated) = status.nominated_node_name.as_deref().filter(|n| !n.is_empty()) {
-        w.write(0, &format!("NominatedNodeName:\t{nominated}\n"));
+    if let Some(nominated) = status
+        .nominated_node_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    {
+        w.field(0, "NominatedNodeName", nominated);
     }
     if let Some(init) = spec.init_containers.as_ref().filter(|c| !c.is_empty()) {
         let statuses = status.init_container_statuses.clone().unwrap_or_default();
@@ -110,9 +127,13 @@ pub fn pod(p: &Pod, events: &[Event], now: jiff::Timestamp) -> String {
         .qos_class
         .clone()
         .unwrap_or_else(|| pod_qos(&spec).as_str().to_owned());
-    w.write(0, &format!("QoS Class:\t{qos}\n"));
+    w.field(0, "QoS Class", qos);
     writer::labels(&mut w, "Node-Selectors", spec.node_selector.as_ref());
-    tolerations(&mut w, "Tolerations", spec.tolerations.as_deref().unwrap_or_default());
+    tolerations(
+        &mut w,
+        "Tolerations",
+        spec.tolerations.as_deref().unwrap_or_default(),
+    );
     writer::events(&mut w, events, now);
     w.finish()
 }

@@ -67,19 +67,31 @@ pub fn pod_template(w: &mut PrefixWriter, template: &PodTemplateSpec) {
         writer::annotations(w, "  Annotations", meta.annotations.as_ref());
     }
     let spec = template.spec.clone().unwrap_or_default();
-    if let Some(sa) = spec.service_account_name.as_deref().filter(|s| !s.is_empty()) {
-        w.write(1, &format!("Service Account:\t{sa}\n"));
+    if let Some(sa) = spec
+        .service_account_name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        w.field(1, "Service Account", sa);
     }
     if let Some(init) = spec.init_containers.as_ref().filter(|c| !c.is_empty()) {
         containers(w, "Init Containers", init, &[], "  ");
     }
     containers(w, "Containers", &spec.containers, &[], "  ");
     volumes(w, spec.volumes.as_deref().unwrap_or_default(), "  ");
-    if let Some(pc) = spec.priority_class_name.as_deref().filter(|s| !s.is_empty()) {
-        w.write(1, &format!("Priority Class Name:\t{pc}\n"));
+    if let Some(pc) = spec
+        .priority_class_name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        w.field(1, "Priority Class Name", pc);
     }
     writer::labels(w, "  Node-Selectors", spec.node_selector.as_ref());
-    tolerations(w, "  Tolerations", spec.tolerations.as_deref().unwrap_or_default());
+    tolerations(
+        w,
+        "  Tolerations",
+        spec.tolerations.as_deref().unwrap_or_default(),
+    );
 }
 
 /// The `Pod Template:` section on its own (`rollout history --revision`).
@@ -110,11 +122,11 @@ pub fn containers(
         w.write(1, &format!("{name_indent}{}:\n", c.name));
         if let Some(s) = status {
             let id = s.container_id.as_deref().unwrap_or_default();
-            w.write(2, &format!("Container ID:\t{id}\n"));
+            w.field(2, "Container ID", id);
         }
-        w.write(2, &format!("Image:\t{}\n", c.image.as_deref().unwrap_or_default()));
+        w.field(2, "Image", c.image.as_deref().unwrap_or_default());
         if let Some(s) = status {
-            w.write(2, &format!("Image ID:\t{}\n", s.image_id));
+            w.field(2, "Image ID", &s.image_id);
         }
         let ports = c.ports.as_deref().unwrap_or_default();
         let list = |f: &dyn Fn(&k8s_openapi::api::core::v1::ContainerPort) -> i32| {
@@ -126,7 +138,11 @@ pub fn containers(
         };
         for (one, many, text) in [
             ("Port", "Ports", list(&|p| p.container_port)),
-            ("Host Port", "Host Ports", list(&|p| p.host_port.unwrap_or(0))),
+            (
+                "Host Port",
+                "Host Ports",
+                list(&|p| p.host_port.unwrap_or(0)),
+            ),
         ] {
             if text.contains(',') {
                 w.write(2, &format!("{many}:\t{text}\n"));
@@ -148,8 +164,8 @@ pub fn containers(
             if last.is_some_and(|l| l.terminated.is_some()) {
                 state(w, "Last State", last);
             }
-            w.write(2, &format!("Ready:\t{}\n", if s.ready { "True" } else { "False" }));
-            w.write(2, &format!("Restart Count:\t{}\n", s.restart_count));
+            w.field(2, "Ready", if s.ready { "True" } else { "False" });
+            w.field(2, "Restart Count", s.restart_count);
         }
         resources(w, c);
         for (title, probe) in [
@@ -175,25 +191,29 @@ fn state(w: &mut PrefixWriter, title: &str, state: Option<&ContainerState>) {
     let state = state.cloned().unwrap_or_default();
     if let Some(running) = state.running {
         w.write(2, &format!("{title}:\tRunning\n"));
-        w.write(3, &format!("Started:\t{}\n", writer::time(running.started_at.map(|t| t.0))));
+        w.field(3, "Started", writer::time(running.started_at.map(|t| t.0)));
     } else if let Some(t) = state.terminated {
         w.write(2, &format!("{title}:\tTerminated\n"));
         if let Some(reason) = t.reason.filter(|r| !r.is_empty()) {
-            w.write(3, &format!("Reason:\t{reason}\n"));
+            w.field(3, "Reason", reason);
         }
         if let Some(message) = t.message.filter(|m| !m.is_empty()) {
-            w.write(3, &format!("Message:\t{message}\n"));
+            w.field(3, "Message", message);
         }
-        w.write(3, &format!("Exit Code:\t{}\n", t.exit_code));
+        w.field(3, "Exit Code", t.exit_code);
         if let Some(signal) = t.signal.filter(|s| *s > 0) {
-            w.write(3, &format!("Signal:\t{signal}\n"));
+            w.field(3, "Signal", signal);
         }
-        w.write(3, &format!("Started:\t{}\n", writer::time(t.started_at.map(|t| t.0))));
-        w.write(3, &format!("Finished:\t{}\n", writer::time(t.finished_at.map(|t| t.0))));
+        w.field(3, "Started", writer::time(t.started_at.map(|t| t.0)));
+        w.field(3, "Finished", writer::time(t.finished_at.map(|t| t.0)));
     } else {
         w.write(2, &format!("{title}:\tWaiting\n"));
-        if let Some(reason) = state.waiting.and_then(|w| w.reason).filter(|r| !r.is_empty()) {
-            w.write(3, &format!("Reason:\t{reason}\n"));
+        if let Some(reason) = state
+            .waiting
+            .and_then(|w| w.reason)
+            .filter(|r| !r.is_empty())
+        {
+            w.field(3, "Reason", reason);
         }
     }
 }
@@ -211,13 +231,17 @@ fn resources(w: &mut PrefixWriter, c: &Container) {
     }
 }
 
+/// `80` or `http`: an int-or-string as Go's `IntOrString.String()` prints it.
+pub fn int_or_string(v: &IntOrString) -> String {
+    match v {
+        IntOrString::Int(i) => i.to_string(),
+        IntOrString::String(s) => s.clone(),
+    }
+}
+
 /// A probe on one line (`DescribeProbe`): `http-get http://:80/ delay=0s timeout=1s
 /// period=10s #success=1 #failure=3`.
 fn describe_probe(p: &Probe) -> String {
-    let port = |p: &IntOrString| match p {
-        IntOrString::Int(i) => i.to_string(),
-        IntOrString::String(s) => s.clone(),
-    };
     let attrs = format!(
         "delay={}s timeout={}s period={}s #success={} #failure={}",
         p.initial_delay_seconds.unwrap_or(0),
@@ -227,20 +251,23 @@ fn describe_probe(p: &Probe) -> String {
         p.failure_threshold.unwrap_or(3)
     );
     let action = if let Some(exec) = &p.exec {
-        format!("exec [{}]", exec.command.clone().unwrap_or_default().join(" "))
+        format!(
+            "exec [{}]",
+            exec.command.clone().unwrap_or_default().join(" ")
+        )
     } else if let Some(http) = &p.http_get {
         let scheme = http.scheme.as_deref().unwrap_or("HTTP").to_lowercase();
         format!(
             "http-get {scheme}://{}:{}{}",
             http.host.as_deref().unwrap_or_default(),
-            port(&http.port),
+            int_or_string(&http.port),
             http.path.as_deref().unwrap_or("/")
         )
     } else if let Some(tcp) = &p.tcp_socket {
         format!(
             "tcp-socket {}:{}",
             tcp.host.as_deref().unwrap_or_default(),
-            port(&tcp.port)
+            int_or_string(&tcp.port)
         )
     } else if let Some(grpc) = &p.grpc {
         format!(
@@ -265,7 +292,13 @@ fn environment(w: &mut PrefixWriter, c: &Container) {
     w.write(2, "Environment:\n");
     for e in env {
         let Some(from) = &e.value_from else {
-            for (i, line) in e.value.as_deref().unwrap_or_default().split('\n').enumerate() {
+            for (i, line) in e
+                .value
+                .as_deref()
+                .unwrap_or_default()
+                .split('\n')
+                .enumerate()
+            {
                 if i == 0 {
                     w.write(3, &format!("{}:\t{line}\n", e.name));
                 } else {
@@ -313,11 +346,21 @@ fn mounts(w: &mut PrefixWriter, c: &Container) {
     mounts.sort_by(|a, b| a.mount_path.cmp(&b.mount_path));
     w.write(2, "Mounts:\n");
     for m in mounts {
-        let mut flags = vec![if m.read_only == Some(true) { "ro" } else { "rw" }.to_owned()];
+        let mut flags = vec![
+            if m.read_only == Some(true) {
+                "ro"
+            } else {
+                "rw"
+            }
+            .to_owned(),
+        ];
         if let Some(sub) = m.sub_path.filter(|s| !s.is_empty()) {
             flags.push(format!("path={sub:?}"));
         }
-        w.write(3, &format!("{} from {} ({})\n", m.mount_path, m.name, flags.join(",")));
+        w.write(
+            3,
+            &format!("{} from {} ({})\n", m.mount_path, m.name, flags.join(",")),
+        );
     }
 }
 
@@ -349,7 +392,10 @@ pub fn volumes(w: &mut PrefixWriter, volumes: &[Volume], space: &str) {
         } else if let Some(s) = &v.secret {
             vec![
                 "Type:\tSecret (a volume populated by a Secret)".to_owned(),
-                format!("SecretName:\t{}", s.secret_name.as_deref().unwrap_or_default()),
+                format!(
+                    "SecretName:\t{}",
+                    s.secret_name.as_deref().unwrap_or_default()
+                ),
                 format!("Optional:\t{}", s.optional.unwrap_or(false)),
             ]
         } else if let Some(h) = &v.host_path {
@@ -365,7 +411,10 @@ pub fn volumes(w: &mut PrefixWriter, volumes: &[Volume], space: &str) {
                 format!("ReadOnly:\t{}", p.read_only.unwrap_or(false)),
             ]
         } else if v.projected.is_some() {
-            vec!["Type:\tProjected (a volume that contains injected data from multiple sources)".to_owned()]
+            vec![
+                "Type:\tProjected (a volume that contains injected data from multiple sources)"
+                    .to_owned(),
+            ]
         } else {
             vec!["<unknown>".to_owned()]
         };

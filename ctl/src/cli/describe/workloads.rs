@@ -12,9 +12,8 @@
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Event, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use super::pod_template::{pod_template, selector_string};
+use super::pod_template::{int_or_string, pod_template, selector_string};
 use super::writer::{self, PrefixWriter};
 use crate::cli::rollout::history::without_hash_label;
 
@@ -29,7 +28,7 @@ pub fn deployment(
     let spec = d.spec.clone().unwrap_or_default();
     let status = d.status.clone().unwrap_or_default();
     header(&mut w, &d.metadata);
-    w.write(0, &format!("Selector:\t{}\n", selector_string(Some(&spec.selector))));
+    w.field(0, "Selector", selector_string(Some(&spec.selector)));
     w.write(
         0,
         &format!(
@@ -42,21 +41,23 @@ pub fn deployment(
         ),
     );
     let strategy = spec.strategy.clone().unwrap_or_default();
-    w.write(
+    w.field(
         0,
-        &format!(
-            "StrategyType:\t{}\n",
-            strategy.type_.as_deref().unwrap_or("RollingUpdate")
-        ),
+        "StrategyType",
+        strategy.type_.as_deref().unwrap_or("RollingUpdate"),
     );
-    w.write(0, &format!("MinReadySeconds:\t{}\n", spec.min_ready_seconds.unwrap_or(0)));
+    w.field(0, "MinReadySeconds", spec.min_ready_seconds.unwrap_or(0));
     if let Some(ru) = &strategy.rolling_update {
         w.write(
             0,
             &format!(
                 "RollingUpdateStrategy:\t{} max unavailable, {} max surge\n",
-                int_or_string(ru.max_unavailable.as_ref()),
-                int_or_string(ru.max_surge.as_ref())
+                ru.max_unavailable
+                    .as_ref()
+                    .map_or("<unset>".to_owned(), int_or_string),
+                ru.max_surge
+                    .as_ref()
+                    .map_or("<unset>".to_owned(), int_or_string)
             ),
         );
     }
@@ -92,27 +93,34 @@ pub fn deployment(
             .filter(|rs| rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) != 0)
             .copied()
             .collect();
-        w.write(0, &format!("OldReplicaSets:\t{}\n", replica_set_list(&old)));
+        w.field(0, "OldReplicaSets", replica_set_list(&old));
         let new: Vec<&ReplicaSet> = new_rs.into_iter().collect();
-        w.write(0, &format!("NewReplicaSet:\t{}\n", replica_set_list(&new)));
+        w.field(0, "NewReplicaSet", replica_set_list(&new));
     }
     writer::events(&mut w, events, now);
     w.finish()
 }
 
 /// The ReplicaSet, with the phases of the pods it controls and its events.
-pub fn replica_set(rs: &ReplicaSet, pods: &[Pod], events: &[Event], now: jiff::Timestamp) -> String {
+pub fn replica_set(
+    rs: &ReplicaSet,
+    pods: &[Pod],
+    events: &[Event],
+    now: jiff::Timestamp,
+) -> String {
     let mut w = PrefixWriter::new();
     let spec = rs.spec.clone().unwrap_or_default();
     let status = rs.status.clone().unwrap_or_default();
     let meta = &rs.metadata;
-    w.write(0, &format!("Name:\t{}\n", meta.name.as_deref().unwrap_or_default()));
-    w.write(0, &format!("Namespace:\t{}\n", meta.namespace.as_deref().unwrap_or_default()));
-    w.write(0, &format!("Selector:\t{}\n", selector_string(Some(&spec.selector))));
+    writer::name_and_namespace(&mut w, meta);
+    w.field(0, "Selector", selector_string(Some(&spec.selector)));
     writer::labels(&mut w, "Labels", meta.labels.as_ref());
     writer::annotations(&mut w, "Annotations", meta.annotations.as_ref());
     if let Some(owner) = controller(meta) {
-        w.write(0, &format!("Controlled By:\t{}/{}\n", owner.kind, owner.name));
+        w.write(
+            0,
+            &format!("Controlled By:\t{}/{}\n", owner.kind, owner.name),
+        );
     }
     w.write(
         0,
@@ -156,21 +164,21 @@ pub fn replica_set(rs: &ReplicaSet, pods: &[Pod], events: &[Event], now: jiff::T
 
 /// Name, namespace, creation time, labels and annotations, in the Deployment's order.
 fn header(w: &mut PrefixWriter, meta: &ObjectMeta) {
-    w.write(0, &format!("Name:\t{}\n", meta.name.as_deref().unwrap_or_default()));
-    w.write(0, &format!("Namespace:\t{}\n", meta.namespace.as_deref().unwrap_or_default()));
-    w.write(
+    writer::name_and_namespace(w, meta);
+    w.field(
         0,
-        &format!(
-            "CreationTimestamp:\t{}\n",
-            writer::time(meta.creation_timestamp.as_ref().map(|t| t.0))
-        ),
+        "CreationTimestamp",
+        writer::time(meta.creation_timestamp.as_ref().map(|t| t.0)),
     );
     writer::labels(w, "Labels", meta.labels.as_ref());
     writer::annotations(w, "Annotations", meta.annotations.as_ref());
 }
 
 /// The `Conditions:` table (Type, Status, Reason), if there are conditions.
-fn conditions<'a>(w: &mut PrefixWriter, conditions: impl Iterator<Item = (&'a str, &'a str, Option<&'a str>)>) {
+fn conditions<'a>(
+    w: &mut PrefixWriter,
+    conditions: impl Iterator<Item = (&'a str, &'a str, Option<&'a str>)>,
+) {
     let mut first = true;
     for (type_, status, reason) in conditions {
         if first {
@@ -178,7 +186,10 @@ fn conditions<'a>(w: &mut PrefixWriter, conditions: impl Iterator<Item = (&'a st
             w.write(1, "----\t------\t------\n");
             first = false;
         }
-        w.write(1, &format!("{type_} \t{status}\t{}\n", reason.unwrap_or_default()));
+        w.write(
+            1,
+            &format!("{type_} \t{status}\t{}\n", reason.unwrap_or_default()),
+        );
     }
 }
 
@@ -210,14 +221,6 @@ fn replica_set_list(list: &[&ReplicaSet]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn int_or_string(v: Option<&IntOrString>) -> String {
-    match v {
-        Some(IntOrString::Int(i)) => i.to_string(),
-        Some(IntOrString::String(s)) => s.clone(),
-        None => "<unset>".to_owned(),
-    }
 }
 
 #[cfg(test)]
@@ -253,7 +256,10 @@ mod tests {
             }))
             .unwrap()
         };
-        let rses = [rs("web-old", "nginx:1.25", 0), rs("web-new", "nginx:1.27", 3)];
+        let rses = [
+            rs("web-old", "nginx:1.25", 0),
+            rs("web-new", "nginx:1.27", 3),
+        ];
         let text = deployment(&d, &rses, &[], "2024-01-01T00:00:00Z".parse().unwrap());
         let expected_tail = "Conditions:\n  \
              Type           Status  Reason\n  \

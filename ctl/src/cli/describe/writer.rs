@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use apiserver::strategy::event::EventView;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::super::events::{interval, sort_events};
 use super::super::tabwriter::TabWriter;
@@ -36,6 +37,11 @@ impl PrefixWriter {
         self.pending.push_str(text);
     }
 
+    /// Writes the line `key:\tvalue` at `level`.
+    pub fn field(&mut self, level: usize, key: &str, value: impl std::fmt::Display) {
+        self.write(level, &format!("{key}:\t{value}\n"));
+    }
+
     /// Aligns the pending text on its own (Go's `Flush`): what follows starts new blocks.
     pub fn flush(&mut self) {
         let text = std::mem::take(&mut self.pending);
@@ -47,6 +53,16 @@ impl PrefixWriter {
         self.flush();
         self.done
     }
+}
+
+/// The `Name:` and `Namespace:` lines every describer starts with.
+pub fn name_and_namespace(w: &mut PrefixWriter, meta: &ObjectMeta) {
+    w.field(0, "Name", meta.name.as_deref().unwrap_or_default());
+    w.field(
+        0,
+        "Namespace",
+        meta.namespace.as_deref().unwrap_or_default(),
+    );
 }
 
 /// Annotations describe never shows (`skipAnnotations`).
@@ -73,7 +89,11 @@ pub fn labels(w: &mut PrefixWriter, title: &str, labels: Option<&BTreeMap<String
 
 /// `Annotations:  k: v` one per line, long or multi-line values wrapped below their key,
 /// or `<none>` (`printAnnotationsMultiline`).
-pub fn annotations(w: &mut PrefixWriter, title: &str, annotations: Option<&BTreeMap<String, String>>) {
+pub fn annotations(
+    w: &mut PrefixWriter,
+    title: &str,
+    annotations: Option<&BTreeMap<String, String>>,
+) {
     w.write(0, &format!("{title}:\t"));
     let shown: Vec<(&String, &String)> = annotations
         .into_iter()
@@ -92,7 +112,10 @@ pub fn annotations(w: &mut PrefixWriter, title: &str, annotations: Option<&BTree
         if value.len() + k.len() + 2 > MAX_ANNOTATION_LEN || value.contains('\n') {
             w.write(0, &format!("{k}:\n"));
             for line in value.split('\n') {
-                w.write(0, &format!("\t  {}\n", shorten(line, MAX_ANNOTATION_LEN - 2)));
+                w.write(
+                    0,
+                    &format!("\t  {}\n", shorten(line, MAX_ANNOTATION_LEN - 2)),
+                );
             }
         } else {
             w.write(0, &format!("{k}: {value}\n"));
@@ -167,7 +190,10 @@ mod tests {
             [("app".into(), "web".into()), ("tier".into(), "fe".into())].into();
         labels(&mut w, "Labels", Some(&l));
         let a: BTreeMap<String, String> = [
-            ("kubectl.kubernetes.io/last-applied-configuration".into(), "{}".into()),
+            (
+                "kubectl.kubernetes.io/last-applied-configuration".into(),
+                "{}".into(),
+            ),
             ("note".into(), "line1\nline2".into()),
         ]
         .into();

@@ -39,18 +39,28 @@ const ANNOTATIONS_TO_SKIP: [&str; 6] = [
 
 /// A ReplicaSet's revision, if it has a valid one.
 pub fn revision(rs: &ReplicaSet) -> Option<i64> {
-    rs.metadata.annotations.as_ref()?.get(REVISION_ANNOTATION)?.parse().ok()
+    rs.metadata
+        .annotations
+        .as_ref()?
+        .get(REVISION_ANNOTATION)?
+        .parse()
+        .ok()
 }
 
 /// The ReplicaSets `d` controls (controller owner reference with its uid), by revision.
-pub fn history<'a>(d: &Deployment, replica_sets: &'a [ReplicaSet]) -> BTreeMap<i64, &'a ReplicaSet> {
+pub fn history<'a>(
+    d: &Deployment,
+    replica_sets: &'a [ReplicaSet],
+) -> BTreeMap<i64, &'a ReplicaSet> {
     let uid = d.metadata.uid.as_deref().unwrap_or_default();
     replica_sets
         .iter()
         .filter(|rs| {
-            rs.metadata.owner_references.iter().flatten().any(|o| {
-                o.controller == Some(true) && o.uid == uid
-            })
+            rs.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
         })
         .filter_map(|rs| Some((revision(rs)?, rs)))
         .collect()
@@ -78,7 +88,7 @@ pub enum Rollback {
     /// Give the Deployment this pod template and these annotations.
     Restore {
         /// The revision's template, without its `pod-template-hash` label.
-        template: PodTemplateSpec,
+        template: Box<PodTemplateSpec>,
         /// The Deployment's own bookkeeping annotations plus the ReplicaSet's others.
         annotations: BTreeMap<String, String>,
     },
@@ -119,7 +129,12 @@ pub fn rollback(
             .and_then(|s| s.template.clone())
             .unwrap_or_default(),
     );
-    let current = without_hash_label(d.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default());
+    let current = without_hash_label(
+        d.spec
+            .as_ref()
+            .map(|s| s.template.clone())
+            .unwrap_or_default(),
+    );
     if template == current {
         return Ok(Rollback::Skipped {
             revision: *revision,
@@ -136,7 +151,7 @@ pub fn rollback(
         }
     }
     Ok(Rollback::Restore {
-        template,
+        template: Box::new(template),
         annotations,
     })
 }
@@ -212,7 +227,7 @@ mod tests {
         else {
             panic!("expected a restore");
         };
-        let template = serde_json::to_value(template).unwrap();
+        let template = serde_json::to_value(*template).unwrap();
         assert_eq!(template["spec"]["containers"][0]["image"], "nginx:1.25");
         assert_eq!(template["metadata"]["labels"], json!({"app": "web"}));
         assert_eq!(
@@ -234,7 +249,8 @@ mod tests {
             rollback(&d, &h, 7).unwrap_err(),
             "unable to find specified revision 7 in history"
         );
-        let only_one: BTreeMap<i64, &ReplicaSet> = h.iter().take(1).map(|(k, v)| (*k, *v)).collect();
+        let only_one: BTreeMap<i64, &ReplicaSet> =
+            h.iter().take(1).map(|(k, v)| (*k, *v)).collect();
         assert_eq!(
             rollback(&d, &only_one, 0).unwrap_err(),
             "no rollout history found for deployment \"web\""

@@ -110,11 +110,7 @@ impl Target {
             )));
         }
         let api = Api::namespaced(session.client.clone(), &session.namespace);
-        Ok(Target {
-            session,
-            api,
-            name,
-        })
+        Ok(Target { session, api, name })
     }
 
     async fn get(&self) -> Result<Deployment> {
@@ -177,32 +173,31 @@ async fn rollout_status(args: StatusArgs) -> Result<()> {
     }
     let config = watcher::Config::default().fields(&format!("metadata.name={}", target.name));
     let uid = first.metadata.uid.clone();
-    let watch = async {
-        let mut stream = std::pin::pin!(watcher(target.api.clone(), config));
-        while let Some(event) = stream
-            .try_next()
-            .await
-            .map_err(|e| Error::Other(format!("watching deployment \"{}\": {e}", target.name)))?
-        {
-            match event {
-                watcher::Event::Apply(d) | watcher::Event::InitApply(d) => {
-                    if d.metadata.uid != uid {
+    let watch =
+        async {
+            let mut stream = std::pin::pin!(watcher(target.api.clone(), config));
+            while let Some(event) = stream.try_next().await.map_err(|e| {
+                Error::Other(format!("watching deployment \"{}\": {e}", target.name))
+            })? {
+                match event {
+                    watcher::Event::Apply(d) | watcher::Event::InitApply(d) => {
+                        if d.metadata.uid != uid {
+                            return Err(Error::Other("object has been deleted".to_owned()));
+                        }
+                        let status = status::status(&d).map_err(Error::Other)?;
+                        display.show(&status);
+                        if status.done {
+                            return Ok(());
+                        }
+                    }
+                    watcher::Event::Delete(_) => {
                         return Err(Error::Other("object has been deleted".to_owned()));
                     }
-                    let status = status::status(&d).map_err(Error::Other)?;
-                    display.show(&status);
-                    if status.done {
-                        return Ok(());
-                    }
+                    watcher::Event::Init | watcher::Event::InitDone => {}
                 }
-                watcher::Event::Delete(_) => {
-                    return Err(Error::Other("object has been deleted".to_owned()));
-                }
-                watcher::Event::Init | watcher::Event::InitDone => {}
             }
-        }
-        Err(Error::Other("the watch ended".to_owned()))
-    };
+            Err(Error::Other("the watch ended".to_owned()))
+        };
     let result = match args.timeout {
         Some(limit) => tokio::time::timeout(limit, watch)
             .await
@@ -306,7 +301,7 @@ async fn rollout_undo(args: UndoArgs) -> Result<()> {
             // same and fails with a Conflict if it changed meanwhile.
             let mut restored = d.clone();
             if let Some(spec) = restored.spec.as_mut() {
-                spec.template = template;
+                spec.template = *template;
             }
             restored.metadata.annotations = Some(annotations);
             target
@@ -330,7 +325,9 @@ async fn rollout_restart(args: TargetArgs) -> Result<()> {
             target.name
         )));
     }
-    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let now = jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
     let patch = json!({"spec": {"template": {"metadata": {"annotations": {
         "kubectl.kubernetes.io/restartedAt": now
     }}}}});
@@ -341,12 +338,20 @@ async fn rollout_restart(args: TargetArgs) -> Result<()> {
 
 /// `rollout pause` / `rollout resume`.
 async fn set_paused(args: TargetArgs, paused: bool) -> Result<()> {
-    let verb = if paused { "rollout pause" } else { "rollout resume" };
+    let verb = if paused {
+        "rollout pause"
+    } else {
+        "rollout resume"
+    };
     let target = Target::resolve(&args, verb).await?;
     let d = target.get().await?;
     let is_paused = d.spec.as_ref().and_then(|s| s.paused) == Some(true);
     if is_paused == paused {
-        let state = if paused { "already paused" } else { "not paused" };
+        let state = if paused {
+            "already paused"
+        } else {
+            "not paused"
+        };
         return Err(Error::Other(format!(
             "deployments.apps \"{}\" is {state}",
             target.name

@@ -64,7 +64,9 @@ pub fn status(d: &Deployment) -> Result<Status, String> {
         c.type_ == "Progressing" && c.reason.as_deref() == Some("ProgressDeadlineExceeded")
     });
     if deadline_exceeded {
-        return Err(format!("deployment \"{name}\" exceeded its progress deadline"));
+        return Err(format!(
+            "deployment \"{name}\" exceeded its progress deadline"
+        ));
     }
     let total = st.replicas.unwrap_or(0);
     if spec.replicas.is_some() && progress.updated < progress.desired {
@@ -97,11 +99,9 @@ pub fn status(d: &Deployment) -> Result<Status, String> {
 pub fn progress_line(p: &Progress, width: usize) -> String {
     let done = p.updated.min(p.available).max(0) as usize;
     let desired = p.desired.max(0) as usize;
-    let filled = if desired == 0 {
-        width
-    } else {
-        (done * width / desired).min(width)
-    };
+    let filled = (done * width)
+        .checked_div(desired)
+        .map_or(width, |f| f.min(width));
     format!(
         "[{}{}] {}/{} updated, {}/{} ready, {}/{} available",
         "█".repeat(filled),
@@ -144,11 +144,17 @@ mod tests {
             "Waiting for deployment spec update to be observed..."
         );
         assert_eq!(
-            message(2, json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1})),
+            message(
+                2,
+                json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1})
+            ),
             "Waiting for deployment \"web\" rollout to finish: 1 out of 3 new replicas have been updated..."
         );
         assert_eq!(
-            message(2, json!({"observedGeneration": 2, "replicas": 4, "updatedReplicas": 3})),
+            message(
+                2,
+                json!({"observedGeneration": 2, "replicas": 4, "updatedReplicas": 3})
+            ),
             "Waiting for deployment \"web\" rollout to finish: 1 old replicas are pending termination..."
         );
         assert_eq!(
@@ -191,6 +197,9 @@ mod tests {
             progress_line(&p, 6),
             "[██░░░░] 2/3 updated, 3/3 ready, 1/3 available"
         );
-        assert_eq!(progress_line(&Progress::default(), 2), "[██] 0/0 updated, 0/0 ready, 0/0 available");
+        assert_eq!(
+            progress_line(&Progress::default(), 2),
+            "[██] 0/0 updated, 0/0 ready, 0/0 available"
+        );
     }
 }
