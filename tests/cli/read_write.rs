@@ -168,19 +168,27 @@ fn get_prints_objects_like_kubectl() {
         s.cli_ok(&["get", "deploy,cm", "-o", "name"]),
         "deployment.apps/web\nconfigmap/cfg\n"
     );
-    // JSON and YAML: the same objects kubectl prints (managedFields left out), a List for
-    // several; JSON text identical.
-    for args in [&["get", "deploy", "web"][..], &["get", "deploy,cm"]] {
-        let json = |out: &str| serde_json::from_str::<serde_json::Value>(out).unwrap();
-        let yaml = |out: &str| serde_norway::from_str::<serde_json::Value>(out).unwrap();
+    // Strings go-yaml must quote, fold or write as blocks.
+    let tricky = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tricky\n  annotations: {note: 'a: b'}\n\
+        data:\n  n: '1'\n  flag: 'yes'\n  when: '2024-01-01T00:00:00Z'\n  script: \"echo hi\\nexit 0\\n\"\n\
+        \x20 two: \"a\\nb\"\n  tab: \"a\\tb\"\n  star: '*x'\n  lead: ' x'\n  empty: ''\n  octal: '0755'\n\
+        \x20 uni: 'h\u{e9}llo \u{2713}'\n  long: 'a: word word word word word word word word word word word word word word word word word word word word'\n";
+    s.apply_ok(tricky, &[]);
+    // JSON and YAML: the very text kubectl prints (managedFields left out), a List for
+    // several.
+    for args in [
+        &["get", "deploy", "web"][..],
+        &["get", "deploy,cm"],
+        &["get", "cm", "tricky"],
+    ] {
         let with = |format: &'static str| [args, &["-o", format]].concat();
         let ours = s.cli_ok(&with("json"));
-        let theirs = s.kubectl_ok(&with("json"));
-        assert_eq!(ours, theirs, "{args:?} -o json");
-        assert!(json(&ours)["metadata"].get("managedFields").is_none());
+        assert_eq!(ours, s.kubectl_ok(&with("json")), "{args:?} -o json");
+        let parsed: serde_json::Value = serde_json::from_str(&ours).unwrap();
+        assert!(parsed["metadata"].get("managedFields").is_none());
         assert_eq!(
-            yaml(&s.cli_ok(&with("yaml"))),
-            yaml(&s.kubectl_ok(&with("yaml"))),
+            s.cli_ok(&with("yaml")),
+            s.kubectl_ok(&with("yaml")),
             "{args:?} -o yaml"
         );
     }

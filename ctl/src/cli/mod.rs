@@ -15,8 +15,8 @@
 //!   errors ◀─ error: one line on stderr, exit status 1
 //! ```
 //!
-//! Output, messages and exit codes follow kubectl's; `docs/architecture.md` and the README's
-//! CLI section list what is left out.
+//! Output, messages and exit codes follow kubectl's; the README's CLI section lists what is
+//! left out.
 
 mod apply;
 mod config_flags;
@@ -34,6 +34,7 @@ mod scale;
 mod table;
 mod tabwriter;
 mod watch;
+mod yaml;
 
 use std::io::Write;
 

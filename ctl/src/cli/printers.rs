@@ -50,9 +50,9 @@ pub fn to_json(value: &Value) -> String {
     text
 }
 
-/// YAML as kubectl prints it (block style, lists not indented under their key).
+/// YAML as kubectl prints it (go-yaml's styles, see [`super::yaml`]).
 pub fn to_yaml(value: &Value) -> String {
-    serde_norway::to_string(value).unwrap_or_else(|e| format!("# cannot print as YAML: {e}\n"))
+    super::yaml::to_yaml(value)
 }
 
 #[cfg(test)]
@@ -75,7 +75,7 @@ mod tests {
         ]);
         assert_eq!(
             to_yaml(&v),
-            "apiVersion: v1\nitems:\n- kind: Pod\n  spec:\n    containers:\n    - name: c\nkind: List\nmetadata:\n  resourceVersion: ''\n"
+            "apiVersion: v1\nitems:\n- kind: Pod\n  spec:\n    containers:\n    - name: c\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"
         );
     }
 }
