@@ -20,14 +20,33 @@ fn write_file(s: &Server, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
-/// A table with its last column (AGE, which may tick between two runs) cut off each line.
-fn without_last_column(table: &str) -> String {
-    table
-        .lines()
-        .map(|l| {
-            let l = l.trim_end();
-            l.rsplit_once("   ").map_or(l, |(rest, _)| rest).trim_end()
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// The cells of a printed table (cells are at least two spaces apart; one space may sit
+/// inside a cell), without the AGE column, which may tick between two runs. Blocks of
+/// several tables stay apart.
+fn without_age(table: &str) -> Vec<Vec<String>> {
+    let mut age = None;
+    let mut rows = Vec::new();
+    for line in table.lines() {
+        let cells: Vec<String> = line
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect();
+        if cells
+            .first()
+            .is_some_and(|c| c == "NAME" || c == "NAMESPACE")
+        {
+            age = cells.iter().position(|c| c == "AGE");
+        }
+        rows.push(
+            cells
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != age)
+                .map(|(_, c)| c)
+                .collect(),
+        );
+    }
+    rows
 }
