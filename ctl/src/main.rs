@@ -2,6 +2,7 @@
 //! binary). Each subcommand parses flags and calls its component library's `run`.
 
 mod apiserver_cmd;
+mod cli;
 mod controller_manager_cmd;
 mod kubelet_cmd;
 mod scheduler_cmd;
@@ -26,6 +27,9 @@ enum Command {
     Scheduler(scheduler_cmd::SchedulerArgs),
     /// Runs simulated kubelets for many nodes (registration, heartbeats, pod lifecycle).
     Kubelet(kubelet_cmd::KubeletArgs),
+    /// The kubectl-like verbs: apply, get, describe, delete, scale, rollout, events.
+    #[command(flatten)]
+    Verb(cli::Verb),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +47,7 @@ fn main() -> std::process::ExitCode {
         Command::ControllerManager(args) => controller_manager_cmd::main(args),
         Command::Scheduler(args) => scheduler_cmd::main(args),
         Command::Kubelet(args) => kubelet_cmd::main(args),
+        Command::Verb(verb) => cli::main(verb),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

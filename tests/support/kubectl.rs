@@ -135,7 +135,14 @@ impl Server {
 
     /// Starts a long-running kubectl (`get -w`, `wait`, `rollout status`) in the background.
     pub fn kubectl_spawn(&self, args: &[&str]) -> Background {
-        let mut cmd = self.kubectl_command(args);
+        Background::spawn(self.kubectl_command(args), args.join(" "))
+    }
+}
+
+impl Background {
+    /// Starts `cmd` (a kubectl or miniplane command line, `args` for messages) with its
+    /// stdout and stderr read line by line.
+    pub fn spawn(mut cmd: Command, args: String) -> Background {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -166,7 +173,7 @@ impl Server {
             all
         });
         Background {
-            args: args.join(" "),
+            args,
             child,
             lines,
             seen: Vec::new(),
@@ -268,7 +275,7 @@ impl Drop for Background {
 }
 
 /// Runs `cmd` to completion, feeding `stdin`, killing it after `timeout`.
-fn run_with_timeout(
+pub fn run_with_timeout(
     mut cmd: Command,
     stdin: Option<&str>,
     timeout: Duration,
