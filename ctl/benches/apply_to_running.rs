@@ -164,7 +164,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         .resource_version
         .unwrap();
     let mut watch = pods
-        .watch(&WatchParams::default().timeout(290), &rv)
+        .watch(&WatchParams::default().timeout(290), &rv.clone())
         .await
         .unwrap()
         .boxed();
@@ -188,14 +188,26 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         .unwrap();
     let (mut created, mut bound, mut running) = (HashSet::new(), HashSet::new(), HashSet::new());
     let (mut t_created, mut t_bound) = (None, None);
+    let mut last_rv = rv;
     while running.len() < replicas {
         let event = tokio::time::timeout(Duration::from_secs(300), watch.try_next())
             .await
             .expect("no pod event for 300 s")
             .expect("watch failed");
         let Some(event) = event else {
-            panic!("watch ended with {} of {replicas} Running", running.len())
+            // The server ended the watch (timeout, or it cut a slow reader off): resume it.
+            watch = pods
+                .watch(&WatchParams::default().timeout(290), &last_rv)
+                .await
+                .expect("resume the pod watch")
+                .boxed();
+            continue;
         };
+        if let WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) = &event
+            && let Some(rv) = p.metadata.resource_version.clone()
+        {
+            last_rv = rv;
+        }
         let pod = match event {
             WatchEvent::Added(p) | WatchEvent::Modified(p) => p,
             WatchEvent::Error(e) => panic!("watch error: {e:?}"),
