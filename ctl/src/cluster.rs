@@ -351,6 +351,8 @@ fn run(
     stop: CancellationToken,
     stopped: CancellationToken,
 ) -> Result<()> {
+    // Two workers are plenty for one control plane, and a test process that starts many
+    // clusters does not get one thread per core for each.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("miniplane")

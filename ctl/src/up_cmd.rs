@@ -5,11 +5,11 @@
 //!
 //! ```text
 //! $ miniplane up
-//! ✓ apiserver http://127.0.0.1:6443 (9 ms)
-//! ✓ controller-manager (10 ms)
-//! ✓ scheduler (10 ms)
-//! ✓ kubelet: 3 nodes registered, control API http://127.0.0.1:38301 (24 ms)
-//! ✓ 3/3 nodes Ready (26 ms)
+//! ✓ apiserver http://127.0.0.1:6443 (29 ms)
+//! ✓ controller-manager (39 ms)
+//! ✓ scheduler (42 ms)
+//! ✓ kubelet: 3 nodes registered, control API http://127.0.0.1:38301 (64 ms)
+//! ✓ 3/3 nodes Ready (65 ms)
 //!
 //! miniplane is ready at http://127.0.0.1:6443 ...
 //! ```
