@@ -1,6 +1,6 @@
-//! End to end through every component at once, as `cluster.sh` runs them: API server,
-//! controller-manager, scheduler and three simulated kubelets as separate processes, driven by
-//! the real kubectl. `kubectl apply` of a 3-replica Deployment ends with 3 Running pods spread
+//! End to end through every component at once, as `miniplane up --separate` runs them: API
+//! server, controller-manager, scheduler and three simulated kubelets as separate processes,
+//! driven by the real kubectl. `kubectl apply` of a 3-replica Deployment ends with 3 Running pods spread
 //! over the 3 nodes (`-o wide` shows NODE and IP), `kubectl rollout status` returns, and a
 //! `kubectl set image` rolls out to the new image.
 // Helpers outside #[test] fns unwrap too: a failed step is a failed test.

@@ -17,6 +17,8 @@ mod kubectl_apply;
 mod kubectl_get;
 mod kubectl_lifecycle;
 mod kubelet_pods;
+mod library;
 mod node_lifecycle;
 mod scheduler_e2e;
+mod up;
 mod watch_expired;

@@ -4,8 +4,10 @@
 mod apiserver_cmd;
 mod cli;
 mod controller_manager_cmd;
+mod kubeconfig_cmd;
 mod kubelet_cmd;
 mod scheduler_cmd;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +21,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Starts the whole control plane (API server, controller-manager, scheduler, nodes).
+    Up(up_cmd::UpArgs),
+    /// Prints the kubeconfig of `miniplane up`, or merges it into ~/.kube/config.
+    Kubeconfig(kubeconfig_cmd::KubeconfigArgs),
     /// Runs the API server (kube-apiserver) with the embedded store.
     Apiserver(apiserver_cmd::ApiserverArgs),
     /// Runs the controller-manager (kube-controller-manager) against an API server.
@@ -34,15 +40,22 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // `up` shows progress lines on stderr: component logs only when something is wrong.
+    let default_filter = match cli.command {
+        Command::Up(_) | Command::Kubeconfig(_) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter)),
         )
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
+        Command::Up(args) => up_cmd::main(args),
+        Command::Kubeconfig(args) => kubeconfig_cmd::main(args),
         Command::Apiserver(args) => apiserver_cmd::main(args),
         Command::ControllerManager(args) => controller_manager_cmd::main(args),
         Command::Scheduler(args) => scheduler_cmd::main(args),

@@ -4,7 +4,7 @@
 
 use super::Server;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -53,36 +53,45 @@ impl std::fmt::Display for Run {
     }
 }
 
+/// A `kubectl <args>` command that sees nothing of the machine: HOME, TMPDIR and the
+/// discovery cache are `home`, `tmp` and `cache` under `dir` (which must exist), and
+/// `kubeconfig` is its only kubeconfig.
+pub fn isolated_kubectl(dir: &Path, kubeconfig: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(kubectl_path());
+    cmd.env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("HOME", dir.join("home"))
+        .env("KUBECONFIG", kubeconfig)
+        // kubectl edit keeps copies of rejected edits in TMPDIR: keep them in the test's dir.
+        .env("TMPDIR", dir.join("tmp"))
+        .arg(format!("--cache-dir={}", dir.join("cache").display()))
+        .args(args);
+    cmd
+}
+
+/// Runs a kubectl command made by [`isolated_kubectl`] (`args` for messages), feeding `stdin`.
+pub fn run_kubectl(cmd: Command, args: &[&str], stdin: Option<&str>) -> Run {
+    let output = run_with_timeout(cmd, stdin, KUBECTL_TIMEOUT)
+        .unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")));
+    Run {
+        args: args.join(" "),
+        status: output.status,
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
 impl Server {
     /// A `kubectl` command with the isolated environment of this server.
     pub fn kubectl_command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(kubectl_path());
-        cmd.env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", self.dir().join("home"))
-            .env("KUBECONFIG", self.kubeconfig())
-            // kubectl edit keeps copies of rejected edits in TMPDIR: keep them in the test's dir.
-            .env("TMPDIR", self.dir().join("tmp"))
-            .arg(format!(
-                "--cache-dir={}",
-                self.dir().join("cache").display()
-            ))
-            .args(args);
-        cmd
+        isolated_kubectl(self.dir(), &self.kubeconfig(), args)
     }
 
     /// Runs kubectl with `args` (and optional standard input, extra environment).
     pub fn kubectl_run(&self, args: &[&str], stdin: Option<&str>, env: &[(&str, &str)]) -> Run {
         let mut cmd = self.kubectl_command(args);
         cmd.envs(env.iter().copied());
-        let output = run_with_timeout(cmd, stdin, KUBECTL_TIMEOUT)
-            .unwrap_or_else(|e| panic!("kubectl {}: {e}", args.join(" ")));
-        Run {
-            args: args.join(" "),
-            status: output.status,
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+        run_kubectl(cmd, args, stdin)
     }
 
     /// Runs kubectl with `args`.

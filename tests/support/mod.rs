@@ -22,6 +22,7 @@ pub mod kubectl;
 pub mod kubelet;
 pub mod scheduler_process;
 pub mod server;
+pub mod up;
 pub mod watch_stream;
 
 use std::time::{Duration, Instant};

@@ -1,0 +1,454 @@
+//! [`Cluster`]: a whole miniplane cluster started from Rust — API server, controller-manager,
+//! scheduler and simulated nodes — for tests, and for `miniplane up`.
+//!
+//! controller-runtime's envtest starts a real kube-apiserver and etcd for a test, without
+//! controllers, scheduler or kubelets; kind starts all of Kubernetes in containers, in tens of
+//! seconds. A `Cluster` starts every component in milliseconds, so each test can have its own:
+//!
+//! ```text
+//!   Cluster::builder().nodes(3).start()          caller's thread: lock the data dir, wait
+//!        │                                                         for "ready" (or the error)
+//!        ▼ thread "miniplane-cluster": its own tokio runtime
+//!   apiserver (store in <dir>/store, 127.0.0.1:<port|free>) ─▶ kubeconfig written
+//!   controller-manager · scheduler · kubelet (N nodes)        each over HTTP, as processes do
+//!   every node Ready through the API ─▶ start() returns the Cluster
+//!        │
+//!   cluster.stop() / drop(cluster)  ─▶ components stop (API server last, store closed),
+//!                                      runtime shut down, temporary directory removed
+//! ```
+//!
+//! The cluster owns its runtime on its own thread, so it works the same from a plain `#[test]`
+//! and from `#[tokio::test]`: dropping it from inside an async test blocks that thread for the
+//! few milliseconds the shutdown takes, but never drops a runtime inside another one.
+//!
+//! Unlike envtest there is no authentication: the API server serves plain HTTP on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use client::{ClientConfig, ClusterSource};
+use tokio_util::sync::CancellationToken;
+
+use crate::data_dir::DataDir;
+use crate::error::{Error, Result};
+use crate::progress::{Component, Progress};
+use crate::separate::Launcher;
+use crate::supervisor::{Members, ProgressFn, Reporter};
+use crate::{in_process, kubeconfig, readiness};
+
+/// How long a start may take before it fails (generous: CI machines are small and shared).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long the runtime waits for stray blocking tasks after every component stopped.
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
+
+/// What to start; see [`Cluster::builder`].
+#[must_use = "a builder does nothing until `start`"]
+pub struct ClusterBuilder {
+    plan: Plan,
+    data_dir: Option<PathBuf>,
+    fresh: bool,
+    fsync: Option<bool>,
+    exe: Option<PathBuf>,
+    progress: Option<ProgressFn>,
+}
+
+/// The components and settings of a cluster being started.
+pub(crate) struct Plan {
+    /// Simulated nodes (no kubelet process or task if 0).
+    pub(crate) nodes: usize,
+    /// Whether the controller-manager runs.
+    pub(crate) controller_manager: bool,
+    /// Whether the scheduler runs.
+    pub(crate) scheduler: bool,
+    /// The API server's port on 127.0.0.1 (0: a free one).
+    pub(crate) port: u16,
+    /// Whether a write is acknowledged only once it is on disk.
+    pub(crate) fsync: bool,
+    /// Child processes instead of tasks.
+    pub(crate) separate: Option<Launcher>,
+}
+
+impl ClusterBuilder {
+    /// How many simulated nodes (`node-0`, `node-1`, ...): 3 by default; 0 runs no kubelet.
+    pub fn nodes(mut self, nodes: usize) -> Self {
+        self.plan.nodes = nodes;
+        self
+    }
+
+    /// Whether the controller-manager runs (default: yes). Without it a Deployment gets no
+    /// ReplicaSet — a test of one's own controller may want exactly that.
+    pub fn controller_manager(mut self, run: bool) -> Self {
+        self.plan.controller_manager = run;
+        self
+    }
+
+    /// Whether the scheduler runs (default: yes). Without it pods stay Pending.
+    pub fn scheduler(mut self, run: bool) -> Self {
+        self.plan.scheduler = run;
+        self
+    }
+
+    /// Keeps the store in `dir` (created if missing, locked while the cluster runs) instead of
+    /// a temporary directory removed on stop: a later start on the same directory brings every
+    /// object back. The kubeconfig is written to `<dir>/kubeconfig`.
+    pub fn data_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.data_dir = Some(dir.into());
+        self
+    }
+
+    /// Starts from an empty store: removes `<data dir>/store` once the directory is locked.
+    pub fn fresh(mut self, fresh: bool) -> Self {
+        self.fresh = fresh;
+        self
+    }
+
+    /// The API server's port on 127.0.0.1 (default 0: a free port). A port in use fails the
+    /// start with [`Error::PortInUse`].
+    pub fn port(mut self, port: u16) -> Self {
+        self.plan.port = port;
+        self
+    }
+
+    /// Whether a write is acknowledged only once it is on disk. Default: on with
+    /// [`ClusterBuilder::data_dir`], off for a temporary store (nothing to keep, and faster).
+    pub fn fsync(mut self, fsync: bool) -> Self {
+        self.fsync = Some(fsync);
+        self
+    }
+
+    /// Runs each component as a child process of `exe` (the `miniplane` binary:
+    /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet`) instead of as tasks
+    /// of this process; their stderr goes to `<data dir>/logs/<component>.log`.
+    pub fn separate(mut self, exe: impl Into<PathBuf>) -> Self {
+        self.exe = Some(exe.into());
+        self
+    }
+
+    /// Calls `f` for each step of the start and for components that stop on their own
+    /// (on the cluster's runtime: `f` must return quickly).
+    pub fn on_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(std::sync::Arc::new(f));
+        self
+    }
+
+    /// Starts the cluster and returns once every node is Ready (or at once after the API
+    /// server with 0 nodes). Blocks the calling thread meanwhile (milliseconds).
+    ///
+    /// Errors: [`Error::DataDirInUse`] if another cluster holds the data directory,
+    /// [`Error::PortInUse`], or the first component that failed to start.
+    pub fn start(self) -> Result<Cluster> {
+        let ClusterBuilder {
+            mut plan,
+            data_dir,
+            fresh,
+            fsync,
+            exe,
+            progress,
+        } = self;
+        plan.fsync = fsync.unwrap_or(data_dir.is_some());
+        let (path, temp) = match data_dir {
+            Some(dir) => (dir, None),
+            None => {
+                let temp = tempfile::Builder::new()
+                    .prefix("miniplane-")
+                    .tempdir()
+                    .map_err(Error::io(std::env::temp_dir()))?;
+                (temp.path().to_owned(), Some(temp))
+            }
+        };
+        let dir = DataDir::lock(&path, fresh)?;
+        plan.separate = exe.map(|exe| Launcher {
+            exe,
+            logs: dir.logs(),
+        });
+        let reporter = Reporter::new(progress);
+        let stop = CancellationToken::new();
+        let stopped = CancellationToken::new();
+        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
+            .name("miniplane-cluster".into())
+            .spawn({
+                let (stop, stopped) = (stop.clone(), stopped.clone());
+                move || run(plan, dir, reporter, ready_tx, stop, stopped)
+            })
+            .map_err(|e| Error::Runtime(format!("cannot start its thread: {e}")))?;
+        let ready = match ready_rx.recv() {
+            Ok(Ok(ready)) => ready,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(e);
+            }
+            // The thread ended without a word: its result says why.
+            Err(_) => {
+                return Err(match thread.join() {
+                    Ok(Err(e)) => e,
+                    Ok(Ok(())) => Error::Runtime("stopped before it was ready".into()),
+                    Err(_) => Error::Runtime("its thread panicked".into()),
+                });
+            }
+        };
+        Ok(Cluster {
+            kubeconfig_path: path.join("kubeconfig"),
+            data_dir: path,
+            url: ready.url,
+            kubeconfig: ready.kubeconfig,
+            kubelet_url: ready.kubelet_url,
+            client: ready.client,
+            stop,
+            stopped,
+            thread: Some(thread),
+            _temp: temp,
+        })
+    }
+}
+
+/// What a started cluster hands back to [`ClusterBuilder::start`].
+struct Ready {
+    url: String,
+    kubeconfig: String,
+    kubelet_url: Option<String>,
+    client: kube::Client,
+}
+
+/// A running cluster; stopped by [`Cluster::stop`] or on drop.
+///
+/// ```no_run
+/// # fn main() -> miniplane::Result<()> {
+/// let cluster = miniplane::Cluster::builder().nodes(2).start()?;
+/// println!("API server at {}", cluster.url());
+/// std::fs::write("kubeconfig", cluster.kubeconfig()).ok(); // for kubectl
+/// cluster.stop()?; // or let it drop
+/// # Ok(())
+/// # }
+/// ```
+pub struct Cluster {
+    url: String,
+    kubeconfig: String,
+    kubeconfig_path: PathBuf,
+    data_dir: PathBuf,
+    kubelet_url: Option<String>,
+    /// Built on the cluster's runtime, so it works from any runtime (requests hop over a
+    /// channel to it) until the cluster stops.
+    client: kube::Client,
+    /// Asks the cluster's thread to stop every component.
+    stop: CancellationToken,
+    /// Cancelled once the cluster's thread has stopped every component.
+    stopped: CancellationToken,
+    /// The thread that owns the runtime; its result is the shutdown's.
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+    /// The temporary data directory, removed on drop (after the thread has closed the store).
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl Cluster {
+    /// What to start: 3 nodes, the controller-manager and the scheduler, a temporary store,
+    /// a free port — change any of it before [`ClusterBuilder::start`].
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder {
+            plan: Plan {
+                nodes: 3,
+                controller_manager: true,
+                scheduler: true,
+                port: 0,
+                fsync: false,
+                separate: None,
+            },
+            data_dir: None,
+            fresh: false,
+            fsync: None,
+            exe: None,
+            progress: None,
+        }
+    }
+
+    /// Starts the default cluster (`Cluster::builder().start()`).
+    pub fn start() -> Result<Cluster> {
+        Cluster::builder().start()
+    }
+
+    /// The API server's URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// A kube client for the cluster (default namespace `default`). Usable from any tokio
+    /// runtime; its requests fail once the cluster has stopped.
+    pub fn client(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// The kubeconfig (YAML) with context `miniplane`, for kubectl or another client.
+    pub fn kubeconfig(&self) -> &str {
+        &self.kubeconfig
+    }
+
+    /// Where that kubeconfig is written (`<data dir>/kubeconfig`).
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig_path
+    }
+
+    /// The data directory (temporary unless [`ClusterBuilder::data_dir`]).
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The simulated kubelets' control API (`POST /nodes/node-1/heartbeat?stop=true` makes a
+    /// node stop heartbeating), if nodes run.
+    pub fn kubelet_url(&self) -> Option<&str> {
+        self.kubelet_url.as_deref()
+    }
+
+    /// Resolves once the cluster has stopped by itself: a component running in this process
+    /// failed (then [`Cluster::stop`] returns its error). Components run with
+    /// [`ClusterBuilder::separate`] that exit are reported, and the cluster keeps running.
+    pub async fn stopped(&self) {
+        self.stopped.cancelled().await;
+    }
+
+    /// Stops every component (the API server last, its store flushed and closed) and returns
+    /// the first error one of them ended with.
+    pub fn stop(mut self) -> Result<()> {
+        self.shut_down()
+    }
+
+    fn shut_down(&mut self) -> Result<()> {
+        let Some(thread) = self.thread.take() else {
+            return Ok(());
+        };
+        self.stop.cancel();
+        thread
+            .join()
+            .unwrap_or_else(|_| Err(Error::Runtime("its thread panicked".into())))
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Err(error) = self.shut_down() {
+            tracing::warn!(%error, "cluster stopped with an error");
+        }
+    }
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("url", &self.url)
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The cluster's thread: builds the runtime, starts the components, reports ready (or the
+/// error), then waits to be stopped (or for a component to fail) and stops them all.
+fn run(
+    plan: Plan,
+    dir: DataDir,
+    reporter: Reporter,
+    ready_tx: mpsc::SyncSender<Result<Ready>>,
+    stop: CancellationToken,
+    stopped: CancellationToken,
+) -> Result<()> {
+    // Two workers are plenty for one control plane, and a test process that starts many
+    // clusters does not get one thread per core for each.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("miniplane")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+    let result = runtime.block_on(async {
+        let failed = CancellationToken::new();
+        let mut members = Members::new(reporter, failed.clone());
+        let started = tokio::select! {
+            started = tokio::time::timeout(START_TIMEOUT, start(&plan, &dir, &mut members)) => {
+                Some(started.unwrap_or_else(|_| Err(Error::Timeout {
+                    what: "every node to be Ready".into(),
+                    seconds: START_TIMEOUT.as_secs(),
+                })))
+            }
+            // A component failed: `stop` returns why.
+            () = failed.cancelled() => None,
+        };
+        match started {
+            Some(Ok(ready)) => {
+                let _ = ready_tx.send(Ok(ready));
+            }
+            Some(Err(e)) => {
+                if let Err(stop_error) = members.stop().await {
+                    tracing::warn!(error = %stop_error, "stopping after a failed start");
+                }
+                let _ = ready_tx.send(Err(e));
+                return Ok(());
+            }
+            None => {
+                let e = members.stop().await.err();
+                let _ = ready_tx.send(Err(e.unwrap_or_else(|| {
+                    Error::Runtime("a component stopped during the start".into())
+                })));
+                return Ok(());
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = failed.cancelled() => {}
+        }
+        members.stop().await
+    });
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN);
+    drop(dir);
+    stopped.cancel();
+    result
+}
+
+/// Starts the API server, writes the kubeconfig, starts the other components and waits for
+/// every node to be Ready.
+async fn start(plan: &Plan, dir: &DataDir, members: &mut Members) -> Result<Ready> {
+    let store = dir.store();
+    let (url, pid) = match &plan.separate {
+        None => {
+            let url = in_process::start_apiserver(members, store, plan.port, plan.fsync);
+            (url.await?, None)
+        }
+        Some(launcher) => {
+            let started = launcher.start_apiserver(members, &store, plan.port, plan.fsync);
+            started.await?
+        }
+    };
+    let kubeconfig = kubeconfig::render(&url);
+    let kubeconfig_path = dir.kubeconfig();
+    kubeconfig::write_private(&kubeconfig_path, &kubeconfig)
+        .map_err(Error::io(&kubeconfig_path))?;
+    let client = client::build_client(&ClientConfig::new(ClusterSource::Url(url.clone())))
+        .await
+        .map_err(|e| Error::component(Component::ApiServer, e))?;
+    readiness::wait_serving(&client).await;
+    members
+        .reporter()
+        .started(Component::ApiServer, Some(url.clone()), pid, None);
+    let kubelet_url = match &plan.separate {
+        None => in_process::start_clients(plan, &url, members).await?,
+        Some(launcher) => {
+            launcher
+                .start_clients(plan, &kubeconfig_path, members)
+                .await?
+        }
+    };
+    if plan.nodes > 0 {
+        let kubelet = kubelet_sim::Config::new(ClusterSource::Url(url.clone()), plan.nodes);
+        let names: Vec<String> = (0..plan.nodes).map(|i| kubelet.node_name(i)).collect();
+        readiness::wait_nodes_ready(&client, &names).await?;
+        members.reporter().report(Progress::NodesReady {
+            nodes: plan.nodes,
+            elapsed: members.reporter().elapsed(),
+        });
+    }
+    Ok(Ready {
+        url,
+        kubeconfig,
+        kubelet_url,
+        client,
+    })
+}

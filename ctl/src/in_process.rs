@@ -1,0 +1,108 @@
+//! Every component as a task of one tokio runtime (`miniplane up`'s default and the library's
+//! only mode unless [`crate::ClusterBuilder::separate`]).
+//!
+//! Each component is started through its library entry, exactly as its subcommand does
+//! (`apiserver::Server::bind`, `controllers::manager::ControllerManager::bind`,
+//! `scheduler::run`, `kubelet_sim::Simulator::bind`), and each builds its own kube client to
+//! the API server's URL: they share a process, not state. Every request still crosses the
+//! loopback interface as HTTP, so what a trace or a lab shows is what separate processes do.
+
+use std::hash::BuildHasher;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+
+use client::{ClientConfig, ClusterSource};
+use controllers::manager::{ApiServer, ControllerManager};
+use kubelet_sim::Simulator;
+
+use crate::cluster::Plan;
+use crate::error::{Error, Result};
+use crate::progress::Component;
+use crate::supervisor::Members;
+
+/// Opens the store in `store`, binds 127.0.0.1:`port` and serves; returns the URL.
+pub(crate) async fn start_apiserver(
+    members: &mut Members,
+    store: PathBuf,
+    port: u16,
+    fsync: bool,
+) -> Result<String> {
+    let config = apiserver::Config {
+        data_dir: store,
+        listen: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        no_fsync: !fsync,
+        options: apiserver::ServerOptions::default(),
+    };
+    let server = apiserver::Server::bind(config).await.map_err(|e| match e {
+        apiserver::ServeError::Bind { source, .. }
+            if source.kind() == std::io::ErrorKind::AddrInUse =>
+        {
+            Error::PortInUse { port }
+        }
+        e => Error::component(Component::ApiServer, e),
+    })?;
+    let addr = server
+        .local_addr()
+        .map_err(|e| Error::component(Component::ApiServer, e))?;
+    members.spawn_task(Component::ApiServer, |shutdown| server.run(shutdown));
+    Ok(format!("http://{addr}"))
+}
+
+/// Starts the controller-manager, scheduler and kubelets the plan asks for against `url`, and
+/// returns once every node has registered, with the kubelets' control API URL.
+pub(crate) async fn start_clients(
+    plan: &Plan,
+    url: &str,
+    members: &mut Members,
+) -> Result<Option<String>> {
+    if plan.controller_manager {
+        let config = controllers::manager::Config::new(ApiServer::Master(url.to_owned()));
+        let manager = ControllerManager::bind(config)
+            .await
+            .map_err(|e| Error::component(Component::ControllerManager, e))?;
+        members.spawn_task(Component::ControllerManager, |shutdown| {
+            manager.run(shutdown)
+        });
+        members
+            .reporter()
+            .started(Component::ControllerManager, None, None, None);
+    }
+    if plan.scheduler {
+        let config = scheduler::Config {
+            client: ClientConfig::new(ClusterSource::Url(url.to_owned())),
+            scheduler_name: "default-scheduler".into(),
+            listener: None,
+            // Random tie-breaking, as kube-scheduler's (and `miniplane scheduler`'s) default.
+            seed: std::collections::hash_map::RandomState::new().hash_one(url),
+            clock: client::TokioClock::shared(),
+        };
+        members.spawn_task(Component::Scheduler, |shutdown| {
+            scheduler::run(config, shutdown)
+        });
+        members
+            .reporter()
+            .started(Component::Scheduler, None, None, None);
+    }
+    if plan.nodes == 0 {
+        return Ok(None);
+    }
+    let mut config = kubelet_sim::Config::new(ClusterSource::Url(url.to_owned()), plan.nodes);
+    // The control API (node faults) on a free port, so that labs and tests can use it.
+    config.listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    let simulator = Simulator::bind(config)
+        .await
+        .map_err(|e| Error::component(Component::Kubelet, e))?;
+    let control = simulator.local_addr().map(|a| format!("http://{a}"));
+    let handle = simulator.handle();
+    members.spawn_task(Component::Kubelet, |shutdown| simulator.run(shutdown));
+    if !handle.wait_registered().await {
+        return Err(Error::component(
+            Component::Kubelet,
+            "stopped before every node registered",
+        ));
+    }
+    members
+        .reporter()
+        .started(Component::Kubelet, control.clone(), None, Some(plan.nodes));
+    Ok(control)
+}

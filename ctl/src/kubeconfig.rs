@@ -1,0 +1,223 @@
+//! The kubeconfig of a miniplane cluster, and merging it into the user's kubeconfig.
+//!
+//! A kubeconfig (`k8s.io/client-go/tools/clientcmd/api/v1/types.go`) names clusters (an API
+//! server's URL), users (credentials) and contexts (a cluster + a user + a default namespace).
+//! miniplane serves plain HTTP without authentication, so its user is empty and the whole file
+//! is three entries named `miniplane`:
+//!
+//! ```yaml
+//! apiVersion: v1
+//! kind: Config
+//! clusters:
+//! - name: miniplane
+//!   cluster:
+//!     server: http://127.0.0.1:6443
+//! users:
+//! - name: miniplane
+//!   user: {}
+//! contexts:
+//! - name: miniplane
+//!   context:
+//!     cluster: miniplane
+//!     user: miniplane
+//!     namespace: default
+//! current-context: miniplane
+//! ```
+//!
+//! [`merge`] adds (or replaces) those entries in another kubeconfig and makes `miniplane` the
+//! current context, leaving every other cluster, user and context as it was — what
+//! `kind export kubeconfig` does. [`default_path`] picks the file as kubectl would write it.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::error::{Error, Result};
+
+/// The name of miniplane's cluster, user and context.
+pub const CONTEXT: &str = "miniplane";
+
+/// The kubeconfig (YAML) of a cluster whose API server is at `url`.
+pub fn render(url: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: {CONTEXT}
+  cluster:
+    server: {url}
+users:
+- name: {CONTEXT}
+  user: {{}}
+contexts:
+- name: {CONTEXT}
+  context:
+    cluster: {CONTEXT}
+    user: {CONTEXT}
+    namespace: default
+current-context: {CONTEXT}
+"
+    )
+}
+
+/// The file `kubectl config` would write to: the first existing file of `$KUBECONFIG` (the
+/// last one if none exists), else `~/.kube/config` (clientcmd's `GetDefaultFilename`).
+pub fn default_path() -> Result<PathBuf> {
+    let kubeconfig = std::env::var_os("KUBECONFIG").unwrap_or_default();
+    let listed: Vec<PathBuf> = std::env::split_paths(&kubeconfig)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    if let Some(existing) = listed.iter().find(|p| p.exists()) {
+        return Ok(existing.clone());
+    }
+    if let Some(last) = listed.last() {
+        return Ok(last.clone());
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| Error::Kubeconfig {
+            path: PathBuf::from("~/.kube/config"),
+            message: "HOME is not set (set KUBECONFIG to the file to write)".into(),
+        })?;
+    Ok(PathBuf::from(home).join(".kube").join("config"))
+}
+
+/// `existing` (a kubeconfig's YAML, possibly empty) with `ours`' `miniplane` cluster, user
+/// and context added or replaced, and `miniplane` as the current context.
+pub fn merge(existing: &str, ours: &str) -> std::result::Result<String, String> {
+    let mut merged = parse(existing).map_err(|e| format!("not a kubeconfig: {e}"))?;
+    let ours = parse(ours).map_err(|e| format!("miniplane's kubeconfig: {e}"))?;
+    let Value::Object(map) = &mut merged else {
+        return Err("not a kubeconfig: the top level is not a mapping".into());
+    };
+    map.entry("apiVersion").or_insert_with(|| json!("v1"));
+    map.entry("kind").or_insert_with(|| json!("Config"));
+    for list in ["clusters", "users", "contexts"] {
+        let entries = map.entry(list).or_insert_with(|| json!([]));
+        if entries.is_null() {
+            *entries = json!([]);
+        }
+        let Value::Array(entries) = entries else {
+            return Err(format!("not a kubeconfig: `{list}` is not a list"));
+        };
+        entries.retain(|e| e.get("name").and_then(Value::as_str) != Some(CONTEXT));
+        let new = ours[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e.get("name").and_then(Value::as_str) == Some(CONTEXT));
+        entries.extend(new.cloned());
+    }
+    map.insert("current-context".into(), json!(CONTEXT));
+    serde_norway::to_string(&merged).map_err(|e| e.to_string())
+}
+
+/// Parses a kubeconfig; an empty file is an empty mapping.
+fn parse(yaml: &str) -> std::result::Result<Value, serde_norway::Error> {
+    if yaml.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    let value: Value = serde_norway::from_str(yaml)?;
+    Ok(if value.is_null() { json!({}) } else { value })
+}
+
+/// Merges the kubeconfig at `ours` into `target` (created, mode 0600, if missing).
+pub fn merge_into(ours: &Path, target: &Path) -> Result<()> {
+    let ours_yaml = std::fs::read_to_string(ours).map_err(Error::io(ours))?;
+    let existing = match std::fs::read_to_string(target) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(Error::io(target)(e)),
+    };
+    let merged = merge(&existing, &ours_yaml).map_err(|message| Error::Kubeconfig {
+        path: target.to_owned(),
+        message,
+    })?;
+    if let Some(parent) = target.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(Error::io(parent))?;
+    }
+    write_private(target, &merged).map_err(Error::io(target))
+}
+
+/// Writes `contents` to `path`, creating it readable by its owner only (credentials live in
+/// kubeconfigs; kubectl creates them 0600 too).
+pub(crate) fn write_private(path: &Path, contents: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(contents.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OTHER: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: prod
+  cluster: {server: 'https://prod:6443', certificate-authority-data: AAAA}
+- name: miniplane
+  cluster: {server: 'http://127.0.0.1:1'}
+users:
+- name: admin
+  user: {token: secret}
+contexts:
+- name: prod
+  context: {cluster: prod, user: admin}
+current-context: prod
+preferences: {colors: true}
+";
+
+    fn names(v: &Value, list: &str) -> Vec<String> {
+        v[list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e["name"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    #[test]
+    fn merge_keeps_other_entries_and_replaces_ours() -> std::result::Result<(), String> {
+        let merged = merge(OTHER, &render("http://127.0.0.1:6443"))?;
+        let v: Value = serde_norway::from_str(&merged).map_err(|e| e.to_string())?;
+        assert_eq!(names(&v, "clusters"), ["prod", "miniplane"]);
+        assert_eq!(names(&v, "users"), ["admin", "miniplane"]);
+        assert_eq!(names(&v, "contexts"), ["prod", "miniplane"]);
+        assert_eq!(v["current-context"], "miniplane");
+        assert_eq!(
+            v["clusters"][0]["cluster"]["certificate-authority-data"],
+            "AAAA"
+        );
+        assert_eq!(v["users"][0]["user"]["token"], "secret");
+        assert_eq!(v["preferences"]["colors"], true);
+        assert_eq!(
+            v["clusters"][1]["cluster"]["server"],
+            "http://127.0.0.1:6443"
+        );
+        // Merging again changes nothing.
+        assert_eq!(merge(&merged, &render("http://127.0.0.1:6443"))?, merged);
+        Ok(())
+    }
+
+    #[test]
+    fn merge_into_nothing_is_our_kubeconfig() -> std::result::Result<(), String> {
+        let merged = merge("", &render("http://127.0.0.1:6443"))?;
+        let v: Value = serde_norway::from_str(&merged).map_err(|e| e.to_string())?;
+        let ours: Value =
+            serde_norway::from_str(&render("http://127.0.0.1:6443")).map_err(|e| e.to_string())?;
+        assert_eq!(v, ours);
+        Ok(())
+    }
+
+    #[test]
+    fn merge_refuses_what_is_not_a_kubeconfig() {
+        assert!(merge("- a\n- b\n", &render("http://x")).is_err());
+        assert!(merge("clusters: 3\n", &render("http://x")).is_err());
+        assert!(merge("{{{", &render("http://x")).is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! # miniplane — the cluster as a library
+//!
+//! The `miniplane` binary's subcommands (`up`, `apiserver`, `controller-manager`, ...) and
+//! this library share one crate. The library starts a whole cluster — API server with its
+//! store, controller-manager, scheduler and simulated nodes — inside the calling process, in
+//! milliseconds: in the spirit of controller-runtime's envtest, but Deployments get
+//! ReplicaSets, pods get nodes and turn Running. Each test can have its own cluster.
+//!
+//! ```no_run
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube::api::{Api, ListParams, PostParams};
+//!
+//! #[tokio::test]
+//! async fn nginx_runs() -> Result<(), Box<dyn std::error::Error>> {
+//!     // 3 nodes, controller-manager and scheduler, a temporary store, a free port.
+//!     let cluster = miniplane::Cluster::builder().nodes(3).start()?;
+//!     let client = cluster.client();
+//!     let deployment: Deployment = serde_json::from_value(serde_json::json!({
+//!         "metadata": {"name": "nginx"},
+//!         "spec": {
+//!             "replicas": 3,
+//!             "selector": {"matchLabels": {"app": "nginx"}},
+//!             "template": {
+//!                 "metadata": {"labels": {"app": "nginx"}},
+//!                 "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}
+//!             }
+//!         }
+//!     }))?;
+//!     Api::<Deployment>::default_namespaced(client.clone())
+//!         .create(&PostParams::default(), &deployment)
+//!         .await?;
+//!     let pods = Api::<Pod>::default_namespaced(client);
+//!     loop {
+//!         let list = pods.list(&ListParams::default().labels("app=nginx")).await?;
+//!         let running = list.items.iter().filter(|p| {
+//!             p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+//!         });
+//!         if running.count() == 3 {
+//!             break;
+//!         }
+//!         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+//!     }
+//!     Ok(()) // the cluster stops when dropped
+//! }
+//! ```
+//!
+//! The same example runs as a test: `tests/library.rs` (`cargo test -p ctl --test e2e
+//! library::`). [`Cluster::kubeconfig`] and [`Cluster::kubeconfig_path`] give the real
+//! `kubectl` (or any client) a way in; [`ClusterBuilder`] chooses the components, the node
+//! count, a persistent data directory and a fixed port, or runs every component as a child
+//! process of the `miniplane` binary ([`ClusterBuilder::separate`]).
+//!
+//! `miniplane up` is this library with a data directory, a fixed port and progress lines.
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`cluster`] | [`Cluster`] and [`ClusterBuilder`]: the runtime thread, start and stop |
+//! | [`progress`] | [`Component`] names and the [`Progress`] a start reports |
+//! | [`kubeconfig`] | the kubeconfig of a cluster and `miniplane kubeconfig --merge` |
+//! | `in_process`, `separate` | components as tasks of one runtime, or as child processes |
+//! | `supervisor` | watching the running components and stopping them in order |
+//! | `readiness` | "ready": the API server serves and every node is `Ready` |
+//! | `data_dir` | the data directory's layout and lock |
+
+pub mod cluster;
+mod data_dir;
+mod error;
+mod in_process;
+pub mod kubeconfig;
+pub mod progress;
+mod readiness;
+mod separate;
+mod supervisor;
+
+pub use cluster::{Cluster, ClusterBuilder};
+pub use error::{Error, Result};
+pub use progress::{Component, Progress};

@@ -1,0 +1,92 @@
+//! When is a starting cluster ready? When the API server serves and every node reports
+//! `Ready=True` through the API — what `kubectl wait --for=condition=Ready node --all` checks.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::ListParams;
+
+use crate::error::Result;
+
+/// The first pause between polls; it doubles up to [`MAX_POLL`].
+const FIRST_POLL: Duration = Duration::from_millis(2);
+/// The longest pause between polls.
+const MAX_POLL: Duration = Duration::from_millis(50);
+
+/// Waits until the API server answers `GET /version` (it serves only once its bootstrap,
+/// the default namespaces, is done). Retries until the caller's deadline.
+pub(crate) async fn wait_serving(client: &kube::Client) {
+    let mut pause = FIRST_POLL;
+    while let Err(error) = client.apiserver_version().await {
+        tracing::debug!(%error, "API server not serving yet");
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_POLL);
+    }
+}
+
+/// Waits until every node in `names` reports `Ready=True`. Nodes of an earlier run with more
+/// nodes (same data dir) are not waited for.
+pub(crate) async fn wait_nodes_ready(client: &kube::Client, names: &[String]) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut pause = FIRST_POLL;
+    loop {
+        let list = nodes.list(&ListParams::default()).await?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|n| n.metadata.name.as_ref().is_some_and(|m| names.contains(m)))
+            .filter(|n| is_ready(n))
+            .count();
+        if ready == names.len() {
+            return Ok(());
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MAX_POLL);
+    }
+}
+
+/// Whether the node's `Ready` condition is `True`.
+pub(crate) fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_ready;
+    use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+
+    fn node(conditions: &[(&str, &str)]) -> Node {
+        Node {
+            status: Some(NodeStatus {
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(t, s)| NodeCondition {
+                            type_: (*t).into(),
+                            status: (*s).into(),
+                            ..NodeCondition::default()
+                        })
+                        .collect(),
+                ),
+                ..NodeStatus::default()
+            }),
+            ..Node::default()
+        }
+    }
+
+    #[test]
+    fn ready_means_the_ready_condition_is_true() {
+        assert!(is_ready(&node(&[
+            ("MemoryPressure", "False"),
+            ("Ready", "True")
+        ])));
+        assert!(!is_ready(&node(&[("Ready", "Unknown")])));
+        assert!(!is_ready(&node(&[("Ready", "False")])));
+        assert!(!is_ready(&node(&[])));
+        assert!(!is_ready(&Node::default()));
+    }
+}

@@ -1,0 +1,243 @@
+//! Every component as its own child process (`miniplane up --separate`), so a lab can kill
+//! one (`kill <pid>` of the controller-manager) and start it again by hand.
+//!
+//! ```text
+//!   miniplane up --separate
+//!    ├─ miniplane apiserver --data-dir D/store --listen 127.0.0.1:PORT   "listening on URL"
+//!    ├─ miniplane controller-manager --kubeconfig D/kubeconfig ...        "started"
+//!    ├─ miniplane scheduler --kubeconfig D/kubeconfig                     "started"
+//!    └─ miniplane kubelet --nodes N --kubeconfig D/kubeconfig ...         "N nodes registered"
+//!        stdout: the start line (read here)   stderr: D/logs/<component>.log
+//! ```
+//!
+//! Each child is the same executable (`std::env::current_exe()` for `up`), in its own process
+//! group so that a Ctrl-C in the terminal reaches `up` alone, which then stops the children
+//! in order (SIGTERM, SIGKILL after a deadline). A child that exits while the cluster runs is
+//! reported and not restarted.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::oneshot;
+
+use crate::cluster::Plan;
+use crate::error::{Error, Result};
+use crate::progress::Component;
+use crate::supervisor::Members;
+
+/// The line each subcommand prints on stdout once it is up.
+fn start_line(component: Component) -> &'static str {
+    match component {
+        Component::ApiServer => "miniplane apiserver listening on ",
+        Component::ControllerManager => "miniplane controller-manager started",
+        Component::Scheduler => "miniplane scheduler started",
+        Component::Kubelet => "miniplane kubelet: ",
+    }
+}
+
+/// How child processes are started.
+pub(crate) struct Launcher {
+    /// The `miniplane` executable.
+    pub(crate) exe: PathBuf,
+    /// Where each child's stderr goes (`<logs>/<component>.log`).
+    pub(crate) logs: PathBuf,
+}
+
+/// A child that printed its start line.
+struct Started {
+    child: tokio::process::Child,
+    line: String,
+}
+
+impl Launcher {
+    /// Spawns `miniplane <component> <args>` and returns once it printed its start line.
+    async fn spawn(&self, component: Component, args: &[&str]) -> Result<Started> {
+        let log_path = self.logs.join(format!("{component}.log"));
+        let log = std::fs::File::create(&log_path).map_err(Error::io(&log_path))?;
+        let mut child = tokio::process::Command::new(&self.exe)
+            .arg(component.name())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .process_group(0)
+            // If this process dies without stopping it, do not leave the child behind.
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                Error::component(component, format!("cannot run {}: {e}", self.exe.display()))
+            })?;
+        let stdout = child.stdout.take().ok_or_else(|| {
+            Error::component(component, "no stdout pipe to read the start line from")
+        })?;
+        let (tx, rx) = oneshot::channel();
+        let prefix = start_line(component);
+        // Reads the start line, then keeps draining stdout so the child never blocks on it.
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stdout).lines();
+            let mut tx = Some(tx);
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.starts_with(prefix)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        match rx.await {
+            Ok(line) => Ok(Started { child, line }),
+            Err(_) => {
+                let status = child.wait().await.map(|s| s.to_string());
+                let tail = last_line(&log_path);
+                Err(Error::component(
+                    component,
+                    format!(
+                        "exited before it started ({}): {tail} (log: {})",
+                        status.unwrap_or_else(|e| e.to_string()),
+                        log_path.display()
+                    ),
+                ))
+            }
+        }
+    }
+
+    /// Starts `miniplane apiserver` on 127.0.0.1:`port` with its store in `store`; returns the
+    /// URL it printed and its pid.
+    pub(crate) async fn start_apiserver(
+        &self,
+        members: &mut Members,
+        store: &Path,
+        port: u16,
+        fsync: bool,
+    ) -> Result<(String, Option<u32>)> {
+        std::fs::create_dir_all(&self.logs).map_err(Error::io(&self.logs))?;
+        if port != 0 {
+            // The child would fail with a line in its log; say it as `up` does in one process.
+            std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| match e.kind() {
+                std::io::ErrorKind::AddrInUse => Error::PortInUse { port },
+                _ => Error::component(Component::ApiServer, e),
+            })?;
+        }
+        let listen = format!("127.0.0.1:{port}");
+        let store = store.to_string_lossy();
+        let mut args = vec!["--data-dir", &store, "--listen", &listen];
+        if !fsync {
+            args.push("--no-fsync");
+        }
+        let started = self.spawn(Component::ApiServer, &args).await?;
+        let url = started
+            .line
+            .rsplit(' ')
+            .next()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_owned();
+        let pid = started.child.id();
+        members.spawn_process(Component::ApiServer, started.child);
+        Ok((url, pid))
+    }
+
+    /// Starts the controller-manager, scheduler and kubelet processes the plan asks for with
+    /// `kubeconfig`, and returns once each printed its start line (the kubelet's: every node
+    /// registered), with the kubelets' control API URL.
+    pub(crate) async fn start_clients(
+        &self,
+        plan: &Plan,
+        kubeconfig: &Path,
+        members: &mut Members,
+    ) -> Result<Option<String>> {
+        let kubeconfig = kubeconfig.to_string_lossy();
+        let nodes = plan.nodes.to_string();
+        let any_port = "127.0.0.1:0";
+        let mut wanted: Vec<(Component, Vec<&str>)> = Vec::new();
+        if plan.controller_manager {
+            let args = vec!["--kubeconfig", &kubeconfig, "--listen", any_port];
+            wanted.push((Component::ControllerManager, args));
+        }
+        if plan.scheduler {
+            wanted.push((Component::Scheduler, vec!["--kubeconfig", &kubeconfig]));
+        }
+        if plan.nodes > 0 {
+            let args = vec![
+                "--nodes",
+                &nodes,
+                "--kubeconfig",
+                &kubeconfig,
+                "--listen",
+                any_port,
+            ];
+            wanted.push((Component::Kubelet, args));
+        }
+        let starts = wanted.iter().map(|(component, args)| async move {
+            (*component, self.spawn(*component, args).await)
+        });
+        let mut control = None;
+        let mut failure = None;
+        // Each one as it comes up (the kubelet last: it waits for its nodes to register).
+        let mut pending: futures::stream::FuturesUnordered<_> = starts.collect();
+        while let Some((component, started)) = futures::StreamExt::next(&mut pending).await {
+            match started {
+                Ok(Started { child, line }) => {
+                    let pid = child.id();
+                    let url = url_in(&line);
+                    members.spawn_process(component, child);
+                    let nodes = (component == Component::Kubelet).then_some(plan.nodes);
+                    if component == Component::Kubelet {
+                        control = url.clone();
+                    }
+                    let url = url.filter(|_| component == Component::Kubelet);
+                    members.reporter().started(component, url, pid, nodes);
+                }
+                Err(e) => {
+                    failure.get_or_insert(e);
+                }
+            }
+        }
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(control),
+        }
+    }
+}
+
+/// The `http://...` address in a start line, if any.
+fn url_in(line: &str) -> Option<String> {
+    let start = line.find("http://")?;
+    let url = line[start..].split([' ', ')']).next()?;
+    Some(url.trim_end_matches('/').to_owned())
+}
+
+/// The last line of a log, for an error message.
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("(no output)")
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::url_in;
+
+    #[test]
+    fn url_in_start_lines() {
+        assert_eq!(
+            url_in("miniplane kubelet: 3 nodes registered (control API on http://127.0.0.1:41/)"),
+            Some("http://127.0.0.1:41".into())
+        );
+        assert_eq!(
+            url_in(
+                "miniplane controller-manager started (healthz and metrics on http://127.0.0.1:9)"
+            ),
+            Some("http://127.0.0.1:9".into())
+        );
+        assert_eq!(
+            url_in("miniplane scheduler started (scheduler-name x)"),
+            None
+        );
+    }
+}
