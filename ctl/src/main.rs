@@ -5,6 +5,7 @@ mod apiserver_cmd;
 mod controller_manager_cmd;
 mod kubelet_cmd;
 mod scheduler_cmd;
+mod trace_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +27,8 @@ enum Command {
     Scheduler(scheduler_cmd::SchedulerArgs),
     /// Runs simulated kubelets for many nodes (registration, heartbeats, pod lifecycle).
     Kubelet(kubelet_cmd::KubeletArgs),
+    /// Shows what a write set in motion: one causal, timed trace (tree, waterfall, exports).
+    Trace(trace_cmd::TraceArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -43,6 +46,7 @@ fn main() -> std::process::ExitCode {
         Command::ControllerManager(args) => controller_manager_cmd::main(args),
         Command::Scheduler(args) => scheduler_cmd::main(args),
         Command::Kubelet(args) => kubelet_cmd::main(args),
+        Command::Trace(args) => trace_cmd::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -178,7 +178,7 @@ impl Tracer {
         let key = key.to_string();
         let sync = match causes.first() {
             Some(first) => {
-                if let Some(mut wait) = self.child(&first.context, "queue wait", SpanKind::Consumer)
+                if let Some(mut wait) = self.child(&first.context, "queue wait", SpanKind::Internal)
                 {
                     let since = causes.iter().map(|c| c.added).min().unwrap_or(now);
                     wait = wait
