@@ -18,4 +18,5 @@ mod kubectl_lifecycle;
 mod kubelet_pods;
 mod node_lifecycle;
 mod scheduler_e2e;
+mod trace;
 mod watch_expired;
