@@ -135,7 +135,7 @@ impl Collector {
             .filter(|(id, (_, spans))| keep(id, spans))
             .map(|(_, (last, spans))| (last, spans.into_iter().cloned().collect()))
             .collect();
-        out.sort_by(|a, b| b.0.cmp(&a.0));
+        out.sort_by_key(|(last, _)| std::cmp::Reverse(*last));
         out
     }
 

@@ -20,7 +20,7 @@ fn annotation(obj: &Value) -> SpanContext {
     let value = obj["metadata"]["annotations"][TRACEPARENT_ANNOTATION]
         .as_str()
         .unwrap_or_else(|| panic!("no trace annotation on {obj}"));
-    SpanContext::parse(value).unwrap()
+    SpanContext::parse(value).expect("a valid traceparent")
 }
 
 #[tokio::test]

@@ -61,8 +61,8 @@ impl<'a> Tree<'a> {
         let mut index: HashMap<SpanId, usize> = HashMap::new();
         let mut unique: Vec<&Span> = Vec::new();
         for span in spans {
-            if !index.contains_key(&span.span_id) {
-                index.insert(span.span_id, unique.len());
+            if let std::collections::hash_map::Entry::Vacant(e) = index.entry(span.span_id) {
+                e.insert(unique.len());
                 unique.push(span);
             }
         }
