@@ -55,11 +55,11 @@ pub fn describe(row: &Row<'_>) -> String {
 fn delay_after_parent(row: &Row<'_>, rows: &[Row<'_>]) -> Option<String> {
     let parent = rows.get(row.parent_row?)?.span;
     (row.span.kind == SpanKind::Consumer).then(|| {
-        let gap = row
-            .span
-            .end_unix_nanos
-            .saturating_sub(parent.end_unix_nanos);
-        format!("+{} after the write", format_duration(gap))
+        // The watch can deliver the event before the writer has its answer.
+        match row.span.end_unix_nanos.checked_sub(parent.end_unix_nanos) {
+            Some(gap) => format!("+{} after the write", format_duration(gap)),
+            None => "before the write was answered".to_owned(),
+        }
     })
 }
 
