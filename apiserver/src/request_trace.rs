@@ -135,20 +135,6 @@ pub struct RequestTrace {
     write: Arc<WriteTrace>,
 }
 
-fn verb(method: &Method, path: &ResourcePath, watch: bool) -> &'static str {
-    match (method.as_str(), path.name.is_some()) {
-        ("GET" | "HEAD", _) if watch => "watch",
-        ("GET" | "HEAD", true) => "get",
-        ("GET" | "HEAD", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        _ => "request",
-    }
-}
-
 /// Starts the span of a resource request, or `None` for what is not traced (watches, and
 /// reads without `traceparent`). An invalid `traceparent` is ignored, as the W3C
 /// recommendation says: the request then starts a new trace.
@@ -162,7 +148,7 @@ pub fn begin(
         .get(TRACEPARENT_HEADER)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| SpanContext::parse(v).ok());
-    let verb = verb(method, path, watch);
+    let verb = trace::request_verb(method.as_str(), path.name.is_some(), watch);
     let traced = match verb {
         "watch" => false,
         "get" | "list" => parent.is_some(),

@@ -147,7 +147,9 @@ fn main() {
         .unwrap_or(1);
     let runtime = tokio::runtime::Runtime::new().unwrap();
     println!("trace overhead: apply to all pods Running, {cores} cores");
-    println!("| replicas | runs per mode | tracing off (median ms) | tracing on (median ms) | difference | spans kept (on) |");
+    println!(
+        "| replicas | runs per mode | tracing off (median ms) | tracing on (median ms) | difference | spans kept (on) |"
+    );
     println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
     let spec = std::env::var("BENCH_CASES").unwrap_or_else(|_| "3:15,100:5".into());
     for case in spec.split(',') {

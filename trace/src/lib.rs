@@ -83,6 +83,23 @@ pub mod attr {
     pub const ERROR: &str = "error";
 }
 
+/// The Kubernetes verb of a request (`RequestInfoFactory.NewRequestInfo` in
+/// `apiserver/pkg/endpoints/request/requestinfo.go`): `named` when the path names an object,
+/// `watch` for `?watch=1`.
+pub fn request_verb(method: &str, named: bool, watch: bool) -> &'static str {
+    match (method, named) {
+        ("GET" | "HEAD", _) if watch => "watch",
+        ("GET" | "HEAD", true) => "get",
+        ("GET" | "HEAD", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => "request",
+    }
+}
+
 /// One object as the trace queries name it: `deployments/default/web`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectRef {

@@ -77,16 +77,7 @@ pub fn describe(
         Some(sub) => format!("{resource}/{sub}"),
         None => resource.to_owned(),
     };
-    let verb = match (method.as_str(), name.is_some()) {
-        ("GET", true) => "get",
-        ("GET", false) => "list",
-        ("POST", _) => "create",
-        ("PUT", _) => "update",
-        ("PATCH", _) => "patch",
-        ("DELETE", true) => "delete",
-        ("DELETE", false) => "deletecollection",
-        _ => "request",
-    };
+    let verb = trace::request_verb(method.as_str(), name.is_some(), false);
     (verb.to_owned(), resource, namespace, name)
 }
 
