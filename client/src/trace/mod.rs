@@ -170,3 +170,37 @@ pub fn object_context(meta: &kube::api::ObjectMeta) -> Option<SpanContext> {
         .get(TRACEPARENT_ANNOTATION)
         .and_then(|v| SpanContext::parse(v).ok())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_buffer_drops_and_counts_instead_of_waiting() {
+        let client = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:1".parse().expect("a URL"),
+        ))
+        .expect("a client");
+        let (tracer, mut exporter) = Tracer::new("test", client, 2);
+        for _ in 0..5 {
+            let span = tracer.root("x", SpanKind::Internal).expect("enabled");
+            tracer.record(span);
+        }
+        assert_eq!(tracer.dropped(), 3);
+        assert_eq!(exporter.try_drain().len(), 2);
+        let disabled = Tracer::disabled();
+        assert!(disabled.root("x", SpanKind::Internal).is_none());
+        assert_eq!(disabled.dropped(), 0);
+    }
+
+    #[test]
+    fn an_objects_annotation_names_its_trace() {
+        let ctx = SpanContext::new_root();
+        let meta = kube::api::ObjectMeta {
+            annotations: Some([(TRACEPARENT_ANNOTATION.to_owned(), ctx.traceparent())].into()),
+            ..Default::default()
+        };
+        assert_eq!(object_context(&meta), Some(ctx));
+        assert_eq!(object_context(&kube::api::ObjectMeta::default()), None);
+    }
+}

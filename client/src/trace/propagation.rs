@@ -52,28 +52,27 @@ tokio::task_local! {
 /// Runs `f` with `context` as the cause of every queue add it makes (an informer handler, or
 /// a worker requeueing a key); returns `f`'s output and the names of the queues that took it.
 pub fn caused_by<R>(context: SpanContext, f: impl FnOnce() -> R) -> (R, Vec<String>) {
-    let previous = DELIVERY.with(|d| {
+    /// Puts the outer delivery back when the call ends, also if the handler panics.
+    struct Restore(Option<Delivery>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            DELIVERY.with(|d| *d.borrow_mut() = outer);
+        }
+    }
+    let outer = DELIVERY.with(|d| {
         d.borrow_mut().replace(Delivery {
             context,
             taken_by: Vec::new(),
         })
     });
-    // Restore the outer delivery even if the handler panics.
-    struct Restore(Option<Option<Delivery>>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            if let Some(previous) = self.0.take() {
-                DELIVERY.with(|d| *d.borrow_mut() = previous);
-            }
-        }
-    }
-    let mut restore = Restore(Some(previous));
+    let _restore = Restore(outer);
     let out = f();
     let taken = DELIVERY.with(|d| {
-        let mut d = d.borrow_mut();
-        let taken = d.as_mut().map(|d| std::mem::take(&mut d.taken_by));
-        *d = restore.0.take().flatten();
-        taken.unwrap_or_default()
+        d.borrow_mut()
+            .as_mut()
+            .map(|d| std::mem::take(&mut d.taken_by))
+            .unwrap_or_default()
     });
     (out, taken)
 }
