@@ -21,4 +21,5 @@ mod library;
 mod node_lifecycle;
 mod scheduler_e2e;
 mod up;
+mod trace;
 mod watch_expired;

@@ -13,9 +13,14 @@
 //!                       storage (keys, JSON, CAS txns) ── watch_cache (fan-out) ── store::Backend
 //! ```
 //!
+//! Tracing: [`request_trace`] records a span per write (continuing the caller's
+//! `traceparent` or starting a trace) and stamps the trace context on the written object;
+//! [`collector`] keeps the recent spans of every component for `miniplane trace`.
+//!
 //! Entry points: [`run`] (bind + serve, for `miniplane apiserver`), [`serve`] (on a bound
 //! listener with any [`store::Backend`]), and [`router`] (no socket, for tests).
 
+pub mod collector;
 pub mod discovery;
 pub mod error;
 pub mod gvk;
@@ -26,6 +31,7 @@ pub mod patch;
 pub mod protobuf;
 pub mod registry;
 pub mod request;
+pub mod request_trace;
 pub mod rest;
 pub mod selector;
 pub mod server;

@@ -52,6 +52,8 @@ pub enum Route {
     OpenApiDocument(GroupVersion),
     /// A resource path.
     Resource(ResourcePath),
+    /// `/miniplane/v1/traces[/{traceId}]`: the trace collector (not a Kubernetes path).
+    Traces(Option<String>),
     /// Anything else.
     NotFound,
 }
@@ -67,6 +69,8 @@ impl Route {
             ["apis"] => Route::Groups,
             ["apis", group] => Route::Group(group.to_string()),
             ["openapi", "v3"] => Route::OpenApiIndex,
+            ["miniplane", "v1", "traces"] => Route::Traces(None),
+            ["miniplane", "v1", "traces", id] => Route::Traces(Some(id.to_string())),
             ["openapi", "v3", "api", v] => Route::OpenApiDocument(GroupVersion::new("", *v)),
             ["openapi", "v3", "apis", g, v] => Route::OpenApiDocument(GroupVersion::new(*g, *v)),
             ["api", v, rest @ ..] => Self::resource(GroupVersion::new("", *v), rest),

@@ -9,16 +9,20 @@
 //!   TcpListener ─▶ axum ─▶ dispatch(path) ─┬─ /version, /healthz, /livez, /readyz
 //!                                          ├─ /api, /apis, /apis/{g}[/{v}]  (discovery)
 //!                                          ├─ /openapi/v3[/...]
+//!                                          ├─ /miniplane/v1/traces[/{id}]  (trace collector)
 //!                                          └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::resource
+//!                                               (traced: request_trace::begin → handler → finish)
 //!   shutdown token cancelled ─▶ watch streams end ─▶ connections drain ─▶ tasks joined
 //! ```
 
+use crate::collector::{self, Collector};
 use crate::discovery;
 use crate::error::{ApiError, Result};
 use crate::handlers;
 use crate::openapi::{self, OpenApiKind};
 use crate::registry::Registry;
 use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
+use crate::request_trace::{self, TracingOptions};
 use crate::storage::Storage;
 use crate::watch_cache::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_CAPACITY, WatchCache};
 use axum::Router;
@@ -59,6 +63,8 @@ pub struct ServerOptions {
     pub watch_cache_capacity: usize,
     /// Events queued per watch client before it is cut off.
     pub watch_client_buffer: usize,
+    /// Request spans, the trace annotation and the collector's size.
+    pub tracing: TracingOptions,
 }
 
 impl Default for ServerOptions {
@@ -68,6 +74,7 @@ impl Default for ServerOptions {
             default_watch_timeout: Duration::from_secs(30 * 60),
             watch_cache_capacity: DEFAULT_RING_CAPACITY,
             watch_client_buffer: DEFAULT_CLIENT_BUFFER,
+            tracing: TracingOptions::default(),
         }
     }
 }
@@ -101,6 +108,8 @@ struct Inner {
     tasks: TaskTracker,
     shutdown: CancellationToken,
     options: ServerOptions,
+    /// Recent spans of every component (empty when tracing is off).
+    collector: Collector,
 }
 
 /// Everything a request handler needs, cheap to clone.
@@ -123,7 +132,13 @@ impl AppState {
             options.watch_cache_capacity,
             options.watch_client_buffer,
         );
+        let collector = Collector::new(if options.tracing.enabled {
+            options.tracing.max_spans
+        } else {
+            0
+        });
         AppState(Arc::new(Inner {
+            collector,
             registry: Arc::new(Registry::builtin()),
             storage: Storage::new(backend),
             watch_cache,
@@ -161,6 +176,11 @@ impl AppState {
     /// The serving tunables.
     pub fn options(&self) -> &ServerOptions {
         &self.0.options
+    }
+
+    /// The trace collector.
+    pub fn collector(&self) -> &Collector {
+        &self.0.collector
     }
 
     /// The server's clock.
@@ -410,7 +430,15 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 .map_err(|_| ApiError::RequestEntityTooLarge {
                     limit: MAX_BODY_BYTES,
                 })?;
-            handlers::resource(handlers::RequestContext {
+            let trace = if state.options().tracing.enabled {
+                let watch = query.flag("watch").unwrap_or(false);
+                request_trace::begin(&parts.method, &path, watch, &parts.headers)
+            } else {
+                None
+            };
+            let collector_state = trace.as_ref().map(|_| state.clone());
+            let result = handlers::resource(handlers::RequestContext {
+                storage: state.storage().traced(trace.as_ref().map(|t| t.write())),
                 state,
                 method: parts.method,
                 path,
@@ -419,7 +447,33 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 accept,
                 body: bytes,
             })
-            .await
+            .await;
+            if let (Some(trace), Some(state)) = (trace, collector_state) {
+                let (code, error) = match &result {
+                    Ok(resp) => (resp.status(), None),
+                    Err(ApiError::Internal(_)) => (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        Some("internal error".into()),
+                    ),
+                    Err(e) => (e.code(), Some(format!("{}: {e}", e.reason()))),
+                };
+                state.collector().record(trace.finish(code, error));
+            }
+            result
+        }
+        Route::Traces(id) => {
+            let bytes = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
+                .await
+                .map_err(|_| ApiError::RequestEntityTooLarge {
+                    limit: MAX_BODY_BYTES,
+                })?;
+            collector::handle(
+                state.collector(),
+                &parts.method,
+                id.as_deref(),
+                &query,
+                &bytes,
+            )
         }
         Route::NotFound => Err(ApiError::PathNotFound),
     }

@@ -15,10 +15,15 @@
 //! [`Storage::guaranteed_update`] is `GuaranteedUpdate`: read, run a pure function over the
 //! current object, write with a compare on the revision that was read, and retry when another
 //! writer got there first. The function decides; this module only moves bytes.
+//!
+//! A [`Storage`] made for one traced request ([`Storage::traced`]) also stamps the request's
+//! trace context on every object it writes ([`crate::request_trace`]); a write that would
+//! change nothing but that annotation is not made.
 
 use crate::error::{ApiError, ErrorTarget, Result};
 use crate::meta::{self, MetaField};
 use crate::registry::ResourceInfo;
+use crate::request_trace::{self, WriteTrace};
 use bytes::Bytes;
 use serde_json::Value;
 use std::sync::Arc;
@@ -147,12 +152,38 @@ pub struct Page {
 #[derive(Clone)]
 pub struct Storage {
     backend: Arc<dyn Backend>,
+    /// The trace of the request this view writes for, if it is traced.
+    trace: Option<Arc<WriteTrace>>,
 }
 
 impl Storage {
     /// Wraps a backend.
     pub fn new(backend: Arc<dyn Backend>) -> Self {
-        Storage { backend }
+        Storage {
+            backend,
+            trace: None,
+        }
+    }
+
+    /// This storage for one traced request: writes stamp its trace context on the object and
+    /// report what they stored to it.
+    pub fn traced(&self, trace: Option<Arc<WriteTrace>>) -> Storage {
+        Storage {
+            backend: self.backend.clone(),
+            trace,
+        }
+    }
+
+    /// Whether `new` differs from `old` in more than the trace annotation (and the
+    /// resourceVersion, which is never stored).
+    fn changes(&self, old: &Value, new: &Value) -> Result<bool> {
+        if self.trace.is_none() || request_trace::annotation(old) == request_trace::annotation(new)
+        {
+            return Ok(encode(old)? != encode(new)?);
+        }
+        let mut normalized = new.clone();
+        request_trace::set_annotation(&mut normalized, request_trace::annotation(old));
+        Ok(encode(old)? != encode(&normalized)?)
     }
 
     /// The backend (for watches).
@@ -229,6 +260,16 @@ impl Storage {
     /// Creates an object; 409 AlreadyExists if the name is taken.
     pub async fn create(&self, r: &ObjectRef, obj: &Value) -> Result<Value> {
         let key = r.key();
+        let stamped;
+        let obj = match &self.trace {
+            Some(trace) => {
+                let mut o = obj.clone();
+                trace.stamp(&mut o);
+                stamped = o;
+                &stamped
+            }
+            None => obj,
+        };
         let resp = self
             .backend
             .txn(Txn {
@@ -243,6 +284,9 @@ impl Storage {
             .map_err(write_error)?;
         if !resp.succeeded {
             return Err(ApiError::AlreadyExists { target: r.target() });
+        }
+        if let Some(trace) = &self.trace {
+            trace.written(&r.name, resp.revision.0);
         }
         let mut out = obj.clone();
         meta::set_meta_str(
@@ -284,16 +328,19 @@ impl Storage {
                         deleted: false,
                     });
                 }
-                Update::Put(obj) => {
+                Update::Put(mut obj) => {
                     // Unchanged objects are not rewritten (etcd3 store: no new revision).
                     if let Some(old) = &existing
-                        && encode(old)? == encode(&obj)?
+                        && !self.changes(old, &obj)?
                     {
                         return Ok(Updated {
                             object: old.clone(),
                             created: false,
                             deleted: false,
                         });
+                    }
+                    if let Some(trace) = &self.trace {
+                        trace.stamp(&mut obj);
                     }
                     let value = encode(&obj)?;
                     (
@@ -329,6 +376,9 @@ impl Storage {
                 .await
                 .map_err(write_error)?;
             if resp.succeeded {
+                if let Some(trace) = &self.trace {
+                    trace.written(&r.name, resp.revision.0);
+                }
                 let mut object = object;
                 meta::set_meta_str(
                     &mut object,

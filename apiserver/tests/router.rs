@@ -7,4 +7,5 @@ mod common;
 mod generic;
 mod list_watch;
 mod subresources;
+mod traces;
 mod writes;

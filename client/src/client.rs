@@ -67,6 +67,9 @@ pub struct ClientConfig {
     pub source: ClusterSource,
     /// Client-side throttling; `None` (the default) sends requests as they come.
     pub rate_limit: Option<RateLimit>,
+    /// Whether the component traces its work and reports spans ([`crate::trace`]; on by
+    /// default, `--tracing=false` turns it off).
+    pub tracing: bool,
 }
 
 impl ClientConfig {
@@ -75,7 +78,14 @@ impl ClientConfig {
         ClientConfig {
             source,
             rate_limit: None,
+            tracing: true,
         }
+    }
+
+    /// Turns tracing on or off.
+    pub fn tracing(mut self, on: bool) -> Self {
+        self.tracing = on;
+        self
     }
 
     /// Throttles requests with `rate_limit`.

@@ -42,6 +42,8 @@ struct Shared {
     clock: SharedClock,
     informers: Mutex<HashMap<TypeId, Entry>>,
     tracker: TaskTracker,
+    /// Given to every informer: traces the deliveries handlers react to.
+    tracer: Mutex<crate::trace::Tracer>,
 }
 
 struct Entry {
@@ -81,8 +83,15 @@ impl SharedInformerFactory {
                 clock,
                 informers: Mutex::new(HashMap::new()),
                 tracker: TaskTracker::new(),
+                tracer: Mutex::new(crate::trace::Tracer::disabled()),
             }),
         }
+    }
+
+    /// Traces the informers' deliveries with `tracer`: informers created from now on (call
+    /// before asking for informers).
+    pub fn set_tracer(&self, tracer: crate::trace::Tracer) {
+        *self.shared.tracer.lock().unwrap_or_else(|p| p.into_inner()) = tracer;
     }
 
     fn informers(&self) -> MutexGuard<'_, HashMap<TypeId, Entry>> {
@@ -121,6 +130,13 @@ impl SharedInformerFactory {
             make(),
             self.shared.default_resync,
             self.shared.clock.clone(),
+        );
+        informer.set_tracer(
+            self.shared
+                .tracer
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone(),
         );
         informers.insert(
             TypeId::of::<K>(),

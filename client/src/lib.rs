@@ -30,8 +30,9 @@
 //! Also here: [`client`] (a kube `Client` from a kubeconfig or URL, with client-side QPS/burst
 //! throttling), [`factory`] (one informer per resource type, shared by all controllers),
 //! [`leader_election`] (Lease-based, as `tools/leaderelection`), [`events`] (an
-//! `EventRecorder` with client-go's dedup and aggregation), and [`clock`] (injected time so
-//! all of the above is tested deterministically).
+//! `EventRecorder` with client-go's dedup and aggregation), [`clock`] (injected time so
+//! all of the above is tested deterministically), and [`trace`] (a watched object's trace
+//! carried through handler, queue and sync to every write made for it).
 
 pub mod backoff;
 pub mod client;
@@ -50,6 +51,7 @@ pub mod lister;
 pub mod object_key;
 pub mod reflector;
 pub mod shared_informer;
+pub mod trace;
 pub mod workqueue;
 
 pub use client::{ClientConfig, ClusterSource, RateLimit, build_client};
@@ -66,4 +68,5 @@ pub use object_key::ObjectKey;
 pub use shared_informer::{
     ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync,
 };
+pub use trace::Tracer;
 pub use workqueue::{Queue, RateLimitingQueue};

@@ -20,6 +20,10 @@
 //!   that the cache holds anyway.
 //! * A handler added after start first receives a synthetic `on_add` for every cached
 //!   object.
+//! * Tracing: with a [`Tracer`] set, each notification about an object that carries a trace
+//!   annotation is handed to the handler under that trace (`trace::caused_by`); if the
+//!   handler queued work for it, a "watch event" span records the delivery
+//!   ([`crate::trace`]). Resyncs are not traced: nothing happened to the object.
 //! * Resync: every handler may ask for a resync period; when it elapses the FIFO re-queues
 //!   every cached object as `Sync`, delivered as `on_update(obj, obj)` **only** to the
 //!   handlers whose period elapsed. A `Replaced` delta with an unchanged resourceVersion
@@ -44,6 +48,7 @@ use crate::indexer::{IndexFunc, Indexer};
 use crate::list_watch::ListerWatcher;
 use crate::object_key::ObjectKey;
 use crate::reflector::{LastSyncResourceVersion, Reflector};
+use crate::trace::{SpanKind, Tracer, attr, caused_by, object_context};
 
 /// client-go's `minimumResyncPeriod`.
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -252,6 +257,8 @@ pub async fn wait_for_cache_sync(
 struct Running {
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// Traces deliveries (disabled unless set before `run`).
+    tracer: Tracer,
 }
 
 /// A shared informer with an indexed cache (a cheap-to-clone handle).
@@ -282,6 +289,8 @@ struct Inner<K> {
     running: Mutex<Option<Running>>,
     /// Wakes the resync loop when a handler (and maybe a shorter period) is added.
     handlers_changed: Notify,
+    /// Records "watch event" spans for the deliveries handlers react to.
+    tracer: Mutex<Tracer>,
 }
 
 impl<K> SharedIndexInformer<K>
@@ -322,6 +331,7 @@ where
                 started: AtomicBool::new(false),
                 running: Mutex::new(None),
                 handlers_changed: Notify::new(),
+                tracer: Mutex::new(Tracer::disabled()),
             }),
         }
     }
@@ -331,6 +341,11 @@ where
             .processor
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Traces the deliveries to handlers with `tracer` (call before `run`).
+    pub fn set_tracer(&self, tracer: Tracer) {
+        *self.inner.tracer.lock().unwrap_or_else(|p| p.into_inner()) = tracer;
     }
 
     /// The informer's cache.
@@ -385,9 +400,13 @@ where
                         is_in_initial_list: true,
                     });
                 }
-                running
-                    .tracker
-                    .spawn(run_listener(rx, handler, running.shutdown));
+                running.tracker.spawn(run_listener(
+                    rx,
+                    handler,
+                    running.shutdown,
+                    running.tracer,
+                    self.inner.name.clone(),
+                ));
                 None
             }
             None => Some((rx, handler)),
@@ -417,13 +436,26 @@ where
         }
         let token = shutdown.child_token();
         let tracker = TaskTracker::new();
+        let tracer = self
+            .inner
+            .tracer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         *self.inner.running.lock().unwrap_or_else(|p| p.into_inner()) = Some(Running {
             tracker: tracker.clone(),
             shutdown: token.clone(),
+            tracer: tracer.clone(),
         });
         for listener in &mut self.processor().listeners {
             if let Some((rx, handler)) = listener.pending.take() {
-                tracker.spawn(run_listener(rx, handler, token.clone()));
+                tracker.spawn(run_listener(
+                    rx,
+                    handler,
+                    token.clone(),
+                    tracer.clone(),
+                    self.inner.name.clone(),
+                ));
             }
         }
         let reflector = Reflector::new(
@@ -540,10 +572,12 @@ where
 }
 
 /// Delivers one listener's notifications to its handler, in order, until shutdown.
-async fn run_listener<K: 'static>(
+async fn run_listener<K: Resource + 'static>(
     mut rx: mpsc::UnboundedReceiver<Notification<K>>,
     handler: Handler<K>,
     shutdown: CancellationToken,
+    tracer: Tracer,
+    kind: String,
 ) {
     loop {
         let notification = tokio::select! {
@@ -554,15 +588,78 @@ async fn run_listener<K: 'static>(
                 None => return,
             },
         };
-        match notification {
-            Notification::Add {
-                obj,
-                is_in_initial_list,
-            } => handler.on_add(obj, is_in_initial_list),
-            Notification::Update { old, new } => handler.on_update(old, new),
-            Notification::Delete(obj) => handler.on_delete(obj),
+        if tracer.is_enabled() {
+            deliver_traced(&tracer, &kind, handler.as_ref(), notification);
+        } else {
+            deliver(handler.as_ref(), notification);
         }
     }
+}
+
+fn deliver<K: 'static>(handler: &dyn ResourceEventHandler<K>, notification: Notification<K>) {
+    match notification {
+        Notification::Add {
+            obj,
+            is_in_initial_list,
+        } => handler.on_add(obj, is_in_initial_list),
+        Notification::Update { old, new } => handler.on_update(old, new),
+        Notification::Delete(obj) => handler.on_delete(obj),
+    }
+}
+
+/// [`deliver`] under the trace of the object's last write; a "watch event" span records the
+/// delivery if the handler queued work for it.
+fn deliver_traced<K: Resource + 'static>(
+    tracer: &Tracer,
+    kind: &str,
+    handler: &dyn ResourceEventHandler<K>,
+    notification: Notification<K>,
+) {
+    let (event, meta) = match &notification {
+        Notification::Add {
+            obj,
+            is_in_initial_list,
+        } => (
+            if *is_in_initial_list {
+                "ADDED (initial list)"
+            } else {
+                "ADDED"
+            },
+            obj.meta(),
+        ),
+        Notification::Update { old, new }
+            if old.meta().resource_version != new.meta().resource_version =>
+        {
+            ("MODIFIED", new.meta())
+        }
+        Notification::Update { .. } => return deliver(handler, notification),
+        Notification::Delete(obj) => ("DELETED", obj.object().meta()),
+    };
+    let Some(mut span) = object_context(meta)
+        .and_then(|parent| tracer.child(&parent, "watch event", SpanKind::Consumer))
+    else {
+        return deliver(handler, notification);
+    };
+    let object = match &meta.namespace {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or("")),
+        None => meta.name.clone().unwrap_or_default(),
+    };
+    let rv = meta.resource_version.clone().unwrap_or_default();
+    let ((), queues) = caused_by(span.context(), || deliver(handler, notification));
+    if queues.is_empty() {
+        return; // nobody reacted: nothing to show
+    }
+    span.set("event", event)
+        .set("kind", kind)
+        .set(attr::KEY, object.as_str())
+        .set("resourceVersion", rv.as_str())
+        .set("queues", queues.join(","));
+    span.summary = format!(
+        "{event} {kind} {object} (rv {rv}) → {} queue",
+        queues.join(", ")
+    );
+    span.end();
+    tracer.record(span);
 }
 
 #[cfg(test)]

@@ -306,3 +306,55 @@ async fn slow_handler_does_not_block_others() {
     shutdown.cancel();
     task.await.expect("informer task");
 }
+
+/// A delivery is traced only when the object carries a trace and a handler queued work for
+/// it: the queue gets the "watch event" span as the key's cause.
+#[tokio::test(start_paused = true)]
+async fn traced_deliveries_hand_the_objects_trace_to_the_queue() {
+    use crate::trace::{TRACEPARENT_ANNOTATION, Tracer};
+    let parent = trace::SpanContext::new_root();
+    let mut traced = cm("a", "1");
+    traced.metadata.annotations = Some(BTreeMap::from([(
+        TRACEPARENT_ANNOTATION.to_string(),
+        parent.traceparent(),
+    )]));
+    let (source, informer) = informer_over(&["plain"]);
+    source.add(traced);
+    let client = kube::Client::try_from(kube::Config::new(
+        "http://127.0.0.1:1".parse().expect("a URL"),
+    ))
+    .expect("a client");
+    let (tracer, mut exporter) = Tracer::new("test", client, 16);
+    informer.set_tracer(tracer);
+    let queue: crate::Queue<String> = crate::Queue::new("q");
+    let q = queue.clone();
+    informer.add_event_handler(
+        ResourceEventHandlerFuncs::new()
+            .on_add(move |obj: Arc<ConfigMap>, _| q.add(obj.name_any())),
+    );
+    let (recorder, mut events) = Recorder::new();
+    informer.add_event_handler(recorder);
+    let running = start(&informer).await;
+    next(&mut events).await;
+    next(&mut events).await;
+    let mut causes = BTreeMap::new();
+    for _ in 0..2 {
+        let key = queue.get().await.expect("queued");
+        causes.insert(key.clone(), queue.take_causes(&key));
+        queue.done(&key);
+    }
+    running.stop().await;
+    assert!(causes["plain"].is_empty(), "no annotation, no trace");
+    let spans = exporter.try_drain();
+    assert_eq!(spans.len(), 1, "only the reacted-to delivery: {spans:?}");
+    let span = &spans[0];
+    assert_eq!(span.name, "watch event");
+    assert_eq!(span.trace_id, parent.trace_id);
+    assert_eq!(span.parent_span_id, Some(parent.span_id));
+    assert_eq!(
+        span.summary,
+        "ADDED (initial list) ConfigMap default/a (rv 2) → q queue"
+    );
+    assert_eq!(causes["a"].len(), 1);
+    assert_eq!(causes["a"][0].context, span.context());
+}

@@ -19,6 +19,8 @@
 //! * `CreatePods` follows the slow-start plan (batches 1, 2, 4, ... in parallel, stop after
 //!   the first batch with an error) and tells the [`Expectations`] about every pod that will
 //!   never be observed; `DeletePods` does the same for failed deletions.
+//! * Every request goes through `client::trace::scoped_client`: inside a traced sync it
+//!   carries the sync's trace (`traceparent`) and records a client span.
 //! * `Delete` carries a UID precondition, so a re-created namesake is spared; NotFound and a
 //!   failed precondition mean "already gone" and count as success.
 
@@ -26,7 +28,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use client::EventRecorder;
+use client::{EventRecorder, Tracer};
 use futures::future::{BoxFuture, join_all};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
@@ -68,6 +70,8 @@ pub struct Failure {
 pub struct Executor {
     client: Client,
     recorder: EventRecorder,
+    /// The controller's tracer (its workers record their syncs with it).
+    tracer: Tracer,
 }
 
 /// `(kind, namespace/name)`: whose resourceVersion a write returned.
@@ -84,12 +88,28 @@ struct Run<'a> {
 impl Executor {
     /// An executor writing through `client` and recording events with `recorder`.
     pub fn new(client: Client, recorder: EventRecorder) -> Self {
-        Executor { client, recorder }
+        Executor {
+            client,
+            recorder,
+            tracer: Tracer::disabled(),
+        }
     }
 
-    /// The client (for the live reads controllers make around their syncs).
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// The same executor, tracing with `tracer`.
+    pub fn with_tracer(mut self, tracer: Tracer) -> Self {
+        self.tracer = tracer;
+        self
+    }
+
+    /// The tracer the controller's workers record their syncs with.
+    pub fn tracer(&self) -> &Tracer {
+        &self.tracer
+    }
+
+    /// The client for requests made now (for the live reads controllers make around their
+    /// syncs too): inside a traced sync, one that carries the sync's trace.
+    pub fn client(&self) -> Client {
+        client::trace::scoped_client(&self.client)
     }
 
     /// Records `event` through the event recorder.
@@ -264,7 +284,7 @@ impl Executor {
                     return self.execute_one(then, run).await;
                 }
                 Action::UpdateNamespaceStatus(ns) => {
-                    let api: Api<Namespace> = Api::all(self.client.clone());
+                    let api: Api<Namespace> = Api::all(self.client());
                     let name = ns.name_any();
                     api.replace_status(&name, &PostParams::default(), ns.as_ref())
                         .await
@@ -273,7 +293,7 @@ impl Executor {
                         })?;
                 }
                 Action::FinalizeNamespace(ns) => {
-                    let api: Api<Namespace> = Api::all(self.client.clone());
+                    let api: Api<Namespace> = Api::all(self.client());
                     let name = ns.name_any();
                     api.replace_subresource("finalize", &name, &PostParams::default(), ns.as_ref())
                         .await
@@ -301,7 +321,7 @@ impl Executor {
         K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
     {
         Api::namespaced(
-            self.client.clone(),
+            self.client(),
             meta.namespace.as_deref().unwrap_or("default"),
         )
     }
@@ -329,8 +349,8 @@ impl Executor {
         };
         let resource = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &target.kind));
         match &target.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
+            Some(ns) => Api::namespaced_with(self.client(), ns, &resource),
+            None => Api::all_with(self.client(), &resource),
         }
     }
 
@@ -396,7 +416,7 @@ impl Executor {
         run: &mut Run<'_>,
     ) -> Result<()> {
         let deletes = pods.iter().map(|key| async move {
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+            let api: Api<Pod> = Api::namespaced(self.client(), &key.namespace);
             (key, api.delete(&key.name, &DeleteParams::default()).await)
         });
         let mut first_error = None;

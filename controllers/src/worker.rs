@@ -17,13 +17,18 @@
 //!
 //! `max_retries` is 15 for the Deployment controller and unbounded for the ReplicaSet
 //! controller, as in Kubernetes.
+//!
+//! Traced (a [`Tracer`] that is enabled): each key's handling records its wait in the queue
+//! and a `sync <controller>` span under the event that queued it (linked to every other event
+//! the queue merged into it); the sync runs in that span's scope, so its writes carry the
+//! trace, and a requeue is caused by the sync (`client::trace`).
 
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::RateLimitingQueue;
 use client::workqueue::queue::QueueItem;
+use client::{RateLimitingQueue, Tracer};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
@@ -45,6 +50,8 @@ pub struct Workers<T: QueueItem> {
     pub max_retries: Option<u32>,
     /// Where sync counts go.
     pub metrics: Arc<ControllerMetrics>,
+    /// Records the queue waits and syncs (disabled: nothing).
+    pub tracer: Tracer,
 }
 
 impl<T: QueueItem + std::fmt::Display> Workers<T> {
@@ -72,30 +79,36 @@ impl<T: QueueItem + std::fmt::Display> Workers<T> {
         F: Fn(T) -> Fut,
         Fut: Future<Output = SyncResult>,
     {
+        let sync_name = format!("sync {}", self.metrics.name());
         while let Some(key) = self.queue.get().await {
+            let causes = self.queue.take_causes(&key);
+            let retries = self.queue.num_requeues(&key);
+            let work =
+                self.tracer
+                    .begin_work(self.queue.name(), &key, &causes, retries, &sync_name);
             let span = self.queue.work_span(&key);
-            let result = sync(key.clone()).instrument(span).await;
+            let result = work.run(sync(key.clone()).instrument(span)).await;
             self.metrics.observe(result.is_ok());
-            match result {
+            match &result {
                 Ok(after) => {
                     self.queue.forget(&key);
-                    match after {
+                    work.requeue(|| match after {
                         Some(d) if d.is_zero() => self.queue.add_rate_limited(key.clone()),
-                        Some(d) => self.queue.add_after(key.clone(), d),
+                        Some(d) => self.queue.add_after(key.clone(), *d),
                         None => {}
-                    }
+                    });
                 }
                 Err(err) => {
-                    let retries = self.queue.num_requeues(&key);
                     if self.max_retries.is_none_or(|max| retries < max) {
                         tracing::info!(controller = %self.metrics.name(), %key, %err, "error syncing, requeuing");
-                        self.queue.add_rate_limited(key.clone());
+                        work.requeue(|| self.queue.add_rate_limited(key.clone()));
                     } else {
                         tracing::warn!(controller = %self.metrics.name(), %key, %err, "dropping out of the queue");
                         self.queue.forget(&key);
                     }
                 }
             }
+            work.finish(result.as_ref().err().map(|e| e as &dyn std::fmt::Display));
             self.queue.done(&key);
         }
     }

@@ -19,6 +19,13 @@ pub struct ApiserverArgs {
     /// Acknowledge writes before they reach the disk (tests and benchmarks only).
     #[arg(long)]
     no_fsync: bool,
+    /// Record a span per write (and per traced read), stamp the trace context on written
+    /// objects and keep the spans components report (`--tracing=false` turns it off).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    tracing: bool,
+    /// Spans the trace collector keeps in memory (the oldest are evicted).
+    #[arg(long, value_name = "N", default_value_t = apiserver::collector::DEFAULT_MAX_SPANS)]
+    trace_max_spans: usize,
 }
 
 /// Runs the API server until a shutdown signal.
@@ -29,7 +36,13 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir,
             listen: args.listen,
             no_fsync: args.no_fsync,
-            options: apiserver::ServerOptions::default(),
+            options: apiserver::ServerOptions {
+                tracing: apiserver::request_trace::TracingOptions {
+                    enabled: args.tracing,
+                    max_spans: args.trace_max_spans,
+                },
+                ..apiserver::ServerOptions::default()
+            },
         };
         let server = apiserver::Server::bind(config).await?;
         let addr = server.local_addr()?;

@@ -69,6 +69,10 @@ pub struct ControllerManagerArgs {
     /// Address for /healthz and /metrics (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10257")]
     listen: SocketAddr,
+    /// Trace the work this component does and report spans to the API server's collector
+    /// (`--tracing=false` turns it off).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    tracing: bool,
 }
 
 fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
@@ -84,6 +88,7 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.concurrent_gc_syncs = args.concurrent_gc_syncs;
     config.concurrent_namespace_syncs = args.concurrent_namespace_syncs;
     config.listen = Some(args.listen);
+    config.tracing = args.tracing;
     config.node_lifecycle.node_monitor_grace_period = args.node_monitor_grace_period;
     config.node_lifecycle.node_monitor_period = args.node_monitor_period;
     config.rate_limit = match (args.kube_api_qps, args.kube_api_burst) {

@@ -70,6 +70,10 @@ pub struct KubeletArgs {
     /// Pod workers shared by all nodes.
     #[arg(long, default_value_t = 8)]
     pod_workers: usize,
+    /// Trace the work this component does and report spans to the API server's collector
+    /// (`--tracing=false` turns it off).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    tracing: bool,
 }
 
 fn parse_taint(s: &str) -> anyhow::Result<Taint> {
@@ -125,6 +129,7 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
         config.stages.backoff_base = config.stages.backoff_base.min(max);
     }
     config.pod_workers = args.pod_workers;
+    config.tracing = args.tracing;
     Ok(config)
 }
 

@@ -8,6 +8,7 @@ mod kubeconfig_cmd;
 mod kubelet_cmd;
 mod scheduler_cmd;
 mod up_cmd;
+mod trace_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -36,6 +37,8 @@ enum Command {
     /// The kubectl-like verbs: apply, get, describe, delete, scale, rollout, events.
     #[command(flatten)]
     Verb(cli::Verb),
+    /// Shows what a write set in motion: one causal, timed trace (tree, waterfall, exports).
+    Trace(trace_cmd::TraceArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -61,6 +64,7 @@ fn main() -> std::process::ExitCode {
         Command::Scheduler(args) => scheduler_cmd::main(args),
         Command::Kubelet(args) => kubelet_cmd::main(args),
         Command::Verb(verb) => cli::main(verb),
+        Command::Trace(args) => trace_cmd::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -34,6 +34,10 @@ pub struct SchedulerArgs {
     /// Seed of the tie-breaking RNG (default: random).
     #[arg(long)]
     seed: Option<u64>,
+    /// Trace the work this component does and report spans to the API server's collector
+    /// (`--tracing=false` turns it off).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    tracing: bool,
 }
 
 /// Runs the scheduler until a shutdown signal.
@@ -45,7 +49,7 @@ pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
             (None, Some(path)) => client::ClusterSource::Kubeconfig(path),
             (None, None) => anyhow::bail!("one of --kubeconfig or --master is required"),
         };
-        let mut client = client::ClientConfig::new(source);
+        let mut client = client::ClientConfig::new(source).tracing(args.tracing);
         if let Some(qps) = args.kube_api_qps {
             client = client.rate_limit(client::RateLimit {
                 qps,

@@ -157,6 +157,9 @@ pub struct Config {
     pub pod_workers: usize,
     /// The control API (`/healthz`, faults); none if unset.
     pub listen: Option<SocketAddr>,
+    /// `--tracing`: continue the traces of the pods the kubelets run and report spans to the
+    /// API server's collector (on by default).
+    pub tracing: bool,
 }
 
 impl Config {
@@ -174,6 +177,7 @@ impl Config {
             stages: StageConfig::default(),
             pod_workers: 8,
             listen: None,
+            tracing: true,
         }
     }
 

@@ -47,6 +47,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use client::list_watch::ApiListerWatcher;
+use client::trace::Exporter;
 use client::{ClientConfig, SharedClock, SharedInformerFactory, TokioClock};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -78,7 +79,12 @@ pub struct Simulator {
     handle: SimHandle,
     registered: watch::Sender<bool>,
     recorder_writer: recorder::RecorderWriter,
+    /// Sends the pod workers' spans (none when tracing is off).
+    exporter: Option<Exporter>,
 }
+
+/// The component name of the kubelets' spans.
+pub const COMPONENT: &str = "kubelet";
 
 /// Builds and runs the simulator until `shutdown` fires.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
@@ -96,8 +102,12 @@ impl Simulator {
         let client_config = ClientConfig {
             source: config.api_server.clone(),
             rate_limit: config.rate_limit,
+            tracing: config.tracing,
         };
         let client = client::build_client(&client_config)
+            .await
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let (tracer, exporter) = client::trace::start(&client_config, COMPONENT)
             .await
             .map_err(|e| Error::Config(e.to_string()))?;
         let listener = match config.listen {
@@ -116,6 +126,7 @@ impl Simulator {
         let nodes: NodeTable = Arc::new(RwLock::new(table));
         let factory =
             SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());
+        factory.set_tracer(tracer.clone());
         let (recorder, recorder_writer) = recorder::recorder(client.clone());
         // One watch for all simulated nodes: every pod bound to some node (a real kubelet
         // watches `spec.nodeName=<itself>`); the handler keeps the ones simulated here.
@@ -132,7 +143,8 @@ impl Simulator {
             recorder,
             clock.clone(),
             config.stages.clone(),
-        );
+        )
+        .with_tracer(tracer);
         workers.register_handler();
         let (registered, registered_rx) = watch::channel(false);
         let handle = SimHandle {
@@ -150,6 +162,7 @@ impl Simulator {
             handle,
             registered,
             recorder_writer,
+            exporter,
         })
     }
 
@@ -170,6 +183,11 @@ impl Simulator {
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         let tracker = TaskTracker::new();
         let inner = shutdown.child_token();
+        // The exporter outlives the workers, to send their last spans.
+        let exporting = CancellationToken::new();
+        if let Some(exporter) = self.exporter {
+            tracker.spawn(exporter.run(exporting.clone()));
+        }
         tracker.spawn(self.recorder_writer.run(inner.clone()));
         if let Some(listener) = self.listener {
             tracker.spawn(control::serve(listener, self.handle.clone(), inner.clone()));
@@ -227,6 +245,7 @@ impl Simulator {
         self.handle.workers.shut_down();
         inner.cancel();
         self.factory.shutdown().await;
+        exporting.cancel();
         tracker.close();
         tracker.wait().await;
         Ok(())

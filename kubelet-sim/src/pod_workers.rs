@@ -14,6 +14,10 @@
 //!           ─▶ events ─▶ PATCH status (if changed) ─▶ DELETE grace 0 (if terminated)
 //!           ─▶ queue.add_after(key, wake_at − now)
 //! ```
+//!
+//! Traced (unless `--tracing=false`): each sync is a "kubelet sync pod" span under the event
+//! that queued the pod (the binding, or the kubelet's own previous sync for a timed wake-up),
+//! naming the stages it went through; its status write and delete continue the trace.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
@@ -22,7 +26,7 @@ use std::time::Duration;
 use client::indexer::NODE_NAME_INDEX;
 use client::shared_informer::SharedIndexInformer;
 use client::workqueue::Queue;
-use client::{ObjectKey, ResourceEventHandlerFuncs, SharedClock};
+use client::{ObjectKey, ResourceEventHandlerFuncs, SharedClock, Tracer};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client};
@@ -32,6 +36,38 @@ use crate::config::StageConfig;
 use crate::node::NodeState;
 use crate::recorder::Recorder;
 use crate::stages::{PodMemory, step};
+
+/// The "what and why" of one sync: the stages passed, the events, what is written.
+fn sync_summary(node: &str, before: &PodMemory, step: &crate::stages::Step) -> String {
+    let (from, to) = (before.stage.name(), step.memory.stage.name());
+    let mut line = if from == to {
+        format!("{node}: {to}")
+    } else {
+        format!("{node}: {from} → {to}")
+    };
+    if !step.events.is_empty() {
+        let reasons: Vec<&str> = step.events.iter().map(|e| e.reason).collect();
+        line.push_str(&format!(" ({})", reasons.join(", ")));
+    }
+    if let Some(status) = &step.status {
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready")
+            .map_or("?", |c| c.status.as_str());
+        line.push_str(&format!(
+            "; post status phase {}, Ready {ready}",
+            status.phase.as_deref().unwrap_or("?")
+        ));
+    } else if !step.delete {
+        line.push_str("; status unchanged");
+    }
+    if step.delete {
+        line.push_str("; containers stopped: delete the pod");
+    }
+    line
+}
 
 /// How soon a pod is retried after a failed API write.
 pub const RETRY_AFTER: Duration = Duration::from_millis(500);
@@ -60,6 +96,8 @@ pub struct PodWorkers {
     recorder: Recorder,
     clock: SharedClock,
     stages: Arc<StageConfig>,
+    /// Records the syncs (disabled: nothing).
+    tracer: Tracer,
 }
 
 fn node_of(pod: &Pod) -> Option<&str> {
@@ -90,7 +128,14 @@ impl PodWorkers {
             recorder,
             clock,
             stages: Arc::new(stages),
+            tracer: Tracer::disabled(),
         }
+    }
+
+    /// The same workers, recording their syncs with `tracer`.
+    pub fn with_tracer(mut self, tracer: Tracer) -> Self {
+        self.tracer = tracer;
+        self
     }
 
     fn memory(&self) -> MutexGuard<'_, HashMap<ObjectKey, PodMemory>> {
@@ -145,11 +190,19 @@ impl PodWorkers {
     /// One worker: processes keys until the queue shuts down.
     pub async fn run_worker(self) {
         while let Some(key) = self.queue.get().await {
-            let retry = self.sync_pod(&key).await;
-            self.queue.done(&key);
-            if let Some(after) = retry {
-                self.queue.add_after(key, after);
-            }
+            let causes = self.queue.take_causes(&key);
+            let work =
+                self.tracer
+                    .begin_work(self.queue.name(), &key, &causes, 0, "kubelet sync pod");
+            let retry = work.run(self.sync_pod(&key)).await;
+            // A timed wake-up continues this sync's trace.
+            work.requeue(|| {
+                self.queue.done(&key);
+                if let Some(after) = retry {
+                    self.queue.add_after(key.clone(), after);
+                }
+            });
+            work.finish(None);
         }
     }
 
@@ -164,6 +217,7 @@ impl PodWorkers {
     /// Syncs one pod; returns when to look at it again.
     async fn sync_pod(&self, key: &ObjectKey) -> Option<Duration> {
         let Some(pod) = self.pods.get(key) else {
+            client::trace::set_summary(format!("{key}: gone, resources released"));
             // Gone from the API: release what the kubelet held for it.
             let uid = self.memory().get(key).map(|m| m.uid.clone());
             if let Some(uid) = uid {
@@ -183,6 +237,10 @@ impl PodWorkers {
         };
         let node = lookup(&self.nodes, node_of(&pod)?)?;
         if !node.alive() {
+            client::trace::set_summary(format!(
+                "{}: heartbeats stopped, doing nothing",
+                node.name()
+            ));
             return None; // a dead kubelet does nothing; resync_node restarts the work
         }
         let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -223,8 +281,11 @@ impl PodWorkers {
         for event in &result.events {
             self.recorder.record(&pod, event, node.name(), now);
         }
+        client::trace::set_summary(sync_summary(node.name(), &memory, &result));
+        client::trace::set_attribute("node", node.name());
+        client::trace::set_attribute("stage", result.memory.stage.name());
         let namespace = key.namespace.as_deref().unwrap_or("default");
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<Pod> = Api::namespaced(client::trace::scoped_client(&self.client), namespace);
         if result.delete {
             let params = DeleteParams {
                 grace_period_seconds: Some(0),

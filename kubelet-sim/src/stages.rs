@@ -68,6 +68,22 @@ pub enum Stage {
     },
 }
 
+impl Stage {
+    /// The stage's name, as traces and logs print it (`Creating` is what `kubectl get pods`
+    /// shows as `ContainerCreating`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Stage::New => "New",
+            Stage::Creating { .. } => "ContainerCreating",
+            Stage::PullFailed { .. } => "ErrImagePull",
+            Stage::Running { .. } => "Running",
+            Stage::CrashBackOff { .. } => "CrashLoopBackOff",
+            Stage::Completed => "Completed",
+            Stage::Terminating { .. } => "Terminating",
+        }
+    }
+}
+
 /// How the last container run ended (`lastState.terminated`, or `state.terminated` when done).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Termination {

@@ -29,7 +29,8 @@ pub fn priority(pod: &Pod) -> i32 {
 }
 
 /// `isPodUpdated`: whether anything but status, resourceVersion, generation and managed
-/// fields changed. Our own status writes must not re-queue an unschedulable pod.
+/// fields changed. Our own status writes must not re-queue an unschedulable pod; nor does the
+/// trace annotation every write stamps (miniplane's, see `client::trace`).
 fn is_pod_updated(old: &Pod, new: &Pod) -> bool {
     let strip = |p: &Pod| {
         let mut p = p.clone();
@@ -37,6 +38,9 @@ fn is_pod_updated(old: &Pod, new: &Pod) -> bool {
         p.metadata.resource_version = None;
         p.metadata.generation = None;
         p.metadata.managed_fields = None;
+        if let Some(a) = p.metadata.annotations.as_mut() {
+            a.remove(client::trace::TRACEPARENT_ANNOTATION);
+        }
         p
     };
     strip(old) != strip(new)
@@ -67,6 +71,7 @@ impl Shared {
             state.cache.add_pod(pod);
         } else if self.responsible_for(&pod) {
             let now = self.clock.now();
+            self.remember_cause(&key);
             self.lock().queue.add(key, priority(&pod), now);
             self.wake.notify_one();
         }
@@ -82,6 +87,7 @@ impl Shared {
             self.lock().queue.delete(&key);
         } else if is_pod_updated(&old, &new) {
             let now = self.clock.now();
+            self.remember_cause(&key);
             self.lock().queue.update(key, priority(&new), now);
             self.wake.notify_one();
         }
@@ -89,6 +95,7 @@ impl Shared {
 
     fn pod_deleted(&self, pod: DeltaObject<Pod>) {
         let key = pod.key();
+        self.forget_cause(&key);
         let now = self.clock.now();
         let mut state = self.lock();
         state.queue.delete(&key);

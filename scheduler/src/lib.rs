@@ -18,11 +18,12 @@
 //! ```
 //!
 //! The sans-IO core ([`quantity`], [`node_info`], [`plugins`], [`fit_error`],
-//! [`schedule_one`], [`queue`], [`cache`]) is plain synchronous code over k8s-openapi types
+//! [`schedule_one`], [`queue`], [`cache`], [`decision_trace`]) is plain synchronous code over k8s-openapi types
 //! with time and randomness injected; [`scheduler`] is the async shell that moves data
 //! between the API server and that core (`pkg/scheduler/scheduler.go`, `schedule_one.go`).
 
 pub mod cache;
+pub mod decision_trace;
 pub mod eventhandlers;
 pub mod fit_error;
 pub mod metrics;

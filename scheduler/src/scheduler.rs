@@ -12,17 +12,22 @@
 //!
 //! One lock guards the queue, the cache and the algorithm; it is only held by synchronous
 //! code (a handler call, one decision), never across an `.await`.
+//!
+//! Traced (unless `--tracing=false`): each decision is a "schedule pod" span under the watch
+//! event that queued the pod ([`crate::decision_trace`]), and the binding request continues
+//! it, so the kubelet that sees the bound pod continues the same trace.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use client::events::{ApiEventSink, new_recorder_with_capacity};
 use client::list_watch::ApiListerWatcher;
+use client::trace::{Cause, SpanContext, SpanKind};
 use client::{
-    ClientConfig, EventRecorder, EventType, ObjectKey, SharedClock, SharedInformerFactory,
+    ClientConfig, EventRecorder, EventType, ObjectKey, SharedClock, SharedInformerFactory, Tracer,
 };
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::Api;
@@ -34,11 +39,15 @@ use tokio_util::task::TaskTracker;
 
 use crate::Result;
 use crate::cache::Cache;
+use crate::decision_trace;
 use crate::eventhandlers::{node_handler, pod_handler};
 use crate::metrics::{self, Metrics};
 use crate::node_info::PodInfo;
 use crate::queue::SchedulingQueue;
 use crate::schedule_one::{Algorithm, ScheduleResult};
+
+/// The component name of the scheduler's spans.
+pub const COMPONENT: &str = "kube-scheduler";
 
 /// Bindings and status writes in flight at once (the binding cycles Kubernetes runs in
 /// goroutines, bounded here).
@@ -85,12 +94,64 @@ pub struct Shared {
     /// Objects the handlers have processed (pods, nodes): start-up waits until they caught
     /// up with the informers' first lists (`WaitForHandlersSync`).
     pub(crate) handled: [AtomicUsize; 2],
+    /// Records decisions (disabled: nothing).
+    pub(crate) tracer: Tracer,
+    /// The watch event that queued each pending pod, when traced (first one wins).
+    causes: Mutex<HashMap<ObjectKey, Cause>>,
 }
 
 impl Shared {
     /// The state; a poisoned lock is taken over (every update is a single step).
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn causes(&self) -> MutexGuard<'_, HashMap<ObjectKey, Cause>> {
+        self.causes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps the cause of the event being handled as the reason `key` is queued.
+    pub(crate) fn remember_cause(&self, key: &ObjectKey) {
+        if let Some(cause) = client::trace::take_cause("scheduling") {
+            self.causes().entry(key.clone()).or_insert(cause);
+        }
+    }
+
+    /// Forgets why `key` was queued (it left the queue).
+    pub(crate) fn forget_cause(&self, key: &ObjectKey) {
+        if self.tracer.is_enabled() {
+            self.causes().remove(key);
+        }
+    }
+
+    /// Records the span of one decision about `pod` and returns its context (for the
+    /// binding): under the event that queued the pod, else under the pod's last write.
+    fn record_decision(
+        &self,
+        pod: &Pod,
+        key: &ObjectKey,
+        started: SystemTime,
+        described: (String, Vec<(String, client::trace::AttributeValue)>),
+    ) -> Option<SpanContext> {
+        let parent = self
+            .causes()
+            .remove(key)
+            .map(|c| c.context)
+            .or_else(|| client::trace::object_context(&pod.metadata));
+        let mut span = match parent {
+            Some(parent) => self
+                .tracer
+                .child(&parent, "schedule pod", SpanKind::Internal),
+            None => self.tracer.root("schedule pod", SpanKind::Internal),
+        }?
+        .started_at(started);
+        let (summary, attributes) = described;
+        span.summary = summary;
+        span.attributes.extend(attributes);
+        span.end();
+        let ctx = span.context();
+        self.tracer.record(span);
+        Some(ctx)
     }
 }
 
@@ -115,9 +176,10 @@ fn object_reference(pod: &Pod) -> ObjectReference {
 }
 
 impl Writer {
-    /// POST `pods/{name}/binding` (`DefaultBinder`), then the outcome into queue and cache.
-    async fn bind(self, pod: Arc<Pod>, key: ObjectKey, node: String) {
-        let result = self.post_binding(&key, &node).await;
+    /// POST `pods/{name}/binding` (`DefaultBinder`), then the outcome into queue and cache;
+    /// the request continues the decision's trace.
+    async fn bind(self, pod: Arc<Pod>, key: ObjectKey, node: String, trace: Option<SpanContext>) {
+        let result = self.post_binding(&key, &node, trace).await;
         let shared = &self.shared;
         let now = shared.clock.now();
         match result {
@@ -158,7 +220,12 @@ impl Writer {
         }
     }
 
-    async fn post_binding(&self, key: &ObjectKey, node: &str) -> Result<(), client::Error> {
+    async fn post_binding(
+        &self,
+        key: &ObjectKey,
+        node: &str,
+        trace: Option<SpanContext>,
+    ) -> Result<(), client::Error> {
         let namespace = key.namespace.as_deref().unwrap_or("default");
         let body = serde_json::json!({
             "apiVersion": "v1",
@@ -174,7 +241,11 @@ impl Writer {
                 body.to_string().into_bytes(),
             )
             .map_err(|e| client::Error::from(kube::Error::BuildRequest(e)))?;
-        self.client
+        let client = match trace {
+            Some(ctx) => client::trace::traced_client(&self.shared.tracer, &self.client, ctx),
+            None => self.client.clone(),
+        };
+        client
             .request_text(request)
             .await
             .map(|_| ())
@@ -183,7 +254,7 @@ impl Writer {
 
     /// `updatePod` with the PodScheduled=False condition, skipped when the pod already has
     /// that exact condition (`UpdatePodCondition` returning false).
-    async fn set_unschedulable(self, pod: Arc<Pod>, message: String) {
+    async fn set_unschedulable(self, pod: Arc<Pod>, message: String, trace: Option<SpanContext>) {
         let current = pod
             .status
             .as_ref()
@@ -219,7 +290,11 @@ impl Writer {
             .clone()
             .unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let client = match trace {
+            Some(ctx) => client::trace::traced_client(&self.shared.tracer, &self.client, ctx),
+            None => self.client.clone(),
+        };
+        let api: Api<Pod> = Api::namespaced(client, &namespace);
         if let Err(err) = api
             .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
             .await
@@ -233,6 +308,7 @@ impl Writer {
 /// the optional metrics listener; everything is joined before it returns.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     let client = client::build_client(&config.client).await?;
+    let (tracer, exporter) = client::trace::start(&config.client, COMPONENT).await?;
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: SchedulingQueue::new(),
@@ -245,8 +321,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
         scheduler_name: config.scheduler_name.clone(),
         metrics: Arc::new(Metrics::default()),
         handled: Default::default(),
+        tracer: tracer.clone(),
+        causes: Mutex::new(HashMap::new()),
     });
     let tasks = TaskTracker::new();
+    // The exporter outlives the scheduling loop, to send its last spans.
+    let exporting = CancellationToken::new();
+    if let Some(exporter) = exporter {
+        tasks.spawn(exporter.run(exporting.clone()));
+    }
     if let Some(listener) = config.listener {
         let (metrics, token) = (shared.metrics.clone(), shutdown.clone());
         tasks.spawn(async move {
@@ -257,6 +340,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     }
     let factory =
         SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, config.clock.clone());
+    factory.set_tracer(tracer);
     let pods = {
         let client = client.clone();
         factory.informer_with::<Pod>(move || {
@@ -294,6 +378,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
         };
         scheduling_loop(&shared, &pods, writer, &tasks, &shutdown).await;
     }
+    exporting.cancel();
     tasks.close();
     tasks.wait().await;
     factory.shutdown().await;
@@ -380,6 +465,7 @@ async fn scheduling_loop(
             },
         };
         let key = info.key;
+        let started = SystemTime::now();
         let Some(pod) = pods.get(&key).filter(|p| {
             p.spec
                 .as_ref()
@@ -388,6 +474,7 @@ async fn scheduling_loop(
                 && p.metadata.deletion_timestamp.is_none()
         }) else {
             shared.lock().queue.delete(&key);
+            shared.forget_cause(&key);
             continue;
         };
         let pod_info = PodInfo::new(pod.clone());
@@ -395,6 +482,10 @@ async fn scheduling_loop(
             let mut state = shared.lock();
             let state = &mut *state;
             let decision = state.algorithm.schedule_pod(&pod_info, state.cache.nodes());
+            let described = shared
+                .tracer
+                .is_enabled()
+                .then(|| decision_trace::describe(&key.to_string(), &decision));
             match &decision {
                 Ok(result) => {
                     state.cache.assume_pod(pod_info, &result.suggested_host);
@@ -404,20 +495,23 @@ async fn scheduling_loop(
                     .queue
                     .add_unschedulable_if_not_present(&key, shared.clock.now()),
             }
-            decision.map(|result| {
+            let decision = decision.map(|result| {
                 let host = result.suggested_host.clone();
                 if state.recent.len() == RECENT_DECISIONS {
                     state.recent.pop_front();
                 }
                 state.recent.push_back(result);
                 host
-            })
+            });
+            (decision, described)
         };
+        let (decision, described) = decision;
+        let trace = described.and_then(|d| shared.record_decision(&pod, &key, started, d));
         let writer = writer.clone();
         match decision {
             Ok(node) => {
                 tasks.spawn(async move {
-                    writer.bind(pod, key, node).await;
+                    writer.bind(pod, key, node, trace).await;
                     drop(permit);
                 });
             }
@@ -432,7 +526,7 @@ async fn scheduling_loop(
                     &message,
                 );
                 tasks.spawn(async move {
-                    writer.set_unschedulable(pod, message).await;
+                    writer.set_unschedulable(pod, message, trace).await;
                     drop(permit);
                 });
             }

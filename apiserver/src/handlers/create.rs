@@ -113,7 +113,7 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
         if dry_run {
             return object_response(&ctx, &info, StatusCode::CREATED, &obj, &warnings);
         }
-        match ctx.state.storage().create(&r, &obj).await {
+        match ctx.storage().create(&r, &obj).await {
             Ok(stored) => {
                 return object_response(&ctx, &info, StatusCode::CREATED, &stored, &warnings);
             }

@@ -232,8 +232,7 @@ pub async fn delete_object(
     opts: &DeleteOptions,
 ) -> Result<crate::storage::Updated> {
     let now = ctx.state.now();
-    ctx.state
-        .storage()
+    ctx.storage()
         .guaranteed_update(r, opts.dry_run(), |current| {
             decide_delete(r, current, opts, now)
         })

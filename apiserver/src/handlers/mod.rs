@@ -47,9 +47,17 @@ pub struct RequestContext {
     pub accept: Accept,
     /// The body (at most [`crate::request::MAX_BODY_BYTES`]).
     pub body: Bytes,
+    /// The store for this request's writes: it stamps the request's trace context on the
+    /// objects it writes when the request is traced ([`crate::request_trace`]).
+    pub storage: crate::storage::Storage,
 }
 
 impl RequestContext {
+    /// The store, as this request writes to it.
+    pub fn storage(&self) -> &crate::storage::Storage {
+        &self.storage
+    }
+
     /// The field manager of a write.
     pub fn field_manager(&self) -> String {
         field_manager(&self.query, &self.headers)

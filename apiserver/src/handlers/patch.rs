@@ -189,7 +189,6 @@ pub async fn patch_part(
         part,
     };
     let updated = ctx
-        .state
         .storage()
         .guaranteed_update(&r, dry_run, |current| {
             let current = match (part, current) {

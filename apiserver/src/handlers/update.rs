@@ -70,7 +70,6 @@ pub async fn replace(
         part,
     };
     let updated = ctx
-        .state
         .storage()
         .guaranteed_update(&r, dry_run, |current| match current {
             Some(old) => decide_update(&r, &old, body.clone(), &wctx),

@@ -69,8 +69,7 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
         target: conflict_target.clone(),
         detail,
     };
-    ctx.state
-        .storage()
+    ctx.storage()
         .guaranteed_update(&r, dry_run, |current| {
             let mut pod = current.ok_or_else(|| r.not_found())?;
             if let Some(uid) = &uid

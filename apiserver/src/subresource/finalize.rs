@@ -26,7 +26,6 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
         part: WritePart::Finalize,
     };
     let updated = ctx
-        .state
         .storage()
         .guaranteed_update(&r, dry_run, |current| {
             let old = current.ok_or_else(|| r.not_found())?;

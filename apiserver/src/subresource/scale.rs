@@ -143,7 +143,6 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
     let r = object_ref(&info, &ctx.path, name);
     let wctx = write_context(&ctx);
     let updated = ctx
-        .state
         .storage()
         .guaranteed_update(&r, dry_run, |current| {
             let parent = current.ok_or_else(|| r.not_found())?;
@@ -168,7 +167,6 @@ pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> 
     let wctx = write_context(&ctx);
     let scale_gvk = GroupVersionKind::new("autoscaling", "v1", "Scale");
     let updated = ctx
-        .state
         .storage()
         .guaranteed_update(&r, dry_run, |current| {
             let parent = current.ok_or_else(|| r.not_found())?;

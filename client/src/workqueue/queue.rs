@@ -13,6 +13,10 @@
 //! * a key is never handed to two workers at the same time (`processing`): an add that
 //!   arrives while a worker holds the key is parked until `done`.
 //!
+//! Each add made while handling a traced event also records its [`Cause`] with the key (see
+//! [`crate::trace`]); a key added several times before a worker takes it keeps every cause,
+//! and the worker reads them with [`Queue::take_causes`] after `get`.
+//!
 //! The delayed adds of [`super::delaying`] share the same lock: unlike client-go, which runs a
 //! `waitingLoop` goroutine, waiting workers move ready items from the heap into the queue
 //! themselves, so the queue owns no task.
@@ -30,6 +34,10 @@ use tracing::Instrument;
 use super::delaying::WaitingHeap;
 use super::metrics::QueueMetrics;
 use crate::clock::{SharedClock, TokioClock};
+use crate::trace::{Cause, take_cause};
+
+/// Causes kept per key: a hot key merging thousands of events keeps the first ones only.
+const MAX_CAUSES_PER_KEY: usize = 32;
 
 /// What a work queue can hold: usually an [`crate::ObjectKey`].
 pub trait QueueItem: Clone + Eq + Hash + Debug + Send + Sync + 'static {}
@@ -74,6 +82,25 @@ struct State<T> {
     add_times: HashMap<T, Instant>,
     /// When each processing key was handed out, for the work-duration metric.
     processing_start: HashMap<T, Instant>,
+    /// Why each queued (or delayed) key was added, when traced.
+    causes: HashMap<T, Vec<Cause>>,
+    /// The causes of keys handed out, until the worker takes them or calls `done`.
+    handed_causes: HashMap<T, Vec<Cause>>,
+}
+
+impl<T: QueueItem> State<T> {
+    fn remember_cause(&mut self, item: &T, cause: Option<Cause>) {
+        if let Some(cause) = cause
+            && !self.shutting_down
+        {
+            let causes = self.causes.entry(item.clone()).or_default();
+            if causes.len() < MAX_CAUSES_PER_KEY
+                && !causes.iter().any(|c| c.context == cause.context)
+            {
+                causes.push(cause);
+            }
+        }
+    }
 }
 
 impl<T: QueueItem> Queue<T> {
@@ -97,6 +124,8 @@ impl<T: QueueItem> Queue<T> {
                     waiting: WaitingHeap::default(),
                     add_times: HashMap::new(),
                     processing_start: HashMap::new(),
+                    causes: HashMap::new(),
+                    handed_causes: HashMap::new(),
                 }),
                 ready: Notify::new(),
                 drained: Notify::new(),
@@ -127,7 +156,9 @@ impl<T: QueueItem> Queue<T> {
     /// Marks `item` as needing processing. A no-op if it is already queued or the queue is
     /// shutting down; parked until `done` if a worker currently holds it.
     pub fn add(&self, item: T) {
+        let cause = take_cause(&self.shared.name);
         let mut state = self.lock();
+        state.remember_cause(&item, cause);
         if self.add_locked(&mut state, item) {
             drop(state);
             self.shared.ready.notify_one();
@@ -212,6 +243,9 @@ impl<T: QueueItem> Queue<T> {
         state.processing.insert(item.clone());
         state.dirty.remove(&item);
         state.processing_start.insert(item.clone(), now);
+        if let Some(causes) = state.causes.remove(&item) {
+            state.handed_causes.insert(item.clone(), causes);
+        }
         self.shared.metrics.set_depth(state.queue.len());
         if let Some(added) = state.add_times.remove(&item) {
             let wait = now.saturating_duration_since(added);
@@ -226,6 +260,7 @@ impl<T: QueueItem> Queue<T> {
     pub fn done(&self, item: &T) {
         let mut state = self.lock();
         state.processing.remove(item);
+        state.handed_causes.remove(item);
         let now = self.shared.clock.now();
         if let Some(start) = state.processing_start.remove(item) {
             let work = now.saturating_duration_since(start);
@@ -245,6 +280,12 @@ impl<T: QueueItem> Queue<T> {
         if idle {
             self.shared.drained.notify_waiters();
         }
+    }
+
+    /// Why `item` (just handed out by `get`) was queued: every traced add since it was last
+    /// handed out, oldest first. Empty when nothing traced added it.
+    pub fn take_causes(&self, item: &T) -> Vec<Cause> {
+        self.lock().handed_causes.remove(item).unwrap_or_default()
     }
 
     /// A span for the work on `item`: instrument the sync with it so traces show the work
@@ -299,11 +340,13 @@ impl<T: QueueItem> Queue<T> {
             return self.add(item);
         }
         let ready_at = self.shared.clock.now() + duration;
+        let cause = take_cause(&self.shared.name);
         {
             let mut state = self.lock();
             if state.shutting_down {
                 return;
             }
+            state.remember_cause(&item, cause);
             state.waiting.insert(item, ready_at);
         }
         // A worker sleeping until a later ready time must re-arm for this one.
@@ -345,6 +388,32 @@ mod tests {
         assert_eq!(q.get().await, Some("a"));
         q.done(&"a");
         assert_eq!(q.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn merged_adds_keep_every_cause_for_the_worker() {
+        let q = Queue::new("test");
+        let (a, b) = (
+            trace::SpanContext::new_root(),
+            trace::SpanContext::new_root(),
+        );
+        crate::trace::caused_by(a, || q.add("k"));
+        crate::trace::caused_by(b, || q.add("k"));
+        crate::trace::caused_by(a, || q.add("k"));
+        q.add("k");
+        assert_eq!(q.len(), 1, "merged into one item");
+        let k = q.get().await.unwrap();
+        let causes: Vec<_> = q.take_causes(&k).iter().map(|c| c.context).collect();
+        assert_eq!(causes, [a, b], "each cause once, oldest first");
+        // Added again while processing: the new cause waits for the next get.
+        crate::trace::caused_by(b, || q.add("k"));
+        q.done(&k);
+        let k = q.get().await.unwrap();
+        assert_eq!(q.take_causes(&k).len(), 1);
+        q.done(&k);
+        q.add("k");
+        let k = q.get().await.unwrap();
+        assert!(q.take_causes(&k).is_empty(), "an untraced add has no cause");
     }
 
     #[tokio::test]

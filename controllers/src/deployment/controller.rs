@@ -37,6 +37,49 @@ use crate::owner_ref::get_controller_of;
 use crate::selector::Selector;
 use crate::worker::{SyncResult, Workers};
 
+/// The moments of a Deployment's life a trace marks, as the status it is about to write
+/// reaches them: `Available` turning true, and a rollout completing (`Progressing` with
+/// reason `NewReplicaSetAvailable`).
+fn milestones(before: &Deployment, actions: &[Action]) -> Vec<(&'static str, String)> {
+    let condition = |d: &Deployment, type_: &str| {
+        d.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == type_).cloned())
+    };
+    let available = |d: &Deployment| condition(d, "Available").is_some_and(|c| c.status == "True");
+    let complete = |d: &Deployment| {
+        condition(d, "Progressing")
+            .is_some_and(|c| c.reason.as_deref() == Some("NewReplicaSetAvailable"))
+    };
+    let mut out = Vec::new();
+    for action in actions {
+        let Action::UpdateDeploymentStatus(after) = action else {
+            continue;
+        };
+        let status = after.status.clone().unwrap_or_default();
+        let counts = format!(
+            "{} available of {} desired ({} updated)",
+            status.available_replicas.unwrap_or(0),
+            after.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+            status.updated_replicas.unwrap_or(0),
+        );
+        if available(after) && !available(before) {
+            let message = condition(after, "Available")
+                .and_then(|c| c.message)
+                .unwrap_or_default();
+            out.push(("deployment available", format!("{counts}: {message}")));
+        }
+        if complete(after) && !complete(before) {
+            let message = condition(after, "Progressing")
+                .and_then(|c| c.message)
+                .unwrap_or_default();
+            out.push(("rollout complete", format!("{counts}: {message}")));
+        }
+    }
+    out
+}
+
 /// `maxRetries`: a Deployment key is dropped after this many failed syncs in a row.
 pub const MAX_RETRIES: u32 = 15;
 
@@ -109,6 +152,7 @@ impl DeploymentController {
             count: workers,
             max_retries: Some(MAX_RETRIES),
             metrics: self.metrics.clone(),
+            tracer: self.executor.tracer().clone(),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();
@@ -211,10 +255,17 @@ impl DeploymentController {
             now,
         });
         tracing::info!(deployment = %key, "{}", out.summary);
+        client::trace::set_summary(&out.summary);
+        let milestones = milestones(&d, &out.actions);
         match self.executor.execute(out.actions, None).await {
             Ok(outcome) => match out.error {
                 Some(e) => Err(e),
-                None => Ok(outcome.requeue_after),
+                None => {
+                    for (name, summary) in milestones {
+                        client::trace::mark(name, summary);
+                    }
+                    Ok(outcome.requeue_after)
+                }
             },
             Err(failure) => match &failure.action {
                 Action::CreateReplicaSet(rs) => self.on_create_failed(&d, rs, failure.error).await,

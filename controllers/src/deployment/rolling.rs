@@ -65,6 +65,15 @@ impl DeploymentSyncer<'_> {
             return Ok(self.scale_replica_set_and_record_event(new_rs, replicas).0);
         }
         let new_replicas = new_rs_new_replicas(&self.d, all, new_rs)?;
+        if new_replicas > current {
+            let total = get_replica_count_for_replica_sets(all);
+            let surge = max_surge(&self.d);
+            self.note(format!(
+                "surge room {} = replicas {replicas} + surge {surge} - {total} pods: new {} may grow",
+                replicas + surge - total,
+                name_of(new_rs),
+            ));
+        }
         if new_replicas == current {
             let total = get_replica_count_for_replica_sets(all);
             self.note(format!(
@@ -101,6 +110,9 @@ impl DeploymentSyncer<'_> {
             ));
             return false;
         }
+        self.note(format!(
+            "unavailable budget {max_scaled_down} = {all_pods} pods - min available {min_available} - {new_rs_unavailable} new unavailable: old may shrink"
+        ));
         let (old_after_cleanup, cleanup_count) =
             self.cleanup_unhealthy_replicas(old, max_scaled_down);
         let mut all_after: Vec<&ReplicaSet> = old_after_cleanup.iter().collect();

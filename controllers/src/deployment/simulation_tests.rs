@@ -627,11 +627,11 @@ fn rollout_narrative() {
     // Each line is one sync: the state it saw → what it decided and why.
     let expected = concat!(
         "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 1 RS → create new replica set foo-<v2> with 1 (revision 2); new foo-<v2> stays at 1: 4 pods already at replicas 3 + surge 1; old stay: 4 pods - min available 3 - 1 new unavailable leaves nothing to scale down\n",
-        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → new foo-<v2> stays at 1: 4 pods already at replicas 3 + surge 1; scale down foo-<v1> 3→2\n",
-        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → scale up foo-<v2> 1→2\n",
-        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → new foo-<v2> stays at 2: 4 pods already at replicas 3 + surge 1; scale down foo-<v1> 2→1\n",
-        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → scale up foo-<v2> 2→3\n",
-        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → scale down foo-<v1> 1→0\n",
+        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → new foo-<v2> stays at 1: 4 pods already at replicas 3 + surge 1; unavailable budget 1 = 4 pods - min available 3 - 0 new unavailable: old may shrink; scale down foo-<v1> 3→2\n",
+        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → surge room 1 = replicas 3 + surge 1 - 3 pods: new foo-<v2> may grow; scale up foo-<v2> 1→2\n",
+        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → new foo-<v2> stays at 2: 4 pods already at replicas 3 + surge 1; unavailable budget 1 = 4 pods - min available 3 - 0 new unavailable: old may shrink; scale down foo-<v1> 2→1\n",
+        "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → surge room 1 = replicas 3 + surge 1 - 3 pods: new foo-<v2> may grow; scale up foo-<v2> 2→3\n",
+        "desired 3 (surge 1, unavailable 0), have 4 (4 available) in 2 RS → unavailable budget 1 = 4 pods - min available 3 - 0 new unavailable: old may shrink; scale down foo-<v1> 1→0\n",
         "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → rollout complete: ReplicaSet \"foo-<v2>\" has successfully progressed.\n",
         "desired 3 (surge 1, unavailable 0), have 3 (3 available) in 2 RS → nothing to do",
     );

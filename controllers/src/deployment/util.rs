@@ -43,13 +43,18 @@ pub const DEFAULT_DEPLOYMENT_UNIQUE_LABEL_KEY: &str = "pod-template-hash";
 pub const MAX_REV_HISTORY_LENGTH_IN_CHARS: usize = 2000;
 
 /// Annotations that are never copied from a Deployment to its ReplicaSets (`annotationsToSkip`).
-pub const ANNOTATIONS_TO_SKIP: [&str; 6] = [
+///
+/// Unlike Kubernetes, the list also holds miniplane's trace annotation: the API server
+/// stamps it on every write, so copying it would make each ReplicaSet write look like a
+/// change the Deployment must copy again.
+pub const ANNOTATIONS_TO_SKIP: [&str; 7] = [
     LAST_APPLIED_CONFIG_ANNOTATION,
     REVISION_ANNOTATION,
     REVISION_HISTORY_ANNOTATION,
     DESIRED_REPLICAS_ANNOTATION,
     MAX_REPLICAS_ANNOTATION,
     DEPRECATED_ROLLBACK_TO,
+    client::trace::TRACEPARENT_ANNOTATION,
 ];
 
 // ---- accessors: objects are external data, missing fields get the API server's defaults ----

@@ -164,6 +164,7 @@ impl GarbageCollector {
             count: workers,
             max_retries: None,
             metrics: self.metrics.clone(),
+            tracer: self.executor.tracer().clone(),
         }
         .spawn(tracker, shutdown, move |uid| {
             let this = this.clone();
@@ -178,9 +179,14 @@ impl GarbageCollector {
     /// so when the live metadata differs the graph is updated and the decision made again.
     pub async fn sync(&self, uid: &str) -> SyncResult {
         let Some((identity, actions)) = self.decide(uid) else {
+            client::trace::set_summary(format!("{uid}: no longer in the graph"));
             return Ok(None);
         };
         if actions.is_empty() {
+            client::trace::set_summary(format!(
+                "{} {}: owners present, nothing to collect",
+                identity.kind, identity.name
+            ));
             return Ok(None);
         }
         let live = self
@@ -215,6 +221,13 @@ impl GarbageCollector {
         for action in &actions {
             tracing::info!(%uid, "garbage collector: {}", action.describe());
         }
+        client::trace::set_summary(
+            actions
+                .iter()
+                .map(|a| a.describe())
+                .collect::<Vec<_>>()
+                .join("; "),
+        );
         self.executor
             .execute(actions, None)
             .await

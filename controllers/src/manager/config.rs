@@ -162,6 +162,9 @@ pub struct Config {
     /// `--node-monitor-grace-period` / `--node-monitor-period` of the node lifecycle
     /// controller.
     pub node_lifecycle: crate::node_lifecycle::Config,
+    /// `--tracing`: continue the traces of the objects the controllers react to and report
+    /// spans to the API server's collector (on by default).
+    pub tracing: bool,
 }
 
 impl Config {
@@ -178,6 +181,7 @@ impl Config {
             rate_limit: None,
             listen: None,
             node_lifecycle: crate::node_lifecycle::Config::default(),
+            tracing: true,
         }
     }
 }

@@ -9,6 +9,7 @@
 //!   --leader-elect? ─▶ campaign for Lease kube-system/kube-controller-manager
 //!      │                 (lost while leading ─▶ Err(LeaderElectionLost): the process exits)
 //!      ▼ leading (or no election)
+//!   tracer (unless --tracing=false) ─▶ exporter task posting spans to the API server
 //!   SharedInformerFactory: Deployments, ReplicaSets, Pods, Namespaces (one watch each)
 //!   controllers: deployment, replicaset, garbagecollector, namespace (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
@@ -30,9 +31,10 @@ use std::time::Duration;
 
 use client::events::{ApiEventSink, new_recorder};
 use client::leader_election::LeaseResourceLock;
+use client::trace::Exporter;
 use client::{
     ClientConfig, ClusterSource, LeaderElectionConfig, LeaderElector, SharedInformerFactory,
-    TokioClock,
+    TokioClock, Tracer,
 };
 use kube::Client;
 use kube::api::Api;
@@ -56,7 +58,13 @@ pub struct ControllerManager {
     client: Client,
     listener: Option<TcpListener>,
     registry: Arc<Registry>,
+    tracer: Tracer,
+    /// Sends the tracer's spans; runs until the controllers have stopped.
+    exporter: Option<Exporter>,
 }
+
+/// The component name of the controller-manager's spans.
+pub const COMPONENT: &str = "kube-controller-manager";
 
 /// Builds and runs a controller-manager until `shutdown` fires (or leadership is lost).
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
@@ -73,8 +81,12 @@ impl ControllerManager {
         let client_config = ClientConfig {
             source,
             rate_limit: config.rate_limit,
+            tracing: config.tracing,
         };
         let client = client::build_client(&client_config)
+            .await
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let (tracer, exporter) = client::trace::start(&client_config, COMPONENT)
             .await
             .map_err(|e| Error::Config(e.to_string()))?;
         let listener = match config.listen {
@@ -89,6 +101,8 @@ impl ControllerManager {
             client,
             listener,
             registry: Arc::new(Registry::default()),
+            tracer,
+            exporter,
         })
     }
 
@@ -105,7 +119,10 @@ impl ControllerManager {
     /// Runs until `shutdown` fires; `Err(LeaderElectionLost)` if leadership was lost first.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         let tracker = TaskTracker::new();
-        let serving = shutdown.child_token();
+        let serving = CancellationToken::new();
+        if let Some(exporter) = self.exporter {
+            tracker.spawn(exporter.run(serving.clone()));
+        }
         if let Some(listener) = self.listener {
             tracker.spawn(health::serve(
                 listener,
@@ -116,7 +133,14 @@ impl ControllerManager {
         let result = match &self.config.leader_election {
             None => {
                 self.registry.set_leader(true);
-                run_controllers(&self.client, &self.config, &self.registry, shutdown.clone()).await
+                run_controllers(
+                    &self.client,
+                    &self.config,
+                    &self.registry,
+                    &self.tracer,
+                    shutdown.clone(),
+                )
+                .await
             }
             Some(election) => {
                 run_with_leader_election(
@@ -124,6 +148,7 @@ impl ControllerManager {
                     &self.config,
                     election,
                     &self.registry,
+                    &self.tracer,
                     &shutdown,
                 )
                 .await
@@ -143,6 +168,7 @@ async fn run_with_leader_election(
     config: &Config,
     election: &LeaderElection,
     registry: &Arc<Registry>,
+    tracer: &Tracer,
     shutdown: &CancellationToken,
 ) -> Result<()> {
     let lock = LeaseResourceLock::new(
@@ -174,13 +200,14 @@ async fn run_with_leader_election(
         tracing::info!(identity = %election.identity, "became leader: starting controllers");
         let controllers_token = shutdown.child_token();
         let controllers = tokio::spawn({
-            let (client, config, registry, token) = (
+            let (client, config, registry, tracer, token) = (
                 client.clone(),
                 config.clone(),
                 registry.clone(),
+                tracer.clone(),
                 controllers_token.clone(),
             );
-            async move { run_controllers(&client, &config, &registry, token).await }
+            async move { run_controllers(&client, &config, &registry, &tracer, token).await }
         });
         tokio::select! {
             () = shutdown.cancelled() => {}
@@ -210,11 +237,13 @@ async fn run_controllers(
     client: &Client,
     config: &Config,
     registry: &Registry,
+    tracer: &Tracer,
     shutdown: CancellationToken,
 ) -> Result<()> {
     // Unlike Kubernetes (a resync every 12-24 h), informers never resync: every decision is
     // driven by watch events and the controllers' own requeues.
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
+    factory.set_tracer(tracer.clone());
     let tracker = TaskTracker::new();
     let executor = |component: &str| {
         let (recorder, broadcaster) = new_recorder(
@@ -223,7 +252,7 @@ async fn run_controllers(
             TokioClock::shared(),
         );
         tracker.spawn(broadcaster.run(shutdown.clone()));
-        Executor::new(client.clone(), recorder)
+        Executor::new(client.clone(), recorder).with_tracer(tracer.clone())
     };
     type Start = Box<dyn FnOnce(&TaskTracker, CancellationToken) + Send>;
     let mut starts: Vec<Start> = Vec::new();

@@ -79,6 +79,7 @@ impl NamespaceController {
             count: workers,
             max_retries: None,
             metrics: self.metrics.clone(),
+            tracer: self.executor.tracer().clone(),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();
@@ -97,6 +98,7 @@ impl NamespaceController {
         let content = self.list_content(&key.name).await?;
         let out = sync_namespace(&ns, &content, jiff::Timestamp::now());
         tracing::info!(namespace = %key, "{}", out.summary);
+        client::trace::set_summary(&out.summary);
         self.executor
             .execute(out.actions, None)
             .await

@@ -124,6 +124,7 @@ impl ReplicaSetController {
             count: workers,
             max_retries: None,
             metrics: self.metrics.clone(),
+            tracer: self.executor.tracer().clone(),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();
@@ -248,6 +249,7 @@ impl ReplicaSetController {
             )
         };
         tracing::info!(replicaset = %key, "{}", out.summary);
+        client::trace::set_summary(&out.summary);
         match self
             .executor
             .execute(out.actions, Some(&self.expectations))

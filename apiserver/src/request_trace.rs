@@ -1,0 +1,324 @@
+//! Tracing an API request: continue the caller's trace (W3C `traceparent` header) or start
+//! one, record a span for the request, and stamp the trace context on the object it writes.
+//!
+//! kube-apiserver traces requests too (`staging/src/k8s.io/apiserver/pkg/endpoints/filters/
+//! traces.go`, OpenTelemetry's `otelhttp` handler), but its trace stops at the response.
+//! miniplane also writes the context on the object, in the annotation
+//! [`trace::TRACEPARENT_ANNOTATION`] (real Kubernetes has no such annotation), so that whoever
+//! reacts to the object continues the same trace:
+//!
+//! ```text
+//!   POST /apis/apps/v1/namespaces/default/deployments      (no traceparent: kubectl)
+//!     ├─ span "create deployments"  trace T (new), span S
+//!     └─ stored object: metadata.annotations["miniplane.dev/traceparent"] = 00-T-S-01
+//!   PUT .../replicasets/web-abc/status   traceparent: 00-T-C-01   (a controller's write)
+//!     ├─ span "update replicasets/status"  trace T, span S2, parent C
+//!     └─ stored object: annotation = 00-T-S2-01
+//! ```
+//!
+//! What is traced: every write (a write without `traceparent` starts a trace); a read only
+//! when it carries `traceparent` (a controller's live GET inside a sync), so background
+//! polling does not flood the collector; never a watch (it lasts minutes; each event it
+//! delivers is traced by the receiving informer instead).
+//!
+//! The annotation changes only when the object does: a write that changes nothing else keeps
+//! the object (and its revision) as it was, so tracing never causes extra watch events.
+
+use std::sync::{Arc, Mutex};
+
+use axum::http::{HeaderMap, Method, StatusCode};
+use serde_json::Value;
+use trace::{Span, SpanContext, SpanKind, TRACEPARENT_ANNOTATION, TRACEPARENT_HEADER, attr};
+
+use crate::meta;
+use crate::request::ResourcePath;
+
+/// The component name API server spans carry.
+pub const COMPONENT: &str = "kube-apiserver";
+
+/// Tracing settings of the API server.
+#[derive(Debug, Clone)]
+pub struct TracingOptions {
+    /// Record request spans and stamp the annotation (`--tracing`, on by default). Off, the
+    /// server neither records nor stamps anything, and the collector stays empty.
+    pub enabled: bool,
+    /// Spans the collector keeps (`--trace-max-spans`).
+    pub max_spans: usize,
+}
+
+impl Default for TracingOptions {
+    fn default() -> Self {
+        TracingOptions {
+            enabled: true,
+            max_spans: crate::collector::DEFAULT_MAX_SPANS,
+        }
+    }
+}
+
+/// What a write records on the object, and what it learns while writing (shared between the
+/// request span and the storage layer).
+#[derive(Debug)]
+pub struct WriteTrace {
+    traceparent: String,
+    written: Mutex<Option<Written>>,
+}
+
+/// The last object a request wrote.
+#[derive(Debug, Clone)]
+struct Written {
+    revision: u64,
+    name: String,
+}
+
+impl WriteTrace {
+    /// The annotation value for objects this request writes.
+    pub fn traceparent(&self) -> &str {
+        &self.traceparent
+    }
+
+    /// Stamps the annotation on `obj`.
+    pub fn stamp(&self, obj: &mut Value) {
+        set_annotation(obj, Some(&self.traceparent));
+    }
+
+    /// Notes that the request stored `name` at `revision`.
+    pub fn written(&self, name: &str, revision: u64) {
+        *self.written.lock().unwrap_or_else(|p| p.into_inner()) = Some(Written {
+            revision,
+            name: name.to_owned(),
+        });
+    }
+}
+
+/// The trace annotation of `obj`, if any.
+pub fn annotation(obj: &Value) -> Option<&str> {
+    obj.get("metadata")?
+        .get("annotations")?
+        .get(TRACEPARENT_ANNOTATION)?
+        .as_str()
+}
+
+/// Sets (or with `None` removes) the trace annotation, dropping an emptied annotation map.
+pub fn set_annotation(obj: &mut Value, value: Option<&str>) {
+    let metadata = meta::metadata_mut(obj);
+    match value {
+        Some(v) => {
+            let annotations = metadata
+                .entry("annotations")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if !annotations.is_object() {
+                *annotations = Value::Object(Default::default());
+            }
+            if let Some(map) = annotations.as_object_mut() {
+                map.insert(TRACEPARENT_ANNOTATION.into(), Value::String(v.into()));
+            }
+        }
+        None => {
+            let emptied = metadata
+                .get_mut("annotations")
+                .and_then(Value::as_object_mut)
+                .map(|map| {
+                    map.remove(TRACEPARENT_ANNOTATION);
+                    map.is_empty()
+                });
+            if emptied == Some(true) {
+                metadata.remove("annotations");
+            }
+        }
+    }
+}
+
+/// The span of one API request, open until [`RequestTrace::finish`].
+#[derive(Debug)]
+pub struct RequestTrace {
+    span: Span,
+    write: Arc<WriteTrace>,
+}
+
+/// Starts the span of a resource request, or `None` for what is not traced (watches, and
+/// reads without `traceparent`). An invalid `traceparent` is ignored, as the W3C
+/// recommendation says: the request then starts a new trace.
+pub fn begin(
+    method: &Method,
+    path: &ResourcePath,
+    watch: bool,
+    headers: &HeaderMap,
+) -> Option<RequestTrace> {
+    let parent = headers
+        .get(TRACEPARENT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| SpanContext::parse(v).ok());
+    let verb = trace::request_verb(method.as_str(), path.name.is_some(), watch);
+    let traced = match verb {
+        "watch" => false,
+        "get" | "list" => parent.is_some(),
+        _ => true,
+    };
+    if !traced {
+        return None;
+    }
+    let ctx = parent.map_or_else(SpanContext::new_root, |p| p.child());
+    let resource = match &path.subresource {
+        Some(sub) => format!("{}/{sub}", path.resource),
+        None => path.resource.clone(),
+    };
+    let mut span = Span::start(
+        ctx,
+        parent.map(|p| p.span_id),
+        format!("{verb} {resource}"),
+        SpanKind::Server,
+        COMPONENT,
+    )
+    .with(attr::VERB, verb)
+    .with(attr::RESOURCE, path.resource.as_str());
+    if let Some(sub) = &path.subresource {
+        span.set(attr::SUBRESOURCE, sub.as_str());
+    }
+    if let Some(ns) = &path.namespace {
+        span.set(attr::NAMESPACE, ns.as_str());
+    }
+    if let Some(name) = &path.name {
+        span.set(attr::NAME, name.as_str());
+    }
+    if let Some(agent) = headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+    {
+        span.set("userAgent", agent);
+    }
+    Some(RequestTrace {
+        write: Arc::new(WriteTrace {
+            traceparent: ctx.traceparent(),
+            written: Mutex::new(None),
+        }),
+        span,
+    })
+}
+
+impl RequestTrace {
+    /// What the storage layer stamps on written objects.
+    pub fn write(&self) -> Arc<WriteTrace> {
+        self.write.clone()
+    }
+
+    /// Ends the span with the response's code (and the error, if the request failed).
+    pub fn finish(mut self, code: StatusCode, error: Option<String>) -> Span {
+        let written = self
+            .write
+            .written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let span = &mut self.span;
+        if let Some(w) = &written {
+            span.set(attr::REVISION, w.revision);
+            if !span.attributes.contains_key(attr::NAME) {
+                span.set(attr::NAME, w.name.as_str());
+            }
+        }
+        span.set(attr::CODE, code.as_u16());
+        let object = match (span.attribute(attr::NAMESPACE), span.attribute(attr::NAME)) {
+            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            (None, Some(name)) => name,
+            (Some(ns), None) => format!("in {ns}"),
+            (None, None) => String::new(),
+        };
+        let mut summary = format!(
+            "{object} → {} {}",
+            code.as_u16(),
+            code.canonical_reason().unwrap_or("")
+        );
+        if let Some(w) = &written {
+            summary.push_str(&format!(", stored at revision {}", w.revision));
+        }
+        if let Some(e) = error {
+            summary.push_str(&format!(" ({e})"));
+            span.set(attr::ERROR, e);
+        }
+        span.summary = summary.trim().to_owned();
+        span.end();
+        self.span
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gvk::GroupVersion;
+    use serde_json::json;
+
+    fn path(name: Option<&str>, sub: Option<&str>) -> ResourcePath {
+        ResourcePath {
+            gv: GroupVersion::new("apps", "v1"),
+            namespace: Some("default".into()),
+            resource: "deployments".into(),
+            name: name.map(str::to_owned),
+            subresource: sub.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn writes_start_or_continue_a_trace_reads_only_continue_watches_never() {
+        let none = HeaderMap::new();
+        let started = begin(&Method::POST, &path(None, None), false, &none).unwrap();
+        assert_eq!(started.span.parent_span_id, None);
+        assert_eq!(started.span.name, "create deployments");
+
+        let parent = SpanContext::new_root();
+        let mut headers = HeaderMap::new();
+        headers.insert(TRACEPARENT_HEADER, parent.traceparent().parse().unwrap());
+        let cont = begin(
+            &Method::PUT,
+            &path(Some("web"), Some("status")),
+            false,
+            &headers,
+        )
+        .unwrap();
+        assert_eq!(cont.span.trace_id, parent.trace_id);
+        assert_eq!(cont.span.parent_span_id, Some(parent.span_id));
+        assert_eq!(cont.span.name, "update deployments/status");
+        assert!(
+            cont.write()
+                .traceparent()
+                .contains(&cont.span.span_id.to_string())
+        );
+
+        assert!(begin(&Method::GET, &path(Some("web"), None), false, &none).is_none());
+        assert!(begin(&Method::GET, &path(Some("web"), None), false, &headers).is_some());
+        assert!(begin(&Method::GET, &path(None, None), true, &headers).is_none());
+
+        let mut bad = HeaderMap::new();
+        bad.insert(TRACEPARENT_HEADER, "00-zz".parse().unwrap());
+        let fresh = begin(&Method::DELETE, &path(Some("web"), None), false, &bad).unwrap();
+        assert_eq!(
+            fresh.span.parent_span_id, None,
+            "invalid traceparent: new trace"
+        );
+    }
+
+    #[test]
+    fn finishing_names_the_object_code_and_revision() {
+        let t = begin(&Method::POST, &path(None, None), false, &HeaderMap::new()).unwrap();
+        t.write().written("web", 42);
+        let span = t.finish(StatusCode::CREATED, None);
+        assert_eq!(
+            span.summary,
+            "default/web → 201 Created, stored at revision 42"
+        );
+        assert_eq!(span.attribute(attr::REVISION).as_deref(), Some("42"));
+        assert_eq!(span.attribute(attr::NAME).as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn the_annotation_is_set_and_removed_cleanly() {
+        let mut obj = json!({"metadata": {"name": "x"}});
+        set_annotation(&mut obj, Some("00-a-b-01"));
+        assert_eq!(annotation(&obj), Some("00-a-b-01"));
+        set_annotation(&mut obj, None);
+        assert_eq!(obj, json!({"metadata": {"name": "x"}}));
+        let mut other = json!({"metadata": {"annotations": {"keep": "me"}}});
+        set_annotation(&mut other, Some("v"));
+        set_annotation(&mut other, None);
+        assert_eq!(other, json!({"metadata": {"annotations": {"keep": "me"}}}));
+    }
+}

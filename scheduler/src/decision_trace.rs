@@ -1,0 +1,170 @@
+//! One scheduling decision as a trace span: which nodes were filtered out and why, how the
+//! others scored, and which one won.
+//!
+//! kube-scheduler reports the same facts in pieces: the `FailedScheduling` event's message
+//! (`FitError`), `-v=10` logs of each plugin's scores, and the `Scheduled` event. Here the
+//! span carries them together, under the event that queued the pod:
+//!
+//! ```text
+//! schedule pod: default/web-7f9c-x2k4q → node-2 (3 evaluated, 3 feasible);
+//!               node-2 172 [NodeResourcesFit=91 ...]; node-1 170 [...]
+//! schedule pod: default/big → unschedulable: 0/3 nodes are available: 3 Insufficient cpu. ...;
+//!               filtered out: node-1 (NodeResourcesFit: Insufficient cpu), ...
+//! ```
+//!
+//! Plain functions from the decision to text and attributes, so they are tested without a
+//! server.
+
+use client::trace::{AttributeValue, attr};
+
+use crate::schedule_one::{ScheduleError, ScheduleResult};
+
+/// Nodes named one by one in a span; more are counted.
+const NODES_NAMED: usize = 10;
+
+/// The span's "what and why" line and its attributes for a decision about `pod`.
+pub fn describe(
+    pod: &str,
+    decision: &Result<ScheduleResult, ScheduleError>,
+) -> (String, Vec<(String, AttributeValue)>) {
+    let mut attributes: Vec<(String, AttributeValue)> = vec![(attr::KEY.into(), pod.into())];
+    match decision {
+        Ok(result) => {
+            attributes.push(("node".into(), result.suggested_host.as_str().into()));
+            attributes.push(("nodes.evaluated".into(), result.evaluated_nodes.into()));
+            attributes.push(("nodes.feasible".into(), result.feasible_nodes.into()));
+            let mut filtered = Vec::new();
+            for verdict in &result.nodes {
+                match &verdict.filter {
+                    Err(status) => {
+                        let why = format!("{}: {}", status.plugin, status.reasons.join(", "));
+                        if filtered.len() < NODES_NAMED {
+                            filtered.push(format!("{} ({why})", verdict.node));
+                        }
+                        attributes.push((format!("filter.{}", verdict.node), why.into()));
+                    }
+                    Ok(()) if !verdict.scores.is_empty() => {
+                        attributes.push((format!("score.{}", verdict.node), verdict.total.into()));
+                    }
+                    Ok(()) => {}
+                }
+            }
+            attributes.truncate(4 + 2 * NODES_NAMED);
+            let mut summary = result.summary();
+            let rejected = result.evaluated_nodes - result.feasible_nodes;
+            if rejected > 0 {
+                summary.push_str(&format!("; filtered out: {}", filtered.join(", ")));
+                if rejected > filtered.len() {
+                    summary.push_str(&format!(" and {} more", rejected - filtered.len()));
+                }
+            }
+            (summary, attributes)
+        }
+        Err(err) => {
+            attributes.push(("unschedulable".into(), true.into()));
+            let mut summary = format!("{pod} → unschedulable: {err}");
+            if let ScheduleError::Fit(fit) = err {
+                let named: Vec<String> = fit
+                    .node_to_status
+                    .iter()
+                    .take(NODES_NAMED)
+                    .map(|(node, s)| format!("{node} ({}: {})", s.plugin, s.reasons.join(", ")))
+                    .collect();
+                summary.push_str(&format!("; filtered out: {}", named.join(", ")));
+                for (node, s) in fit.node_to_status.iter().take(NODES_NAMED) {
+                    attributes.push((
+                        format!("filter.{node}"),
+                        format!("{}: {}", s.plugin, s.reasons.join(", ")).into(),
+                    ));
+                }
+            }
+            (summary, attributes)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fit_error::FitError;
+    use crate::plugins::{Code, Status};
+    use crate::schedule_one::NodeVerdict;
+    use client::ObjectKey;
+    use std::collections::BTreeMap;
+
+    #[test]
+    fn a_placement_names_the_filtered_out_nodes_and_the_scores() {
+        let result = ScheduleResult {
+            pod: ObjectKey::new(Some("default"), "web"),
+            suggested_host: "node-2".into(),
+            evaluated_nodes: 3,
+            feasible_nodes: 2,
+            nodes: vec![
+                NodeVerdict {
+                    node: "node-0".into(),
+                    filter: Err(Status::new(
+                        "NodeUnschedulable",
+                        Code::UnschedulableAndUnresolvable,
+                        "node(s) were unschedulable",
+                    )),
+                    scores: vec![],
+                    total: 0,
+                },
+                NodeVerdict {
+                    node: "node-1".into(),
+                    filter: Ok(()),
+                    scores: vec![1, 2],
+                    total: 150,
+                },
+                NodeVerdict {
+                    node: "node-2".into(),
+                    filter: Ok(()),
+                    scores: vec![3, 4],
+                    total: 170,
+                },
+            ],
+        };
+        let (summary, attrs) = describe("default/web", &Ok(result));
+        assert!(
+            summary.starts_with("default/web -> node-2 (3 evaluated, 2 feasible)"),
+            "{summary}"
+        );
+        assert!(
+            summary.ends_with(
+                "; filtered out: node-0 (NodeUnschedulable: node(s) were unschedulable)"
+            ),
+            "{summary}"
+        );
+        let get = |k: &str| {
+            attrs
+                .iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.to_string())
+        };
+        assert_eq!(get("node").as_deref(), Some("node-2"));
+        assert_eq!(get("score.node-2").as_deref(), Some("170"));
+        assert_eq!(
+            get("filter.node-0").as_deref(),
+            Some("NodeUnschedulable: node(s) were unschedulable")
+        );
+    }
+
+    #[test]
+    fn an_unschedulable_pod_says_why_per_node() {
+        let fit = FitError {
+            num_all_nodes: 1,
+            node_to_status: BTreeMap::from([(
+                "node-0".to_string(),
+                Status::new("NodeResourcesFit", Code::Unschedulable, "Insufficient cpu"),
+            )]),
+            preemption_never: false,
+        };
+        let (summary, attrs) = describe("default/big", &Err(ScheduleError::Fit(fit)));
+        assert!(
+            summary.starts_with("default/big → unschedulable: 0/1 nodes are available"),
+            "{summary}"
+        );
+        assert!(summary.ends_with("filtered out: node-0 (NodeResourcesFit: Insufficient cpu)"));
+        assert!(attrs.iter().any(|(k, _)| k == "unschedulable"));
+    }
+}

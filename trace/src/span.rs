@@ -1,0 +1,288 @@
+//! The span record: what one component did, when, on whose behalf, and why.
+//!
+//! Every component reports its spans in this one shape (JSON over HTTP to the API server's
+//! collector), and every view and export reads it. It is a small subset of OpenTelemetry's
+//! span (`opentelemetry-proto/.../trace/v1/trace.proto`): ids, parent, name, kind, start and
+//! end, attributes, links; plus the component that recorded it (OpenTelemetry's
+//! `service.name` resource attribute) and `summary`, the one line of "what and why" the
+//! views print.
+//!
+//! ```json
+//! {"traceId":"4bf9…4736","spanId":"00f0…02b7","parentSpanId":"a3ce…929d",
+//!  "name":"sync replicaset","kind":"internal","component":"kube-controller-manager",
+//!  "startUnixNanos":1700000000000000000,"endUnixNanos":1700000000001200000,
+//!  "summary":"desired 3, have 0 → create 3 in batches 1, 2",
+//!  "attributes":{"key":"default/nginx-6d4cf56db6","queue.retries":0},
+//!  "links":[{"traceId":"…","spanId":"…"}]}
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::{SpanContext, SpanId, TraceId};
+
+/// The role of a span, as OpenTelemetry's `SpanKind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SpanKind {
+    /// Work inside a component (a sync, a scheduling decision, a kubelet stage).
+    #[default]
+    Internal,
+    /// The API server handling a request.
+    Server,
+    /// A component sending a request to the API server.
+    Client,
+    /// A component receiving something it did not ask for at that moment (a watch event, a
+    /// key out of a work queue).
+    Consumer,
+}
+
+/// An attribute value: text, an integer or a flag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AttributeValue {
+    /// A flag.
+    Bool(bool),
+    /// A number (counts, revisions, codes).
+    Int(i64),
+    /// Text.
+    Str(String),
+}
+
+impl fmt::Display for AttributeValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AttributeValue::Bool(b) => write!(f, "{b}"),
+            AttributeValue::Int(i) => write!(f, "{i}"),
+            AttributeValue::Str(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<&str> for AttributeValue {
+    fn from(s: &str) -> Self {
+        AttributeValue::Str(s.to_owned())
+    }
+}
+impl From<String> for AttributeValue {
+    fn from(s: String) -> Self {
+        AttributeValue::Str(s)
+    }
+}
+impl From<&String> for AttributeValue {
+    fn from(s: &String) -> Self {
+        AttributeValue::Str(s.clone())
+    }
+}
+impl From<bool> for AttributeValue {
+    fn from(b: bool) -> Self {
+        AttributeValue::Bool(b)
+    }
+}
+impl From<i64> for AttributeValue {
+    fn from(i: i64) -> Self {
+        AttributeValue::Int(i)
+    }
+}
+impl From<u64> for AttributeValue {
+    fn from(i: u64) -> Self {
+        AttributeValue::Int(i64::try_from(i).unwrap_or(i64::MAX))
+    }
+}
+impl From<usize> for AttributeValue {
+    fn from(i: usize) -> Self {
+        AttributeValue::Int(i64::try_from(i).unwrap_or(i64::MAX))
+    }
+}
+impl From<u32> for AttributeValue {
+    fn from(i: u32) -> Self {
+        AttributeValue::Int(i64::from(i))
+    }
+}
+impl From<i32> for AttributeValue {
+    fn from(i: i32) -> Self {
+        AttributeValue::Int(i64::from(i))
+    }
+}
+impl From<u16> for AttributeValue {
+    fn from(i: u16) -> Self {
+        AttributeValue::Int(i64::from(i))
+    }
+}
+
+/// Another span this one was caused by, besides its parent (a work-queue key that merged
+/// several events links to each of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Link {
+    /// The linked span's trace.
+    pub trace_id: TraceId,
+    /// The linked span.
+    pub span_id: SpanId,
+}
+
+impl From<SpanContext> for Link {
+    fn from(ctx: SpanContext) -> Self {
+        Link {
+            trace_id: ctx.trace_id,
+            span_id: ctx.span_id,
+        }
+    }
+}
+
+/// One finished span.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Span {
+    /// The trace it belongs to.
+    pub trace_id: TraceId,
+    /// Its own id.
+    pub span_id: SpanId,
+    /// The span that caused it; `None` for the first span of a trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_span_id: Option<SpanId>,
+    /// What kind of step it is (`create deployments`, `sync replicaset`, `schedule pod`).
+    pub name: String,
+    /// Its role.
+    #[serde(default)]
+    pub kind: SpanKind,
+    /// Who recorded it (`kube-apiserver`, `kube-controller-manager`, `kube-scheduler`,
+    /// `kubelet`).
+    pub component: String,
+    /// Start, in nanoseconds since the Unix epoch.
+    pub start_unix_nanos: u64,
+    /// End, in nanoseconds since the Unix epoch (≥ start).
+    pub end_unix_nanos: u64,
+    /// One line of what happened and why.
+    #[serde(default)]
+    pub summary: String,
+    /// Details: keys, counts, revisions, reasons.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, AttributeValue>,
+    /// Further causes (see [`Link`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+}
+
+impl Span {
+    /// A span for `ctx` (its trace and span id) under `parent`, starting now; set the rest
+    /// and call [`Span::end`].
+    pub fn start(
+        ctx: SpanContext,
+        parent: Option<SpanId>,
+        name: impl Into<String>,
+        kind: SpanKind,
+        component: impl Into<String>,
+    ) -> Self {
+        let now = unix_nanos(SystemTime::now());
+        Span {
+            trace_id: ctx.trace_id,
+            span_id: ctx.span_id,
+            parent_span_id: parent,
+            name: name.into(),
+            kind,
+            component: component.into(),
+            start_unix_nanos: now,
+            end_unix_nanos: now,
+            summary: String::new(),
+            attributes: BTreeMap::new(),
+            links: Vec::new(),
+        }
+    }
+
+    /// This span's context (for children).
+    pub fn context(&self) -> SpanContext {
+        SpanContext {
+            trace_id: self.trace_id,
+            span_id: self.span_id,
+            sampled: true,
+        }
+    }
+
+    /// Sets an attribute.
+    pub fn set(&mut self, key: impl Into<String>, value: impl Into<AttributeValue>) -> &mut Self {
+        self.attributes.insert(key.into(), value.into());
+        self
+    }
+
+    /// Sets an attribute (builder style).
+    pub fn with(mut self, key: impl Into<String>, value: impl Into<AttributeValue>) -> Self {
+        self.set(key, value);
+        self
+    }
+
+    /// Sets the start time.
+    pub fn started_at(mut self, at: SystemTime) -> Self {
+        self.start_unix_nanos = unix_nanos(at);
+        self.end_unix_nanos = self.end_unix_nanos.max(self.start_unix_nanos);
+        self
+    }
+
+    /// Ends the span now.
+    pub fn end(&mut self) {
+        self.end_at(SystemTime::now());
+    }
+
+    /// Ends the span at `at` (never before its start).
+    pub fn end_at(&mut self, at: SystemTime) {
+        self.end_unix_nanos = unix_nanos(at).max(self.start_unix_nanos);
+    }
+
+    /// How long it took.
+    pub fn duration(&self) -> Duration {
+        Duration::from_nanos(self.end_unix_nanos.saturating_sub(self.start_unix_nanos))
+    }
+
+    /// An attribute as text, if set.
+    pub fn attribute(&self, key: &str) -> Option<String> {
+        self.attributes.get(key).map(ToString::to_string)
+    }
+}
+
+/// Nanoseconds since the Unix epoch (0 before it).
+pub fn unix_nanos(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// The time `nanos` after the Unix epoch.
+pub fn from_unix_nanos(nanos: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_nanos(nanos)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_as_json_with_camel_case_and_typed_attributes() {
+        let ctx = SpanContext::new_root();
+        let mut span = Span::start(ctx, None, "sync replicaset", SpanKind::Internal, "kcm")
+            .with("key", "default/web")
+            .with("retries", 2u32)
+            .with("merged", true);
+        span.links.push(ctx.child().into());
+        span.summary = "desired 3, have 0".into();
+        span.end();
+        let json = serde_json::to_value(&span).unwrap();
+        assert_eq!(json["name"], "sync replicaset");
+        assert_eq!(json["kind"], "internal");
+        assert_eq!(json["attributes"]["retries"], 2);
+        assert_eq!(json["attributes"]["merged"], true);
+        assert!(json.get("parentSpanId").is_none());
+        assert_eq!(json["links"][0]["traceId"], ctx.trace_id.to_string());
+        let back: Span = serde_json::from_value(json).unwrap();
+        assert_eq!(back, span);
+        assert!(span.end_unix_nanos >= span.start_unix_nanos);
+    }
+
+    #[test]
+    fn end_never_precedes_start() {
+        let mut span = Span::start(SpanContext::new_root(), None, "x", SpanKind::Server, "a");
+        span.end_at(UNIX_EPOCH);
+        assert_eq!(span.duration(), Duration::ZERO);
+    }
+}
