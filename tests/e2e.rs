@@ -20,6 +20,6 @@ mod kubelet_pods;
 mod library;
 mod node_lifecycle;
 mod scheduler_e2e;
-mod up;
 mod trace;
+mod up;
 mod watch_expired;

@@ -78,7 +78,8 @@ fn spawn(args: &[&str], marker: &str) -> (Proc, String) {
 
 /// Peak resident set of a process in MiB (`VmHWM`).
 fn peak_rss_mib(proc: &Proc) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", proc.0.id())).unwrap_or_default();
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", proc.0.id())).unwrap_or_default();
     status
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
@@ -215,7 +216,12 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         };
         let name = pod.metadata.name.clone().unwrap_or_default();
         created.insert(name.clone());
-        if pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_ref())
+            .is_some()
+        {
             bound.insert(name.clone());
         }
         if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
@@ -256,7 +262,10 @@ fn main() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "apply-to-Running bench: {node_count} nodes, a Deployment of {replicas}, {cores} cores, {runs} runs, loadavg {}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let results: Vec<RunResult> = (0..runs)

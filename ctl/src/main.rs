@@ -7,8 +7,8 @@ mod controller_manager_cmd;
 mod kubeconfig_cmd;
 mod kubelet_cmd;
 mod scheduler_cmd;
-mod up_cmd;
 mod trace_cmd;
+mod up_cmd;
 
 use clap::{Parser, Subcommand};
 
