@@ -16,10 +16,13 @@
 //!     └─ stored object: annotation = 00-T-S2-01
 //! ```
 //!
-//! What is traced: every write (a write without `traceparent` starts a trace); a read only
-//! when it carries `traceparent` (a controller's live GET inside a sync), so background
-//! polling does not flood the collector; never a watch (it lasts minutes; each event it
-//! delivers is traced by the receiving informer instead).
+//! What is traced: every write (a write without `traceparent` starts a trace), except the
+//! heartbeats and records nothing reacts to — Lease renewals and Events written without
+//! `traceparent`, which every node and controller sends every few seconds and which would
+//! otherwise crowd the bounded collector with one-span traces; a read only when it carries
+//! `traceparent` (a controller's live GET inside a sync), so background polling does not
+//! flood the collector either; never a watch (it lasts minutes; each event it delivers is
+//! traced by the receiving informer instead).
 //!
 //! The annotation changes only when the object does: a write that changes nothing else keeps
 //! the object (and its revision) as it was, so tracing never causes extra watch events.
@@ -149,10 +152,11 @@ pub fn begin(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| SpanContext::parse(v).ok());
     let verb = trace::request_verb(method.as_str(), path.name.is_some(), watch);
+    let heartbeat = matches!(path.resource.as_str(), "leases" | "events");
     let traced = match verb {
         "watch" => false,
         "get" | "list" => parent.is_some(),
-        _ => true,
+        _ => parent.is_some() || !heartbeat,
     };
     if !traced {
         return None;
@@ -286,6 +290,19 @@ mod tests {
         assert!(begin(&Method::GET, &path(Some("web"), None), false, &none).is_none());
         assert!(begin(&Method::GET, &path(Some("web"), None), false, &headers).is_some());
         assert!(begin(&Method::GET, &path(None, None), true, &headers).is_none());
+
+        let lease = ResourcePath {
+            gv: GroupVersion::new("coordination.k8s.io", "v1"),
+            namespace: Some("kube-node-lease".into()),
+            resource: "leases".into(),
+            name: Some("node-1".into()),
+            subresource: None,
+        };
+        assert!(
+            begin(&Method::PUT, &lease, false, &none).is_none(),
+            "a heartbeat"
+        );
+        assert!(begin(&Method::PUT, &lease, false, &headers).is_some());
 
         let mut bad = HeaderMap::new();
         bad.insert(TRACEPARENT_HEADER, "00-zz".parse().unwrap());
