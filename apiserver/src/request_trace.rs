@@ -221,12 +221,10 @@ impl RequestTrace {
             }
         }
         span.set(attr::CODE, code.as_u16());
-        let object = match (span.attribute(attr::NAMESPACE), span.attribute(attr::NAME)) {
-            (Some(ns), Some(name)) => format!("{ns}/{name}"),
-            (None, Some(name)) => name,
-            (Some(ns), None) => format!("in {ns}"),
-            (None, None) => String::new(),
-        };
+        let object = trace::object_label(
+            span.attribute(attr::NAMESPACE).as_deref(),
+            span.attribute(attr::NAME).as_deref(),
+        );
         let mut summary = format!(
             "{object} → {} {}",
             code.as_u16(),
