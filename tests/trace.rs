@@ -105,12 +105,29 @@ fn miniplane_trace(s: &Server, args: &[&str]) -> String {
 /// The spans of `object`'s trace, once `complete` holds and no span misses its parent (the
 /// components' exporters send in batches, so a child may arrive before its parent).
 fn trace_of(s: &Server, object: &str, what: &str, complete: impl Fn(&[Span]) -> bool) -> Vec<Span> {
-    eventually(what, DEADLINE, || {
+    let start = std::time::Instant::now();
+    loop {
         let json = miniplane_trace(s, &[object, "--output", "json"]);
-        let spans: Vec<Span> = serde_json::from_str(&json).ok()?;
+        let spans: Vec<Span> = serde_json::from_str(&json).unwrap_or_default();
         let tree = Tree::build(&spans);
-        (tree.orphans().is_empty() && complete(&spans)).then_some(spans)
-    })
+        if !spans.is_empty() && tree.orphans().is_empty() && complete(&spans) {
+            return spans;
+        }
+        if start.elapsed() > DEADLINE {
+            let root = tree
+                .roots()
+                .first()
+                .map(|r| format!("{}: {}", r.name, r.summary));
+            panic!(
+                "timed out after {DEADLINE:?} waiting for {what}: the trace on {object} has {} spans, \
+                 {} orphans, root {root:?}\nrecent traces:\n{}",
+                spans.len(),
+                tree.orphans().len(),
+                miniplane_trace(s, &["list"])
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
@@ -143,9 +160,12 @@ fn assert_causal(spans: &[Span]) {
         if let Some(parent) = span.parent_span_id.and_then(|p| by_id.get(&p)) {
             assert!(
                 span.start_unix_nanos >= parent.start_unix_nanos,
-                "{} starts before its parent {}",
+                "{} ({}) starts {}ns before its parent {} ({})",
                 span.name,
-                parent.name
+                span.summary,
+                parent.start_unix_nanos - span.start_unix_nanos,
+                parent.name,
+                parent.summary
             );
         }
     }

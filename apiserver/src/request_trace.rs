@@ -26,6 +26,12 @@
 //!
 //! The annotation changes only when the object does: a write that changes nothing else keeps
 //! the object (and its revision) as it was, so tracing never causes extra watch events.
+//!
+//! A `/status` write is a report, not a new intent: it stamps its trace only on an object that
+//! is in the same trace already (or has none). A late report from an earlier flow (a kubelet
+//! re-posting the status of a pod the previous rollout made) never moves the object back to
+//! that flow's trace, so what reacts to the object keeps continuing the trace of the write that
+//! last changed what it should be (`kubectl set image` → the rollout's trace).
 
 use std::sync::{Arc, Mutex};
 
@@ -63,6 +69,10 @@ impl Default for TracingOptions {
 #[derive(Debug)]
 pub struct WriteTrace {
     traceparent: String,
+    /// The request's trace.
+    trace_id: trace::TraceId,
+    /// A `/status` write: stamps only objects already in its trace (see the module docs).
+    status_only: bool,
     written: Mutex<Option<Written>>,
 }
 
@@ -79,8 +89,15 @@ impl WriteTrace {
         &self.traceparent
     }
 
-    /// Stamps the annotation on `obj`.
+    /// Stamps the annotation on `obj` (the object as it is about to be stored), unless this is
+    /// a `/status` write and `obj` belongs to another trace.
     pub fn stamp(&self, obj: &mut Value) {
+        if self.status_only
+            && let Some(current) = annotation(obj).and_then(|v| SpanContext::parse(v).ok())
+            && current.trace_id != self.trace_id
+        {
+            return;
+        }
         set_annotation(obj, Some(&self.traceparent));
     }
 
@@ -193,6 +210,8 @@ pub fn begin(
     Some(RequestTrace {
         write: Arc::new(WriteTrace {
             traceparent: ctx.traceparent(),
+            trace_id: ctx.trace_id,
+            status_only: path.subresource.as_deref() == Some("status"),
             written: Mutex::new(None),
         }),
         span,
@@ -322,6 +341,45 @@ mod tests {
         );
         assert_eq!(span.attribute(attr::REVISION).as_deref(), Some("42"));
         assert_eq!(span.attribute(attr::NAME).as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn a_status_write_stamps_only_objects_of_its_own_trace() {
+        let theirs = SpanContext::new_root();
+        let mut obj = json!({"metadata": {"name": "web"}});
+        set_annotation(&mut obj, Some(&theirs.traceparent()));
+        let mut other = HeaderMap::new();
+        other.insert(
+            TRACEPARENT_HEADER,
+            SpanContext::new_root().traceparent().parse().unwrap(),
+        );
+        let status = path(Some("web"), Some("status"));
+        let report = begin(&Method::PUT, &status, false, &other).unwrap();
+        report.write().stamp(&mut obj);
+        assert_eq!(
+            annotation(&obj),
+            Some(theirs.traceparent().as_str()),
+            "kept"
+        );
+        let mut same = HeaderMap::new();
+        same.insert(
+            TRACEPARENT_HEADER,
+            theirs.child().traceparent().parse().unwrap(),
+        );
+        let report = begin(&Method::PUT, &status, false, &same).unwrap();
+        report.write().stamp(&mut obj);
+        assert_eq!(
+            annotation(&obj),
+            Some(report.write().traceparent()),
+            "same trace: moves on"
+        );
+        let spec = begin(&Method::PUT, &path(Some("web"), None), false, &other).unwrap();
+        spec.write().stamp(&mut obj);
+        assert_eq!(
+            annotation(&obj),
+            Some(spec.write().traceparent()),
+            "a new intent wins"
+        );
     }
 
     #[test]
