@@ -105,12 +105,29 @@ fn miniplane_trace(s: &Server, args: &[&str]) -> String {
 /// The spans of `object`'s trace, once `complete` holds and no span misses its parent (the
 /// components' exporters send in batches, so a child may arrive before its parent).
 fn trace_of(s: &Server, object: &str, what: &str, complete: impl Fn(&[Span]) -> bool) -> Vec<Span> {
-    eventually(what, DEADLINE, || {
+    let start = std::time::Instant::now();
+    loop {
         let json = miniplane_trace(s, &[object, "--output", "json"]);
-        let spans: Vec<Span> = serde_json::from_str(&json).ok()?;
+        let spans: Vec<Span> = serde_json::from_str(&json).unwrap_or_default();
         let tree = Tree::build(&spans);
-        (tree.orphans().is_empty() && complete(&spans)).then_some(spans)
-    })
+        if !spans.is_empty() && tree.orphans().is_empty() && complete(&spans) {
+            return spans;
+        }
+        if start.elapsed() > DEADLINE {
+            let root = tree
+                .roots()
+                .first()
+                .map(|r| format!("{}: {}", r.name, r.summary));
+            panic!(
+                "timed out after {DEADLINE:?} waiting for {what}: the trace on {object} has {} spans, \
+                 {} orphans, root {root:?}\nrecent traces:\n{}",
+                spans.len(),
+                tree.orphans().len(),
+                miniplane_trace(s, &["list"])
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 fn named<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
@@ -143,9 +160,12 @@ fn assert_causal(spans: &[Span]) {
         if let Some(parent) = span.parent_span_id.and_then(|p| by_id.get(&p)) {
             assert!(
                 span.start_unix_nanos >= parent.start_unix_nanos,
-                "{} starts before its parent {}",
+                "{} ({}) starts {}ns before its parent {} ({})",
                 span.name,
-                parent.name
+                span.summary,
+                parent.start_unix_nanos - span.start_unix_nanos,
+                parent.name,
+                parent.summary
             );
         }
     }
@@ -572,7 +592,7 @@ fn assert_otlp(doc: &Value) -> usize {
 }
 
 #[test]
-fn chrome_and_otlp_exports_follow_their_formats() {
+fn chrome_and_otlp_exports_follow_their_formats_and_follow_waits_for_the_trace() {
     // API server and controller-manager only: the pods stay Pending, the trace spans two
     // components.
     let s = Server::start();
@@ -581,6 +601,23 @@ fn chrome_and_otlp_exports_follow_their_formats() {
         &["controller-manager", "--listen", "127.0.0.1:0"],
         "miniplane controller-manager started",
     );
+    // `--follow` started before the apply waits for the Deployment's first trace, then reads
+    // it until it stops growing.
+    let follow = Command::new(env!("CARGO_BIN_EXE_miniplane"))
+        .args([
+            "trace",
+            "deploy/web",
+            "--follow",
+            "--quiet",
+            "1s",
+            "-o",
+            "json",
+        ])
+        .args(["--master", &s.url()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run miniplane trace --follow");
     let applied = s.kubectl_run(
         &["apply", "-f", "-"],
         Some(&deployment_yaml("web", 3, "nginx")),
@@ -590,6 +627,22 @@ fn chrome_and_otlp_exports_follow_their_formats() {
     let spans = trace_of(&s, "deploy/web", "three pods created", |spans| {
         named(spans, "create pods").len() == 3
     });
+    let pid = follow.id().to_string();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(follow.wait_with_output()));
+    let Ok(followed) = rx.recv_timeout(DEADLINE) else {
+        let _ = Command::new("kill").arg(&pid).status();
+        panic!("miniplane trace --follow did not end within {DEADLINE:?}");
+    };
+    let followed = followed.expect("--follow ends once the trace is quiet");
+    assert!(
+        followed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&followed.stderr)
+    );
+    let followed: Vec<Span> = serde_json::from_slice(&followed.stdout).expect("spans");
+    assert_eq!(followed[0].trace_id, spans[0].trace_id);
+    assert!(followed.iter().any(|s| s.name == "create pods"));
     let id = spans[0].trace_id.to_string();
     let chrome: Value =
         serde_json::from_str(&miniplane_trace(&s, &["--id", &id, "--output", "chrome"])).unwrap();

@@ -16,13 +16,22 @@
 //!     └─ stored object: annotation = 00-T-S2-01
 //! ```
 //!
-//! What is traced: every write (a write without `traceparent` starts a trace); a read only
-//! when it carries `traceparent` (a controller's live GET inside a sync), so background
-//! polling does not flood the collector; never a watch (it lasts minutes; each event it
-//! delivers is traced by the receiving informer instead).
+//! What is traced: every write (a write without `traceparent` starts a trace), except the
+//! heartbeats and records nothing reacts to — Lease renewals and Events written without
+//! `traceparent`, which every node and controller sends every few seconds and which would
+//! otherwise crowd the bounded collector with one-span traces; a read only when it carries
+//! `traceparent` (a controller's live GET inside a sync), so background polling does not
+//! flood the collector either; never a watch (it lasts minutes; each event it delivers is
+//! traced by the receiving informer instead).
 //!
 //! The annotation changes only when the object does: a write that changes nothing else keeps
 //! the object (and its revision) as it was, so tracing never causes extra watch events.
+//!
+//! A `/status` write is a report, not a new intent: it stamps its trace only on an object that
+//! is in the same trace already (or has none). A late report from an earlier flow (a kubelet
+//! re-posting the status of a pod the previous rollout made) never moves the object back to
+//! that flow's trace, so what reacts to the object keeps continuing the trace of the write that
+//! last changed what it should be (`kubectl set image` → the rollout's trace).
 
 use std::sync::{Arc, Mutex};
 
@@ -60,6 +69,10 @@ impl Default for TracingOptions {
 #[derive(Debug)]
 pub struct WriteTrace {
     traceparent: String,
+    /// The request's trace.
+    trace_id: trace::TraceId,
+    /// A `/status` write: stamps only objects already in its trace (see the module docs).
+    status_only: bool,
     written: Mutex<Option<Written>>,
 }
 
@@ -76,8 +89,15 @@ impl WriteTrace {
         &self.traceparent
     }
 
-    /// Stamps the annotation on `obj`.
+    /// Stamps the annotation on `obj` (the object as it is about to be stored), unless this is
+    /// a `/status` write and `obj` belongs to another trace.
     pub fn stamp(&self, obj: &mut Value) {
+        if self.status_only
+            && let Some(current) = annotation(obj).and_then(|v| SpanContext::parse(v).ok())
+            && current.trace_id != self.trace_id
+        {
+            return;
+        }
         set_annotation(obj, Some(&self.traceparent));
     }
 
@@ -149,10 +169,11 @@ pub fn begin(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| SpanContext::parse(v).ok());
     let verb = trace::request_verb(method.as_str(), path.name.is_some(), watch);
+    let heartbeat = matches!(path.resource.as_str(), "leases" | "events");
     let traced = match verb {
         "watch" => false,
         "get" | "list" => parent.is_some(),
-        _ => true,
+        _ => parent.is_some() || !heartbeat,
     };
     if !traced {
         return None;
@@ -189,6 +210,8 @@ pub fn begin(
     Some(RequestTrace {
         write: Arc::new(WriteTrace {
             traceparent: ctx.traceparent(),
+            trace_id: ctx.trace_id,
+            status_only: path.subresource.as_deref() == Some("status"),
             written: Mutex::new(None),
         }),
         span,
@@ -217,12 +240,10 @@ impl RequestTrace {
             }
         }
         span.set(attr::CODE, code.as_u16());
-        let object = match (span.attribute(attr::NAMESPACE), span.attribute(attr::NAME)) {
-            (Some(ns), Some(name)) => format!("{ns}/{name}"),
-            (None, Some(name)) => name,
-            (Some(ns), None) => format!("in {ns}"),
-            (None, None) => String::new(),
-        };
+        let object = trace::object_label(
+            span.attribute(attr::NAMESPACE).as_deref(),
+            span.attribute(attr::NAME).as_deref(),
+        );
         let mut summary = format!(
             "{object} → {} {}",
             code.as_u16(),
@@ -287,6 +308,19 @@ mod tests {
         assert!(begin(&Method::GET, &path(Some("web"), None), false, &headers).is_some());
         assert!(begin(&Method::GET, &path(None, None), true, &headers).is_none());
 
+        let lease = ResourcePath {
+            gv: GroupVersion::new("coordination.k8s.io", "v1"),
+            namespace: Some("kube-node-lease".into()),
+            resource: "leases".into(),
+            name: Some("node-1".into()),
+            subresource: None,
+        };
+        assert!(
+            begin(&Method::PUT, &lease, false, &none).is_none(),
+            "a heartbeat"
+        );
+        assert!(begin(&Method::PUT, &lease, false, &headers).is_some());
+
         let mut bad = HeaderMap::new();
         bad.insert(TRACEPARENT_HEADER, "00-zz".parse().unwrap());
         let fresh = begin(&Method::DELETE, &path(Some("web"), None), false, &bad).unwrap();
@@ -307,6 +341,45 @@ mod tests {
         );
         assert_eq!(span.attribute(attr::REVISION).as_deref(), Some("42"));
         assert_eq!(span.attribute(attr::NAME).as_deref(), Some("web"));
+    }
+
+    #[test]
+    fn a_status_write_stamps_only_objects_of_its_own_trace() {
+        let theirs = SpanContext::new_root();
+        let mut obj = json!({"metadata": {"name": "web"}});
+        set_annotation(&mut obj, Some(&theirs.traceparent()));
+        let mut other = HeaderMap::new();
+        other.insert(
+            TRACEPARENT_HEADER,
+            SpanContext::new_root().traceparent().parse().unwrap(),
+        );
+        let status = path(Some("web"), Some("status"));
+        let report = begin(&Method::PUT, &status, false, &other).unwrap();
+        report.write().stamp(&mut obj);
+        assert_eq!(
+            annotation(&obj),
+            Some(theirs.traceparent().as_str()),
+            "kept"
+        );
+        let mut same = HeaderMap::new();
+        same.insert(
+            TRACEPARENT_HEADER,
+            theirs.child().traceparent().parse().unwrap(),
+        );
+        let report = begin(&Method::PUT, &status, false, &same).unwrap();
+        report.write().stamp(&mut obj);
+        assert_eq!(
+            annotation(&obj),
+            Some(report.write().traceparent()),
+            "same trace: moves on"
+        );
+        let spec = begin(&Method::PUT, &path(Some("web"), None), false, &other).unwrap();
+        spec.write().stamp(&mut obj);
+        assert_eq!(
+            annotation(&obj),
+            Some(spec.write().traceparent()),
+            "a new intent wins"
+        );
     }
 
     #[test]

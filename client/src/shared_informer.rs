@@ -640,10 +640,7 @@ fn deliver_traced<K: Resource + 'static>(
     else {
         return deliver(handler, notification);
     };
-    let object = match &meta.namespace {
-        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or("")),
-        None => meta.name.clone().unwrap_or_default(),
-    };
+    let object = trace::object_label(meta.namespace.as_deref(), meta.name.as_deref());
     let rv = meta.resource_version.clone().unwrap_or_default();
     let ((), queues) = caused_by(span.context(), || deliver(handler, notification));
     if queues.is_empty() {

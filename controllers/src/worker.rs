@@ -52,7 +52,13 @@ pub struct Workers<T: QueueItem> {
     pub metrics: Arc<ControllerMetrics>,
     /// Records the queue waits and syncs (disabled: nothing).
     pub tracer: Tracer,
+    /// The trace context on a key's object, from the controller's cache (`None`: the
+    /// controller has no single object per key; its syncs follow their first cause).
+    pub object_context: Option<ObjectContext<T>>,
 }
+
+/// Looks up the trace context on the object of a key (see [`Tracer::begin_work`]).
+pub type ObjectContext<T> = Arc<dyn Fn(&T) -> Option<client::trace::SpanContext> + Send + Sync>;
 
 impl<T: QueueItem + std::fmt::Display> Workers<T> {
     /// Spawns the workers on `tracker`. When `shutdown` fires the queue is shut down; the
@@ -83,9 +89,18 @@ impl<T: QueueItem + std::fmt::Display> Workers<T> {
         while let Some(key) = self.queue.get().await {
             let causes = self.queue.take_causes(&key);
             let retries = self.queue.num_requeues(&key);
-            let work =
-                self.tracer
-                    .begin_work(self.queue.name(), &key, &causes, retries, &sync_name);
+            let object = match (&self.object_context, self.tracer.is_enabled()) {
+                (Some(lookup), true) => lookup(&key),
+                _ => None,
+            };
+            let work = self.tracer.begin_work(
+                self.queue.name(),
+                &key,
+                &causes,
+                retries,
+                &sync_name,
+                object,
+            );
             let span = self.queue.work_span(&key);
             let result = work.run(sync(key.clone()).instrument(span)).await;
             self.metrics.observe(result.is_ok());

@@ -9,6 +9,7 @@
 //! ```text
 //!   cargo bench -p ctl --bench trace_overhead
 //!   BENCH_CASES=3:15,100:5 cargo bench -p ctl --bench trace_overhead   # replicas:runs per mode
+//!   BENCH_TRACING=apiserver cargo bench ...   # "on" traces only in the API server
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -34,6 +35,8 @@ fn deployment(replicas: i32) -> Deployment {
 /// One cluster, one Deployment: seconds from the create to `replicas` Running pods, and the
 /// spans the collector holds then.
 async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
+    // Which components trace in the "on" runs: all of them, or only the API server.
+    let components = tracing && std::env::var("BENCH_TRACING").as_deref() != Ok("apiserver");
     let dir = tempfile::tempdir().unwrap();
     let stop = CancellationToken::new();
     let server = apiserver::Server::bind(apiserver::Config {
@@ -58,13 +61,13 @@ async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
     });
     let source = || client::ClusterSource::Url(url.clone());
     let mut cm = Config::new(ApiServer::Master(url.clone()));
-    cm.tracing = tracing;
+    cm.tracing = components;
     let cm_stop = stop.clone();
     tasks.spawn(async move {
         let _ = controllers::manager::run(cm, cm_stop).await;
     });
     let sched = scheduler::Config {
-        client: client::ClientConfig::new(source()).tracing(tracing),
+        client: client::ClientConfig::new(source()).tracing(components),
         scheduler_name: "default-scheduler".into(),
         listener: None,
         seed: 1,
@@ -75,7 +78,7 @@ async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
         let _ = scheduler::run(sched, sched_stop).await;
     });
     let mut kubelet = kubelet_sim::Config::new(source(), 3);
-    kubelet.tracing = tracing;
+    kubelet.tracing = components;
     let sim = kubelet_sim::Simulator::bind(kubelet).await.unwrap();
     let handle = sim.handle();
     let sim_stop = stop.clone();

@@ -70,7 +70,7 @@ enum TraceCommand {
 
 #[derive(Debug, clap::Args)]
 struct ListArgs {
-    /// Include one-request traces (lease renewals, events, heartbeats).
+    /// Include one-request traces (node status heartbeats, writes nothing reacted to).
     #[arg(long)]
     all: bool,
     /// How many traces.

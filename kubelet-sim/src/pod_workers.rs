@@ -191,9 +191,19 @@ impl PodWorkers {
     pub async fn run_worker(self) {
         while let Some(key) = self.queue.get().await {
             let causes = self.queue.take_causes(&key);
-            let work =
-                self.tracer
-                    .begin_work(self.queue.name(), &key, &causes, 0, "kubelet sync pod");
+            let object = self
+                .pods
+                .get(&key)
+                .filter(|_| self.tracer.is_enabled())
+                .and_then(|p| client::trace::object_context(&p.metadata));
+            let work = self.tracer.begin_work(
+                self.queue.name(),
+                &key,
+                &causes,
+                0,
+                "kubelet sync pod",
+                object,
+            );
             let retry = work.run(self.sync_pod(&key)).await;
             // A timed wake-up continues this sync's trace.
             work.requeue(|| {

@@ -100,6 +100,17 @@ pub fn request_verb(method: &str, named: bool, watch: bool) -> &'static str {
     }
 }
 
+/// How a span's summary names the object a request is about: `ns/name`, `name` (cluster
+/// scope), `in ns` (a collection), or nothing.
+pub fn object_label(namespace: Option<&str>, name: Option<&str>) -> String {
+    match (namespace, name) {
+        (Some(ns), Some(name)) => format!("{ns}/{name}"),
+        (None, Some(name)) => name.to_owned(),
+        (Some(ns), None) => format!("in {ns}"),
+        (None, None) => String::new(),
+    }
+}
+
 /// One object as the trace queries name it: `deployments/default/web`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ObjectRef {

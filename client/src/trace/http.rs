@@ -142,12 +142,7 @@ fn finish(
     span.set(attr::VERB, verb)
         .set(attr::RESOURCE, resource)
         .set("path", path);
-    let object = match (&namespace, &name) {
-        (Some(ns), Some(n)) => format!("{ns}/{n}"),
-        (None, Some(n)) => n.clone(),
-        (Some(ns), None) => format!("in {ns}"),
-        (None, None) => String::new(),
-    };
+    let object = trace::object_label(namespace.as_deref(), name.as_deref());
     span.summary = match response {
         Ok(r) => {
             span.set(attr::CODE, r.status().as_u16());

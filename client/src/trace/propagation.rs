@@ -155,9 +155,17 @@ pub struct Work {
 }
 
 impl Tracer {
-    /// Starts handling `key`, taken from `queue` with `causes` after `retries` failed syncs:
-    /// records the span of its wait in the queue and opens the span `name` of the sync, under
-    /// the first cause (a new trace when there is none), linked to the other causes.
+    /// Starts handling `key`, taken from `queue` with `causes` after `retries` failed syncs;
+    /// `object` is the trace context on the key's object (the write that last changed what it
+    /// should be). Opens the span `name` of the sync:
+    ///
+    /// * under the first cause in the object's trace (or the first cause, if the object has
+    ///   no trace), after a "queue wait" span under that cause;
+    /// * else under the object's own trace: a key woken only by events of other traces (a
+    ///   late report from an earlier rollout) still works for the object's latest intent;
+    /// * else (nothing traced) as a new trace.
+    ///
+    /// The other causes are links.
     pub fn begin_work(
         &self,
         queue: &str,
@@ -165,6 +173,7 @@ impl Tracer {
         causes: &[Cause],
         retries: u32,
         name: &str,
+        object: Option<SpanContext>,
     ) -> Work {
         if !self.is_enabled() {
             return Work {
@@ -173,38 +182,23 @@ impl Tracer {
             };
         }
         let now = SystemTime::now();
-        let links: Vec<Link> = causes.iter().skip(1).map(|c| c.context.into()).collect();
+        let first = match object {
+            Some(o) => causes.iter().find(|c| c.context.trace_id == o.trace_id),
+            None => causes.first(),
+        };
+        let links: Vec<Link> = causes
+            .iter()
+            .filter(|c| Some(*c) != first)
+            .map(|c| c.context.into())
+            .collect();
         let key = key.to_string();
-        let sync = match causes.first() {
-            Some(first) => {
-                if let Some(mut wait) = self.child(&first.context, "queue wait", SpanKind::Internal)
-                {
-                    let since = causes.iter().map(|c| c.added).min().unwrap_or(now);
-                    wait = wait
-                        .started_at(since)
-                        .with("queue", queue)
-                        .with(attr::KEY, key.as_str())
-                        .with(attr::RETRIES, retries)
-                        .with("causes", causes.len());
-                    wait.end_at(now);
-                    let merged = match causes.len() {
-                        1 => String::new(),
-                        n => format!(", {n} events merged"),
-                    };
-                    let retried = match retries {
-                        0 => String::new(),
-                        n => format!(", retry {n}"),
-                    };
-                    wait.summary = format!(
-                        "{key} waited {} in the {queue} queue{merged}{retried}",
-                        trace::render::format_duration(wait.end_unix_nanos - wait.start_unix_nanos)
-                    );
-                    wait.links = links.clone();
-                    self.record(wait);
-                }
+        let sync = match (first, object) {
+            (Some(first), _) => {
+                self.record_wait(first, &links, queue, &key, causes.len(), retries, now);
                 self.child(&first.context, name, SpanKind::Internal)
             }
-            None => self.root(name, SpanKind::Internal),
+            (None, Some(object)) => self.child(&object, name, SpanKind::Internal),
+            (None, None) => self.root(name, SpanKind::Internal),
         };
         let Some(mut span) = sync else {
             return Work {
@@ -225,6 +219,45 @@ impl Tracer {
             })),
             span: Some(span),
         }
+    }
+
+    /// The "queue wait" span of a key, under the cause it continues: from that cause's add
+    /// (so never before it) until `now`.
+    #[allow(clippy::too_many_arguments)]
+    fn record_wait(
+        &self,
+        first: &Cause,
+        links: &[Link],
+        queue: &str,
+        key: &str,
+        causes: usize,
+        retries: u32,
+        now: SystemTime,
+    ) {
+        let Some(wait) = self.child(&first.context, "queue wait", SpanKind::Internal) else {
+            return;
+        };
+        let mut wait = wait
+            .started_at(first.added)
+            .with("queue", queue)
+            .with(attr::KEY, key)
+            .with(attr::RETRIES, retries)
+            .with("causes", causes);
+        wait.end_at(now);
+        let merged = match causes {
+            1 => String::new(),
+            n => format!(", {n} events merged"),
+        };
+        let retried = match retries {
+            0 => String::new(),
+            n => format!(", retry {n}"),
+        };
+        wait.summary = format!(
+            "{key} waited {} in the {queue} queue{merged}{retried}",
+            trace::render::format_duration(wait.end_unix_nanos - wait.start_unix_nanos)
+        );
+        wait.links = links.to_vec();
+        self.record(wait);
     }
 }
 
@@ -321,7 +354,14 @@ mod tests {
             context: SpanContext::new_root(),
             added: SystemTime::now(),
         };
-        let work = tracer.begin_work("replicaset", &"default/web", &[first, second], 1, "sync");
+        let work = tracer.begin_work(
+            "replicaset",
+            &"default/web",
+            &[first, second],
+            1,
+            "sync",
+            None,
+        );
         let seen = work
             .run(async {
                 set_summary("desired 3, have 0 → create 3");
@@ -354,9 +394,42 @@ mod tests {
         assert_eq!(sync.attribute("creates").as_deref(), Some("3"));
     }
 
+    #[tokio::test]
+    async fn a_sync_continues_its_objects_trace_over_causes_from_other_traces() {
+        let (tracer, mut exporter) = Tracer::new(
+            "test",
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+                .unwrap(),
+            16,
+        );
+        let object = SpanContext::new_root();
+        let stale = Cause {
+            context: SpanContext::new_root(),
+            added: SystemTime::now(),
+        };
+        let current = Cause {
+            context: object.child(),
+            added: SystemTime::now(),
+        };
+        // A cause in the object's trace is the parent, even when it came second.
+        let work = tracer.begin_work("d", &"k", &[stale, current], 0, "sync", Some(object));
+        assert_eq!(work.context().map(|c| c.trace_id), Some(object.trace_id));
+        work.finish(None);
+        let spans = exporter.try_drain();
+        assert_eq!(spans[1].parent_span_id, Some(current.context.span_id));
+        assert_eq!(spans[1].links, vec![Link::from(stale.context)]);
+        // Only stale causes: the sync continues the object's trace, linked to them.
+        let work = tracer.begin_work("d", &"k", &[stale], 0, "sync", Some(object));
+        work.finish(None);
+        let spans = exporter.try_drain();
+        assert_eq!(spans.len(), 1, "no queue wait under another trace");
+        assert_eq!(spans[0].parent_span_id, Some(object.span_id));
+        assert_eq!(spans[0].links, vec![Link::from(stale.context)]);
+    }
+
     #[test]
     fn a_disabled_tracer_opens_no_scope() {
-        let work = Tracer::disabled().begin_work("q", &"k", &[], 0, "sync");
+        let work = Tracer::disabled().begin_work("q", &"k", &[], 0, "sync", None);
         assert_eq!(work.context(), None);
         work.finish(None);
     }

@@ -82,10 +82,20 @@ struct State<T> {
     add_times: HashMap<T, Instant>,
     /// When each processing key was handed out, for the work-duration metric.
     processing_start: HashMap<T, Instant>,
-    /// Why each queued (or delayed) key was added, when traced.
+    /// Why each queued key was added, when traced.
     causes: HashMap<T, Vec<Cause>>,
+    /// Why each delayed key was added (`add_after`): they join `causes` when the delay ends,
+    /// so a sync that runs before then does not take them.
+    waiting_causes: HashMap<T, Vec<Cause>>,
     /// The causes of keys handed out, until the worker takes them or calls `done`.
     handed_causes: HashMap<T, Vec<Cause>>,
+}
+
+/// Adds `cause` to `list` unless it is there already or the list is full.
+fn push_cause(list: &mut Vec<Cause>, cause: Cause) {
+    if list.len() < MAX_CAUSES_PER_KEY && !list.iter().any(|c| c.context == cause.context) {
+        list.push(cause);
+    }
 }
 
 impl<T: QueueItem> State<T> {
@@ -93,11 +103,29 @@ impl<T: QueueItem> State<T> {
         if let Some(cause) = cause
             && !self.shutting_down
         {
-            let causes = self.causes.entry(item.clone()).or_default();
-            if causes.len() < MAX_CAUSES_PER_KEY
-                && !causes.iter().any(|c| c.context == cause.context)
-            {
-                causes.push(cause);
+            push_cause(self.causes.entry(item.clone()).or_default(), cause);
+        }
+    }
+
+    fn remember_waiting_cause(&mut self, item: &T, cause: Option<Cause>) {
+        if let Some(cause) = cause {
+            push_cause(self.waiting_causes.entry(item.clone()).or_default(), cause);
+        }
+    }
+
+    /// The delay of `item` ended: its delayed causes become queued causes, added now (the
+    /// time in the queue counts from the end of the delay, as client-go's queue metrics do).
+    fn delay_ended(&mut self, item: &T) {
+        if let Some(waiting) = self.waiting_causes.remove(item) {
+            let now = std::time::SystemTime::now();
+            for cause in waiting {
+                self.remember_cause(
+                    item,
+                    Some(Cause {
+                        added: now,
+                        ..cause
+                    }),
+                );
             }
         }
     }
@@ -125,6 +153,7 @@ impl<T: QueueItem> Queue<T> {
                     add_times: HashMap::new(),
                     processing_start: HashMap::new(),
                     causes: HashMap::new(),
+                    waiting_causes: HashMap::new(),
                     handed_causes: HashMap::new(),
                 }),
                 ready: Notify::new(),
@@ -188,6 +217,7 @@ impl<T: QueueItem> Queue<T> {
         let now = self.shared.clock.now();
         let mut queued = 0;
         while let Some(item) = state.waiting.pop_ready(now) {
+            state.delay_ended(&item);
             if self.add_locked(state, item) {
                 queued += 1;
             }
@@ -346,7 +376,7 @@ impl<T: QueueItem> Queue<T> {
             if state.shutting_down {
                 return;
             }
-            state.remember_cause(&item, cause);
+            state.remember_waiting_cause(&item, cause);
             state.waiting.insert(item, ready_at);
         }
         // A worker sleeping until a later ready time must re-arm for this one.
@@ -414,6 +444,26 @@ mod tests {
         q.add("k");
         let k = q.get().await.unwrap();
         assert!(q.take_causes(&k).is_empty(), "an untraced add has no cause");
+    }
+
+    #[tokio::test]
+    async fn a_delayed_cause_waits_for_its_delay() {
+        let clock = crate::FakeClock::new();
+        let q = Queue::with_clock("test", clock.shared());
+        let (later, now) = (
+            trace::SpanContext::new_root(),
+            trace::SpanContext::new_root(),
+        );
+        crate::trace::caused_by(later, || q.add_after("k", Duration::from_secs(10)));
+        crate::trace::caused_by(now, || q.add("k"));
+        let k = q.get().await.unwrap();
+        let causes: Vec<_> = q.take_causes(&k).iter().map(|c| c.context).collect();
+        assert_eq!(causes, [now], "the delayed add has not happened yet");
+        q.done(&k);
+        clock.advance(Duration::from_secs(10));
+        let k = q.get().await.unwrap();
+        let causes: Vec<_> = q.take_causes(&k).iter().map(|c| c.context).collect();
+        assert_eq!(causes, [later]);
     }
 
     #[tokio::test]

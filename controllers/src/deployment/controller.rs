@@ -153,6 +153,14 @@ impl DeploymentController {
             max_retries: Some(MAX_RETRIES),
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
+            object_context: Some({
+                let lister = self.deployments.clone();
+                Arc::new(move |key: &ObjectKey| {
+                    lister
+                        .get(key.namespace.as_deref(), &key.name)
+                        .and_then(|o| client::trace::object_context(&o.metadata))
+                })
+            }),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();

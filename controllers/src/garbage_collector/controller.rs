@@ -165,6 +165,7 @@ impl GarbageCollector {
             max_retries: None,
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
+            object_context: None,
         }
         .spawn(tracker, shutdown, move |uid| {
             let this = this.clone();

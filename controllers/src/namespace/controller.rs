@@ -80,6 +80,7 @@ impl NamespaceController {
             max_retries: None,
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
+            object_context: None,
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();

@@ -125,6 +125,14 @@ impl ReplicaSetController {
             max_retries: None,
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
+            object_context: Some({
+                let lister = self.replica_sets.clone();
+                Arc::new(move |key: &ObjectKey| {
+                    lister
+                        .get(key.namespace.as_deref(), &key.name)
+                        .and_then(|o| client::trace::object_context(&o.metadata))
+                })
+            }),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();
