@@ -20,6 +20,7 @@ mod kubectl_lifecycle;
 mod kubelet_pods;
 mod library;
 mod node_lifecycle;
+mod operator;
 mod scheduler_e2e;
 mod trace;
 mod up;
