@@ -4,6 +4,8 @@
 //! through its kubeconfig; "killing" it drops that runtime mid-work, and a new instance must
 //! finish the job from what the API shows.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Each example includes `website.rs` as its own module, as its own binary does.
+#![allow(clippy::duplicate_mod)]
 
 #[path = "../examples/website/operator.rs"]
 #[allow(dead_code, unreachable_pub)]
