@@ -261,6 +261,18 @@ fn served_versions_share_one_storage() {
     let v1beta1 = s.kubectl_json(&["get", "websites.v1beta1.demo.miniplane.dev", "old"]);
     assert_eq!(v1beta1["apiVersion"], "demo.miniplane.dev/v1beta1");
     assert_eq!(v1beta1["spec"]["legacy"], true);
+    // Without a status subresource (v1beta1) every change but metadata is a new generation.
+    s.kubectl_ok(&[
+        "patch",
+        "websites.v1beta1.demo.miniplane.dev",
+        "old",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"note":"seen"}}"#,
+    ]);
+    let v1beta1 = s.kubectl_json(&["get", "websites.v1beta1.demo.miniplane.dev", "old"]);
+    assert_eq!(v1beta1["metadata"]["generation"], 2);
+    assert_eq!(v1beta1["status"]["note"], "seen");
     let group = s.kubectl_ok(&["get", "--raw", "/apis/demo.miniplane.dev"]);
     let group: serde_json::Value = serde_json::from_str(&group).unwrap();
     assert_eq!(group["preferredVersion"]["version"], "v1");

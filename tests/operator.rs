@@ -244,3 +244,51 @@ async fn client_operator_runs_a_website_and_survives_a_restart() {
 async fn kube_runtime_operator_runs_a_website_and_survives_a_restart() {
     website_lifecycle(Flavor::KubeRuntime).await;
 }
+
+/// The controller-manager's garbage collector monitors custom resources once their CRD is
+/// established: a Deployment and a Website owned by a Website go when their owner goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_collector_collects_dependents_of_custom_resources() {
+    let cluster = Cluster::builder().nodes(1).start().unwrap();
+    let client = cluster.client();
+    install_crd(&client).await;
+    let owner: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.miniplane.dev/v1", "kind": "Website",
+        "metadata": {"name": "parent"}, "spec": {"image": "nginx"}
+    }))
+    .unwrap();
+    let owner = websites(&client)
+        .create(&PostParams::default(), &owner)
+        .await
+        .unwrap();
+    let owner_ref = json!([{"apiVersion": "demo.miniplane.dev/v1", "kind": "Website",
+        "name": "parent", "uid": owner.metadata.uid, "controller": true}]);
+    let child: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "demo.miniplane.dev/v1", "kind": "Website",
+        "metadata": {"name": "child", "ownerReferences": owner_ref}, "spec": {"image": "nginx"}
+    }))
+    .unwrap();
+    websites(&client)
+        .create(&PostParams::default(), &child)
+        .await
+        .unwrap();
+    let mut deployment: Value =
+        serde_norway::from_str(&crate::support::deployment_yaml("owned", 1, "nginx")).unwrap();
+    deployment["metadata"]["ownerReferences"] = owner_ref;
+    let deployment: Deployment = serde_json::from_value(deployment).unwrap();
+    let deployments: Api<Deployment> = Api::default_namespaced(client.clone());
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+
+    websites(&client)
+        .delete("parent", &DeleteParams::background())
+        .await
+        .unwrap();
+    eventually("the parent's dependents collected", async || {
+        gone(&websites(&client), "child").await?;
+        gone(&deployments, "owned").await
+    })
+    .await;
+}

@@ -150,7 +150,9 @@ impl Strategy for CustomResourceStrategy {
             let mut v = v.clone();
             if let Some(m) = v.as_object_mut() {
                 m.remove("metadata");
-                m.remove("status");
+                if self.status {
+                    m.remove("status");
+                }
             }
             v
         };
