@@ -363,6 +363,13 @@ fn deleting_a_crd_deletes_its_resources_after_their_finalizers() {
     });
     let shop = s.kubectl_json(&["get", "ws", "shop"]);
     assert!(shop["metadata"]["deletionTimestamp"].is_string(), "{shop}");
+    let refused = s.apply_yaml(&website("late", "  image: nginx\n"), &[]);
+    assert!(
+        refused
+            .stderr
+            .contains("create not allowed while custom resource definition is terminating"),
+        "{refused}"
+    );
     s.kubectl_ok(&[
         "patch",
         "ws",

@@ -140,6 +140,9 @@ pub struct ResourceInfo {
     /// Where `/scale` finds replicas in a custom resource; `None` for built-in kinds
     /// (`spec.replicas`, `status.replicas`, the selector in `spec.selector`).
     pub scale: Option<ScalePaths>,
+    /// Whether the row's CRD is being deleted: its custom resources are still served, but
+    /// no new one may be created.
+    pub terminating: bool,
 }
 
 /// The paths a custom resource's `/scale` subresource reads and writes
@@ -185,6 +188,7 @@ impl ResourceInfo {
             openapi_schema: None,
             crd: None,
             scale: None,
+            terminating: false,
         }
     }
 

@@ -266,7 +266,7 @@ pub async fn sync(state: &AppState) -> Result<SyncOutcome> {
             .iter()
             .flatten()
             .any(|c| c.type_ == "Established" && c.status == "True");
-        let crd_rows = if established {
+        let mut crd_rows = if established {
             rows_for(&current)
         } else {
             Vec::new()
@@ -281,6 +281,9 @@ pub async fn sync(state: &AppState) -> Result<SyncOutcome> {
                 continue;
             }
             terminating = true;
+            for row in &mut crd_rows {
+                row.terminating = true;
+            }
         }
         rows.extend(crd_rows);
     }
