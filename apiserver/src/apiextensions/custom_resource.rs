@@ -45,6 +45,8 @@ pub struct CustomResourceStrategy {
     preserve_unknown_fields: bool,
     status: bool,
     columns: Vec<PrinterColumn>,
+    /// The schema's `pattern`s, compiled once.
+    patterns: validation::Patterns,
 }
 
 impl CustomResourceStrategy {
@@ -60,13 +62,18 @@ impl CustomResourceStrategy {
         } else {
             declared.into_iter().map(PrinterColumn::new).collect()
         };
+        let schema = version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.clone());
         CustomResourceStrategy {
             gvk: GroupVersionKind::new(&spec.group, &version.name, &spec.names.kind),
             namespaced: spec.scope == "Namespaced",
-            schema: version
-                .schema
+            patterns: schema
                 .as_ref()
-                .and_then(|s| s.open_api_v3_schema.clone()),
+                .map(validation::Patterns::of)
+                .unwrap_or_default(),
+            schema,
             preserve_unknown_fields: spec.preserve_unknown_fields == Some(true),
             status: version
                 .subresources
@@ -84,7 +91,7 @@ impl CustomResourceStrategy {
 
     fn validate_schema(&self, obj: &Value) -> Vec<FieldError> {
         match &self.schema {
-            Some(schema) => validation::validate(schema, obj),
+            Some(schema) => validation::validate_with(schema, &self.patterns, obj),
             None => Vec::new(),
         }
     }

@@ -286,7 +286,7 @@ fn validate_names(spec: &CustomResourceDefinitionSpec, path: &FieldPath) -> Vec<
 
 /// The structural-schema rules miniplane checks (`structuralschema.ValidateStructural`):
 /// every specified field has a `type` (unless it preserves unknown fields or is
-/// int-or-string), the root is an object, arrays have `items`.
+/// int-or-string), the root is an object, arrays have `items`; and every `pattern` compiles.
 fn validate_structural(schema: &JSONSchemaProps, path: &FieldPath, root: bool) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let untyped_ok = schema.x_kubernetes_preserve_unknown_fields == Some(true)
@@ -310,6 +310,16 @@ fn validate_structural(schema: &JSONSchemaProps, path: &FieldPath, root: bool) -
             "must be specified",
         )),
         _ => {}
+    }
+    if let Some(pattern) = &schema.pattern
+        && let Err(e) = regex::Regex::new(pattern)
+    {
+        // Unlike Kubernetes (Go's `regexp`), the reason is the Rust regex crate's.
+        errs.push(FieldError::invalid(
+            &path.child("pattern"),
+            pattern,
+            &format!("must be a valid regular expression, but isn't: {e}"),
+        ));
     }
     for (name, prop) in schema.properties.iter().flatten() {
         errs.extend(validate_structural(
@@ -364,7 +374,7 @@ mod tests {
                 "names": {"plural": "websites", "kind": "Website", "listKind": "WebsiteList"},
                 "versions": [{"name": "v1", "served": true, "storage": true},
                              {"name": "v2", "served": true, "storage": false,
-                              "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"properties": {}}}}}}]}
+                              "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"properties": {}}, "name": {"type": "string", "pattern": "(["}}}}}]}
         }));
         assert_eq!(
             messages(&CustomResourceDefinitionRules.validate(&c)),
@@ -373,6 +383,7 @@ mod tests {
                 "spec.group: Invalid value: \"demo\": should be a domain with at least one dot",
                 "spec.scope: Unsupported value: \"Global\": supported values: \"Cluster\", \"Namespaced\"",
                 "spec.versions[0].schema.openAPIV3Schema: Required value: schemas are required",
+                "spec.versions[1].schema.openAPIV3Schema.properties[name].pattern: Invalid value: \"([\": must be a valid regular expression, but isn't: regex parse error:\n    ([\n     ^\nerror: unclosed character class",
                 "spec.versions[1].schema.openAPIV3Schema.properties[spec].type: Required value: must not be empty for specified object fields",
             ]
         );

@@ -27,13 +27,68 @@ use crate::strategy::{FieldError, FieldErrorKind};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };
+use regex::Regex;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// The root fields the registry owns; the schema does not validate them.
 const ROOT_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
+/// The compiled `pattern`s of a schema, by source (compiled once per CRD version, not per
+/// request).
+#[derive(Debug, Clone, Default)]
+pub struct Patterns(HashMap<String, Regex>);
+
+impl Patterns {
+    /// Compiles every `pattern` in `schema`; patterns that do not compile are left out (the
+    /// CRD's validation refuses them).
+    pub fn of(schema: &JSONSchemaProps) -> Self {
+        let mut out = HashMap::new();
+        visit(schema, &mut |s| {
+            if let Some(p) = &s.pattern
+                && let Ok(re) = Regex::new(p)
+            {
+                out.insert(p.clone(), re);
+            }
+        });
+        Patterns(out)
+    }
+}
+
+/// Calls `f` on `schema` and every schema inside it.
+fn visit(schema: &JSONSchemaProps, f: &mut impl FnMut(&JSONSchemaProps)) {
+    f(schema);
+    for prop in schema.properties.iter().flat_map(|p| p.values()) {
+        visit(prop, f);
+    }
+    match &schema.items {
+        Some(JSONSchemaPropsOrArray::Schema(item)) => visit(item, f),
+        Some(JSONSchemaPropsOrArray::Schemas(items)) => items.iter().for_each(|i| visit(i, f)),
+        None => {}
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(extra)) = &schema.additional_properties {
+        visit(extra, f);
+    }
+    for sub in [&schema.all_of, &schema.any_of, &schema.one_of]
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        visit(sub, f);
+    }
+}
+
 /// Validates a whole custom resource against its schema and returns every problem.
 pub fn validate(schema: &JSONSchemaProps, obj: &Value) -> Vec<FieldError> {
+    validate_with(schema, &Patterns::of(schema), obj)
+}
+
+/// [`validate`] with the schema's patterns compiled beforehand.
+pub fn validate_with(
+    schema: &JSONSchemaProps,
+    patterns: &Patterns,
+    obj: &Value,
+) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(map) = obj.as_object() else {
         return errs;
@@ -48,7 +103,7 @@ pub fn validate(schema: &JSONSchemaProps, obj: &Value) -> Vec<FieldError> {
             continue;
         }
         if let Some(prop) = schema.properties.as_ref().and_then(|p| p.get(key)) {
-            validate_value(prop, value, &FieldPath::new(key), &mut errs);
+            validate_value(prop, patterns, value, &FieldPath::new(key), &mut errs);
         }
     }
     errs
@@ -106,6 +161,7 @@ fn invalid(path: &FieldPath, v: &Value, detail: String, errs: &mut Vec<FieldErro
 /// Validates one value (and everything below it) against `schema`.
 pub fn validate_value(
     schema: &JSONSchemaProps,
+    patterns: &Patterns,
     v: &Value,
     path: &FieldPath,
     errs: &mut Vec<FieldError>,
@@ -186,8 +242,8 @@ pub fn validate_value(
                 invalid(path, v, msg, errs);
             }
             if let Some(pattern) = &schema.pattern {
-                match regex::Regex::new(pattern) {
-                    Ok(re) if !re.is_match(s) => {
+                match patterns.0.get(pattern) {
+                    Some(re) if !re.is_match(s) => {
                         let msg = format!("{name} in body should match '{pattern}'");
                         invalid(path, v, msg, errs);
                     }
@@ -220,12 +276,12 @@ pub fn validate_value(
             match &schema.items {
                 Some(JSONSchemaPropsOrArray::Schema(item)) => {
                     for (i, item_value) in items.iter().enumerate() {
-                        validate_value(item, item_value, &path.index(i), errs);
+                        validate_value(item, patterns, item_value, &path.index(i), errs);
                     }
                 }
                 Some(JSONSchemaPropsOrArray::Schemas(list)) => {
                     for (i, (item, item_value)) in list.iter().zip(items).enumerate() {
-                        validate_value(item, item_value, &path.index(i), errs);
+                        validate_value(item, patterns, item_value, &path.index(i), errs);
                     }
                 }
                 None => {}
@@ -257,12 +313,12 @@ pub fn validate_value(
             let props = schema.properties.as_ref();
             for (key, value) in map {
                 match props.and_then(|p| p.get(key)) {
-                    Some(prop) => validate_value(prop, value, &path.child(key), errs),
+                    Some(prop) => validate_value(prop, patterns, value, &path.child(key), errs),
                     None => {
                         if let Some(JSONSchemaPropsOrBool::Schema(extra)) =
                             &schema.additional_properties
                         {
-                            validate_value(extra, value, &path.child(key), errs);
+                            validate_value(extra, patterns, value, &path.child(key), errs);
                         }
                     }
                 }
@@ -270,23 +326,24 @@ pub fn validate_value(
         }
         Value::Null | Value::Bool(_) => {}
     }
-    validate_combinators(schema, v, path, errs);
+    validate_combinators(schema, patterns, v, path, errs);
 }
 
 /// `allOf`, `anyOf`, `oneOf` and `not` (value validations only, as in structural schemas).
 fn validate_combinators(
     schema: &JSONSchemaProps,
+    patterns: &Patterns,
     v: &Value,
     path: &FieldPath,
     errs: &mut Vec<FieldError>,
 ) {
     let name = path.as_str();
     for sub in schema.all_of.iter().flatten() {
-        validate_value(sub, v, path, errs);
+        validate_value(sub, patterns, v, path, errs);
     }
     let passes = |sub: &JSONSchemaProps| {
         let mut e = Vec::new();
-        validate_value(sub, v, path, &mut e);
+        validate_value(sub, patterns, v, path, &mut e);
         e.is_empty()
     };
     if let Some(any) = &schema.any_of
