@@ -252,6 +252,17 @@ async fn garbage_collector_collects_dependents_of_custom_resources() {
     let cluster = Cluster::builder().nodes(1).start().unwrap();
     let client = cluster.client();
     install_crd(&client).await;
+    // kube-rs' discovery finds the custom resource as it would on a cluster.
+    let gvk = GroupVersionKind::gvk("demo.miniplane.dev", "v1", "Website");
+    let (resource, caps) = kube::discovery::pinned_kind(&client, &gvk).await.unwrap();
+    assert_eq!(resource.plural, "websites");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    let subresources: Vec<&str> = caps
+        .subresources
+        .iter()
+        .map(|(r, _)| r.plural.as_str())
+        .collect();
+    assert_eq!(subresources, vec!["status", "scale"]);
     let owner: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "demo.miniplane.dev/v1", "kind": "Website",
         "metadata": {"name": "parent"}, "spec": {"image": "nginx"}

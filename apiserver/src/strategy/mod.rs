@@ -17,8 +17,9 @@
 //! A built-in kind is a [`typed::KindRules`] over its `k8s-openapi` type, wrapped in
 //! [`typed::Typed`]; its validation includes `metadata` (the kind's name syntax, labels,
 //! annotations, owner references, finalizers, immutable name/namespace), so the registry must not
-//! validate metadata again for built-ins. For custom resources ([`DefaultStrategy`]) the registry
-//! can call [`meta::validate_metadata_value`]. Shared pieces live in their own files: names and
+//! validate metadata again for built-ins. Custom resources have their own strategy
+//! (`crate::apiextensions::custom_resource::CustomResourceStrategy`: the CRD's schema, plus
+//! [`meta::validate_metadata_value`]). Shared pieces live in their own files: names and
 //! messages ([`names`], [`field`]), [`meta`], label [`selector`]s, [`quantity`], the
 //! [`pod_spec`] every pod template uses, apps [`workload`]s, tables ([`table`],
 //! [`human_duration`]).
