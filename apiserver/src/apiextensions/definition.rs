@@ -87,6 +87,7 @@ impl KindRules for CustomResourceDefinitionRules {
             ));
         }
         errs.extend(validate_spec(&obj.spec, &FieldPath::new("spec")));
+        errs.extend(validate_api_approval(obj));
         errs
     }
 
@@ -110,6 +111,35 @@ impl KindRules for CustomResourceDefinitionRules {
             .map(|t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
             .unwrap_or_default();
         vec![Value::String(created)]
+    }
+}
+
+/// The annotation a CRD in a Kubernetes-owned group must carry (`apihelpers.IsProtectedCommunityGroup`).
+const API_APPROVED: &str = "api-approved.kubernetes.io";
+
+/// Groups `k8s.io`, `kubernetes.io` and their subdomains belong to the Kubernetes project: a
+/// CRD there needs the approval annotation (`validateAPIApproval`).
+fn validate_api_approval(obj: &CustomResourceDefinition) -> Vec<FieldError> {
+    let group = obj.spec.group.as_str();
+    let protected = ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|p| group == *p || group.ends_with(&format!(".{p}")));
+    let approved = obj
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(API_APPROVED));
+    if protected && !approved {
+        vec![FieldError::required(
+            &FieldPath::new("metadata")
+                .child("annotations")
+                .key(API_APPROVED),
+            &format!(
+                "protected groups must have approval annotation {API_APPROVED:?}, see https://github.com/kubernetes/enhancements/pull/1111"
+            ),
+        )]
+    } else {
+        Vec::new()
     }
 }
 
@@ -363,6 +393,14 @@ mod tests {
         assert_eq!(
             c.metadata.finalizers,
             Some(vec![CLEANUP_FINALIZER.to_owned()])
+        );
+        c.spec.group = "demo.k8s.io".into();
+        c.metadata.name = Some("websites.demo.k8s.io".into());
+        assert_eq!(
+            messages(&rules.validate(&c)),
+            vec![
+                "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"
+            ]
         );
     }
 

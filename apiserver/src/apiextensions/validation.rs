@@ -264,11 +264,10 @@ pub fn validate_value(
                 let msg = format!("{name} in body should have at least {min} items");
                 errs.push(FieldError::invalid(path, len, &msg));
             }
+            // Compared by their JSON text (keys sorted by serde_json's map), in one pass.
+            let mut seen = std::collections::HashSet::new();
             if schema.unique_items == Some(true)
-                && items
-                    .iter()
-                    .enumerate()
-                    .any(|(i, a)| items[..i].contains(a))
+                && !items.iter().all(|a| seen.insert(a.to_string()))
             {
                 let msg = format!("{name} in body shouldn't contain duplicates");
                 invalid(path, v, msg, errs);
@@ -467,6 +466,19 @@ mod tests {
         assert_eq!(errs[0].kind.reason(), "FieldValueTypeInvalid");
         let errs = validate(&website_schema(), &json!({"spec": {}}));
         assert_eq!(errs[0].kind.reason(), "FieldValueRequired");
+    }
+
+    #[test]
+    fn unique_items_are_checked_in_one_pass() {
+        let s = schema(json!({"type": "object", "properties": {
+            "tags": {"type": "array", "uniqueItems": true, "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}));
+        assert!(validate(&s, &json!({"tags": [{"a": 1}, {"a": 2}]})).is_empty());
+        assert_eq!(
+            messages(&validate(&s, &json!({"tags": [{"a": 1}, {"a": 1}]}))),
+            vec![
+                "tags: Invalid value: [{\"a\":1},{\"a\":1}]: tags in body shouldn't contain duplicates"
+            ]
+        );
     }
 
     #[test]
