@@ -97,7 +97,10 @@ fn crd_is_served_under_every_name() {
     assert!(explain.contains("The site the owner wants."), "{explain}");
     assert!(explain.contains("image\t<string> -required-"), "{explain}");
     let explain = s.kubectl_ok(&["explain", "website"]);
-    assert!(explain.contains("A static website served by nginx."), "{explain}");
+    assert!(
+        explain.contains("A static website served by nginx."),
+        "{explain}"
+    );
     assert!(
         explain.contains("APIVersion defines the versioned schema of this representation"),
         "{explain}"

@@ -91,6 +91,23 @@ impl KindRules for CustomResourceDefinitionRules {
         errs
     }
 
+    /// `ValidateCustomResourceDefinitionUpdate`: the create rules, and the scope may not change.
+    fn validate_update(
+        &self,
+        new: &CustomResourceDefinition,
+        old: &CustomResourceDefinition,
+    ) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        if new.spec.scope != old.spec.scope {
+            errs.push(FieldError::invalid(
+                &FieldPath::new("spec").child("scope"),
+                &new.spec.scope,
+                "field is immutable",
+            ));
+        }
+        errs
+    }
+
     fn table_columns(&self) -> Vec<TableColumn> {
         let mut created = column(
             "Created At",
@@ -393,6 +410,12 @@ mod tests {
         assert_eq!(
             c.metadata.finalizers,
             Some(vec![CLEANUP_FINALIZER.to_owned()])
+        );
+        let mut cluster = c.clone();
+        cluster.spec.scope = "Cluster".into();
+        assert_eq!(
+            messages(&rules.validate_update(&cluster, &c)),
+            vec!["spec.scope: Invalid value: \"Cluster\": field is immutable"]
         );
         c.spec.group = "demo.k8s.io".into();
         c.metadata.name = Some("websites.demo.k8s.io".into());
