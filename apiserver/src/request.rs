@@ -46,6 +46,8 @@ pub enum Route {
     Group(String),
     /// `/api/v1`, `/apis/{group}/{version}`
     Resources(GroupVersion),
+    /// `/openapi/v2` (an empty document, see [`crate::openapi::v2`])
+    OpenApiV2,
     /// `/openapi/v3`
     OpenApiIndex,
     /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`
@@ -68,6 +70,7 @@ impl Route {
             ["api"] => Route::CoreVersions,
             ["apis"] => Route::Groups,
             ["apis", group] => Route::Group(group.to_string()),
+            ["openapi", "v2"] => Route::OpenApiV2,
             ["openapi", "v3"] => Route::OpenApiIndex,
             ["miniplane", "v1", "traces"] => Route::Traces(None),
             ["miniplane", "v1", "traces", id] => Route::Traces(Some(id.to_string())),

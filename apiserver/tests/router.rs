@@ -4,6 +4,7 @@
 
 mod common;
 
+mod custom_resources;
 mod generic;
 mod list_watch;
 mod subresources;
