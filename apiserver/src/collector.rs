@@ -178,7 +178,9 @@ fn trace_not_found(id: &str) -> ApiError {
 /// * `GET` → `{"traces": [TraceSummary...], "stats": ...}`, most recently active first;
 ///   `?limit=N` (20), `?minSpans=N` (1; 2 hides one-request traces such as lease renewals),
 ///   `?object=deployments/default/web` (traces with a request on that object);
-/// * `GET /{traceId}` → `{"traceId": ..., "spans": [...]}`, 404 if none is kept.
+/// * `GET /{traceId}` → `{"traceId": ..., "spans": [...]}`, 404 if none is kept;
+///   `?view=tree` → the rows of the causal tree as the web UI draws them
+///   ([`trace::view::TraceView`]).
 pub fn handle(
     collector: &Collector,
     method: &Method,
@@ -228,10 +230,19 @@ pub fn handle(
             if spans.is_empty() {
                 return Err(trace_not_found(id));
             }
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({ "traceId": trace_id, "spans": spans }),
-            ))
+            match query.non_empty("view") {
+                None => Ok(json_response(
+                    StatusCode::OK,
+                    &json!({ "traceId": trace_id, "spans": spans }),
+                )),
+                Some("tree") => Ok(json_response(
+                    StatusCode::OK,
+                    &json!(trace::view::view(trace_id, &spans)),
+                )),
+                Some(other) => Err(ApiError::BadRequest(format!(
+                    "view: Unsupported value: {other:?}: supported values: \"tree\""
+                ))),
+            }
         }
         (m, _) => Err(ApiError::MethodNotAllowed(format!(
             "{m} is not supported on traces"

@@ -10,6 +10,7 @@
 //!                                          ├─ /api, /apis, /apis/{g}[/{v}]  (discovery)
 //!                                          ├─ /openapi/v3[/...]
 //!                                          ├─ /miniplane/v1/traces[/{id}]  (trace collector)
+//!                                          ├─ /ui[/{file}]  (the web UI's embedded files)
 //!                                          └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::resource
 //!                                               (traced: request_trace::begin → handler → finish)
 //!   shutdown token cancelled ─▶ watch streams end ─▶ connections drain ─▶ tasks joined
@@ -24,6 +25,7 @@ use crate::registry::Registry;
 use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
 use crate::request_trace::{self, TracingOptions};
 use crate::storage::Storage;
+use crate::ui;
 use crate::watch_cache::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_CAPACITY, WatchCache};
 use axum::Router;
 use axum::body::Body;
@@ -475,6 +477,7 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 &bytes,
             )
         }
+        Route::Ui(file) => get_only(ui::serve(file.as_deref())?),
         Route::NotFound => Err(ApiError::PathNotFound),
     }
 }

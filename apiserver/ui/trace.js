@@ -1,0 +1,246 @@
+// The trace view: the recent traces, one trace as a waterfall (the rows, "what and why" and
+// delays `miniplane trace` prints, from the collector's `?view=tree`), each span's details
+// on click, and the replay: a slider over the store revisions the trace's writes produced
+// that draws the cluster board as it was at that revision (a LIST of nodes and pods with
+// `resourceVersion=N&resourceVersionMatch=Exact`, served from the store's history).
+
+import { h, mount, formatNanos, age } from "./dom.js";
+import { getJSON } from "./informer.js";
+import { board } from "./board.js";
+
+const COLLECTOR = "/miniplane/v1/traces";
+const ANNOTATION = "miniplane.dev/traceparent";
+/** Where the UI finds objects a trace can be asked for by name. */
+const API_PREFIX = { pods: "/api/v1", nodes: "/api/v1", namespaces: "/api/v1", services: "/api/v1", configmaps: "/api/v1", deployments: "/apis/apps/v1", replicasets: "/apis/apps/v1" };
+/** A trace whose last span ended this recently may still grow: reload it. */
+const YOUNG_NANOS = 5e9;
+
+function componentClass(c) {
+  return `comp-${String(c).replace(/[^a-z0-9-]/gi, "")}`;
+}
+
+/** The trace id on an object's annotation, or the latest trace with a request on it. */
+async function resolveObject(resource, namespace, name) {
+  const prefix = API_PREFIX[resource];
+  if (prefix) {
+    const path = namespace ? `${prefix}/namespaces/${encodeURIComponent(namespace)}/${resource}/${encodeURIComponent(name)}` : `${prefix}/${resource}/${encodeURIComponent(name)}`;
+    try {
+      const o = await getJSON(path);
+      const tp = o.metadata && o.metadata.annotations && o.metadata.annotations[ANNOTATION];
+      const id = tp && tp.split("-")[1];
+      if (id) return id;
+    } catch (e) {
+      if (e.code !== 404) throw e;
+    }
+  }
+  const ref = namespace ? `${resource}/${namespace}/${name}` : `${resource}/${name}`;
+  const list = await getJSON(`${COLLECTOR}?limit=1&object=${encodeURIComponent(ref)}`);
+  if (!list.traces.length) throw new Error(`no trace touches ${ref} (the collector keeps the recent ones only)`);
+  return list.traces[0].traceId;
+}
+
+export class TracePage {
+  constructor(root) {
+    this.root = root;
+    this.timers = [];
+    this.view = null;
+    this.selected = null;
+    this.step = null;
+    this.snapshots = new Map();
+    this.layout();
+  }
+
+  layout() {
+    this.listEl = h("div", { class: "trace-list" });
+    this.headEl = h("div", { class: "trace-head" }, h("p", { class: "empty" }, "Pick a trace on the left, or open one from an object's \u201ctrace\u201d link."));
+    this.replayEl = h("div", { class: "replay" });
+    this.waterfallEl = h("div", { class: "waterfall" });
+    this.detailEl = h("div", { class: "span-detail" });
+    this.snapshotEl = h("div", { class: "snapshot" });
+    mount(this.root,
+      h("aside", { class: "trace-side" }, h("h2", {}, "Recent traces"), this.listEl),
+      h("div", { class: "trace-main" }, this.headEl, this.replayEl,
+        h("div", { class: "trace-split" }, this.waterfallEl,
+          h("div", { class: "trace-right" }, this.detailEl, this.snapshotEl))));
+  }
+
+  /** Shows the page for a route: `[]`, `[traceId]` or `[resource, (namespace,) name]`. */
+  async enter(args) {
+    this.leave();
+    this.pollList();
+    if (!args.length) return;
+    try {
+      let id = args[0];
+      if (args.length > 1) {
+        const [resource, ns, name] = args.length === 3 ? args : [args[0], null, args[1]];
+        mount(this.headEl, h("p", { class: "dim" }, `finding the trace of ${args.join("/")}\u2026`));
+        id = await resolveObject(resource, ns, name);
+        history.replaceState(null, "", `#/trace/${id}`);
+      }
+      if (id !== (this.view && this.view.traceId)) {
+        this.view = null;
+        this.selected = null;
+        this.step = null;
+      }
+      await this.load(id);
+    } catch (e) {
+      mount(this.headEl, h("p", { class: "error" }, e.message));
+    }
+  }
+
+  leave() {
+    for (const t of this.timers) clearTimeout(t);
+    this.timers = [];
+  }
+
+  later(ms, f) {
+    this.timers.push(setTimeout(f, ms));
+  }
+
+  async pollList() {
+    try {
+      const { traces } = await getJSON(`${COLLECTOR}?limit=30&minSpans=2`);
+      const now = Date.now();
+      mount(this.listEl, traces.length ? h("ol", {}, traces.map((t) => h("li", {
+        class: `trace-item${this.view && this.view.traceId === t.traceId ? " current" : ""}`, "data-trace-id": t.traceId,
+        onclick: () => { location.hash = `#/trace/${t.traceId}`; },
+      },
+      h("div", { class: "ti-root" }, t.rootSummary ? `${t.root}: ${t.rootSummary}` : t.root),
+      h("div", { class: "dim" }, `${t.spans} spans · ${formatNanos(t.durationNanos)} · ${age(new Date(t.startUnixNanos / 1e6).toISOString(), now)} ago`)))) : h("p", { class: "empty" }, "No traces yet: apply something."));
+    } catch (e) {
+      mount(this.listEl, h("p", { class: "error" }, e.message));
+    }
+    this.later(3000, () => this.pollList());
+  }
+
+  async load(id) {
+    const view = await getJSON(`${COLLECTOR}/${id}?view=tree`);
+    const following = !this.view || this.step === null || this.step === this.view.revisions.length - 1;
+    this.view = view;
+    if (following) this.step = view.revisions.length - 1;
+    this.render();
+    if (this.step >= 0) this.showRevision(this.step);
+    if (Date.now() * 1e6 - view.endUnixNanos < YOUNG_NANOS) this.later(1000, () => this.load(id).catch(() => {}));
+  }
+
+  render() {
+    const v = this.view;
+    const total = Math.max(1, v.endUnixNanos - v.startUnixNanos);
+    mount(this.headEl,
+      h("div", { class: "trace-title" }, v.header),
+      h("div", { class: "dim" }, "the same trace in a terminal: ", h("code", {}, `miniplane trace --id ${v.traceId}`), " · ",
+        h("a", { href: `${COLLECTOR}/${v.traceId}`, target: "_blank" }, "spans as JSON")));
+    const marker = h("div", { class: "wf-marker" });
+    this.marker = marker;
+    this.rowEls = v.rows.map((row, i) => {
+      const s = row.span;
+      const left = (row.offsetNanos / total) * 100;
+      const width = Math.max(0.15, (row.durationNanos / total) * 100);
+      return h("div", {
+        class: `wf-row${row.orphan ? " orphan" : ""}${this.selected === i ? " selected" : ""}`,
+        "data-row": i, "data-name": s.name, "data-component": s.component,
+        title: `${row.line}${row.delay ? ` (${row.delay})` : ""}`,
+        onclick: () => this.select(i),
+      },
+      h("div", { class: "wf-label", style: { paddingLeft: `${4 + row.depth * 12}px` } },
+        h("span", { class: `dot ${componentClass(s.component)}` }), h("span", { class: "wf-name" }, s.name),
+        s.summary ? h("span", { class: "wf-summary" }, ` ${s.summary}`) : null),
+      h("div", { class: "wf-track" },
+        h("div", { class: `wf-bar ${componentClass(s.component)}`, style: { left: `${left}%`, width: `${width}%` } }),
+        h("span", { class: "wf-dur", style: { left: `${Math.min(left + width, 88)}%` } }, formatNanos(row.durationNanos))));
+    });
+    mount(this.waterfallEl,
+      h("div", { class: "wf-axis" }, h("div", { class: "wf-label" }, "span (component: ",
+        ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"].map((c) => h("span", { class: "legend" }, h("span", { class: `dot ${componentClass(c)}` }), c.replace("kube-", ""))), ")"),
+      h("div", { class: "wf-track" }, h("span", {}, "0"), h("span", { class: "wf-total" }, formatNanos(total)), marker)),
+      this.rowEls);
+    this.renderReplay();
+    if (this.selected !== null && this.selected < v.rows.length) this.select(this.selected, false);
+  }
+
+  select(i, scroll = true) {
+    const v = this.view;
+    const row = v.rows[i];
+    if (!row) return;
+    if (this.selected !== null && this.rowEls[this.selected]) this.rowEls[this.selected].classList.remove("selected");
+    this.selected = i;
+    this.rowEls[i].classList.add("selected");
+    if (scroll) this.rowEls[i].scrollIntoView({ block: "nearest" });
+    const s = row.span;
+    const attrs = Object.entries(s.attributes || {});
+    const revIndex = v.revisions.findIndex((m) => m.row === i);
+    mount(this.detailEl,
+      h("h3", {}, s.name, " ", h("span", { class: `chip ${componentClass(s.component)}` }, s.component)),
+      h("p", { class: "what" }, row.line, row.delay ? h("span", { class: "dim" }, ` (${row.delay})`) : null),
+      h("dl", {},
+        h("dt", {}, "start"), h("dd", {}, `+${formatNanos(row.offsetNanos)} from the trace's start`),
+        h("dt", {}, "duration"), h("dd", {}, formatNanos(row.durationNanos)),
+        h("dt", {}, "kind"), h("dd", {}, s.kind),
+        h("dt", {}, "caused by"), h("dd", {}, row.parentRow !== null && row.parentRow !== undefined
+          ? h("a", { href: "#", onclick: (e) => { e.preventDefault(); this.select(row.parentRow); } }, v.rows[row.parentRow].span.name)
+          : row.orphan ? "a span that was not recorded" : "nothing: it started the trace"),
+        attrs.map(([k, val]) => [h("dt", {}, k), h("dd", {}, String(val))]),
+        (s.links || []).length ? [h("dt", {}, "links"), h("dd", {}, s.links.map((l) => h("div", {},
+          l.traceId === v.traceId ? `span ${l.spanId}` : h("a", { href: `#/trace/${l.traceId}` }, `trace ${l.traceId}`))))] : null,
+        h("dt", {}, "span id"), h("dd", {}, h("code", {}, s.spanId))),
+      revIndex >= 0 ? h("button", { onclick: () => this.setStep(revIndex) }, `show the cluster at revision ${v.revisions[revIndex].revision}`) : null);
+  }
+
+  renderReplay() {
+    const marks = this.view.revisions;
+    if (!marks.length) {
+      mount(this.replayEl, h("span", { class: "dim" }, "No write of this trace produced a revision: nothing to replay."));
+      return;
+    }
+    this.slider = h("input", { type: "range", class: "replay-slider", min: 0, max: marks.length - 1, step: 1, value: this.step, oninput: (e) => this.setStep(Number(e.target.value)) });
+    this.stepLabel = h("span", { class: "replay-label" });
+    mount(this.replayEl,
+      h("span", { class: "replay-title" }, "Replay"),
+      h("button", { title: "previous write", onclick: () => this.setStep(Math.max(0, this.step - 1)) }, "\u25c0"),
+      this.slider,
+      h("button", { title: "next write", onclick: () => this.setStep(Math.min(marks.length - 1, this.step + 1)) }, "\u25b6"),
+      this.stepLabel);
+    this.updateStepLabel();
+  }
+
+  updateStepLabel() {
+    const v = this.view;
+    const m = v.revisions[this.step];
+    if (!m) return;
+    const total = Math.max(1, v.endUnixNanos - v.startUnixNanos);
+    this.marker.style.left = `${(m.atNanos / total) * 100}%`;
+    mount(this.stepLabel, `write ${this.step + 1} of ${v.revisions.length} · revision ${m.revision} · +${formatNanos(m.atNanos)} · ${v.rows[m.row].line}`);
+  }
+
+  setStep(i) {
+    this.step = i;
+    if (this.slider) this.slider.value = String(i);
+    this.updateStepLabel();
+    this.showRevision(i);
+  }
+
+  /** Draws the board as it was at the step's revision (debounced: a dragged slider asks once). */
+  showRevision(i) {
+    clearTimeout(this.revTimer);
+    this.revTimer = setTimeout(async () => {
+      const m = this.view && this.view.revisions[i];
+      if (!m) return;
+      for (const el of this.rowEls) el.classList.remove("at-step");
+      if (this.rowEls[m.row]) this.rowEls[m.row].classList.add("at-step");
+      try {
+        let snap = this.snapshots.get(m.revision);
+        if (!snap) {
+          const q = `?resourceVersion=${m.revision}&resourceVersionMatch=Exact`;
+          const [nodes, pods] = await Promise.all([getJSON(`/api/v1/nodes${q}`), getJSON(`/api/v1/pods${q}`)]);
+          snap = { nodes: nodes.items, pods: pods.items };
+          this.snapshots.set(m.revision, snap);
+        }
+        if (this.step !== i) return;
+        mount(this.snapshotEl, h("h3", {}, `The cluster at revision ${m.revision}`), h("div", { class: "compact", "data-revision": m.revision }, board(snap.nodes, snap.pods)));
+      } catch (e) {
+        mount(this.snapshotEl, h("h3", {}, `The cluster at revision ${m.revision}`),
+          h("p", { class: "error" }, e.code === 410 ? "That revision was compacted: the store keeps about five minutes of history." : e.message));
+      }
+    }, 80);
+  }
+}
