@@ -21,5 +21,6 @@ mod library;
 mod node_lifecycle;
 mod scheduler_e2e;
 mod trace;
+mod ui;
 mod up;
 mod watch_expired;

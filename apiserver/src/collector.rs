@@ -299,4 +299,41 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].trace_id, a.trace_id);
     }
+
+    #[tokio::test]
+    async fn one_trace_as_the_rows_of_its_tree() {
+        let c = Collector::new(10);
+        let root = SpanContext::new_root();
+        c.record(span(root, "create deployments"));
+        c.record(Span::start(
+            root.child(),
+            Some(root.span_id),
+            "watch event",
+            SpanKind::Consumer,
+            "kube-controller-manager",
+        ));
+        let id = root.trace_id.to_string();
+        let get = |q: &str| {
+            handle(
+                &c,
+                &Method::GET,
+                Some(&id),
+                &Query::parse(Some(q)),
+                &Bytes::new(),
+            )
+        };
+        let resp = get("view=tree").unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let view: trace::view::TraceView = serde_json::from_slice(&body).unwrap();
+        let rows: Vec<(usize, &str)> = view
+            .rows
+            .iter()
+            .map(|r| (r.depth, r.span.name.as_str()))
+            .collect();
+        assert_eq!(rows, [(0, "create deployments"), (1, "watch event")]);
+        assert!(matches!(get("view=gantt"), Err(ApiError::BadRequest(_))));
+    }
 }

@@ -60,6 +60,9 @@ const LIVE = {
   },
 };
 
+/** Scrolled parts of the live views. */
+const KEEP_SCROLL = [".board-side", ".board"];
+
 let current = null; // { name, page? }
 let renderTimer = null;
 
@@ -86,9 +89,18 @@ function render() {
     status.className = "status";
     status.textContent = "loading";
   }
+  // Redrawing replaces the view's elements: keep where the reader had scrolled to.
+  const kept = KEEP_SCROLL.map((sel) => {
+    const el = main.querySelector(sel);
+    return el && [el.scrollTop, el.scrollLeft];
+  });
   const scroll = main.scrollTop;
   mount(main, view.draw());
   main.scrollTop = scroll;
+  KEEP_SCROLL.forEach((sel, i) => {
+    const el = main.querySelector(sel);
+    if (el && kept[i]) [el.scrollTop, el.scrollLeft] = kept[i];
+  });
 }
 
 const tracePage = { el: null, page: null };

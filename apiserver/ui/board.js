@@ -12,7 +12,7 @@ function nodeHeader(node) {
   const ready = condition(node, "Ready");
   const readyState = ready ? (ready.status === "True" ? "ok" : ready.status === "False" ? "bad" : "unknown") : "unknown";
   const badges = [h("span", { class: `badge ${readyState}`, title: ready ? `${ready.reason || ""}: ${ready.message || ""}` : "no Ready condition" },
-    ready && ready.status !== "True" ? `Ready=${ready.status}` : "Ready")];
+    !ready ? "Ready?" : ready.status === "True" ? "Ready" : `Ready=${ready.status}`)];
   for (const c of (node.status && node.status.conditions) || []) {
     if (c.type !== "Ready" && HEALTHY[c.type] && c.status !== HEALTHY[c.type]) {
       badges.push(h("span", { class: "badge bad", title: c.message || "" }, `${c.type}=${c.status}`));

@@ -44,17 +44,19 @@ export class ControllersPage {
 
   enter() {
     this.leave();
-    this.poll();
+    this.poll(this.generation);
   }
 
   leave() {
     clearTimeout(this.timer);
     this.timer = null;
+    this.generation = (this.generation || 0) + 1;
   }
 
-  async poll() {
+  /** Refreshes every panel each second until the page is left. */
+  async poll(generation) {
     await Promise.all([this.refreshQueues(), this.refreshFaults(), this.refreshLab()]);
-    this.timer = setTimeout(() => this.poll(), 1000);
+    if (generation === this.generation) this.timer = setTimeout(() => this.poll(generation), 1000);
   }
 
   async act(name, action) {

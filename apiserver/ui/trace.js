@@ -91,13 +91,21 @@ export class TracePage {
   leave() {
     for (const t of this.timers) clearTimeout(t);
     this.timers = [];
+    this.generation = (this.generation || 0) + 1;
   }
 
-  later(ms, f) {
-    this.timers.push(setTimeout(f, ms));
+  /** Runs `f` in `ms`, unless the page was left (or another trace opened) since `generation`
+   * began, also while a fetch was pending. */
+  later(generation, ms, f) {
+    if (this.left(generation)) return;
+    this.timers.push(setTimeout(() => this.left(generation) || f(), ms));
   }
 
-  async pollList() {
+  left(generation) {
+    return generation !== this.generation;
+  }
+
+  async pollList(generation = this.generation) {
     try {
       const { traces } = await getJSON(`${COLLECTOR}?limit=30&minSpans=2`);
       const now = Date.now();
@@ -110,17 +118,22 @@ export class TracePage {
     } catch (e) {
       mount(this.listEl, h("p", { class: "error" }, e.message));
     }
-    this.later(3000, () => this.pollList());
+    this.later(generation, 3000, () => this.pollList(generation));
   }
 
-  async load(id) {
+  async load(id, generation = this.generation) {
     const view = await getJSON(`${COLLECTOR}/${id}?view=tree`);
+    if (this.left(generation)) return;
+    const old = this.view;
+    const same = old && old.traceId === view.traceId && old.rows.length === view.rows.length && old.endUnixNanos === view.endUnixNanos;
+    const young = Date.now() * 1e6 - view.endUnixNanos < YOUNG_NANOS;
+    if (young) this.later(generation, 1000, () => this.load(id, generation).catch(() => {}));
+    if (same) return;
     const following = !this.view || this.step === null || this.step === this.view.revisions.length - 1;
     this.view = view;
     if (following) this.step = view.revisions.length - 1;
     this.render();
     if (this.step >= 0) this.showRevision(this.step);
-    if (Date.now() * 1e6 - view.endUnixNanos < YOUNG_NANOS) this.later(1000, () => this.load(id).catch(() => {}));
   }
 
   render() {
@@ -129,7 +142,8 @@ export class TracePage {
     mount(this.headEl,
       h("div", { class: "trace-title" }, v.header),
       h("div", { class: "dim" }, "the same trace in a terminal: ", h("code", {}, `miniplane trace --id ${v.traceId}`), " · ",
-        h("a", { href: `${COLLECTOR}/${v.traceId}`, target: "_blank" }, "spans as JSON")));
+        h("a", { href: `${COLLECTOR}/${v.traceId}`, target: "_blank" }, "spans as JSON"), " · ",
+        ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"].map((c) => h("span", { class: "legend" }, h("span", { class: `dot ${componentClass(c)}` }), c))));
     const marker = h("div", { class: "wf-marker" });
     this.marker = marker;
     this.rowEls = v.rows.map((row, i) => {
@@ -150,8 +164,7 @@ export class TracePage {
         h("span", { class: "wf-dur", style: { left: `${Math.min(left + width, 88)}%` } }, formatNanos(row.durationNanos))));
     });
     mount(this.waterfallEl,
-      h("div", { class: "wf-axis" }, h("div", { class: "wf-label" }, "span (component: ",
-        ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"].map((c) => h("span", { class: "legend" }, h("span", { class: `dot ${componentClass(c)}` }), c.replace("kube-", ""))), ")"),
+      h("div", { class: "wf-axis" }, h("div", { class: "wf-label" }, "span: what and why"),
       h("div", { class: "wf-track" }, h("span", {}, "0"), h("span", { class: "wf-total" }, formatNanos(total)), marker)),
       this.rowEls);
     this.renderReplay();

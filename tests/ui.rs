@@ -1,0 +1,233 @@
+//! The web UI (`/ui`) in a real headless Chromium, against a whole cluster
+//! (`miniplane::Cluster`: API server, controller-manager, scheduler, 3 simulated nodes):
+//!
+//! * a 3-replica Deployment applied through the API appears on the board as three Running,
+//!   Ready pod cards spread over the node columns, with the events of their scheduling;
+//! * the ownership tree shows Deployment → ReplicaSet (revision 1) → 3 Pods;
+//! * the Deployment's "trace" link opens its trace: the spans from `create deployments` to
+//!   the kubelet's pods Running and `deployment available`, causal order, each span's "what
+//!   and why" on click; the replay slider shows the board at the trace's first write (no pod
+//!   yet) and at its last (three Running pods).
+//!
+//! Screenshots of each view go to `$CARGO_TARGET_TMPDIR/ui/`, and to `docs/ui/` with
+//! `UPDATE_SCREENSHOTS=1` (as `UPDATE_GOLDEN=1` rewrites golden files).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::support::browser::Browser;
+use crate::support::{DEADLINE, http};
+
+/// Saves a screenshot of the current view as `<name>.png`.
+fn screenshot(browser: &Browser, name: &str) {
+    let png = browser.screenshot();
+    let mut dirs = vec![PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ui")];
+    if std::env::var_os("UPDATE_SCREENSHOTS").is_some() {
+        dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/ui"));
+    }
+    for dir in dirs {
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+    }
+}
+
+fn addr(url: &str) -> SocketAddr {
+    url.trim_start_matches("http://").parse().unwrap()
+}
+
+fn create_deployment(api: SocketAddr, name: &str, replicas: u32) {
+    let body = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": name, "image": "nginx:1.27"}]}
+            }
+        }
+    });
+    http::request(
+        api,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        Some("application/json"),
+        body.to_string().as_bytes(),
+    )
+    .unwrap()
+    .expect_created();
+}
+
+/// The spans a Deployment's trace must have, from the apply to the pods Running.
+const SPINE: &[&str] = &[
+    "create deployments",
+    "sync deployment",
+    "create replicasets",
+    "sync replicaset",
+    "create pods",
+    "schedule pod",
+    "create pods/binding",
+    "kubelet sync pod",
+    "patch pods/status",
+    "deployment available",
+];
+
+#[test]
+fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
+    let cluster = miniplane::Cluster::builder().nodes(3).start().unwrap();
+    let api = addr(cluster.url());
+    let browser = Browser::start(1440, 900);
+    browser.navigate(&format!("{}/ui", cluster.url()));
+
+    // The board: three node columns, Ready, live.
+    browser.wait_for(
+        "three Ready node columns and a live board",
+        DEADLINE,
+        "const cols = document.querySelectorAll('.node-col[data-node^=\"node-\"] .badge.ok');
+         return cols.length === 3 && document.getElementById('status').textContent === 'live';",
+    );
+
+    create_deployment(api, "web", 3);
+    let running = browser.wait_for(
+        "three Running, Ready pod cards of web",
+        DEADLINE,
+        "const cards = [...document.querySelectorAll('.node-col .pod[data-phase=Running][data-ready=true]')]
+           .filter(c => c.dataset.name.startsWith('web-'));
+         return cards.length === 3 ? cards.map(c => c.closest('.node-col').dataset.node) : null;",
+    );
+    let mut nodes: Vec<&str> = running
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    nodes.sort();
+    nodes.dedup();
+    assert_eq!(
+        nodes.len(),
+        3,
+        "the scheduler spreads the pods over the nodes: {running}"
+    );
+    browser.wait_for(
+        "the Scheduled events of the three pods in the feed",
+        DEADLINE,
+        "return document.querySelectorAll('.board-side .event[data-reason=Scheduled]').length >= 3;",
+    );
+    screenshot(&browser, "board");
+
+    // The ownership tree.
+    browser.click("nav a[data-view=objects]");
+    let revision = browser.wait_for(
+        "Deployment web → its ReplicaSet → three pods",
+        DEADLINE,
+        "const d = document.querySelector('.deploy-obj[data-name=web]');
+         const rs = d && d.querySelector('.rs-obj');
+         return rs && rs.querySelectorAll('.pod-obj').length === 3 ? rs.querySelector('.chip.rev').textContent : null;",
+    );
+    assert_eq!(revision, "revision 1");
+    screenshot(&browser, "objects");
+
+    // Its trace, opened from the tree.
+    browser.click(".deploy-obj[data-name=web] > .trace-link");
+    let names = browser.wait_for(
+        "the trace's waterfall from create deployments to deployment available",
+        DEADLINE,
+        &format!(
+            "const names = [...document.querySelectorAll('.wf-row')].map(r => r.dataset.name);
+             return {SPINE:?}.every(n => names.includes(n)) ? names : null;"
+        ),
+    );
+    let names: Vec<&str> = names
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(names[0], "create deployments", "the apply is the root");
+    let first = |n: &str| names.iter().position(|x| *x == n).unwrap();
+    assert!(
+        first("create deployments") < first("sync deployment")
+            && first("sync deployment") < first("create replicasets")
+            && first("create replicasets") < first("create pods")
+            && first("create pods") < first("schedule pod")
+            && first("schedule pod") < first("kubelet sync pod"),
+        "causal order: {names:?}"
+    );
+    let count = |n: &str| names.iter().filter(|x| **x == n).count();
+    assert_eq!(count("create pods"), 3, "{names:?}");
+    assert_eq!(count("create pods/binding"), 3, "{names:?}");
+    let running = browser.execute(
+        "return [...document.querySelectorAll('.wf-row[data-name=\"kubelet sync pod\"]')]
+           .filter(r => r.title.includes('→ Running')).length;",
+        json!([]),
+    );
+    assert_eq!(running, 3, "each pod's kubelet sync takes it to Running");
+
+    // What and why, on click.
+    browser.click(".wf-row[data-name='schedule pod']");
+    let detail = browser.wait_for(
+        "the schedule pod span's details",
+        DEADLINE,
+        "const d = document.querySelector('.span-detail');
+         return d.querySelector('h3') && d.querySelector('h3').textContent.startsWith('schedule pod') ? d.innerText : null;",
+    );
+    let detail = detail.as_str().unwrap();
+    assert!(
+        detail.contains("kube-scheduler")
+            && detail.contains("feasible")
+            && detail.contains("caused by"),
+        "{detail}"
+    );
+
+    // The replay: the board as it was at the trace's first write, then at its last.
+    let first_revision = browser.execute(
+        "const s = document.querySelector('.replay-slider'); s.value = 0;
+         s.dispatchEvent(new Event('input')); return s.max;",
+        json!([]),
+    );
+    assert!(
+        first_revision.as_str().unwrap().parse::<u32>().unwrap() > 5,
+        "the trace's writes are replay steps: {first_revision}"
+    );
+    browser.wait_for(
+        "the board at the Deployment's creation: nodes, no web pod yet",
+        DEADLINE,
+        "const b = document.querySelector('.snapshot .compact');
+         const label = document.querySelector('.replay-label').textContent;
+         return b && label.startsWith('write 1 of') && label.includes('create deployments')
+           && b.querySelectorAll('.node-col[data-node^=\"node-\"]').length === 3
+           && b.querySelectorAll('.pod').length === 0;",
+    );
+    browser.execute(
+        "const s = document.querySelector('.replay-slider'); s.value = s.max;
+         s.dispatchEvent(new Event('input'));",
+        json!([]),
+    );
+    browser.wait_for(
+        "the board at the trace's last write: three Running web pods",
+        DEADLINE,
+        "const b = document.querySelector('.snapshot .compact');
+         const label = document.querySelector('.replay-label').textContent;
+         const s = document.querySelector('.replay-slider');
+         return b && label.startsWith(`write ${Number(s.max) + 1} of`)
+           && b.querySelectorAll('.pod[data-phase=Running][data-ready=true]').length === 3;",
+    );
+
+    // A span that wrote a revision replays the cluster at that revision: right after the
+    // first pod was created, it is on no node yet.
+    browser.click(".wf-row[data-name='create pods']");
+    browser.click(".span-detail button");
+    browser.wait_for(
+        "the board at the first pod's creation: one web pod, not scheduled",
+        DEADLINE,
+        "const b = document.querySelector('.snapshot .compact');
+         const label = document.querySelector('.replay-label').textContent;
+         return b && label.includes('create pods:')
+           && b.querySelectorAll('.node-col.unscheduled .pod').length === 1
+           && b.querySelectorAll('.node-col[data-node^=\"node-\"] .pod').length === 0;",
+    );
+    screenshot(&browser, "trace");
+}
