@@ -187,8 +187,14 @@ impl Browser {
     }
 
     /// Clicks the first element matching the CSS `selector`, as a user would (WebDriver's
-    /// element click: scrolled into view, must be visible and not covered).
+    /// element click: it must be visible and not covered).
     pub fn click(&self, selector: &str) {
+        // Centred first, as a reader would scroll to it: WebDriver only scrolls the window,
+        // and a row at the edge of a scrolled panel can sit under its sticky header.
+        self.execute(
+            "const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView({block: 'center', inline: 'nearest'});",
+            json!([selector]),
+        );
         let found = self.command(
             "POST",
             "/element",
