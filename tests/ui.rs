@@ -2,7 +2,8 @@
 //! (`miniplane::Cluster`: API server, controller-manager, scheduler, 3 simulated nodes):
 //!
 //! * a 3-replica Deployment applied through the API appears on the board as three Running,
-//!   Ready pod cards spread over the node columns, with the events of their scheduling;
+//!   Ready pod cards spread over the node columns, with the events of their scheduling; a
+//!   card opens the pod's trace;
 //! * the ownership tree shows Deployment → ReplicaSet (revision 1) → 3 Pods;
 //! * the Deployment's "trace" link opens its trace: the spans from `create deployments` to
 //!   the kubelet's pods Running and `deployment available`, causal order, each span's "what
@@ -117,6 +118,16 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
         "return document.querySelectorAll('.board-side .event[data-reason=Scheduled]').length >= 3;",
     );
     screenshot(&browser, "board");
+
+    // A pod card opens the pod's trace: the Deployment's, whose writes made the pod Running.
+    browser.click(".board-main .pod[data-phase=Running]");
+    browser.wait_for(
+        "the trace of a pod, opened from its card",
+        DEADLINE,
+        "const t = document.querySelector('.trace-title');
+         const names = [...document.querySelectorAll('.wf-row')].map(r => r.dataset.name);
+         return t && t.textContent.includes('default/web') && names.includes('kubelet sync pod');",
+    );
 
     // The ownership tree.
     browser.click("nav a[data-view=objects]");

@@ -47,7 +47,7 @@ const LIVE = {
     draw: () => h("div", { class: "board-page" },
       h("div", { class: "board-main" },
         h("p", { class: "summary" }, `${informers.nodes.items.size} nodes · ${podSummary(informers.pods.list())}`),
-        board(informers.nodes.list(), informers.pods.list())),
+        board(informers.nodes.list(), informers.pods.list(), true)),
       h("aside", { class: "board-side" }, h("h2", {}, "Events ", h("a", { href: "#/events", class: "dim" }, "all")), eventFeed(informers.events.list(), 40))),
   },
   objects: {

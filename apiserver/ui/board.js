@@ -35,8 +35,8 @@ function podStatus(pod) {
   return status.phase || "Pending";
 }
 
-/** One pod card. */
-export function podCard(pod) {
+/** One pod card; with `link`, a click opens the pod's trace. */
+export function podCard(pod, link) {
   const phase = (pod.status && pod.status.phase) || "Pending";
   const ready = condition(pod, "Ready");
   const isReady = !!ready && ready.status === "True";
@@ -49,7 +49,8 @@ export function podCard(pod) {
     "data-namespace": pod.metadata.namespace,
     "data-phase": phase,
     "data-ready": String(isReady),
-    title: `${pod.metadata.namespace}/${pod.metadata.name}\nphase ${phase}${pod.status && pod.status.podIP ? "\nIP " + pod.status.podIP : ""}`,
+    title: `${pod.metadata.namespace}/${pod.metadata.name}\nphase ${phase}${pod.status && pod.status.podIP ? "\nIP " + pod.status.podIP : ""}${link ? "\nclick: its trace" : ""}`,
+    onclick: link ? () => { location.hash = `#/trace/pods/${pod.metadata.namespace}/${pod.metadata.name}`; } : undefined,
   },
   h("div", { class: "pod-name" }, pod.metadata.name),
   h("div", { class: "pod-meta" }, `${podStatus(pod)} · ${readyCount}/${total}`, pod.metadata.namespace !== "default" ? ` · ${pod.metadata.namespace}` : ""));
@@ -57,8 +58,8 @@ export function podCard(pod) {
 
 const byName = (a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0);
 
-/** The board for `nodes` and `pods` (arrays of API objects). */
-export function board(nodes, pods) {
+/** The board for `nodes` and `pods` (arrays of API objects); `link`: cards open traces. */
+export function board(nodes, pods, link = false) {
   const columns = new Map();
   const unscheduled = [];
   for (const n of [...nodes].sort(byName)) columns.set(n.metadata.name, { node: n, pods: [] });
@@ -74,12 +75,12 @@ export function board(nodes, pods) {
   if (unscheduled.length) {
     cols.push(h("section", { class: "node-col unscheduled", "data-node": "" },
       h("div", { class: "node-head" }, h("div", { class: "node-name" }, "not scheduled"), h("div", { class: "badges" }, h("span", { class: "badge warn" }, `${unscheduled.length} pending`))),
-      h("div", { class: "pods" }, unscheduled.map(podCard))));
+      h("div", { class: "pods" }, unscheduled.map((p) => podCard(p, link)))));
   }
   for (const [name, col] of columns) {
     cols.push(h("section", { class: "node-col", "data-node": name },
       col.node ? nodeHeader(col.node) : h("div", { class: "node-head" }, h("div", { class: "node-name" }, name), h("span", { class: "badge unknown" }, "no Node object")),
-      h("div", { class: "pods" }, col.pods.map(podCard))));
+      h("div", { class: "pods" }, col.pods.map((p) => podCard(p, link)))));
   }
   if (!cols.length) cols.push(h("p", { class: "empty" }, "No nodes and no pods."));
   return h("div", { class: "board" }, cols);

@@ -86,7 +86,7 @@ export class ControllersPage {
     mount(this.queuesEl, h("table", { class: "queue-table" },
       h("thead", {}, h("tr", {}, head.map((t) => h("th", {}, t)))),
       h("tbody", {}, items.map((c) => {
-        const stale = now - Date.parse(c.reportedAt) > STALE_MS;
+        const stale = !c.reportedAt || now - Date.parse(c.reportedAt) > STALE_MS;
         return h("tr", { "data-controller": c.name, class: `${c.paused ? "paused" : ""}${stale ? " stale" : ""}` },
           h("td", {}, h("strong", {}, c.name), h("div", { class: "dim" }, c.component)),
           h("td", { class: "state" }, c.paused ? `paused${c.stepsPending ? `, ${c.stepsPending} step(s) pending` : ""}` : "running"),
@@ -99,7 +99,7 @@ export class ControllersPage {
           h("td", { class: "num errors" }, c.syncErrors),
           h("td", { class: "keys" }, keys(c.queued)),
           h("td", { class: "keys" }, keys(c.processing)),
-          h("td", { class: stale ? "error" : "dim", title: c.reportedAt }, `${age(c.reportedAt, now)} ago`),
+          h("td", { class: stale ? "error" : "dim", title: c.reportedAt || "" }, c.reportedAt ? `${age(c.reportedAt, now)} ago` : "never"),
           h("td", { class: "actions" },
             c.paused
               ? [h("button", { "data-action": "step", "data-controller": c.name, title: "let one key through", onclick: () => this.act(c.name, "step") }, "Step"),

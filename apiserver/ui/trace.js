@@ -12,6 +12,23 @@ const COLLECTOR = "/miniplane/v1/traces";
 const ANNOTATION = "miniplane.dev/traceparent";
 /** Where the UI finds objects a trace can be asked for by name. */
 const API_PREFIX = { pods: "/api/v1", nodes: "/api/v1", namespaces: "/api/v1", services: "/api/v1", configmaps: "/api/v1", deployments: "/apis/apps/v1", replicasets: "/apis/apps/v1" };
+/** kubectl's short names and kinds of the resources above: `deploy/web` → deployments. */
+const ALIASES = {
+  po: "pods", pod: "pods", no: "nodes", node: "nodes", ns: "namespaces", namespace: "namespaces",
+  svc: "services", service: "services", cm: "configmaps", configmap: "configmaps",
+  deploy: "deployments", deployment: "deployments", rs: "replicasets", replicaset: "replicasets",
+};
+const CLUSTER_SCOPED = new Set(["nodes", "namespaces"]);
+
+/** `deploy/web`, `po/web-abc12`, `node/node-1` or `deployments/default/web` → a route. */
+export function objectRoute(text) {
+  const parts = text.trim().split("/").filter(Boolean);
+  if (parts.length < 2 || parts.length > 3) return null;
+  const resource = ALIASES[parts[0].toLowerCase()] || parts[0].toLowerCase();
+  if (parts.length === 3) return `#/trace/${resource}/${parts[1]}/${parts[2]}`;
+  return CLUSTER_SCOPED.has(resource) ? `#/trace/${resource}/${parts[1]}` : `#/trace/${resource}/default/${parts[1]}`;
+}
+
 /** A trace whose last span ended this recently may still grow: reload it. */
 const YOUNG_NANOS = 5e9;
 
@@ -58,7 +75,16 @@ export class TracePage {
     this.detailEl = h("div", { class: "span-detail" });
     this.snapshotEl = h("div", { class: "snapshot" });
     mount(this.root,
-      h("aside", { class: "trace-side" }, h("h2", {}, "Recent traces"), this.listEl),
+      h("aside", { class: "trace-side" },
+        h("form", { class: "trace-find", onsubmit: (e) => {
+          e.preventDefault();
+          const input = e.target.elements.object;
+          const route = objectRoute(input.value);
+          if (route) location.hash = route;
+          else input.setCustomValidity("kind/name, e.g. deploy/web, or resource/namespace/name");
+          input.reportValidity();
+        } }, h("input", { name: "object", placeholder: "deploy/web, po/web-abc12, node/node-1", oninput: (e) => e.target.setCustomValidity(""), "aria-label": "the trace of an object" })),
+        h("h2", {}, "Recent traces"), this.listEl),
       h("div", { class: "trace-main" }, this.headEl, this.replayEl,
         h("div", { class: "trace-split" }, this.waterfallEl,
           h("div", { class: "trace-right" }, this.detailEl, this.snapshotEl))));
