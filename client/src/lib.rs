@@ -41,6 +41,7 @@ pub mod delta_fifo;
 pub mod error;
 pub mod events;
 pub mod factory;
+pub mod faults;
 pub mod fake_source;
 pub mod flowcontrol;
 pub mod indexer;

@@ -35,6 +35,7 @@ use crate::error::{Error, Result};
 use crate::progress::{Component, Progress};
 use crate::separate::Launcher;
 use crate::supervisor::{Members, ProgressFn, Reporter};
+use crate::component_faults::{self, Restarter};
 use crate::{in_process, kubeconfig, readiness};
 
 /// How long a start may take before it fails (generous: CI machines are small and shared).
@@ -372,9 +373,17 @@ fn run(
             // A component failed: `stop` returns why.
             () = failed.cancelled() => None,
         };
-        match started {
+        let supervised = match started {
             Some(Ok(ready)) => {
+                let restarter = Restarter {
+                    url: ready.url.clone(),
+                    kubeconfig: dir.kubeconfig(),
+                    nodes: plan.nodes,
+                    launcher: plan.separate.clone(),
+                };
+                let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));
+                (restarter, client)
             }
             Some(Err(e)) => {
                 if let Err(stop_error) = members.stop().await {
@@ -390,11 +399,20 @@ fn run(
                 })));
                 return Ok(());
             }
-        }
+        };
+        let (restarter, client) = supervised;
+        // `StopComponent` faults until the cluster is asked to stop (or fails).
+        let until = CancellationToken::new();
+        let (faults, watcher) = client::faults::fault_watch(client);
+        let watching = tokio::spawn(watcher.run(until.clone()));
+        let running = members.components();
         tokio::select! {
             () = stop.cancelled() => {}
             () = failed.cancelled() => {}
+            () = component_faults::supervise(&mut members, &restarter, running, faults, until.clone()) => {}
         }
+        until.cancel();
+        let _ = watching.await;
         members.stop().await
     });
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);

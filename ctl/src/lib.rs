@@ -64,6 +64,7 @@
 //! | `data_dir` | the data directory's layout and lock |
 
 pub mod cluster;
+mod component_faults;
 mod data_dir;
 mod error;
 mod in_process;

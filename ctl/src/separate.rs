@@ -37,6 +37,7 @@ fn start_line(component: Component) -> &'static str {
 }
 
 /// How child processes are started.
+#[derive(Clone)]
 pub(crate) struct Launcher {
     /// The `miniplane` executable.
     pub(crate) exe: PathBuf,
