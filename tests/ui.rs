@@ -242,3 +242,126 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
     );
     screenshot(&browser, "trace");
 }
+
+/// The controllers panel against the admin API (docs/faults.md): the Pause button stops the
+/// Deployment controller's workers, so Deployments created meanwhile pile up in its queue
+/// (depth and keys shown); Step lets exactly one sync through; Resume drains the rest. A lab's
+/// status shows with its checks, and in the header.
+#[test]
+fn pause_a_controller_and_see_its_queue_grow() {
+    let cluster = miniplane::Cluster::builder().nodes(1).start().unwrap();
+    let api = addr(cluster.url());
+    let browser = Browser::start(1440, 900);
+    browser.navigate(&format!("{}/ui#/controllers", cluster.url()));
+
+    let depth = |row: &str| {
+        format!(
+            "const r = document.querySelector('tr[data-controller=deployment]');
+             return r && {row} ? Number(r.querySelector('td.depth').textContent) : null;"
+        )
+    };
+    browser.wait_for(
+        "the deployment controller's row with a Pause button",
+        DEADLINE,
+        &depth("r.querySelector('button[data-action=pause]')"),
+    );
+    browser.click("button[data-action=pause][data-controller=deployment]");
+    browser.wait_for(
+        "the deployment controller paused",
+        DEADLINE,
+        &depth("r.classList.contains('paused') && r.querySelector('button[data-action=step]')"),
+    );
+
+    for name in ["a", "b", "c"] {
+        create_deployment(api, name, 1);
+    }
+    browser.wait_for(
+        "three Deployments queued behind the paused workers",
+        DEADLINE,
+        &depth(
+            "Number(r.querySelector('td.depth').textContent) === 3
+             && ['default/a', 'default/b', 'default/c'].every(k => r.innerText.includes(k))",
+        ),
+    );
+    screenshot(&browser, "controllers");
+
+    let syncs = |r: &str| {
+        format!(
+            "const r = document.querySelector('tr[data-controller=deployment]');
+             return r && {r} ? Number(r.querySelector('td.syncs').textContent) : null;"
+        )
+    };
+    let before = browser.execute(&syncs("true"), json!([]));
+    browser.click("button[data-action=step][data-controller=deployment]");
+    // The stepped key is synced once (its new ReplicaSet's event queues it again: the
+    // depth goes back up, the keys merge).
+    browser.wait_for(
+        "one step: exactly one more sync",
+        DEADLINE,
+        &syncs(&format!(
+            "Number(r.querySelector('td.syncs').textContent) === {before} + 1
+             && r.querySelector('td.in-flight').textContent === '0'"
+        )),
+    );
+    let replicasets = http::request(
+        api,
+        "GET",
+        "/apis/apps/v1/namespaces/default/replicasets",
+        None,
+        b"",
+    )
+    .unwrap()
+    .json();
+    assert_eq!(
+        replicasets["items"].as_array().unwrap().len(),
+        1,
+        "the step synced exactly one Deployment: {replicasets}"
+    );
+
+    browser.click("button[data-action=resume][data-controller=deployment]");
+    browser.wait_for(
+        "resumed: the queue drained",
+        DEADLINE,
+        &depth("r.querySelector('button[data-action=pause]') && Number(r.querySelector('td.depth').textContent) === 0"),
+    );
+
+    // A lab reports its status; the panel and the header show the step and its checks.
+    let lab = json!({
+        "lab": "03-workqueue", "title": "The workqueue", "step": 2, "steps": 4,
+        "stepTitle": "Pile up changes",
+        "checks": [
+            {"step": 1, "name": "paused", "description": "the deployment controller is paused", "passed": true},
+            {"step": 2, "name": "merged", "description": "three changes wait in the queue", "passed": false,
+             "message": "deployment default/web: spec.replicas is 1, want 5"}
+        ],
+        "done": false, "checkedAt": "2026-11-30T15:40:01Z"
+    });
+    let put = http::request(
+        api,
+        "PUT",
+        "/miniplane/v1/lab",
+        Some("application/json"),
+        lab.to_string().as_bytes(),
+    )
+    .unwrap();
+    assert_eq!(put.status, 200, "{}", put.text());
+    let shown = browser.wait_for(
+        "the lab's step and checks",
+        DEADLINE,
+        "const l = document.querySelector('.lab-status[data-lab=\"03-workqueue\"]');
+         const badge = document.getElementById('lab-badge');
+         return l && !badge.hidden ? [l.innerText, badge.textContent] : null;",
+    );
+    let (panel, badge) = (shown[0].as_str().unwrap(), shown[1].as_str().unwrap());
+    assert!(
+        panel.contains("step 2 of 4") && panel.contains("Pile up changes"),
+        "{panel}"
+    );
+    assert!(
+        panel.contains("✓ the deployment controller is paused")
+            && panel.contains("✗ three changes wait in the queue")
+            && panel.contains("spec.replicas is 1, want 5"),
+        "{panel}"
+    );
+    assert_eq!(badge, "The workqueue: step 2/4, 0/1 checks pass");
+}
