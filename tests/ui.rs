@@ -80,7 +80,7 @@ const SPINE: &[&str] = &[
 fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
     let cluster = miniplane::Cluster::builder().nodes(3).start().unwrap();
     let api = addr(cluster.url());
-    let browser = Browser::start(1440, 900);
+    let browser = Browser::start(1280, 860);
     browser.navigate(&format!("{}/ui", cluster.url()));
 
     // The board: three node columns, Ready, live.
@@ -148,7 +148,9 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
         DEADLINE,
         &format!(
             "const names = [...document.querySelectorAll('.wf-row')].map(r => r.dataset.name);
-             return {SPINE:?}.every(n => names.includes(n)) ? names : null;"
+             const title = document.querySelector('.trace-title');
+             return title && title.textContent.includes('default/web → 201 Created')
+               && {SPINE:?}.every(n => names.includes(n)) ? names : null;"
         ),
     );
     let names: Vec<&str> = names
@@ -251,7 +253,7 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
 fn pause_a_controller_and_see_its_queue_grow() {
     let cluster = miniplane::Cluster::builder().nodes(1).start().unwrap();
     let api = addr(cluster.url());
-    let browser = Browser::start(1440, 900);
+    let browser = Browser::start(1280, 860);
     browser.navigate(&format!("{}/ui#/controllers", cluster.url()));
 
     let depth = |row: &str| {

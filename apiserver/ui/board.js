@@ -3,7 +3,10 @@
 // node has yet (the scheduler's queue). Drawn from a list of nodes and pods, live or as they
 // were at an old revision (the trace replay).
 
-import { h, condition } from "./dom.js";
+import { h, condition, Keep, version } from "./dom.js";
+
+/** The live board's cards and node headers, kept while their object is unchanged. */
+const live = new Keep();
 
 /** Which conditions are shown when they are not in their healthy state. */
 const HEALTHY = { Ready: "True", MemoryPressure: "False", DiskPressure: "False", PIDPressure: "False", NetworkUnavailable: "False" };
@@ -60,6 +63,8 @@ const byName = (a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.na
 
 /** The board for `nodes` and `pods` (arrays of API objects); `link`: cards open traces. */
 export function board(nodes, pods, link = false) {
+  const card = (p) => (link ? live.get(`pod ${version(p)}`, () => podCard(p, true)) : podCard(p, false));
+  const head = (n) => (link ? live.get(`node ${version(n)}`, () => nodeHeader(n)) : nodeHeader(n));
   const columns = new Map();
   const unscheduled = [];
   for (const n of [...nodes].sort(byName)) columns.set(n.metadata.name, { node: n, pods: [] });
@@ -75,13 +80,14 @@ export function board(nodes, pods, link = false) {
   if (unscheduled.length) {
     cols.push(h("section", { class: "node-col unscheduled", "data-node": "" },
       h("div", { class: "node-head" }, h("div", { class: "node-name" }, "not scheduled"), h("div", { class: "badges" }, h("span", { class: "badge warn" }, `${unscheduled.length} pending`))),
-      h("div", { class: "pods" }, unscheduled.map((p) => podCard(p, link)))));
+      h("div", { class: "pods" }, unscheduled.map(card))));
   }
   for (const [name, col] of columns) {
     cols.push(h("section", { class: "node-col", "data-node": name },
-      col.node ? nodeHeader(col.node) : h("div", { class: "node-head" }, h("div", { class: "node-name" }, name), h("span", { class: "badge unknown" }, "no Node object")),
-      h("div", { class: "pods" }, col.pods.map((p) => podCard(p, link)))));
+      col.node ? head(col.node) : h("div", { class: "node-head" }, h("div", { class: "node-name" }, name), h("span", { class: "badge unknown" }, "no Node object")),
+      h("div", { class: "pods" }, col.pods.map(card))));
   }
   if (!cols.length) cols.push(h("p", { class: "empty" }, "No nodes and no pods."));
+  if (link) live.done();
   return h("div", { class: "board" }, cols);
 }

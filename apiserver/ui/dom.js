@@ -57,3 +57,33 @@ export function objectKey(o) {
 export function condition(o, type) {
   return ((o.status && o.status.conditions) || []).find((c) => c.type === type);
 }
+
+/**
+ * Keeps the elements of the previous draw: `get(key, make)` returns the element made for
+ * `key` last time (or makes it), and `done()` ends a draw, forgetting keys it did not use.
+ * Keyed by uid and resourceVersion, an unchanged object keeps its element across redraws, so
+ * a click on it is never lost to a redraw caused by another object.
+ */
+export class Keep {
+  constructor() {
+    this.prev = new Map();
+    this.next = new Map();
+  }
+
+  get(key, make) {
+    let el = this.next.get(key) || this.prev.get(key);
+    if (!el) el = make();
+    this.next.set(key, el);
+    return el;
+  }
+
+  done() {
+    this.prev = this.next;
+    this.next = new Map();
+  }
+}
+
+/** `uid@resourceVersion`: what an element drawn from an object is kept by. */
+export function version(o) {
+  return `${o.metadata.uid}@${o.metadata.resourceVersion}`;
+}

@@ -9,7 +9,10 @@ function when(e) {
 
 /** The feed of at most `limit` of `events` (an array of Event objects). */
 export function eventFeed(events, limit = 200) {
-  const sorted = [...events].sort((a, b) => Date.parse(when(b)) - Date.parse(when(a))).slice(0, limit);
+  // Timestamps have one-second precision: within a second, the later write (the higher
+  // resourceVersion) is the newer event.
+  const rv = (e) => Number((e.metadata && e.metadata.resourceVersion) || 0);
+  const sorted = [...events].sort((a, b) => Date.parse(when(b)) - Date.parse(when(a)) || rv(b) - rv(a)).slice(0, limit);
   if (!sorted.length) return h("p", { class: "empty" }, "No events yet.");
   const now = Date.now();
   return h("ol", { class: "events" }, sorted.map((e) => {

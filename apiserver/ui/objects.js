@@ -2,7 +2,10 @@
 // through metadata.ownerReferences (the controller reference, as the garbage collector and
 // `kubectl tree` follow it). Objects no controller owns are listed after the tree.
 
-import { h, condition } from "./dom.js";
+import { h, condition, Keep } from "./dom.js";
+
+/** The "trace" links, one element per object for as long as it exists. */
+const links = new Keep();
 
 const REVISION = "deployment.kubernetes.io/revision";
 
@@ -12,7 +15,7 @@ function controllerUid(o) {
 }
 
 function traceLink(resource, o) {
-  return h("a", { class: "trace-link", href: `#/trace/${resource}/${o.metadata.namespace}/${o.metadata.name}`, title: "the trace that last changed it" }, "trace");
+  return links.get(`${resource} ${o.metadata.uid}`, () => h("a", { class: "trace-link", href: `#/trace/${resource}/${o.metadata.namespace}/${o.metadata.name}`, title: "the trace that last changed it" }, "trace"));
 }
 
 function podLine(p) {
@@ -77,5 +80,6 @@ export function ownershipTree(deployments, replicasets, pods) {
   if (freeRs.length) parts.push(h("h3", {}, "ReplicaSets without a Deployment"), h("ul", { class: "tree" }, freeRs.map((rs) => rsLine(rs, podsByOwner.get(rs.metadata.uid) || []))));
   if (bare.length || strayPods.length) parts.push(h("h3", {}, "Pods without a ReplicaSet"), h("ul", { class: "tree" }, [...bare, ...strayPods].map(podLine)));
   if (!deployments.length && !replicasets.length && !pods.length) parts.push(h("p", { class: "empty" }, "No Deployments, ReplicaSets or Pods yet. Try kubectl apply -f examples/nginx-deployment.yaml"));
+  links.done();
   return h("div", { class: "objects" }, parts);
 }

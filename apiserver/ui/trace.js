@@ -108,7 +108,7 @@ export class TracePage {
         this.selected = null;
         this.step = null;
       }
-      await this.load(id);
+      await this.load(id, this.generation, true);
     } catch (e) {
       mount(this.headEl, h("p", { class: "error" }, e.message));
     }
@@ -147,14 +147,15 @@ export class TracePage {
     this.later(generation, 3000, () => this.pollList(generation));
   }
 
-  async load(id, generation = this.generation) {
+  /** Fetches the trace and draws it (again, if it changed or `force`); reloads a young one. */
+  async load(id, generation = this.generation, force = false) {
     const view = await getJSON(`${COLLECTOR}/${id}?view=tree`);
     if (this.left(generation)) return;
     const old = this.view;
     const same = old && old.traceId === view.traceId && old.rows.length === view.rows.length && old.endUnixNanos === view.endUnixNanos;
     const young = Date.now() * 1e6 - view.endUnixNanos < YOUNG_NANOS;
     if (young) this.later(generation, 1000, () => this.load(id, generation).catch(() => {}));
-    if (same) return;
+    if (same && !force) return;
     const following = !this.view || this.step === null || this.step === this.view.revisions.length - 1;
     this.view = view;
     if (following) this.step = view.revisions.length - 1;
@@ -182,7 +183,7 @@ export class TracePage {
         title: `${row.line}${row.delay ? ` (${row.delay})` : ""}`,
         onclick: () => this.select(i),
       },
-      h("div", { class: "wf-label", style: { paddingLeft: `${4 + row.depth * 12}px` } },
+      h("div", { class: "wf-label", style: { paddingLeft: `${4 + row.depth * 9}px` } },
         h("span", { class: `dot ${componentClass(s.component)}` }), h("span", { class: "wf-name" }, s.name),
         s.summary ? h("span", { class: "wf-summary" }, ` ${s.summary}`) : null),
       h("div", { class: "wf-track" },

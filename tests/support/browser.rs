@@ -129,7 +129,8 @@ impl Browser {
         }
     }
 
-    fn command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+    /// Sends one command; `Err` carries WebDriver's error object.
+    fn try_command(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, Value> {
         let path = format!("/session/{}{path}", self.session);
         let body = body.map(|b| b.to_string()).unwrap_or_default();
         let resp = http::request(
@@ -141,11 +142,16 @@ impl Browser {
         )
         .unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"));
         let value = resp.json();
-        assert_eq!(
-            resp.status, 200,
-            "WebDriver {method} {path} failed: {value}"
-        );
-        value["value"].clone()
+        if resp.status == 200 {
+            Ok(value["value"].clone())
+        } else {
+            Err(value["value"].clone())
+        }
+    }
+
+    fn command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
+        self.try_command(method, path, body)
+            .unwrap_or_else(|e| panic!("WebDriver {method} {path} failed: {e}"))
     }
 
     /// Opens `url` (and waits for the page to load).
@@ -195,18 +201,27 @@ impl Browser {
             "const e = document.querySelector(arguments[0]); if (e) e.scrollIntoView({block: 'center', inline: 'nearest'});",
             json!([selector]),
         );
-        let found = self.command(
-            "POST",
-            "/element",
-            Some(json!({ "using": "css selector", "value": selector })),
-        );
-        let id = found
-            .as_object()
-            .and_then(|o| o.values().next())
-            .and_then(Value::as_str)
-            .unwrap_or_else(|| panic!("no element {selector}: {found}"))
-            .to_owned();
-        self.command("POST", &format!("/element/{id}/click"), Some(json!({})));
+        // The live views redraw what changed: an element found just before its object
+        // changed is stale, and is found again (a reader would click the new one).
+        for _ in 0..5 {
+            let found = self.command(
+                "POST",
+                "/element",
+                Some(json!({ "using": "css selector", "value": selector })),
+            );
+            let id = found
+                .as_object()
+                .and_then(|o| o.values().next())
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("no element {selector}: {found}"))
+                .to_owned();
+            match self.try_command("POST", &format!("/element/{id}/click"), Some(json!({}))) {
+                Ok(_) => return,
+                Err(e) if e["error"] == "stale element reference" => continue,
+                Err(e) => panic!("click {selector}: {e}"),
+            }
+        }
+        panic!("click {selector}: the element kept being replaced");
     }
 
     /// A PNG of the window.
