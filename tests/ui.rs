@@ -7,7 +7,7 @@
 //! * the ownership tree shows Deployment → ReplicaSet (revision 1) → 3 Pods;
 //! * the Deployment's "trace" link opens its trace: the spans from `create deployments` to
 //!   the kubelet's pods Running and `deployment available`, causal order, each span's "what
-//!   and why" on click; the replay slider shows the board at the trace's first write (no pod
+//!   and why" on click, the time axis zoomed to a span's subtree; the replay slider shows the board at the trace's first write (no pod
 //!   yet) and at its last (three Running pods).
 //!
 //! Screenshots of each view go to `$CARGO_TARGET_TMPDIR/ui/`, and to `docs/ui/` with
@@ -195,6 +195,25 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
         "{detail}"
     );
 
+    // Zoomed to the scheduling and what it caused (binding, kubelet, status), then back.
+    browser.click(".span-detail button.zoom");
+    let zoomed = browser.wait_for(
+        "the time axis fitted to the schedule pod span's subtree",
+        DEADLINE,
+        "const u = document.querySelector('.wf-axis .wf-unzoom');
+         return u ? document.querySelectorAll('.wf-row.outside').length : null;",
+    );
+    assert!(
+        zoomed.as_u64().unwrap() > 0,
+        "spans outside the zoomed window are dimmed"
+    );
+    browser.click(".wf-axis .wf-unzoom");
+    browser.wait_for(
+        "the whole trace again",
+        DEADLINE,
+        "return !document.querySelector('.wf-axis .wf-unzoom') && !document.querySelector('.wf-row.outside');",
+    );
+
     // The replay: the board as it was at the trace's first write, then at its last.
     let first_revision = browser.execute(
         "const s = document.querySelector('.replay-slider'); s.value = 0;
@@ -232,7 +251,7 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
     // A span that wrote a revision replays the cluster at that revision: right after the
     // first pod was created, it is on no node yet.
     browser.click(".wf-row[data-name='create pods']");
-    browser.click(".span-detail button");
+    browser.click(".span-detail button.show-revision");
     browser.wait_for(
         "the board at the first pod's creation: one web pod, not scheduled",
         DEADLINE,

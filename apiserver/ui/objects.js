@@ -25,6 +25,7 @@ function podLine(p) {
   return h("li", { class: "obj pod-obj", "data-name": p.metadata.name },
     h("span", { class: "kind" }, "Pod"), " ", h("span", { class: "name" }, p.metadata.name), " ",
     h("span", { class: `chip phase-${phase}${isReady ? " ready" : ""}` }, isReady ? `${phase}, Ready` : phase),
+    p.metadata.deletionTimestamp ? [" ", h("span", { class: "chip warn" }, "Terminating")] : null,
     p.spec && p.spec.nodeName ? h("span", { class: "dim" }, ` on ${p.spec.nodeName}`) : h("span", { class: "dim" }, " unscheduled"),
     " ", traceLink("pods", p));
 }

@@ -163,9 +163,27 @@ export class TracePage {
     if (this.step >= 0) this.showRevision(this.step);
   }
 
+  /** The time window drawn: the whole trace, or the zoomed span and what it caused. */
+  window() {
+    const v = this.view;
+    const whole = { from: 0, to: Math.max(1, v.endUnixNanos - v.startUnixNanos) };
+    const z = this.zoom;
+    return z && z.traceId === v.traceId ? { from: z.from, to: Math.max(z.from + 1, z.to) } : whole;
+  }
+
+  /** Zooms the time axis to row `i` and its descendants (a contiguous run in pre-order). */
+  zoomTo(i) {
+    const rows = this.view.rows;
+    let to = rows[i].offsetNanos + rows[i].durationNanos;
+    for (let j = i + 1; j < rows.length && rows[j].depth > rows[i].depth; j++) to = Math.max(to, rows[j].offsetNanos + rows[j].durationNanos);
+    this.zoom = { traceId: this.view.traceId, from: rows[i].offsetNanos, to, row: i };
+    this.render();
+  }
+
   render() {
     const v = this.view;
-    const total = Math.max(1, v.endUnixNanos - v.startUnixNanos);
+    const { from, to } = this.window();
+    const span = to - from;
     mount(this.headEl,
       h("div", { class: "trace-title" }, v.header),
       h("div", { class: "dim" }, "the same trace in a terminal: ", h("code", {}, `miniplane trace --id ${v.traceId}`), " · ",
@@ -175,24 +193,29 @@ export class TracePage {
     this.marker = marker;
     this.rowEls = v.rows.map((row, i) => {
       const s = row.span;
-      const left = (row.offsetNanos / total) * 100;
-      const width = Math.max(0.15, (row.durationNanos / total) * 100);
+      const left = ((row.offsetNanos - from) / span) * 100;
+      const width = Math.max(0.15, (row.durationNanos / span) * 100);
+      const visible = left + width >= 0 && left <= 100;
       return h("div", {
-        class: `wf-row${row.orphan ? " orphan" : ""}${this.selected === i ? " selected" : ""}`,
+        class: `wf-row${row.orphan ? " orphan" : ""}${this.selected === i ? " selected" : ""}${visible ? "" : " outside"}`,
         "data-row": i, "data-name": s.name, "data-component": s.component,
         title: `${row.line}${row.delay ? ` (${row.delay})` : ""}`,
         onclick: () => this.select(i),
       },
-      h("div", { class: "wf-label", style: { paddingLeft: `${4 + row.depth * 9}px` } },
+      // Deep trees keep some room for the text: the indent stops growing at depth 24.
+      h("div", { class: "wf-label", style: { paddingLeft: `${4 + Math.min(row.depth, 24) * 7}px` } },
         h("span", { class: `dot ${componentClass(s.component)}` }), h("span", { class: "wf-name" }, s.name),
         s.summary ? h("span", { class: "wf-summary" }, ` ${s.summary}`) : null),
-      h("div", { class: "wf-track" },
-        h("div", { class: `wf-bar ${componentClass(s.component)}`, style: { left: `${left}%`, width: `${width}%` } }),
-        h("span", { class: "wf-dur", style: { left: `${Math.min(left + width, 88)}%` } }, formatNanos(row.durationNanos))));
+      h("div", { class: "wf-track" }, visible ? [
+        h("div", { class: `wf-bar ${componentClass(s.component)}`, style: { left: `${Math.max(0, left)}%`, width: `${Math.min(width, 100 - Math.max(0, left))}%` } }),
+        h("span", { class: "wf-dur", style: { left: `${Math.min(Math.max(0, left) + width, 88)}%` } }, formatNanos(row.durationNanos))] : null));
     });
+    const zoomed = from > 0 || to < v.endUnixNanos - v.startUnixNanos;
     mount(this.waterfallEl,
       h("div", { class: "wf-axis" }, h("div", { class: "wf-label" }, "span: what and why"),
-      h("div", { class: "wf-track" }, h("span", {}, "0"), h("span", { class: "wf-total" }, formatNanos(total)), marker)),
+      h("div", { class: "wf-track" }, h("span", {}, `+${formatNanos(from)}`),
+        zoomed ? h("button", { class: "wf-unzoom", onclick: () => { this.zoom = null; this.render(); } }, "whole trace") : null,
+        h("span", { class: "wf-total" }, `+${formatNanos(to)}`), marker)),
       this.rowEls);
     this.renderReplay();
     if (this.selected !== null && this.selected < v.rows.length) this.select(this.selected, false);
@@ -223,7 +246,9 @@ export class TracePage {
         (s.links || []).length ? [h("dt", {}, "links"), h("dd", {}, s.links.map((l) => h("div", {},
           l.traceId === v.traceId ? `span ${l.spanId}` : h("a", { href: `#/trace/${l.traceId}` }, `trace ${l.traceId}`))))] : null,
         h("dt", {}, "span id"), h("dd", {}, h("code", {}, s.spanId))),
-      revIndex >= 0 ? h("button", { onclick: () => this.setStep(revIndex) }, `show the cluster at revision ${v.revisions[revIndex].revision}`) : null);
+      h("div", { class: "detail-actions" },
+        revIndex >= 0 ? h("button", { class: "show-revision", onclick: () => this.setStep(revIndex) }, `show the cluster at revision ${v.revisions[revIndex].revision}`) : null,
+        h("button", { class: "zoom", title: "fit the time axis to this span and what it caused", onclick: () => this.zoomTo(i) }, "zoom to what it caused")));
   }
 
   renderReplay() {
@@ -247,8 +272,10 @@ export class TracePage {
     const v = this.view;
     const m = v.revisions[this.step];
     if (!m) return;
-    const total = Math.max(1, v.endUnixNanos - v.startUnixNanos);
-    this.marker.style.left = `${(m.atNanos / total) * 100}%`;
+    const { from, to } = this.window();
+    const at = ((m.atNanos - from) / (to - from)) * 100;
+    this.marker.style.left = `${at}%`;
+    this.marker.hidden = at < 0 || at > 100;
     mount(this.stepLabel, `write ${this.step + 1} of ${v.revisions.length} · revision ${m.revision} · +${formatNanos(m.atNanos)} · ${v.rows[m.row].line}`);
   }
 
