@@ -208,7 +208,10 @@ export class TracePage {
         s.summary ? h("span", { class: "wf-summary" }, ` ${s.summary}`) : null),
       h("div", { class: "wf-track" }, visible ? [
         h("div", { class: `wf-bar ${componentClass(s.component)}`, style: { left: `${Math.max(0, left)}%`, width: `${Math.min(width, 100 - Math.max(0, left))}%` } }),
-        h("span", { class: "wf-dur", style: { left: `${Math.min(Math.max(0, left) + width, 88)}%` } }, formatNanos(row.durationNanos))] : null));
+        // The duration after the bar, or before it when the bar ends near the right edge.
+        left + width < 85
+          ? h("span", { class: "wf-dur", style: { left: `${Math.max(0, left) + width}%` } }, formatNanos(row.durationNanos))
+          : h("span", { class: "wf-dur before", style: { right: `${100 - Math.max(0, left)}%` } }, formatNanos(row.durationNanos))] : null));
     });
     const zoomed = from > 0 || to < v.endUnixNanos - v.startUnixNanos;
     mount(this.waterfallEl,
