@@ -1,5 +1,5 @@
 //! The API server's router driven in-process (no sockets): every module is one area of the
-//! REST semantics. One test binary for all of them, so the dependency tree is linked once;
+//! REST semantics (and the web UI's files, `ui`). One test binary for all of them, so the dependency tree is linked once;
 //! run one area with `cargo test -p apiserver --test router <module>::`.
 
 mod common;
@@ -8,4 +8,5 @@ mod generic;
 mod list_watch;
 mod subresources;
 mod traces;
+mod ui;
 mod writes;
