@@ -81,6 +81,8 @@ pub(crate) struct Restarter {
     pub(crate) nodes: usize,
     /// Child processes, if the cluster runs them.
     pub(crate) launcher: Option<Launcher>,
+    /// The cluster's node timing ([`Plan::fast_node_lifecycle`]).
+    pub(crate) fast_node_lifecycle: bool,
 }
 
 impl Restarter {
@@ -96,6 +98,7 @@ impl Restarter {
             port: 0,
             fsync: false,
             separate: None,
+            fast_node_lifecycle: self.fast_node_lifecycle,
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.url, members).await?,
