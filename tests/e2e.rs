@@ -11,6 +11,7 @@ mod bad_input;
 mod cli;
 mod cluster_apply;
 mod controller_manager;
+mod faults;
 mod kube_client;
 mod kubectl_api;
 mod kubectl_apply;

@@ -549,7 +549,9 @@ fn injected_failure(
     if !write || admin::touches_faults(method, path) {
         return None;
     }
-    let agent = headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok());
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
     let program = admin::fault_table::program(agent);
     let (fault, code) = state.faults().fail_write(program, &path.resource)?;
     let target = crate::error::ErrorTarget {

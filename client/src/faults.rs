@@ -17,17 +17,15 @@ use admin::{FAULTS_CONFIGMAP, FAULTS_NAMESPACE, Fault, faults_from_data};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// A channel of the faults in force, and the task that keeps it current. The channel is
 /// marked changed once the first list is complete (even if it found no fault), so a component
 /// can wait for it before it starts work.
-pub fn fault_watch(
-    client: kube::Client,
-) -> (watch::Receiver<Vec<Fault>>, FaultWatcher) {
+pub fn fault_watch(client: kube::Client) -> (watch::Receiver<Vec<Fault>>, FaultWatcher) {
     let (tx, rx) = watch::channel(Vec::new());
     (rx, FaultWatcher { client, tx })
 }

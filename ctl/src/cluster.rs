@@ -30,12 +30,12 @@ use std::time::Duration;
 use client::{ClientConfig, ClusterSource};
 use tokio_util::sync::CancellationToken;
 
+use crate::component_faults::{self, Restarter};
 use crate::data_dir::DataDir;
 use crate::error::{Error, Result};
 use crate::progress::{Component, Progress};
 use crate::separate::Launcher;
 use crate::supervisor::{Members, ProgressFn, Reporter};
-use crate::component_faults::{self, Restarter};
 use crate::{in_process, kubeconfig, readiness};
 
 /// How long a start may take before it fails (generous: CI machines are small and shared).

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::Plan;
 use crate::error::Result;
 use crate::in_process;
-use crate::progress::Component;
+use crate::progress::{Component, Progress};
 use crate::separate::Launcher;
 use crate::supervisor::Members;
 
@@ -133,6 +133,11 @@ pub(crate) async fn supervise(
             match op {
                 ComponentOp::Stop(c) => {
                     members.stop_component(c).await;
+                    members.reporter().report(Progress::Exited {
+                        component: c,
+                        pid: None,
+                        status: "stopped by a StopComponent fault".into(),
+                    });
                     stopped.insert(c);
                 }
                 ComponentOp::Start(c) => {

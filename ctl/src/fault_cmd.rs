@@ -189,9 +189,7 @@ async fn run(args: FaultArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        FaultCommand::StopHeartbeats { node } => {
-            inject(FaultSpec::StopHeartbeats { node }).await
-        }
+        FaultCommand::StopHeartbeats { node } => inject(FaultSpec::StopHeartbeats { node }).await,
         FaultCommand::RemoveNode { node } => inject(FaultSpec::RemoveNode { node }).await,
         FaultCommand::Pause { controller } => {
             injected(&api.pause(&controller).await?);
@@ -207,7 +205,10 @@ async fn run(args: FaultArgs) -> anyhow::Result<()> {
         }
         FaultCommand::Step { controller, count } => {
             let fault = api.step(&controller, count).await?;
-            println!("{controller}: {count} step(s) granted ({})", fault.spec.describe());
+            println!(
+                "{controller}: {count} step(s) granted ({})",
+                fault.spec.describe()
+            );
             Ok(())
         }
         FaultCommand::Watch {

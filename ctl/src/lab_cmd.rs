@@ -85,7 +85,12 @@ fn find_lab(root: &Path, name: &str) -> anyhow::Result<Lab> {
             l.name == name
                 || l.name.split('-').next().map(|n| n.trim_start_matches('0')) == Some(wanted)
         })
-        .with_context(|| format!("no lab {name:?} in {} (see `miniplane lab list`)", root.display()))
+        .with_context(|| {
+            format!(
+                "no lab {name:?} in {} (see `miniplane lab list`)",
+                root.display()
+            )
+        })
 }
 
 fn data_dir(lab: &str) -> PathBuf {
@@ -118,9 +123,10 @@ fn exe() -> PathBuf {
 async fn runner(lab: Lab) -> anyhow::Result<LabRunner> {
     let kubeconfig = data_dir(&lab.name).join("kubeconfig");
     let source = client::ClusterSource::Kubeconfig(kubeconfig.clone());
-    let client = client::build_client(&client::ClientConfig::new(source).user_agent("miniplane-lab"))
-        .await
-        .context("connecting to the lab's cluster (is `miniplane lab start` running?)")?;
+    let client =
+        client::build_client(&client::ClientConfig::new(source).user_agent("miniplane-lab"))
+            .await
+            .context("connecting to the lab's cluster (is `miniplane lab start` running?)")?;
     Ok(LabRunner::new(lab, client, kubeconfig, exe()))
 }
 
@@ -131,7 +137,10 @@ fn print_results(results: &[CheckResult]) {
     }
     if let Some(first) = results.iter().find(|r| !r.passed) {
         println!();
-        println!("  missing: {}", first.message.as_deref().unwrap_or_default());
+        println!(
+            "  missing: {}",
+            first.message.as_deref().unwrap_or_default()
+        );
     }
 }
 
@@ -182,8 +191,16 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                     print_step(lab, state.step, &lang);
                     return Ok(());
                 }
-                let results = runner.check_step(state.step).await.map_err(anyhow::Error::msg)?;
-                println!("Step {}/{}: {}", state.step + 1, lab.steps.len(), lab.steps[state.step].title(&lang));
+                let results = runner
+                    .check_step(state.step)
+                    .await
+                    .map_err(anyhow::Error::msg)?;
+                println!(
+                    "Step {}/{}: {}",
+                    state.step + 1,
+                    lab.steps.len(),
+                    lab.steps[state.step].title(&lang)
+                );
                 print_results(&results);
                 if results.iter().all(|r| r.passed) {
                     state.step += 1;
@@ -192,7 +209,9 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                     println!();
                     print_step(lab, state.step, &lang);
                 }
-                runner.publish(&runner.status(state.step, &results, &lang)).await;
+                runner
+                    .publish(&runner.status(state.step, &results, &lang))
+                    .await;
                 Ok(())
             }
             LabCommand::Hint => {
@@ -216,11 +235,18 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                     if state.step >= lab.steps.len() {
                         break;
                     }
-                    println!("Solving step {}: {}", state.step + 1, lab.steps[state.step].title(&lang));
+                    println!(
+                        "Solving step {}: {}",
+                        state.step + 1,
+                        lab.steps[state.step].title(&lang)
+                    );
                     for action in &lab.steps[state.step].solution {
                         println!("  {}", describe(action));
                     }
-                    let results = runner.solve_step(state.step).await.map_err(anyhow::Error::msg)?;
+                    let results = runner
+                        .solve_step(state.step)
+                        .await
+                        .map_err(anyhow::Error::msg)?;
                     print_results(&results);
                     if !results.iter().all(|r| r.passed) {
                         bail!("the solution did not make every check pass");
@@ -249,7 +275,10 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                 state.step = 0;
                 state.hints = 0;
                 write_state(&state)?;
-                println!("Lab {} reset (faults cleared, workloads deleted, setup run again).", lab.name);
+                println!(
+                    "Lab {} reset (faults cleared, workloads deleted, setup run again).",
+                    lab.name
+                );
                 print_step(lab, 0, &lang);
                 Ok(())
             }
@@ -267,7 +296,10 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
         Action::Fault(spec) => format!("$ miniplane fault ... ({})", spec.describe()),
         Action::ClearFault(name) => format!("$ miniplane fault clear {name}"),
         Action::Step { controller, count } => {
-            format!("$ miniplane fault step {controller} -n {}", count.unwrap_or(1))
+            format!(
+                "$ miniplane fault step {controller} -n {}",
+                count.unwrap_or(1)
+            )
         }
         Action::WaitFor(check) => format!("(wait until {})", check.description),
     }

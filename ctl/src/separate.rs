@@ -156,7 +156,12 @@ impl Launcher {
         if plan.controller_manager {
             let mut args = vec!["--kubeconfig", &kubeconfig, "--listen", any_port];
             if fast {
-                args.extend(["--node-monitor-grace-period", "2s", "--node-monitor-period", "200ms"]);
+                args.extend([
+                    "--node-monitor-grace-period",
+                    "2s",
+                    "--node-monitor-period",
+                    "200ms",
+                ]);
             }
             wanted.push((Component::ControllerManager, args));
         }

@@ -175,7 +175,10 @@ mod tests {
 
     #[test]
     fn user_agent_program() {
-        assert_eq!(program(Some("kube-scheduler/v1.33.0 (linux/amd64)")), "kube-scheduler");
+        assert_eq!(
+            program(Some("kube-scheduler/v1.33.0 (linux/amd64)")),
+            "kube-scheduler"
+        );
         assert_eq!(program(None), "");
     }
 }

@@ -135,7 +135,10 @@ pub async fn handle(
     body: &[u8],
 ) -> Result<Response> {
     let traceparent = headers.get("traceparent").cloned();
-    let writer = Writer { state: &state, traceparent };
+    let writer = Writer {
+        state: &state,
+        traceparent,
+    };
     match (route, method) {
         (AdminRoute::Faults(None), Method::GET) => ok(&FaultList {
             items: state.faults().list(),
@@ -191,7 +194,11 @@ pub async fn handle(
                     match writer.create(fault).await {
                         Ok(f) => ok(&f),
                         Err(ApiError::AlreadyExists { .. }) => {
-                            let existing = state.faults().list().into_iter().find(|f| f.name == pause_name);
+                            let existing = state
+                                .faults()
+                                .list()
+                                .into_iter()
+                                .find(|f| f.name == pause_name);
                             existing.map_or_else(|| Err(not_found(&pause_name)), |f| ok(&f))
                         }
                         Err(e) => Err(e),
@@ -220,7 +227,9 @@ pub async fn handle(
         (AdminRoute::ComponentControllers(component), Method::PUT) => {
             let list: ControllerList = parse(body)?;
             let now = state.now().to_string();
-            state.reports().set_controllers(&component, list.items, &now);
+            state
+                .reports()
+                .set_controllers(&component, list.items, &now);
             ok(&json!({}))
         }
         (AdminRoute::Lab, Method::GET) => match state.reports().lab() {
@@ -308,7 +317,10 @@ impl Writer<'_> {
                     },
                 });
             }
-            data.insert(name.clone(), serde_json::to_string(&fault).unwrap_or_default());
+            data.insert(
+                name.clone(),
+                serde_json::to_string(&fault).unwrap_or_default(),
+            );
             Ok(fault.clone())
         })
         .await

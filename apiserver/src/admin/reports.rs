@@ -38,8 +38,13 @@ impl Reports {
 
     /// Every reported controller, sorted by name.
     pub fn controllers(&self) -> Vec<ControllerStatus> {
-        let mut all: Vec<ControllerStatus> =
-            self.lock().controllers.values().flatten().cloned().collect();
+        let mut all: Vec<ControllerStatus> = self
+            .lock()
+            .controllers
+            .values()
+            .flatten()
+            .cloned()
+            .collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
     }

@@ -207,7 +207,16 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
         }
         match stream {
             Ok(stream) => {
-                pump(stream, renderer, tx, timeout, bookmark_every, shutdown, faults).await;
+                pump(
+                    stream,
+                    renderer,
+                    tx,
+                    timeout,
+                    bookmark_every,
+                    shutdown,
+                    faults,
+                )
+                .await;
             }
             Err(end) => {
                 let _ = tx.send(error_line(&mut renderer, &end)).await;

@@ -184,10 +184,7 @@ pub async fn run(
     mut state: PauseState,
     shutdown: CancellationToken,
 ) {
-    let path = format!(
-        "{}/components/{COMPONENT}/controllers",
-        admin::PREFIX
-    );
+    let path = format!("{}/components/{COMPONENT}/controllers", admin::PREFIX);
     let mut last: Option<ControllerList> = None;
     let mut last_sent = Instant::now();
     let mut ticker = tokio::time::interval(REPORT_TICK);

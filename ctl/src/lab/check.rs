@@ -57,9 +57,11 @@ fn find<'a>(
     namespace: Option<&str>,
     name: &str,
 ) -> Option<&'a Value> {
-    snapshot.objects.get(kind)?.iter().find(|o| {
-        str_at(o, &["metadata", "name"]) == Some(name) && in_namespace(o, namespace)
-    })
+    snapshot
+        .objects
+        .get(kind)?
+        .iter()
+        .find(|o| str_at(o, &["metadata", "name"]) == Some(name) && in_namespace(o, namespace))
 }
 
 fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
@@ -73,7 +75,11 @@ fn fields_hold(obj: &Value, fields: &std::collections::BTreeMap<String, Value>) 
     for (path, want) in fields {
         let got = lookup(obj, path)?;
         if !got.is_some_and(|g| matches(g, want)) {
-            return Err(format!("{path} is {}, want {}", show(got), show(Some(want))));
+            return Err(format!(
+                "{path} is {}, want {}",
+                show(got),
+                show(Some(want))
+            ));
         }
     }
     Ok(())
@@ -94,15 +100,19 @@ fn object(c: &ObjectCheck, s: &Snapshot) -> Outcome {
 fn selects(selector: &str, obj: &Value) -> bool {
     let labels = obj.pointer("/metadata/labels");
     let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
-    selector.split(',').map(str::trim).filter(|t| !t.is_empty()).all(|term| {
-        if let Some((k, v)) = term.split_once("!=") {
-            get(k.trim()) != Some(v.trim())
-        } else if let Some((k, v)) = term.split_once('=') {
-            get(k.trim().trim_end_matches('=')) == Some(v.trim())
-        } else {
-            get(term).is_some()
-        }
-    })
+    selector
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .all(|term| {
+            if let Some((k, v)) = term.split_once("!=") {
+                get(k.trim()) != Some(v.trim())
+            } else if let Some((k, v)) = term.split_once('=') {
+                get(k.trim().trim_end_matches('=')) == Some(v.trim())
+            } else {
+                get(term).is_some()
+            }
+        })
 }
 
 /// The kind of `obj`'s controller owner, if any.
@@ -144,9 +154,9 @@ fn count(c: &CountCheck, s: &Snapshot) -> Outcome {
         .filter(|o| in_namespace(o, ns.as_deref()))
         .filter(|o| c.selector.as_deref().is_none_or(|sel| selects(sel, o)))
         .filter(|o| {
-            c.name_prefix.as_deref().is_none_or(|p| {
-                str_at(o, &["metadata", "name"]).is_some_and(|n| n.starts_with(p))
-            })
+            c.name_prefix
+                .as_deref()
+                .is_none_or(|p| str_at(o, &["metadata", "name"]).is_some_and(|n| n.starts_with(p)))
         })
         .filter(|o| c.terminating || o.pointer("/metadata/deletionTimestamp").is_none())
         .filter(|o| match c.owner.as_deref() {
@@ -175,8 +185,8 @@ fn count(c: &CountCheck, s: &Snapshot) -> Outcome {
 fn condition(c: &ConditionCheck, s: &Snapshot) -> Outcome {
     let ns = namespace_of(&c.kind, c.namespace.as_ref());
     let what = label(&c.kind, ns.as_deref(), &c.name);
-    let obj = find(s, &c.kind, ns.as_deref(), &c.name)
-        .ok_or_else(|| format!("{what} does not exist"))?;
+    let obj =
+        find(s, &c.kind, ns.as_deref(), &c.name).ok_or_else(|| format!("{what} does not exist"))?;
     let cond = obj
         .pointer("/status/conditions")
         .and_then(Value::as_array)
@@ -187,7 +197,10 @@ fn condition(c: &ConditionCheck, s: &Snapshot) -> Outcome {
         .ok_or_else(|| format!("{what} has no {} condition", c.type_))?;
     let status = cond.get("status").and_then(Value::as_str).unwrap_or("");
     if status != c.status {
-        return Err(format!("{what}: {} is {status}, want {}", c.type_, c.status));
+        return Err(format!(
+            "{what}: {} is {status}, want {}",
+            c.type_, c.status
+        ));
     }
     if let Some(reason) = &c.reason {
         let got = cond.get("reason").and_then(Value::as_str).unwrap_or("");
@@ -335,9 +348,9 @@ fn writes(c: &WritesCheck, s: &Snapshot) -> Outcome {
         .filter(|sp| attribute(sp, attr::SUBRESOURCE) == c.subresource)
         .filter(|sp| c.by.as_deref().is_none_or(|b| program(sp) == b))
         .filter(|sp| {
-            c.name_prefix.as_deref().is_none_or(|p| {
-                attribute(sp, attr::NAME).is_some_and(|n| n.starts_with(p))
-            })
+            c.name_prefix
+                .as_deref()
+                .is_none_or(|p| attribute(sp, attr::NAME).is_some_and(|n| n.starts_with(p)))
         })
         .count();
     let mut what = format!("{} {}", c.verb, c.resource);
@@ -363,8 +376,10 @@ fn max_alive(c: &MaxAliveCheck, s: &Snapshot) -> Outcome {
             served_writes(s)
                 .into_iter()
                 .find(|sp| {
-                    matches!(attribute(sp, attr::VERB).as_deref(), Some("update" | "patch"))
-                        && attribute(sp, attr::RESOURCE).as_deref() == Some(resource)
+                    matches!(
+                        attribute(sp, attr::VERB).as_deref(),
+                        Some("update" | "patch")
+                    ) && attribute(sp, attr::RESOURCE).as_deref() == Some(resource)
                         && attribute(sp, attr::SUBRESOURCE).is_none()
                         && attribute(sp, attr::NAME).as_deref() == Some(name)
                 })
@@ -372,7 +387,10 @@ fn max_alive(c: &MaxAliveCheck, s: &Snapshot) -> Outcome {
         }
     };
     let Some(since) = since else {
-        return Err(format!("no change to {} yet (from the trace)", c.since_write.as_deref().unwrap_or_default()));
+        return Err(format!(
+            "no change to {} yet (from the trace)",
+            c.since_write.as_deref().unwrap_or_default()
+        ));
     };
     let mut alive = std::collections::BTreeSet::new();
     let mut peak = 0;
@@ -382,8 +400,7 @@ fn max_alive(c: &MaxAliveCheck, s: &Snapshot) -> Outcome {
         {
             continue;
         }
-        let Some(name) = attribute(sp, attr::NAME).filter(|n| n.starts_with(&c.name_prefix))
-        else {
+        let Some(name) = attribute(sp, attr::NAME).filter(|n| n.starts_with(&c.name_prefix)) else {
             continue;
         };
         match attribute(sp, attr::VERB).as_deref() {

@@ -43,7 +43,9 @@ fn parse(path: &str) -> Result<Vec<Segment>, String> {
                         .map_err(|_| format!("{path:?}: [{inner}] is not an index"))?,
                 )
             });
-            rest = after[end + 1..].strip_prefix('.').unwrap_or(&after[end + 1..]);
+            rest = after[end + 1..]
+                .strip_prefix('.')
+                .unwrap_or(&after[end + 1..]);
         } else {
             let end = rest.find(['.', '[']).unwrap_or(rest.len());
             if end == 0 {
@@ -70,9 +72,11 @@ pub fn lookup<'a>(obj: &'a Value, path: &str) -> Result<Option<&'a Value>, Strin
         let next = match &seg {
             Segment::Key(k) => current.get(k),
             Segment::Index(i) => current.get(i),
-            Segment::Where(k, v) => current
-                .as_array()
-                .and_then(|items| items.iter().find(|item| item.get(k).map(text).as_deref() == Some(v))),
+            Segment::Where(k, v) => current.as_array().and_then(|items| {
+                items
+                    .iter()
+                    .find(|item| item.get(k).map(text).as_deref() == Some(v))
+            }),
         };
         match next {
             Some(n) => current = n,
@@ -122,7 +126,10 @@ mod tests {
         });
         let get = |p: &str| lookup(&pod, p).expect("valid path").cloned();
         assert_eq!(get("spec.containers[0].image"), Some(json!("nginx:1.25")));
-        assert_eq!(get("status.conditions[type=Ready].status"), Some(json!("True")));
+        assert_eq!(
+            get("status.conditions[type=Ready].status"),
+            Some(json!("True"))
+        );
         assert_eq!(
             get("metadata.annotations[\"deployment.kubernetes.io/revision\"]"),
             Some(json!("2"))

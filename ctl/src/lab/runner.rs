@@ -112,7 +112,11 @@ impl LabRunner {
         let exe = match program.as_str() {
             "miniplane" => self.exe.clone(),
             "kubectl" => PathBuf::from("kubectl"),
-            other => return Err(format!("{other}: only miniplane and kubectl commands run in labs")),
+            other => {
+                return Err(format!(
+                    "{other}: only miniplane and kubectl commands run in labs"
+                ));
+            }
         };
         let mut child = tokio::process::Command::new(&exe)
             .args(args)
@@ -326,7 +330,14 @@ mod tests {
         assert_eq!(
             split_command(r#"kubectl patch deploy web -p '{"spec": {"paused": true}}'"#)
                 .expect("valid"),
-            ["kubectl", "patch", "deploy", "web", "-p", r#"{"spec": {"paused": true}}"#]
+            [
+                "kubectl",
+                "patch",
+                "deploy",
+                "web",
+                "-p",
+                r#"{"spec": {"paused": true}}"#
+            ]
         );
         assert!(split_command("kubectl 'open").is_err());
     }

@@ -370,8 +370,7 @@ pub enum Action {
 /// Reads `dir/lab.yaml`.
 pub fn load(dir: &Path) -> Result<Lab, String> {
     let file = dir.join("lab.yaml");
-    let text =
-        std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
     let mut lab: Lab =
         serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     lab.name = dir
@@ -412,7 +411,10 @@ fn validate(lab: &Lab) -> Result<(), String> {
             return Err(format!("step {} ({}): no solution", i + 1, step.title));
         }
         if !step.hints_ko.is_empty() && step.hints_ko.len() != step.hints.len() {
-            return Err(format!("step {}: hintsKo and hints differ in length", i + 1));
+            return Err(format!(
+                "step {}: hintsKo and hints differ in length",
+                i + 1
+            ));
         }
     }
     Ok(())
