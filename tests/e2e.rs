@@ -18,6 +18,7 @@ mod kubectl_apply;
 mod kubectl_get;
 mod kubectl_lifecycle;
 mod kubelet_pods;
+mod labs;
 mod library;
 mod node_lifecycle;
 mod scheduler_e2e;

@@ -8,7 +8,8 @@ use super::*;
 use crate::lab::spec::CheckSpec;
 
 fn check(yaml: &str) -> Check {
-    let spec: CheckSpec = serde_norway::from_str(yaml).expect("valid check");
+    let value: Value = serde_norway::from_str(yaml).expect("valid YAML");
+    let spec: CheckSpec = serde_json::from_value(value).expect("valid check");
     spec.check
 }
 

@@ -371,8 +371,12 @@ pub enum Action {
 pub fn load(dir: &Path) -> Result<Lab, String> {
     let file = dir.join("lab.yaml");
     let text = std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let mut lab: Lab =
+    // Through JSON values: one-key maps (`- run: ...`) are enum variants there, while the
+    // YAML deserializer wants `!run` tags a teacher would not write.
+    let value: Value =
         serde_norway::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut lab: Lab = serde_path_to_error::deserialize(value)
+        .map_err(|e| format!("{}: {}: {}", file.display(), e.path(), e.inner()))?;
     lab.name = dir
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
