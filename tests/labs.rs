@@ -86,3 +86,43 @@ fn every_lab_loads_and_has_both_narratives() {
 async fn lab_01_declarative() {
     run_lab("01-declarative").await;
 }
+
+#[tokio::test]
+async fn lab_02_watch_informer() {
+    run_lab("02-watch-informer").await;
+}
+
+#[tokio::test]
+async fn lab_03_workqueue() {
+    run_lab("03-workqueue").await;
+}
+
+#[tokio::test]
+async fn lab_04_rolling_update() {
+    run_lab("04-rolling-update").await;
+}
+
+#[tokio::test]
+async fn lab_05_rollout_history() {
+    run_lab("05-rollout-history").await;
+}
+
+#[tokio::test]
+async fn lab_06_ownership_gc() {
+    run_lab("06-ownership-gc").await;
+}
+
+#[tokio::test]
+async fn lab_07_scheduler() {
+    run_lab("07-scheduler").await;
+}
+
+#[tokio::test]
+async fn lab_08_node_failure() {
+    run_lab("08-node-failure").await;
+}
+
+#[tokio::test]
+async fn lab_09_controller_manager_down() {
+    run_lab("09-controller-manager-down").await;
+}
