@@ -12,6 +12,8 @@
 //!   trace(id)        spans of one trace, oldest first
 //!   recent(limit)    one TraceSummary per trace, most recently active first
 //!   for_object(ref)  traces with an API request on that object, most recent first
+//!   GET /miniplane/v1/traces?spans=all   every span kept, oldest first (the lab checks
+//!                                        count writes and pods over time from them)
 //! ```
 //!
 //! Memory is bounded by the capacity (`--trace-max-spans`, 100 000 by default; a span is a
@@ -198,6 +200,10 @@ pub fn handle(
                 StatusCode::ACCEPTED,
                 &json!({ "accepted": accepted }),
             ))
+        }
+        (&Method::GET, None) if query.get("spans") == Some("all") => {
+            let spans: Vec<Span> = collector.spans().iter().cloned().collect();
+            Ok(json_response(StatusCode::OK, &json!({ "spans": spans })))
         }
         (&Method::GET, None) => {
             let limit = query

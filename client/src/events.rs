@@ -14,11 +14,13 @@
 //!                           "(combined from similar events): <latest message>"
 //!                        2. dedup: an event seen before (same key) → PATCH the existing
 //!                           event's count+1 and lastTimestamp instead of creating one
+//!
+//!                        3. spam filter ([`crate::spam_filter`]): at most 25 events per
+//!                           (source, object), then one per 5 min; the rest are skipped
 //! ```
 //!
 //! Event names are `<object name>.<hex nanoseconds>`, in the object's namespace (`default`
-//! for cluster-scoped objects). Unlike client-go, there is no spam filter (the per-object
-//! token bucket, 25 burst / 1 per 5 min) and a failed write is not retried.
+//! for cluster-scoped objects). Unlike client-go, a failed write is not retried.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -37,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::SharedClock;
 use crate::error::Result;
+use crate::spam_filter::SpamFilter;
 
 /// client-go's `maxQueuedEvents`.
 pub const MAX_QUEUED_EVENTS: usize = 1000;
@@ -320,6 +323,7 @@ pub struct EventBroadcaster {
     rx: mpsc::Receiver<Event>,
     sink: Arc<dyn EventSink>,
     correlator: EventCorrelator,
+    spam: SpamFilter,
 }
 
 /// A recorder for events from `component` and the broadcaster that writes them to `sink`.
@@ -354,7 +358,8 @@ pub fn new_recorder_with_capacity(
         EventBroadcaster {
             rx,
             sink,
-            correlator: EventCorrelator::new(clock),
+            correlator: EventCorrelator::new(clock.clone()),
+            spam: SpamFilter::new(clock),
         },
     )
 }
@@ -426,6 +431,10 @@ impl EventBroadcaster {
     /// an earlier one, CREATE otherwise or when the earlier one is gone.
     async fn record(&mut self, event: Event) {
         let Correlation { event, patch, key } = self.correlator.correlate(event);
+        if self.spam.skip(&event) {
+            tracing::debug!(reason = ?event.reason, object = ?event.involved_object.name, "event skipped by the spam filter");
+            return;
+        }
         let mut result = match patch {
             Some(patch) => self.sink.patch(&event, patch).await,
             None => self.create(&event).await,

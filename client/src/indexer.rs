@@ -41,13 +41,23 @@ pub fn namespace_index_func<K: Resource>(obj: &K) -> Vec<String> {
     obj.meta().namespace.iter().cloned().collect()
 }
 
-/// Indexes objects by the uid of their controller ownerReference (`controller: true`).
+/// The [`CONTROLLER_UID_INDEX`] value of objects without a controller (client-go's
+/// `OrphanPodIndexKey`), so a controller finds the orphans it may adopt without walking the
+/// namespace.
+pub const ORPHAN_INDEX_KEY: &str = "_ORPHAN_POD";
+
+/// Indexes objects by the uid of their controller ownerReference (`controller: true`), and
+/// objects without one under [`ORPHAN_INDEX_KEY`] (`AddPodControllerUIDIndexer` in
+/// `pkg/controller/controller_utils.go`).
 pub fn controller_uid_index_func<K: Resource>(obj: &K) -> Vec<String> {
-    obj.owner_references()
+    match obj
+        .owner_references()
         .iter()
-        .filter(|owner| owner.controller == Some(true))
-        .map(|owner| owner.uid.clone())
-        .collect()
+        .find(|owner| owner.controller == Some(true))
+    {
+        Some(owner) => vec![owner.uid.clone()],
+        None => vec![ORPHAN_INDEX_KEY.to_owned()],
+    }
 }
 
 /// Indexes pods by `spec.nodeName` (unscheduled pods are not indexed).
@@ -312,6 +322,14 @@ mod tests {
         assert_eq!(
             names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()),
             ["a", "c"]
+        );
+        assert_eq!(
+            names(
+                indexer
+                    .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
+                    .unwrap()
+            ),
+            ["c"]
         );
         assert!(indexer.by_index("nope", "x").is_err());
 

@@ -52,6 +52,7 @@ pub mod lister;
 pub mod object_key;
 pub mod reflector;
 pub mod shared_informer;
+pub mod spam_filter;
 pub mod trace;
 pub mod workqueue;
 

@@ -69,6 +69,9 @@ pub(crate) struct Plan {
     pub(crate) fsync: bool,
     /// Child processes instead of tasks.
     pub(crate) separate: Option<Launcher>,
+    /// Heartbeats every 200 ms and a 2 s node-monitor grace period (labs and tests of node
+    /// failure), instead of Kubernetes' 10 s and 40 s.
+    pub(crate) fast_node_lifecycle: bool,
 }
 
 impl ClusterBuilder {
@@ -88,6 +91,14 @@ impl ClusterBuilder {
     /// Whether the scheduler runs (default: yes). Without it pods stay Pending.
     pub fn scheduler(mut self, run: bool) -> Self {
         self.plan.scheduler = run;
+        self
+    }
+
+    /// Node heartbeats every 200 ms and a node-monitor grace period of 2 s (instead of 10 s
+    /// and 40 s), so a node that stops heartbeating is `Unknown` within seconds: for labs and
+    /// tests of node failure.
+    pub fn fast_node_lifecycle(mut self, fast: bool) -> Self {
+        self.plan.fast_node_lifecycle = fast;
         self
     }
 
@@ -255,6 +266,7 @@ impl Cluster {
                 port: 0,
                 fsync: false,
                 separate: None,
+                fast_node_lifecycle: false,
             },
             data_dir: None,
             fresh: false,
@@ -380,6 +392,7 @@ fn run(
                     kubeconfig: dir.kubeconfig(),
                     nodes: plan.nodes,
                     launcher: plan.separate.clone(),
+                    fast_node_lifecycle: plan.fast_node_lifecycle,
                 };
                 let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::Plan;
 use crate::error::Result;
 use crate::in_process;
-use crate::progress::Component;
+use crate::progress::{Component, Progress};
 use crate::separate::Launcher;
 use crate::supervisor::Members;
 
@@ -81,6 +81,8 @@ pub(crate) struct Restarter {
     pub(crate) nodes: usize,
     /// Child processes, if the cluster runs them.
     pub(crate) launcher: Option<Launcher>,
+    /// The cluster's node timing ([`Plan::fast_node_lifecycle`]).
+    pub(crate) fast_node_lifecycle: bool,
 }
 
 impl Restarter {
@@ -96,6 +98,7 @@ impl Restarter {
             port: 0,
             fsync: false,
             separate: None,
+            fast_node_lifecycle: self.fast_node_lifecycle,
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.url, members).await?,
@@ -130,6 +133,11 @@ pub(crate) async fn supervise(
             match op {
                 ComponentOp::Stop(c) => {
                     members.stop_component(c).await;
+                    members.reporter().report(Progress::Exited {
+                        component: c,
+                        pid: None,
+                        status: "stopped by a StopComponent fault".into(),
+                    });
                     stopped.insert(c);
                 }
                 ComponentOp::Start(c) => {

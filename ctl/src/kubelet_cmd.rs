@@ -67,8 +67,9 @@ pub struct KubeletArgs {
     /// Back-off cap for crash loops and image pulls (overrides the profile).
     #[arg(long, value_parser = parse_duration)]
     backoff_max: Option<Duration>,
-    /// Pod workers shared by all nodes.
-    #[arg(long, default_value_t = 8)]
+    /// Pod workers shared by all nodes (a real kubelet has a goroutine per pod and a status
+    /// manager per node; this bounds how many pods are synced at once).
+    #[arg(long, default_value_t = 64)]
     pod_workers: usize,
     /// Trace the work this component does and report spans to the API server's collector
     /// (`--tracing=false` turns it off).

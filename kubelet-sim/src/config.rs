@@ -175,7 +175,7 @@ impl Config {
             taints: Vec::new(),
             heartbeat: Heartbeat::default(),
             stages: StageConfig::default(),
-            pod_workers: 8,
+            pod_workers: 64,
             listen: None,
             tracing: true,
         }

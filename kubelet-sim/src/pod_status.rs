@@ -244,7 +244,7 @@ pub fn render_status(
         condition(old, "PodScheduled", true, None, None, now),
     ];
     let ip = sandbox.then(|| pod_ip.to_owned());
-    PodStatus {
+    let mut status = PodStatus {
         phase: Some(phase.into()),
         conditions: Some(conditions),
         host_ip: Some(node.host_ip.clone()),
@@ -257,5 +257,42 @@ pub fn render_status(
         container_statuses: Some(statuses),
         qos_class: old.and_then(|s| s.qos_class.clone()),
         ..Default::default()
+    };
+    normalize_status(&mut status);
+    status
+}
+
+/// `normalizeStatus` (`pkg/kubelet/status/status_manager.go`): every timestamp cut to whole
+/// seconds, the precision `metav1.Time` has on the wire. Without it a status rendered at
+/// 12:00:00.250 never equals the one read back from the API server (12:00:00), and every sync
+/// would post it again.
+pub fn normalize_status(status: &mut PodStatus) {
+    fn second(t: &mut Time) {
+        if let Ok(whole) = Timestamp::from_second(t.0.as_second()) {
+            t.0 = whole;
+        }
+    }
+    fn state(s: &mut ContainerState) {
+        if let Some(r) = s.running.as_mut() {
+            r.started_at.iter_mut().for_each(second);
+        }
+        if let Some(t) = s.terminated.as_mut() {
+            t.started_at.iter_mut().for_each(second);
+            t.finished_at.iter_mut().for_each(second);
+        }
+    }
+    status.start_time.iter_mut().for_each(second);
+    for c in status.conditions.iter_mut().flatten() {
+        c.last_probe_time.iter_mut().for_each(second);
+        c.last_transition_time.iter_mut().for_each(second);
+    }
+    for cs in status
+        .container_statuses
+        .iter_mut()
+        .chain(status.init_container_statuses.iter_mut())
+        .flatten()
+    {
+        cs.state.iter_mut().for_each(state);
+        cs.last_state.iter_mut().for_each(state);
     }
 }

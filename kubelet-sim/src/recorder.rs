@@ -2,7 +2,9 @@
 //! `source.host: <node>` as `kubectl describe pod` shows them ("kubelet  Started container
 //! nginx"). Reasons and messages come from [`crate::stages`], as `pkg/kubelet/events/event.go`.
 //!
-//! One bounded queue and one writer task for all simulated nodes. Unlike client-go's
+//! One bounded queue for all simulated nodes, drained by up to [`WRITERS`] concurrent writes
+//! (a thousand real kubelets would each write their own events, one at a time; one writer
+//! for all of them falls behind a Deployment of thousands of pods). Unlike client-go's
 //! recorder (miniplane's `client::events`), there is no dedup/aggregation: the simulated
 //! kubelet emits few repeated events, and the client's recorder cannot set `source.host` per
 //! event, which one process simulating many nodes needs.
@@ -10,6 +12,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
@@ -22,6 +25,9 @@ use crate::stages::PodEvent;
 /// How many events may wait to be written before new ones are dropped.
 pub const QUEUE_CAPACITY: usize = 4096;
 
+/// How many event writes may be in flight at once.
+pub const WRITERS: usize = 32;
+
 /// Queues kubelet events (cheap to clone).
 #[derive(Clone)]
 pub struct Recorder {
@@ -29,6 +35,8 @@ pub struct Recorder {
     /// Makes names unique when several events share a timestamp (client-go uses
     /// `<name>.<unix nanos>` and relies on the clock moving between events).
     sequence: Arc<AtomicU64>,
+    /// Events dropped because the queue was full.
+    dropped: Arc<AtomicU64>,
 }
 
 /// Writes queued events to the API server.
@@ -41,7 +49,12 @@ pub struct RecorderWriter {
 pub fn recorder(client: kube::Client) -> (Recorder, RecorderWriter) {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
     let sequence = Arc::new(AtomicU64::new(0));
-    (Recorder { tx, sequence }, RecorderWriter { rx, client })
+    let recorder = Recorder {
+        tx,
+        sequence,
+        dropped: Arc::new(AtomicU64::new(0)),
+    };
+    (recorder, RecorderWriter { rx, client })
 }
 
 /// The Event object for `event` about `pod`, reported by the kubelet of `node` at `now`.
@@ -95,7 +108,8 @@ pub fn event_object(
 }
 
 impl Recorder {
-    /// Queues `event`; never blocks (dropped with a warning when the queue is full).
+    /// Queues `event`; never blocks (dropped when the queue is full, with a warning for the
+    /// first drop and every thousandth after it).
     pub fn record(&self, pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) {
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) & 0xffff;
         if self
@@ -103,30 +117,42 @@ impl Recorder {
             .try_send(event_object(pod, event, node, now, sequence))
             .is_err()
         {
-            tracing::warn!(
-                reason = event.reason,
-                "kubelet event queue full, dropping event"
-            );
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed);
+            if dropped.is_multiple_of(1000) {
+                tracing::warn!(
+                    reason = event.reason,
+                    dropped = dropped + 1,
+                    "kubelet event queue full, dropping events"
+                );
+            }
         }
+    }
+
+    /// Events dropped so far because the queue was full.
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 }
 
 impl RecorderWriter {
-    /// Writes events until `shutdown` fires (what is queued then is dropped).
-    pub async fn run(mut self, shutdown: CancellationToken) {
-        loop {
-            let event = tokio::select! {
-                () = shutdown.cancelled() => return,
-                event = self.rx.recv() => match event {
-                    Some(event) => event,
-                    None => return,
-                },
-            };
-            let namespace = event.metadata.namespace.clone().unwrap_or_default();
-            let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-            if let Err(e) = api.create(&Default::default(), &event).await {
-                tracing::debug!(error = %e, "writing kubelet event failed");
+    /// Writes events, up to [`WRITERS`] at once, until `shutdown` fires (what is queued then
+    /// is dropped).
+    pub async fn run(self, shutdown: CancellationToken) {
+        let RecorderWriter { mut rx, client } = self;
+        let events = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let writes = events.for_each_concurrent(WRITERS, |event| {
+            let client = client.clone();
+            async move {
+                let namespace = event.metadata.namespace.clone().unwrap_or_default();
+                let api: Api<Event> = Api::namespaced(client, &namespace);
+                if let Err(e) = api.create(&Default::default(), &event).await {
+                    tracing::debug!(error = %e, "writing kubelet event failed");
+                }
             }
+        });
+        tokio::select! {
+            () = shutdown.cancelled() => {}
+            () = writes => {}
         }
     }
 }

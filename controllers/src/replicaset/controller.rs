@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use client::indexer::{CONTROLLER_UID_INDEX, controller_uid_index_func};
+use client::indexer::{CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY, controller_uid_index_func};
 use client::{DeltaObject, Indexer, Lister, ObjectKey, RateLimitingQueue, SharedInformerFactory};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -49,7 +49,6 @@ use crate::worker::{SyncResult, Workers};
 pub struct ReplicaSetController {
     replica_sets: Lister<ReplicaSet>,
     pods: Indexer<Pod>,
-    pod_lister: Lister<Pod>,
     queue: RateLimitingQueue<ObjectKey>,
     expectations: Arc<Mutex<Expectations>>,
     executor: Executor,
@@ -76,7 +75,6 @@ impl ReplicaSetController {
         let this = ReplicaSetController {
             replica_sets: Lister::new(rs_informer.indexer().clone()),
             pods: pod_informer.indexer().clone(),
-            pod_lister: Lister::new(pod_informer.indexer().clone()),
             queue: RateLimitingQueue::new("replicaset"),
             expectations: Arc::new(Mutex::new(Expectations::new())),
             executor,
@@ -291,13 +289,18 @@ impl ReplicaSetController {
             .into_iter()
             .map(|p| (*p).clone())
             .collect();
+        // The orphans come from the same index (`FilterPodsByOwner` with
+        // `includeOrphanedPods`), not from a walk over every pod of the namespace: a sync
+        // costs the ReplicaSet's own pods, not the namespace's.
         let empty = BTreeMap::new();
+        let namespace = rs.namespace();
         candidates.extend(
-            self.pod_lister
-                .list(rs.namespace().as_deref(), &client::Selector::everything())
+            self.pods
+                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
+                .unwrap_or_default()
                 .into_iter()
                 .filter(|p| {
-                    get_controller_of(&p.metadata).is_none()
+                    p.metadata.namespace == namespace
                         && selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty))
                 })
                 .map(|p| (*p).clone()),
