@@ -15,6 +15,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -60,6 +61,19 @@ fn create_deployment(api: SocketAddr, name: &str, replicas: u32) {
     )
     .unwrap()
     .expect_created();
+}
+
+fn replicaset_count(api: SocketAddr) -> usize {
+    let list = http::request(
+        api,
+        "GET",
+        "/apis/apps/v1/namespaces/default/replicasets",
+        None,
+        b"",
+    )
+    .unwrap()
+    .json();
+    list["items"].as_array().unwrap().len()
 }
 
 /// The spans a Deployment's trace must have, from the apply to the pods Running.
@@ -293,16 +307,44 @@ fn pause_a_controller_and_see_its_queue_grow() {
         &depth("r.classList.contains('paused') && r.querySelector('button[data-action=step]')"),
     );
 
+    // The pause reaches the controller-manager through its watch of the faults ConfigMap,
+    // which may arrive after the button already shows "paused": a Deployment created before
+    // then is synced at once. Create probes until one stays queued: then the workers are
+    // surely paused.
+    let queued = |key: &str| {
+        format!(
+            "const r = document.querySelector('tr[data-controller=deployment]');
+             return r && [...r.querySelectorAll('code.key')].some(k => k.textContent === '{key}');"
+        )
+    };
+    let mut probes = 0;
+    loop {
+        probes += 1;
+        assert!(
+            probes <= 5,
+            "the pause never reached the controller-manager"
+        );
+        create_deployment(api, &format!("probe-{probes}"), 1);
+        if browser
+            .poll(
+                Duration::from_secs(3),
+                &queued(&format!("default/probe-{probes}")),
+            )
+            .is_some()
+        {
+            break;
+        }
+    }
     for name in ["a", "b", "c"] {
         create_deployment(api, name, 1);
     }
     browser.wait_for(
-        "three Deployments queued behind the paused workers",
+        "three more Deployments queued behind the paused workers",
         DEADLINE,
-        &depth(
-            "Number(r.querySelector('td.depth').textContent) === 3
-             && ['default/a', 'default/b', 'default/c'].every(k => r.innerText.includes(k))",
-        ),
+        &depth(&format!(
+            "Number(r.querySelector('td.depth').textContent) >= 4
+             && ['default/a', 'default/b', 'default/c', 'default/probe-{probes}'].every(k => r.innerText.includes(k))"
+        )),
     );
     screenshot(&browser, "controllers");
 
@@ -313,6 +355,7 @@ fn pause_a_controller_and_see_its_queue_grow() {
         )
     };
     let before = browser.execute(&syncs("true"), json!([]));
+    let replicasets_before = replicaset_count(api);
     browser.click("button[data-action=step][data-controller=deployment]");
     // The stepped key is synced once (its new ReplicaSet's event queues it again: the
     // depth goes back up, the keys merge).
@@ -324,19 +367,10 @@ fn pause_a_controller_and_see_its_queue_grow() {
              && r.querySelector('td.in-flight').textContent === '0'"
         )),
     );
-    let replicasets = http::request(
-        api,
-        "GET",
-        "/apis/apps/v1/namespaces/default/replicasets",
-        None,
-        b"",
-    )
-    .unwrap()
-    .json();
     assert_eq!(
-        replicasets["items"].as_array().unwrap().len(),
-        1,
-        "the step synced exactly one Deployment: {replicasets}"
+        replicaset_count(api),
+        replicasets_before + 1,
+        "the step synced exactly one Deployment, which made its ReplicaSet"
     );
 
     browser.click("button[data-action=resume][data-controller=deployment]");

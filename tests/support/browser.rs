@@ -172,13 +172,9 @@ impl Browser {
     /// Runs `script` every 100 ms until it returns something other than `null`/`false`, and
     /// returns that; panics after `timeout` naming `what` and the last value.
     pub fn wait_for(&self, what: &str, timeout: Duration, script: &str) -> Value {
-        let start = Instant::now();
-        loop {
-            let v = self.execute(script, json!([]));
-            if !v.is_null() && v != Value::Bool(false) {
-                return v;
-            }
-            if start.elapsed() > timeout {
+        match self.poll(timeout, script) {
+            Some(v) => v,
+            None => {
                 let page = self.execute(
                     "return document.getElementById('main').innerText.slice(0, 3000)",
                     json!([]),
@@ -187,6 +183,21 @@ impl Browser {
                     "timed out after {timeout:?} waiting for: {what}\nthe page showed:\n{}",
                     page.as_str().unwrap_or_default()
                 );
+            }
+        }
+    }
+
+    /// Like [`Browser::wait_for`], but `None` after `timeout`, for conditions that may
+    /// legitimately not happen.
+    pub fn poll(&self, timeout: Duration, script: &str) -> Option<Value> {
+        let start = Instant::now();
+        loop {
+            let v = self.execute(script, json!([]));
+            if !v.is_null() && v != Value::Bool(false) {
+                return Some(v);
+            }
+            if start.elapsed() > timeout {
+                return None;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
