@@ -93,8 +93,10 @@ fn find_lab(root: &Path, name: &str) -> anyhow::Result<Lab> {
         })
 }
 
+/// The lab's data directory, absolute (commands run in the lab's own directory).
 fn data_dir(lab: &str) -> PathBuf {
-    PathBuf::from(LABS_DATA).join(lab)
+    let dir = PathBuf::from(LABS_DATA).join(lab);
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 fn current() -> anyhow::Result<State> {
