@@ -210,7 +210,10 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     assert!(ok, "{out}{err}");
     assert!(out.contains("Step 1/4"), "{out}");
     let (ok, out, _) = lab(&["check"]);
-    assert!(ok && out.contains("✗ deployment web wants 3 replicas"), "{out}");
+    assert!(
+        ok && out.contains("✗ deployment web wants 3 replicas"),
+        "{out}"
+    );
     let (ok, _, err) = lab(&["start", "99"]);
     assert!(!ok && err.contains("no lab \"99\""), "{err}");
     // Ctrl-C stops the lab's cluster.

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod admin;
 mod generic;
 mod list_watch;
 mod subresources;
