@@ -126,3 +126,102 @@ async fn lab_08_node_failure() {
 async fn lab_09_controller_manager_down() {
     run_lab("09-controller-manager-down").await;
 }
+
+/// `miniplane lab start` in the foreground (as a student runs it), and from another process
+/// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
+#[test]
+fn the_lab_verbs_drive_a_lab_from_start_to_done() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let exe = env!("CARGO_BIN_EXE_miniplane");
+    let dir = tempfile::tempdir().unwrap();
+    let labs = labs_dir().to_str().unwrap().to_owned();
+    let mut start = Command::new(exe)
+        .args(["lab", "start", "1", "--labs", &labs])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // `start` prints the narrative and the first task, then the line saying where to go on.
+    let mut lines = BufReader::new(start.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.starts_with("In another terminal") {
+            break;
+        }
+    }
+    assert!(
+        printed.contains("# Lab 1: Declarative vs imperative"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("Step 1/4: Create a Deployment imperatively"),
+        "{printed}"
+    );
+    let lab = |args: &[&str]| {
+        let out = Command::new(exe)
+            .arg("lab")
+            .args(args)
+            .args(["--labs", &labs])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = lab(&["status", "--lang", "ko"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("명령으로 Deployment 만들기"), "{out}");
+    let (ok, out, err) = lab(&["check"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("✗ you created deployment web with kubectl"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "missing: create deployments web* by kubectl (from the trace): 0, want at least 1"
+        ),
+        "{out}"
+    );
+    let (_, out, _) = lab(&["hint"]);
+    assert!(out.starts_with("Hint 1/1:"), "{out}");
+    let (_, out, _) = lab(&["hint"]);
+    assert!(out.contains("No more hints"), "{out}");
+    let (ok, out, err) = lab(&["solve", "--all"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("$ kubectl create deployment web --image=nginx:1.25 --replicas=3"),
+        "{out}"
+    );
+    assert!(out.contains("is done"), "{out}");
+    let (ok, out, _) = lab(&["check"]);
+    assert!(ok && out.contains("is done"), "{out}");
+    // Reset: workloads deleted, back to step 1, whose checks fail again.
+    let (ok, out, err) = lab(&["reset"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("Step 1/4"), "{out}");
+    let (ok, out, _) = lab(&["check"]);
+    assert!(
+        ok && out.contains("✗ deployment web wants 3 replicas"),
+        "{out}"
+    );
+    let (ok, _, err) = lab(&["start", "99"]);
+    assert!(!ok && err.contains("no lab \"99\""), "{err}");
+    // Ctrl-C stops the lab's cluster.
+    #[allow(unsafe_code)]
+    // SAFETY: `kill` with a pid of our own child that has not been waited for.
+    unsafe {
+        libc::kill(start.id() as libc::pid_t, libc::SIGINT);
+    }
+    let status = start.wait().unwrap();
+    assert!(status.success(), "{status}");
+}

@@ -5,6 +5,7 @@
 
 mod common;
 
+mod admin;
 mod generic;
 mod list_watch;
 mod subresources;

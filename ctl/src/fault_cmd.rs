@@ -42,7 +42,10 @@ impl ClusterArgs {
         let config = client::ClientConfig::new(self.source()).user_agent(admin::FIELD_MANAGER);
         let client = client::build_client(&config)
             .await
-            .context("connecting to the API server")?;
+            .context("reading the kubeconfig")?;
+        client.apiserver_version().await.context(
+            "the API server does not answer (is the cluster running? --kubeconfig, --master)",
+        )?;
         Ok(AdminClient::new(client))
     }
 }

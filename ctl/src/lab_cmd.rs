@@ -93,8 +93,10 @@ fn find_lab(root: &Path, name: &str) -> anyhow::Result<Lab> {
         })
 }
 
+/// The lab's data directory, absolute (commands run in the lab's own directory).
 fn data_dir(lab: &str) -> PathBuf {
-    PathBuf::from(LABS_DATA).join(lab)
+    let dir = PathBuf::from(LABS_DATA).join(lab);
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 fn current() -> anyhow::Result<State> {
@@ -126,7 +128,13 @@ async fn runner(lab: Lab) -> anyhow::Result<LabRunner> {
     let client =
         client::build_client(&client::ClientConfig::new(source).user_agent("miniplane-lab"))
             .await
-            .context("connecting to the lab's cluster (is `miniplane lab start` running?)")?;
+            .context("reading the lab's kubeconfig")?;
+    client.apiserver_version().await.with_context(|| {
+        format!(
+            "the cluster of lab {} does not answer: is `miniplane lab start {}` still running?",
+            lab.name, lab.name
+        )
+    })?;
     Ok(LabRunner::new(lab, client, kubeconfig, exe()))
 }
 
@@ -171,7 +179,7 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         if let LabCommand::List = args.command {
             for lab in load_all(&root).map_err(anyhow::Error::msg)? {
-                println!("{:<24} {}", lab.name, lab.title(&lang));
+                println!("{:<28} {}", lab.name, lab.title(&lang));
             }
             return Ok(());
         }

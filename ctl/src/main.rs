@@ -51,7 +51,9 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     // `up` shows progress lines on stderr: component logs only when something is wrong.
     let default_filter = match cli.command {
-        Command::Up(_) | Command::Kubeconfig(_) | Command::Fault(_) | Command::Lab(_) => "warn",
+        Command::Up(_) | Command::Kubeconfig(_) => "warn",
+        // Errors are reported as one line; kube's own request logs stay off (RUST_LOG shows them).
+        Command::Fault(_) | Command::Lab(_) => "off",
         _ => "info",
     };
     tracing_subscriber::fmt()

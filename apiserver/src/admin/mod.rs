@@ -109,11 +109,10 @@ fn data_of(obj: &Value) -> BTreeMap<String, String> {
 
 /// Reads the faults ConfigMap into the fault table (at start and after each write to it).
 pub async fn reload(state: &AppState) {
-    let result = async {
-        let r = faults_ref(state)?;
-        Ok::<_, ApiError>(state.storage().get(&r).await?)
-    }
-    .await;
+    let result = match faults_ref(state) {
+        Ok(r) => state.storage().get(&r).await,
+        Err(e) => Err(e),
+    };
     match result {
         Ok(obj) => {
             let (faults, errors) = faults_from_data(&obj.as_ref().map(data_of).unwrap_or_default());

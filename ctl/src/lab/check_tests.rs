@@ -81,15 +81,17 @@ fn object_and_count_checks_read_fields_owners_and_labels() {
 
 #[test]
 fn writes_and_max_alive_read_the_trace() {
-    let mut s = Snapshot::default();
-    s.spans = vec![
-        write("create", "pods", "web-a", "kube-controller-manager", 1),
-        write("create", "pods", "web-b", "kube-controller-manager", 2),
-        write("update", "deployments", "web", "kubectl", 3),
-        write("create", "pods", "web-c", "kube-controller-manager", 4),
-        write("delete", "pods", "web-a", "kube-controller-manager", 5),
-        write("create", "pods", "web-d", "kube-controller-manager", 6),
-    ];
+    let s = Snapshot {
+        spans: vec![
+            write("create", "pods", "web-a", "kube-controller-manager", 1),
+            write("create", "pods", "web-b", "kube-controller-manager", 2),
+            write("update", "deployments", "web", "kubectl", 3),
+            write("create", "pods", "web-c", "kube-controller-manager", 4),
+            write("delete", "pods", "web-a", "kube-controller-manager", 5),
+            write("create", "pods", "web-d", "kube-controller-manager", 6),
+        ],
+        ..Snapshot::default()
+    };
     let by_rs = check(
         "{name: w, description: d, writes: {resource: pods, verb: create, by: kube-controller-manager, min: 4}}",
     );

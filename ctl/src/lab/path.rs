@@ -22,8 +22,8 @@ fn parse(path: &str) -> Result<Vec<Segment>, String> {
     let mut rest = path;
     while !rest.is_empty() {
         if let Some(after) = rest.strip_prefix('[') {
-            let end = if after.starts_with('"') {
-                after[1..]
+            let end = if let Some(quoted) = after.strip_prefix('"') {
+                quoted
                     .find('"')
                     .map(|i| i + 2)
                     .filter(|i| after[*i..].starts_with(']'))
