@@ -56,6 +56,10 @@ pub enum Route {
     Resource(ResourcePath),
     /// `/miniplane/v1/traces[/{traceId}]`: the trace collector (not a Kubernetes path).
     Traces(Option<String>),
+    /// `/ui`, `/ui/{file}`: the web UI's embedded files (not a Kubernetes path).
+    Ui(Option<String>),
+    /// `/miniplane/v1/{faults,controllers,components,lab}`: the admin API (`docs/faults.md`).
+    Admin(crate::admin::AdminRoute),
     /// Anything else.
     NotFound,
 }
@@ -74,6 +78,12 @@ impl Route {
             ["openapi", "v3"] => Route::OpenApiIndex,
             ["miniplane", "v1", "traces"] => Route::Traces(None),
             ["miniplane", "v1", "traces", id] => Route::Traces(Some(id.to_string())),
+            ["ui"] => Route::Ui(None),
+            ["ui", file] => Route::Ui(Some(file.to_string())),
+            ["miniplane", "v1", rest @ ..] => match crate::admin::AdminRoute::parse(rest) {
+                Some(admin) => Route::Admin(admin),
+                None => Route::NotFound,
+            },
             ["openapi", "v3", "api", v] => Route::OpenApiDocument(GroupVersion::new("", *v)),
             ["openapi", "v3", "apis", g, v] => Route::OpenApiDocument(GroupVersion::new(*g, *v)),
             ["api", v, rest @ ..] => Self::resource(GroupVersion::new("", *v), rest),

@@ -224,6 +224,11 @@ impl RequestTrace {
         self.write.clone()
     }
 
+    /// Sets an attribute on the request's span (e.g. `fault` for an injected failure).
+    pub fn set_attribute(&mut self, key: &str, value: &str) {
+        self.span.set(key, value);
+    }
+
     /// Ends the span with the response's code (and the error, if the request failed).
     pub fn finish(mut self, code: StatusCode, error: Option<String>) -> Span {
         let written = self

@@ -10,11 +10,14 @@
 //!                                          ├─ /api, /apis, /apis/{g}[/{v}]  (discovery)
 //!                                          ├─ /openapi/v3[/...]
 //!                                          ├─ /miniplane/v1/traces[/{id}]  (trace collector)
+//!                                          ├─ /ui[/{file}]  (the web UI's embedded files)
+//!                                          ├─ /miniplane/v1/faults, controllers, lab (admin)
 //!                                          └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::resource
 //!                                               (traced: request_trace::begin → handler → finish)
 //!   shutdown token cancelled ─▶ watch streams end ─▶ connections drain ─▶ tasks joined
 //! ```
 
+use crate::admin::{self, FaultTable, Reports};
 use crate::collector::{self, Collector};
 use crate::discovery;
 use crate::error::{ApiError, Result};
@@ -24,6 +27,7 @@ use crate::registry::Registry;
 use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
 use crate::request_trace::{self, TracingOptions};
 use crate::storage::Storage;
+use crate::ui;
 use crate::watch_cache::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_CAPACITY, WatchCache};
 use axum::Router;
 use axum::body::Body;
@@ -110,6 +114,10 @@ struct Inner {
     options: ServerOptions,
     /// Recent spans of every component (empty when tracing is off).
     collector: Collector,
+    /// The faults in force (`crate::admin`).
+    faults: FaultTable,
+    /// Components' work-queue reports and the lab status.
+    reports: Reports,
 }
 
 /// Everything a request handler needs, cheap to clone.
@@ -139,6 +147,8 @@ impl AppState {
         });
         AppState(Arc::new(Inner {
             collector,
+            faults: FaultTable::default(),
+            reports: Reports::default(),
             registry: Arc::new(Registry::builtin()),
             storage: Storage::new(backend),
             watch_cache,
@@ -181,6 +191,16 @@ impl AppState {
     /// The trace collector.
     pub fn collector(&self) -> &Collector {
         &self.0.collector
+    }
+
+    /// The faults in force.
+    pub fn faults(&self) -> &FaultTable {
+        &self.0.faults
+    }
+
+    /// What components and the lab runner reported.
+    pub fn reports(&self) -> &Reports {
+        &self.0.reports
     }
 
     /// The server's clock.
@@ -238,6 +258,7 @@ pub async fn serve_with(
         .bootstrap()
         .await
         .map_err(|e| ServeError::Bootstrap(e.to_string()))?;
+    admin::reload(&state).await;
     let app = router(state.clone());
     let token = shutdown.clone();
     let result = axum::serve(listener, app)
@@ -321,6 +342,15 @@ pub fn json_response_as(code: StatusCode, body: &Value, content_type: &'static s
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
+}
+
+/// Serves a request made inside the server (the admin API's writes of the faults ConfigMap go
+/// through the same handler chain, tracing and fault table reload as a client's).
+pub(crate) async fn dispatch_internal(state: AppState, req: Request) -> Response {
+    match route(state, req).await {
+        Ok(resp) => resp,
+        Err(e) => e.into_response(),
+    }
 }
 
 async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
@@ -460,18 +490,36 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
             } else {
                 None
             };
+            let mut trace = trace;
             let collector_state = trace.as_ref().map(|_| state.clone());
-            let result = handlers::resource(handlers::RequestContext {
-                storage: state.storage().traced(trace.as_ref().map(|t| t.write())),
-                state,
-                method: parts.method,
-                path,
-                query,
-                headers: parts.headers,
-                accept,
-                body: bytes,
-            })
-            .await;
+            let reload_faults = admin::touches_faults(&parts.method, &path).then(|| state.clone());
+            let injected = injected_failure(&state, &parts.method, &parts.headers, &path);
+            let result = match injected {
+                Some((fault, err)) => {
+                    if let Some(t) = trace.as_mut() {
+                        t.set_attribute("fault", fault.as_str());
+                    }
+                    Err(err)
+                }
+                None => {
+                    handlers::resource(handlers::RequestContext {
+                        storage: state.storage().traced(trace.as_ref().map(|t| t.write())),
+                        state,
+                        method: parts.method,
+                        path,
+                        query,
+                        headers: parts.headers,
+                        accept,
+                        body: bytes,
+                    })
+                    .await
+                }
+            };
+            if let Some(state) = reload_faults
+                && result.is_ok()
+            {
+                admin::reload(&state).await;
+            }
             if let (Some(trace), Some(state)) = (trace, collector_state) {
                 let (code, error) = match &result {
                     Ok(resp) => (resp.status(), None),
@@ -499,6 +547,54 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 &bytes,
             )
         }
+        Route::Ui(file) => get_only(ui::serve(file.as_deref())?),
+        Route::Admin(admin_route) => {
+            let bytes = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
+                .await
+                .map_err(|_| ApiError::RequestEntityTooLarge {
+                    limit: MAX_BODY_BYTES,
+                })?;
+            admin::handle(state, admin_route, parts.method, &parts.headers, &bytes).await
+        }
         Route::NotFound => Err(ApiError::PathNotFound),
     }
+}
+
+/// A `FailWrites` fault's answer to this request, if it is a write the fault picks: the
+/// fault's name and the error (409 as an optimistic-concurrency conflict, 500 internal).
+/// Writes of the faults ConfigMap are never failed, so faults can always be cleared.
+fn injected_failure(
+    state: &AppState,
+    method: &Method,
+    headers: &axum::http::HeaderMap,
+    path: &crate::request::ResourcePath,
+) -> Option<(String, ApiError)> {
+    let write = matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    );
+    if !write || admin::touches_faults(method, path) {
+        return None;
+    }
+    let agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let program = admin::fault_table::program(agent);
+    let (fault, code) = state.faults().fail_write(program, &path.resource)?;
+    let target = crate::error::ErrorTarget {
+        group: path.gv.group.clone(),
+        resource: path.resource.clone(),
+        kind: String::new(),
+        name: path.name.clone().unwrap_or_default(),
+    };
+    let err = if code == 409 {
+        ApiError::Conflict {
+            target,
+            detail: "the object has been modified; please apply your changes to the latest version and try again".into(),
+        }
+    } else {
+        ApiError::Internal(format!("injected by fault {fault}"))
+    };
+    tracing::info!(%fault, %method, resource = %path.resource, code, "fault: failing a write");
+    Some((fault, err))
 }

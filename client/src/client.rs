@@ -70,6 +70,10 @@ pub struct ClientConfig {
     /// Whether the component traces its work and reports spans ([`crate::trace`]; on by
     /// default, `--tracing=false` turns it off).
     pub tracing: bool,
+    /// The `User-Agent` program the requests carry (`kube-scheduler`), as client-go's
+    /// `rest.Config.UserAgent`: the API server names the field manager after it, and the
+    /// `WatchEvents`/`FailWrites` faults pick their component by it. `None`: kube-rs' default.
+    pub user_agent: Option<String>,
 }
 
 impl ClientConfig {
@@ -79,7 +83,14 @@ impl ClientConfig {
             source,
             rate_limit: None,
             tracing: true,
+            user_agent: None,
         }
+    }
+
+    /// Sets the `User-Agent` program (`kube-controller-manager`).
+    pub fn user_agent(mut self, program: impl Into<String>) -> Self {
+        self.user_agent = Some(program.into());
+        self
     }
 
     /// Turns tracing on or off.
@@ -118,6 +129,13 @@ pub async fn build_client(config: &ClientConfig) -> Result<Client> {
             .await
             .map_err(|e| Error::KubeConfig(e.to_string()))?,
     };
+    let mut kube_config = kube_config;
+    if let Some(program) = &config.user_agent {
+        let value = format!("{program}/v1.33.0 (miniplane)");
+        let value = http::HeaderValue::from_str(&value)
+            .map_err(|e| Error::KubeConfig(format!("user agent {program:?}: {e}")))?;
+        kube_config.headers.push((http::header::USER_AGENT, value));
+    }
     let builder = kube::client::ClientBuilder::try_from(kube_config)?;
     Ok(match config.rate_limit {
         None => builder.build(),

@@ -42,6 +42,7 @@ pub mod error;
 pub mod events;
 pub mod factory;
 pub mod fake_source;
+pub mod faults;
 pub mod flowcontrol;
 pub mod indexer;
 pub mod labels;

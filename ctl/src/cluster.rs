@@ -30,6 +30,7 @@ use std::time::Duration;
 use client::{ClientConfig, ClusterSource};
 use tokio_util::sync::CancellationToken;
 
+use crate::component_faults::{self, Restarter};
 use crate::data_dir::DataDir;
 use crate::error::{Error, Result};
 use crate::progress::{Component, Progress};
@@ -68,6 +69,9 @@ pub(crate) struct Plan {
     pub(crate) fsync: bool,
     /// Child processes instead of tasks.
     pub(crate) separate: Option<Launcher>,
+    /// Heartbeats every 200 ms and a 2 s node-monitor grace period (labs and tests of node
+    /// failure), instead of Kubernetes' 10 s and 40 s.
+    pub(crate) fast_node_lifecycle: bool,
 }
 
 impl ClusterBuilder {
@@ -87,6 +91,14 @@ impl ClusterBuilder {
     /// Whether the scheduler runs (default: yes). Without it pods stay Pending.
     pub fn scheduler(mut self, run: bool) -> Self {
         self.plan.scheduler = run;
+        self
+    }
+
+    /// Node heartbeats every 200 ms and a node-monitor grace period of 2 s (instead of 10 s
+    /// and 40 s), so a node that stops heartbeating is `Unknown` within seconds: for labs and
+    /// tests of node failure.
+    pub fn fast_node_lifecycle(mut self, fast: bool) -> Self {
+        self.plan.fast_node_lifecycle = fast;
         self
     }
 
@@ -254,6 +266,7 @@ impl Cluster {
                 port: 0,
                 fsync: false,
                 separate: None,
+                fast_node_lifecycle: false,
             },
             data_dir: None,
             fresh: false,
@@ -372,9 +385,18 @@ fn run(
             // A component failed: `stop` returns why.
             () = failed.cancelled() => None,
         };
-        match started {
+        let supervised = match started {
             Some(Ok(ready)) => {
+                let restarter = Restarter {
+                    url: ready.url.clone(),
+                    kubeconfig: dir.kubeconfig(),
+                    nodes: plan.nodes,
+                    launcher: plan.separate.clone(),
+                    fast_node_lifecycle: plan.fast_node_lifecycle,
+                };
+                let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));
+                (restarter, client)
             }
             Some(Err(e)) => {
                 if let Err(stop_error) = members.stop().await {
@@ -390,11 +412,20 @@ fn run(
                 })));
                 return Ok(());
             }
-        }
+        };
+        let (restarter, client) = supervised;
+        // `StopComponent` faults until the cluster is asked to stop (or fails).
+        let until = CancellationToken::new();
+        let (faults, watcher) = client::faults::fault_watch(client);
+        let watching = tokio::spawn(watcher.run(until.clone()));
+        let running = members.components();
         tokio::select! {
             () = stop.cancelled() => {}
             () = failed.cancelled() => {}
+            () = component_faults::supervise(&mut members, &restarter, running, faults, until.clone()) => {}
         }
+        until.cancel();
+        let _ = watching.await;
         members.stop().await
     });
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN);

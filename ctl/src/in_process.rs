@@ -20,6 +20,12 @@ use crate::error::{Error, Result};
 use crate::progress::Component;
 use crate::supervisor::Members;
 
+/// Heartbeat and node-monitor period of [`Plan::fast_node_lifecycle`].
+pub(crate) const FAST_PERIOD: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Node-monitor grace period of [`Plan::fast_node_lifecycle`].
+pub(crate) const FAST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Opens the store in `store`, binds 127.0.0.1:`port` and serves; returns the URL.
 pub(crate) async fn start_apiserver(
     members: &mut Members,
@@ -56,7 +62,12 @@ pub(crate) async fn start_clients(
     members: &mut Members,
 ) -> Result<Option<String>> {
     if plan.controller_manager {
-        let config = controllers::manager::Config::new(ApiServer::Master(url.to_owned()));
+        let mut config = controllers::manager::Config::new(ApiServer::Master(url.to_owned()));
+        if plan.fast_node_lifecycle {
+            config.node_lifecycle.node_monitor_grace_period = FAST_GRACE;
+            config.node_lifecycle.node_monitor_period = FAST_PERIOD;
+            config.node_lifecycle.node_startup_grace_period = FAST_GRACE;
+        }
         let manager = ControllerManager::bind(config)
             .await
             .map_err(|e| Error::component(Component::ControllerManager, e))?;
@@ -87,6 +98,10 @@ pub(crate) async fn start_clients(
         return Ok(None);
     }
     let mut config = kubelet_sim::Config::new(ClusterSource::Url(url.to_owned()), plan.nodes);
+    if plan.fast_node_lifecycle {
+        config.heartbeat.lease_renew_interval = FAST_PERIOD;
+        config.heartbeat.status_update_frequency = FAST_PERIOD;
+    }
     // The control API (node faults) on a free port, so that labs and tests can use it.
     config.listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
     let simulator = Simulator::bind(config)

@@ -62,12 +62,18 @@
 //! | `supervisor` | watching the running components and stopping them in order |
 //! | `readiness` | "ready": the API server serves and every node is `Ready` |
 //! | `data_dir` | the data directory's layout and lock |
+//! | [`admin_client`] | the admin API (faults, controller queues, lab status; `docs/faults.md`) |
+//! | `component_faults` | the `StopComponent` fault: stopping and restarting a component |
+//! | [`lab`] | teaching labs: the YAML format, the check engine, the runner (`docs/labs.md`) |
 
+pub mod admin_client;
 pub mod cluster;
+mod component_faults;
 mod data_dir;
 mod error;
 mod in_process;
 pub mod kubeconfig;
+pub mod lab;
 pub mod progress;
 mod readiness;
 mod separate;

@@ -4,8 +4,10 @@
 mod apiserver_cmd;
 mod cli;
 mod controller_manager_cmd;
+mod fault_cmd;
 mod kubeconfig_cmd;
 mod kubelet_cmd;
+mod lab_cmd;
 mod scheduler_cmd;
 mod trace_cmd;
 mod up_cmd;
@@ -39,6 +41,10 @@ enum Command {
     Verb(cli::Verb),
     /// Shows what a write set in motion: one causal, timed trace (tree, waterfall, exports).
     Trace(trace_cmd::TraceArgs),
+    /// Injects faults into a running cluster and clears them (docs/faults.md).
+    Fault(fault_cmd::FaultArgs),
+    /// Teaching labs: list, start, status, check, hint, solve, reset (docs/labs.md).
+    Lab(lab_cmd::LabArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -46,6 +52,8 @@ fn main() -> std::process::ExitCode {
     // `up` shows progress lines on stderr: component logs only when something is wrong.
     let default_filter = match cli.command {
         Command::Up(_) | Command::Kubeconfig(_) => "warn",
+        // Errors are reported as one line; kube's own request logs stay off (RUST_LOG shows them).
+        Command::Fault(_) | Command::Lab(_) => "off",
         _ => "info",
     };
     tracing_subscriber::fmt()
@@ -65,6 +73,8 @@ fn main() -> std::process::ExitCode {
         Command::Kubelet(args) => kubelet_cmd::main(args),
         Command::Verb(verb) => cli::main(verb),
         Command::Trace(args) => trace_cmd::main(args),
+        Command::Fault(args) => fault_cmd::main(args),
+        Command::Lab(args) => lab_cmd::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

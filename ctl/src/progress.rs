@@ -14,7 +14,7 @@ use std::fmt;
 use std::time::Duration;
 
 /// One component of the control plane, named as its `miniplane` subcommand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Component {
     /// kube-apiserver with the embedded store.
     ApiServer,

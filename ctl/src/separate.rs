@@ -37,6 +37,7 @@ fn start_line(component: Component) -> &'static str {
 }
 
 /// How child processes are started.
+#[derive(Clone)]
 pub(crate) struct Launcher {
     /// The `miniplane` executable.
     pub(crate) exe: PathBuf,
@@ -151,8 +152,17 @@ impl Launcher {
         let nodes = plan.nodes.to_string();
         let any_port = "127.0.0.1:0";
         let mut wanted: Vec<(Component, Vec<&str>)> = Vec::new();
+        let fast = plan.fast_node_lifecycle;
         if plan.controller_manager {
-            let args = vec!["--kubeconfig", &kubeconfig, "--listen", any_port];
+            let mut args = vec!["--kubeconfig", &kubeconfig, "--listen", any_port];
+            if fast {
+                args.extend([
+                    "--node-monitor-grace-period",
+                    "2s",
+                    "--node-monitor-period",
+                    "200ms",
+                ]);
+            }
             wanted.push((Component::ControllerManager, args));
         }
         if plan.scheduler {
@@ -167,6 +177,15 @@ impl Launcher {
                 "--listen",
                 any_port,
             ];
+            let mut args = args;
+            if fast {
+                args.extend([
+                    "--lease-renew-interval",
+                    "200ms",
+                    "--node-status-update-frequency",
+                    "200ms",
+                ]);
+            }
             wanted.push((Component::Kubelet, args));
         }
         let starts = wanted.iter().map(|(component, args)| async move {

@@ -206,6 +206,31 @@ impl Members {
         });
     }
 
+    /// The components running now.
+    pub(crate) fn components(&self) -> Vec<Component> {
+        self.members.iter().map(|m| m.component).collect()
+    }
+
+    /// Stops `component` (for the `StopComponent` fault): asked, not a failure.
+    pub(crate) async fn stop_component(&mut self, component: Component) {
+        let (stopping, keep): (Vec<Member>, Vec<Member>) = self
+            .members
+            .drain(..)
+            .partition(|m| m.component == component);
+        self.members = keep;
+        for member in &stopping {
+            member.stop.cancel();
+        }
+        for mut member in stopping {
+            if tokio::time::timeout(STOP_DEADLINE * 2, &mut member.task)
+                .await
+                .is_err()
+            {
+                member.task.abort();
+            }
+        }
+    }
+
     /// Stops every member (the API server last) and returns the first error any of them
     /// ended with.
     pub(crate) async fn stop(mut self) -> Result<(), Error> {

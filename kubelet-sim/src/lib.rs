@@ -33,6 +33,7 @@ pub mod annotations;
 pub mod config;
 pub mod control;
 pub mod error;
+pub mod faults;
 pub mod node;
 pub mod node_status;
 pub mod pod_ip;
@@ -103,6 +104,7 @@ impl Simulator {
             source: config.api_server.clone(),
             rate_limit: config.rate_limit,
             tracing: config.tracing,
+            user_agent: Some(COMPONENT.to_string()),
         };
         let client = client::build_client(&client_config)
             .await
@@ -240,6 +242,15 @@ impl Simulator {
             for _ in 0..self.config.pod_workers.max(1) {
                 tracker.spawn(self.handle.workers.clone().run_worker());
             }
+            let (faults, watcher) = client::faults::fault_watch(self.client.clone());
+            tracker.spawn(watcher.run(inner.clone()));
+            tracker.spawn(faults::run(
+                self.handle.clone(),
+                self.config.clone(),
+                self.clock.clone(),
+                faults,
+                inner.clone(),
+            ));
         }
         shutdown.cancelled().await;
         self.handle.workers.shut_down();

@@ -307,8 +307,15 @@ impl Writer {
 /// Runs the scheduler until `shutdown` fires: informers, the scheduling loop, bindings and
 /// the optional metrics listener; everything is joined before it returns.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
-    let client = client::build_client(&config.client).await?;
-    let (tracer, exporter) = client::trace::start(&config.client, COMPONENT).await?;
+    let client_config = config.client.clone().user_agent(
+        config
+            .client
+            .user_agent
+            .clone()
+            .unwrap_or_else(|| COMPONENT.into()),
+    );
+    let client = client::build_client(&client_config).await?;
+    let (tracer, exporter) = client::trace::start(&client_config, COMPONENT).await?;
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: SchedulingQueue::new(),

@@ -17,6 +17,7 @@
 
 use super::RequestContext;
 use super::list::{Filter, parse_rv};
+use crate::admin::WatchAction;
 use crate::error::{ApiError, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
@@ -161,6 +162,15 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
             .map(|ns| prefix(&info, Some(ns))),
     };
     let state = ctx.state.clone();
+    let agent = ctx
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok());
+    let faults = FaultTarget {
+        table: state.faults().clone(),
+        program: crate::admin::fault_table::program(agent).to_string(),
+        resource: info.gvr.resource.clone(),
+    };
     // Initial state: synthetic ADDEDs when the client has no resourceVersion (or asks for them).
     let mut initial: Vec<Bytes> = Vec::new();
     let start = match rv {
@@ -201,7 +211,16 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
         }
         match stream {
             Ok(stream) => {
-                pump(stream, renderer, tx, timeout, bookmark_every, shutdown).await;
+                pump(
+                    stream,
+                    renderer,
+                    tx,
+                    timeout,
+                    bookmark_every,
+                    shutdown,
+                    faults,
+                )
+                .await;
             }
             Err(end) => {
                 let _ = tx.send(error_line(&mut renderer, &end)).await;
@@ -232,8 +251,19 @@ fn error_line(renderer: &mut Renderer, end: &StreamEnd) -> Bytes {
     renderer.line("ERROR", status)
 }
 
+/// Who a watch delivers to, for the `WatchEvents` faults (`crate::admin`).
+struct FaultTarget {
+    table: crate::admin::FaultTable,
+    /// The User-Agent's program (`kube-scheduler`).
+    program: String,
+    /// The watched resource (plural).
+    resource: String,
+}
+
 /// Moves events from the cache to the client until the timeout, shutdown, the client leaving,
-/// or the stream ending (a slow client cut off by the cache).
+/// or the stream ending (a slow client cut off by the cache). A `WatchEvents` fault in force
+/// for this client delays or drops change events (never BOOKMARKs or errors); unlike a real
+/// network fault, the initial ADDEDs of a watch without resourceVersion are not affected.
 async fn pump(
     mut stream: EventStream,
     mut renderer: Renderer,
@@ -241,6 +271,7 @@ async fn pump(
     timeout: Duration,
     bookmark_every: Option<Duration>,
     shutdown: tokio_util::sync::CancellationToken,
+    faults: FaultTarget,
 ) {
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -254,7 +285,20 @@ async fn pump(
             _ = ticker.tick(), if bookmark_every.is_some() => renderer.bookmark(stream.progress(), false),
             ev = stream.next() => match ev {
                 Some(Ok(ev)) => match renderer.event(&ev) {
-                    Some(line) => line,
+                    Some(line) => match faults.table.watch_action(&faults.program, &faults.resource) {
+                        WatchAction::Send => line,
+                        WatchAction::Drop => {
+                            tracing::info!(client = %faults.program, resource = %faults.resource, "fault: dropping a watch event");
+                            continue;
+                        }
+                        WatchAction::Delay(d) => {
+                            tokio::select! {
+                                _ = shutdown.cancelled() => return,
+                                _ = tx.closed() => return,
+                                () = tokio::time::sleep(d) => line,
+                            }
+                        }
+                    },
                     None => continue,
                 },
                 Some(Err(end)) => {

@@ -17,6 +17,10 @@
 //! [`crate::trace`]); a key added several times before a worker takes it keeps every cause,
 //! and the worker reads them with [`Queue::take_causes`] after `get`.
 //!
+//! A queue can be **paused** (miniplane's fault injection, no client-go counterpart): `get`
+//! then hands out nothing, while adds still queue and merge; each granted **step** lets one
+//! key through. That is how a lab watches a controller's queue pile up and then steps it.
+//!
 //! The delayed adds of [`super::delaying`] share the same lock: unlike client-go, which runs a
 //! `waitingLoop` goroutine, waiting workers move ready items from the heap into the queue
 //! themselves, so the queue owns no task.
@@ -89,6 +93,30 @@ struct State<T> {
     waiting_causes: HashMap<T, Vec<Cause>>,
     /// The causes of keys handed out, until the worker takes them or calls `done`.
     handed_causes: HashMap<T, Vec<Cause>>,
+    /// Paused: `get` hands out only granted steps (ignored once shutting down, so a paused
+    /// queue still drains).
+    paused: bool,
+    /// Steps granted while paused and not yet taken.
+    steps: u64,
+}
+
+/// A point-in-time view of a queue, for the admin API (`/miniplane/v1/controllers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSnapshot<T> {
+    /// Keys ready for a worker, in order (at most the limit asked for).
+    pub queued: Vec<T>,
+    /// Number of keys ready for a worker.
+    pub depth: usize,
+    /// Keys being processed (at most the limit asked for).
+    pub processing: Vec<T>,
+    /// Number of keys being processed.
+    pub in_flight: usize,
+    /// Keys waiting for their ready time (`add_after`).
+    pub waiting: usize,
+    /// Whether the queue is paused.
+    pub paused: bool,
+    /// Steps granted and not yet taken.
+    pub steps_pending: u64,
 }
 
 /// Adds `cause` to `list` unless it is there already or the list is full.
@@ -155,6 +183,8 @@ impl<T: QueueItem> Queue<T> {
                     causes: HashMap::new(),
                     waiting_causes: HashMap::new(),
                     handed_causes: HashMap::new(),
+                    paused: false,
+                    steps: 0,
                 }),
                 ready: Notify::new(),
                 drained: Notify::new(),
@@ -268,6 +298,12 @@ impl<T: QueueItem> Queue<T> {
     }
 
     fn take_locked(&self, state: &mut State<T>) -> Option<T> {
+        if state.paused && !state.shutting_down {
+            if state.steps == 0 || state.queue.is_empty() {
+                return None;
+            }
+            state.steps -= 1;
+        }
         let item = state.queue.pop_front()?;
         let now = self.shared.clock.now();
         state.processing.insert(item.clone());
@@ -355,6 +391,55 @@ impl<T: QueueItem> Queue<T> {
                 return;
             }
             drained.await;
+        }
+    }
+
+    /// Pauses the queue: workers get nothing until [`Queue::resume`] or [`Queue::step`].
+    pub fn pause(&self) {
+        let mut state = self.lock();
+        state.paused = true;
+        state.steps = 0;
+    }
+
+    /// Ends a pause (and drops steps not taken).
+    pub fn resume(&self) {
+        {
+            let mut state = self.lock();
+            state.paused = false;
+            state.steps = 0;
+        }
+        self.shared.ready.notify_waiters();
+    }
+
+    /// Lets `n` more keys through a paused queue (no effect when not paused).
+    pub fn step(&self, n: u64) {
+        {
+            let mut state = self.lock();
+            if !state.paused {
+                return;
+            }
+            state.steps += n;
+        }
+        self.shared.ready.notify_waiters();
+    }
+
+    /// Whether the queue is paused.
+    pub fn paused(&self) -> bool {
+        self.lock().paused
+    }
+
+    /// The queue's keys and pause state, at most `limit` keys per list.
+    pub fn snapshot(&self, limit: usize) -> QueueSnapshot<T> {
+        let mut state = self.lock();
+        self.pump_waiting(&mut state);
+        QueueSnapshot {
+            queued: state.queue.iter().take(limit).cloned().collect(),
+            depth: state.queue.len(),
+            processing: state.processing.iter().take(limit).cloned().collect(),
+            in_flight: state.processing.len(),
+            waiting: state.waiting.len(),
+            paused: state.paused,
+            steps_pending: state.steps,
         }
     }
 
@@ -549,5 +634,26 @@ mod tests {
             "a key was handed to two workers at once"
         );
         assert!(processed.load(Ordering::SeqCst) >= ROUNDS);
+    }
+
+    #[tokio::test]
+    async fn a_paused_queue_merges_adds_and_hands_out_one_key_per_step() {
+        let q: Queue<&str> = Queue::new("test");
+        q.pause();
+        for key in ["a", "b", "a", "a"] {
+            q.add(key);
+        }
+        let snap = q.snapshot(10);
+        assert_eq!((snap.queued, snap.paused), (vec!["a", "b"], true));
+        let blocked = tokio::time::timeout(Duration::from_millis(20), q.get()).await;
+        assert!(blocked.is_err(), "a paused queue handed out a key");
+        q.step(1);
+        assert_eq!(q.get().await, Some("a"));
+        assert_eq!(q.snapshot(10).steps_pending, 0);
+        let blocked = tokio::time::timeout(Duration::from_millis(20), q.get()).await;
+        assert!(blocked.is_err(), "one step let two keys through");
+        q.done(&"a");
+        q.resume();
+        assert_eq!(q.get().await, Some("b"));
     }
 }

@@ -19,8 +19,10 @@
 //! ```
 //!
 //! Files: [`config`] (flags as a struct), [`metrics`] (controller counters + work-queue
-//! metrics), [`health`] (`/healthz`, `/metrics`).
+//! metrics), [`health`] (`/healthz`, `/metrics`), [`admin`] (pause/step faults, queue reports
+//! to the API server).
 
+pub mod admin;
 pub mod config;
 pub mod health;
 pub mod metrics;
@@ -42,6 +44,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use self::admin::{Controlled, PauseState};
 pub use self::config::{ApiServer, Config, EnabledControllers, LeaderElection};
 use self::metrics::Registry;
 use crate::deployment::controller::DeploymentController;
@@ -63,6 +66,10 @@ pub struct ControllerManager {
     exporter: Option<Exporter>,
 }
 
+/// How long a starting controller-manager waits for the faults in force before its workers
+/// start anyway.
+const FIRST_FAULTS_WAIT: Duration = Duration::from_secs(5);
+
 /// The component name of the controller-manager's spans.
 pub const COMPONENT: &str = "kube-controller-manager";
 
@@ -82,6 +89,7 @@ impl ControllerManager {
             source,
             rate_limit: config.rate_limit,
             tracing: config.tracing,
+            user_agent: Some(COMPONENT.to_string()),
         };
         let client = client::build_client(&client_config)
             .await
@@ -256,28 +264,45 @@ async fn run_controllers(
     };
     type Start = Box<dyn FnOnce(&TaskTracker, CancellationToken) + Send>;
     let mut starts: Vec<Start> = Vec::new();
+    let mut controlled: Vec<Controlled> = Vec::new();
     let enabled = &config.controllers;
     if enabled.is_enabled("deployment") {
         let c = DeploymentController::new(&factory, executor("deployment-controller"));
         registry.register(c.metrics.clone(), c.queue().metrics());
+        controlled.push(Controlled {
+            metrics: c.metrics.clone(),
+            queue: Arc::new(c.queue().clone()),
+        });
         let n = config.concurrent_deployment_syncs;
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("replicaset") {
         let c = ReplicaSetController::new(&factory, executor("replicaset-controller"));
         registry.register(c.metrics.clone(), c.queue().metrics());
+        controlled.push(Controlled {
+            metrics: c.metrics.clone(),
+            queue: Arc::new(c.queue().clone()),
+        });
         let n = config.concurrent_replicaset_syncs;
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("garbagecollector") {
         let c = GarbageCollector::new(&factory, executor("garbage-collector-controller"));
         registry.register(c.metrics.clone(), c.queue().metrics());
+        controlled.push(Controlled {
+            metrics: c.metrics.clone(),
+            queue: Arc::new(c.queue().clone()),
+        });
         let n = config.concurrent_gc_syncs;
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("namespace") {
         let c = NamespaceController::new(&factory, executor("namespace-controller"));
         registry.register(c.metrics.clone(), c.queue().metrics());
+        controlled.push(Controlled {
+            metrics: c.metrics.clone(),
+            queue: Arc::new(c.queue().clone()),
+        });
         let n = config.concurrent_namespace_syncs;
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
     }
@@ -299,8 +324,25 @@ async fn run_controllers(
             t.spawn(c.run(s));
         }));
     }
+    let (mut faults, fault_watcher) = client::faults::fault_watch(client.clone());
+    tracker.spawn(fault_watcher.run(shutdown.clone()));
     factory.start(&shutdown);
     if factory.wait_for_cache_sync(&shutdown).await {
+        // Pauses in force apply before any worker takes a key.
+        let first = tokio::time::timeout(FIRST_FAULTS_WAIT, faults.changed()).await;
+        if !matches!(first, Ok(Ok(()))) {
+            tracing::warn!("faults not known yet: starting the controllers unpaused");
+        }
+        let mut pauses = PauseState::default();
+        let current = faults.borrow_and_update().clone();
+        admin::apply(&controlled, &pauses.plan(&current, true));
+        tracker.spawn(admin::run(
+            client.clone(),
+            controlled,
+            faults,
+            pauses,
+            shutdown.clone(),
+        ));
         for start in starts {
             start(&tracker, shutdown.clone());
         }

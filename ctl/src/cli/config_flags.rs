@@ -71,9 +71,14 @@ impl Session {
             context: flags.context.clone(),
             ..KubeConfigOptions::default()
         };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
             .await
             .map_err(|e| Error::Kubeconfig(format!("invalid configuration: {e}")))?;
+        // As kubectl sends `kubectl/v1.33...`: the API server and the trace name the client.
+        config.headers.push((
+            http::header::USER_AGENT,
+            http::HeaderValue::from_static(concat!("miniplane/", env!("CARGO_PKG_VERSION"))),
+        ));
         let server = config
             .cluster_url
             .to_string()

@@ -1,0 +1,158 @@
+//! The check engine on hand-made snapshots: each check passes on the state it describes and
+//! says what is missing otherwise.
+
+use serde_json::json;
+use trace::{Span, SpanContext, SpanKind};
+
+use super::*;
+use crate::lab::spec::CheckSpec;
+
+fn check(yaml: &str) -> Check {
+    let value: Value = serde_norway::from_str(yaml).expect("valid YAML");
+    let spec: CheckSpec = serde_json::from_value(value).expect("valid check");
+    spec.check
+}
+
+fn pod(name: &str, owner: Option<&str>, phase: &str) -> Value {
+    let mut p = json!({"metadata": {"name": name, "namespace": "default", "labels": {"app": "web"}},
+                       "status": {"phase": phase}});
+    if let Some(kind) = owner {
+        p["metadata"]["ownerReferences"] =
+            json!([{"kind": kind, "name": "web-1", "controller": true}]);
+    }
+    p
+}
+
+fn write(verb: &str, resource: &str, name: &str, agent: &str, at: u64) -> Span {
+    let mut s = Span::start(
+        SpanContext::new_root(),
+        None,
+        "w",
+        SpanKind::Server,
+        "kube-apiserver",
+    )
+    .with(attr::VERB, verb)
+    .with(attr::RESOURCE, resource)
+    .with(attr::NAME, name)
+    .with(attr::CODE, 201u16)
+    .with("userAgent", format!("{agent}/v1.33.0"));
+    s.start_unix_nanos = at;
+    s
+}
+
+#[test]
+fn object_and_count_checks_read_fields_owners_and_labels() {
+    let mut s = Snapshot::default();
+    s.objects.insert(
+        "Deployment".into(),
+        vec![json!({"metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 3}})],
+    );
+    s.objects.insert(
+        "Pod".into(),
+        vec![
+            pod("web-1-a", Some("ReplicaSet"), "Running"),
+            pod("web-1-b", Some("ReplicaSet"), "Pending"),
+            pod("lonely", None, "Running"),
+        ],
+    );
+    let replicas = check(
+        "{name: r, description: d, object: {kind: Deployment, name: web, fields: {spec.replicas: 5}}}",
+    );
+    assert_eq!(
+        evaluate(&replicas, &s),
+        Err("deployment default/web: spec.replicas is 3, want 5".into())
+    );
+    let gone =
+        check("{name: r, description: d, object: {kind: Deployment, name: web, exists: false}}");
+    assert_eq!(
+        evaluate(&gone, &s),
+        Err("deployment default/web still exists".into())
+    );
+    let owned = check(
+        "{name: c, description: d, count: {kind: Pod, selector: app=web, owner: ReplicaSet, fields: {status.phase: Running}, equals: 1}}",
+    );
+    assert_eq!(evaluate(&owned, &s), Ok(()));
+    let orphans = check("{name: c, description: d, count: {kind: Pod, owner: none, min: 2}}");
+    assert_eq!(
+        evaluate(&orphans, &s),
+        Err("pods owned by none: 1, want at least 2".into())
+    );
+}
+
+#[test]
+fn writes_and_max_alive_read_the_trace() {
+    let s = Snapshot {
+        spans: vec![
+            write("create", "pods", "web-a", "kube-controller-manager", 1),
+            write("create", "pods", "web-b", "kube-controller-manager", 2),
+            write("update", "deployments", "web", "kubectl", 3),
+            write("create", "pods", "web-c", "kube-controller-manager", 4),
+            write("delete", "pods", "web-a", "kube-controller-manager", 5),
+            write("create", "pods", "web-d", "kube-controller-manager", 6),
+        ],
+        ..Snapshot::default()
+    };
+    let by_rs = check(
+        "{name: w, description: d, writes: {resource: pods, verb: create, by: kube-controller-manager, min: 4}}",
+    );
+    assert_eq!(evaluate(&by_rs, &s), Ok(()));
+    let by_me = check(
+        "{name: w, description: d, writes: {resource: pods, verb: create, by: kubectl, min: 1}}",
+    );
+    assert_eq!(
+        evaluate(&by_me, &s),
+        Err("create pods by kubectl (from the trace): 0, want at least 1".into())
+    );
+    let surge = check(
+        "{name: m, description: d, maxAlive: {resource: pods, namePrefix: web-, max: 2, sinceWrite: deployments/web}}",
+    );
+    assert_eq!(
+        evaluate(&surge, &s),
+        Err("at most 3 web-* existed at once (from the trace): 3, want at most 2".into())
+    );
+    let loose = check(
+        "{name: m, description: d, maxAlive: {resource: pods, namePrefix: web-, max: 3, min: 3, sinceWrite: deployments/web}}",
+    );
+    assert_eq!(evaluate(&loose, &s), Ok(()));
+}
+
+#[test]
+fn conditions_events_faults_and_controllers() {
+    let mut s = Snapshot::default();
+    s.objects.insert(
+        "Node".into(),
+        vec![json!({"metadata": {"name": "node-1"},
+                    "status": {"conditions": [{"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}]}})],
+    );
+    s.objects.insert(
+        "Event".into(),
+        vec![json!({"reason": "FailedScheduling", "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                    "involvedObject": {"kind": "Pod", "name": "big"}})],
+    );
+    let ready = check(
+        "{name: c, description: d, condition: {kind: Node, name: node-1, type: Ready, status: 'True'}}",
+    );
+    assert_eq!(
+        evaluate(&ready, &s),
+        Err("node node-1: Ready is Unknown, want True".into())
+    );
+    let cpu = check(
+        "{name: e, description: d, event: {reason: FailedScheduling, kind: Pod, messageContains: Insufficient cpu}}",
+    );
+    assert_eq!(evaluate(&cpu, &s), Ok(()));
+    let paused = check("{name: p, description: d, controller: {name: deployment, paused: true}}");
+    assert_eq!(
+        evaluate(&paused, &s),
+        Err("controller deployment is not paused".into())
+    );
+    s.faults = vec![admin::Fault::new(admin::FaultSpec::PauseController {
+        controller: "deployment".into(),
+        steps: 0,
+    })];
+    assert_eq!(evaluate(&paused, &s), Ok(()));
+    let depth = check("{name: p, description: d, controller: {name: deployment, minDepth: 1}}");
+    assert_eq!(
+        evaluate(&depth, &s),
+        Err("controller deployment has not reported its queue".into())
+    );
+}

@@ -1,0 +1,227 @@
+//! Every teaching lab in `labs/`, run as CI runs it: a fresh in-process cluster with the lab's
+//! settings and setup; then **every check of every step fails** (no check is met before the
+//! student acts, so none is vacuous); then each step's solution is run and **all of that
+//! step's checks pass**. The solutions run the real `miniplane` and `kubectl` commands.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use miniplane::Cluster;
+use miniplane::lab::{LabRunner, load, load_all};
+
+fn labs_dir() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../labs"))
+}
+
+async fn run_lab(name: &str) {
+    let lab = load(&labs_dir().join(name)).unwrap();
+    let cluster = Cluster::builder()
+        .nodes(lab.cluster.nodes)
+        .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
+        .start()
+        .unwrap();
+    let runner = LabRunner::new(
+        lab.clone(),
+        cluster.client(),
+        cluster.kubeconfig_path().to_path_buf(),
+        env!("CARGO_BIN_EXE_miniplane").into(),
+    );
+    runner.setup().await.unwrap();
+    for (i, step) in lab.steps.iter().enumerate() {
+        let results = runner.check_step(i).await.unwrap();
+        let vacuous: Vec<&str> = results
+            .iter()
+            .filter(|r| r.passed)
+            .map(|r| r.name.as_str())
+            .collect();
+        assert!(
+            vacuous.is_empty(),
+            "{name} step {} ({}): checks pass before the student acted: {vacuous:?}",
+            i + 1,
+            step.title
+        );
+    }
+    for (i, step) in lab.steps.iter().enumerate() {
+        let results = runner.solve_step(i).await.unwrap();
+        let failing: Vec<String> = results
+            .iter()
+            .filter(|r| !r.passed)
+            .map(|r| format!("{}: {}", r.name, r.message.as_deref().unwrap_or_default()))
+            .collect();
+        assert!(
+            failing.is_empty(),
+            "{name} step {} ({}): checks fail after its solution: {failing:?}",
+            i + 1,
+            step.title
+        );
+        let status = runner.status(i + 1, &[], "en");
+        runner.publish(&status).await;
+    }
+    let published = runner.admin().lab().await.unwrap().unwrap();
+    assert!(published.done, "{published:?}");
+}
+
+#[test]
+fn every_lab_loads_and_has_both_narratives() {
+    let labs = load_all(labs_dir()).unwrap();
+    assert!(labs.len() >= 9, "{} labs", labs.len());
+    for lab in labs {
+        for lang in ["en", "ko"] {
+            let text = lab.readme(lang).unwrap();
+            assert!(text.starts_with("# "), "{} {lang}: a title first", lab.name);
+        }
+        assert!(lab.title_ko.is_some(), "{}: no Korean title", lab.name);
+        for step in &lab.steps {
+            assert!(
+                step.title_ko.is_some() && step.task_ko.is_some(),
+                "{}: step {:?} has no Korean text",
+                lab.name,
+                step.title
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn lab_01_declarative() {
+    run_lab("01-declarative").await;
+}
+
+#[tokio::test]
+async fn lab_02_watch_informer() {
+    run_lab("02-watch-informer").await;
+}
+
+#[tokio::test]
+async fn lab_03_workqueue() {
+    run_lab("03-workqueue").await;
+}
+
+#[tokio::test]
+async fn lab_04_rolling_update() {
+    run_lab("04-rolling-update").await;
+}
+
+#[tokio::test]
+async fn lab_05_rollout_history() {
+    run_lab("05-rollout-history").await;
+}
+
+#[tokio::test]
+async fn lab_06_ownership_gc() {
+    run_lab("06-ownership-gc").await;
+}
+
+#[tokio::test]
+async fn lab_07_scheduler() {
+    run_lab("07-scheduler").await;
+}
+
+#[tokio::test]
+async fn lab_08_node_failure() {
+    run_lab("08-node-failure").await;
+}
+
+#[tokio::test]
+async fn lab_09_controller_manager_down() {
+    run_lab("09-controller-manager-down").await;
+}
+
+/// `miniplane lab start` in the foreground (as a student runs it), and from another process
+/// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
+#[test]
+fn the_lab_verbs_drive_a_lab_from_start_to_done() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let exe = env!("CARGO_BIN_EXE_miniplane");
+    let dir = tempfile::tempdir().unwrap();
+    let labs = labs_dir().to_str().unwrap().to_owned();
+    let mut start = Command::new(exe)
+        .args(["lab", "start", "1", "--labs", &labs])
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // `start` prints the narrative and the first task, then the line saying where to go on.
+    let mut lines = BufReader::new(start.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        printed.push_str(&line);
+        printed.push('\n');
+        if line.starts_with("In another terminal") {
+            break;
+        }
+    }
+    assert!(
+        printed.contains("# Lab 1: Declarative vs imperative"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("Step 1/4: Create a Deployment imperatively"),
+        "{printed}"
+    );
+    let lab = |args: &[&str]| {
+        let out = Command::new(exe)
+            .arg("lab")
+            .args(args)
+            .args(["--labs", &labs])
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = lab(&["status", "--lang", "ko"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("명령으로 Deployment 만들기"), "{out}");
+    let (ok, out, err) = lab(&["check"]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains("✗ you created deployment web with kubectl"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "missing: create deployments web* by kubectl (from the trace): 0, want at least 1"
+        ),
+        "{out}"
+    );
+    let (_, out, _) = lab(&["hint"]);
+    assert!(out.starts_with("Hint 1/1:"), "{out}");
+    let (_, out, _) = lab(&["hint"]);
+    assert!(out.contains("No more hints"), "{out}");
+    let (ok, out, err) = lab(&["solve", "--all"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("$ kubectl create deployment web --image=nginx:1.25 --replicas=3"),
+        "{out}"
+    );
+    assert!(out.contains("is done"), "{out}");
+    let (ok, out, _) = lab(&["check"]);
+    assert!(ok && out.contains("is done"), "{out}");
+    // Reset: workloads deleted, back to step 1, whose checks fail again.
+    let (ok, out, err) = lab(&["reset"]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("Step 1/4"), "{out}");
+    let (ok, out, _) = lab(&["check"]);
+    assert!(
+        ok && out.contains("✗ deployment web wants 3 replicas"),
+        "{out}"
+    );
+    let (ok, _, err) = lab(&["start", "99"]);
+    assert!(!ok && err.contains("no lab \"99\""), "{err}");
+    // Ctrl-C stops the lab's cluster.
+    #[allow(unsafe_code)]
+    // SAFETY: `kill` with a pid of our own child that has not been waited for.
+    unsafe {
+        libc::kill(start.id() as libc::pid_t, libc::SIGINT);
+    }
+    let status = start.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
