@@ -36,6 +36,10 @@ enum LabCommand {
     Start {
         /// The lab (e.g. 03-workqueue, or just 3).
         name: String,
+        /// Runs every component as its own process (as `up --separate`): a stopped component
+        /// is then a killed process.
+        #[arg(long)]
+        separate: bool,
     },
     /// Shows the current step and its task.
     Status,
@@ -170,8 +174,8 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
         "en" | "ko" => args.lang.clone(),
         other => bail!("--lang {other}: supported values: en, ko"),
     };
-    if let LabCommand::Start { name } = &args.command {
-        return start(&find_lab(&root, name)?, &lang);
+    if let LabCommand::Start { name, separate } = &args.command {
+        return start(&find_lab(&root, name)?, &lang, *separate);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -315,16 +319,24 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
 
 /// `lab start`: a fresh cluster in the lab's data dir, the setup, then checks every 2 s
 /// (published for the web UI) until Ctrl-C.
-fn start(lab: &Lab, lang: &str) -> anyhow::Result<()> {
+fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
     let dir = data_dir(&lab.name);
     std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-    let cluster = miniplane::Cluster::builder()
+    let mut builder = miniplane::Cluster::builder()
         .data_dir(&dir)
         .fresh(true)
         .fsync(false)
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
-        .start()?;
+        .on_progress(|p| {
+            if matches!(p, miniplane::Progress::Exited { .. }) {
+                eprintln!("{p}");
+            }
+        });
+    if separate {
+        builder = builder.separate(exe());
+    }
+    let cluster = builder.start()?;
     let state = State {
         lab: lab.name.clone(),
         step: 0,
