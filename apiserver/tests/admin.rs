@@ -24,6 +24,16 @@ async fn faults_are_stored_in_the_configmap_listed_and_cleared() {
     let stored: Value =
         serde_json::from_str(cm.body["data"]["stop-heartbeats-node-1"].as_str().unwrap()).unwrap();
     assert_eq!(stored["kind"], "StopHeartbeats");
+    // The ConfigMap write is in the trace, naming the change.
+    let traced = h.get("/miniplane/v1/traces?spans=all").await;
+    let spans = traced.body["spans"].as_array().unwrap();
+    assert!(
+        spans.iter().any(
+            |s| s["attributes"]["fault"] == "inject stop-heartbeats-node-1"
+                && s["attributes"]["resource"] == "configmaps"
+        ),
+        "{spans:?}"
+    );
     // The same name again: 409 AlreadyExists.
     let again = h
         .post(FAULTS, &json!({"kind": "StopHeartbeats", "node": "node-1"}))
