@@ -66,6 +66,6 @@ pub fn is_pod_active(pod: &Pod) -> bool {
 }
 
 /// `FilterActivePods`: the active pods, in their original order.
-pub fn filter_active_pods(pods: &[Pod]) -> Vec<&Pod> {
-    pods.iter().filter(|p| is_pod_active(p)).collect()
+pub fn filter_active_pods<'a>(pods: impl IntoIterator<Item = &'a Pod>) -> Vec<&'a Pod> {
+    pods.into_iter().filter(|p| is_pod_active(p)).collect()
 }

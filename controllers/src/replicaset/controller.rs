@@ -240,7 +240,8 @@ impl ReplicaSetController {
             return Ok(None);
         };
         let rs: ReplicaSet = (*cached).clone();
-        let pods = self.claim_pods(&rs).await?;
+        let claimed = self.claim_pods(&rs).await?;
+        let pods: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();
         let now = jiff::Timestamp::now();
         let out = {
             let mut expectations = self.expectations();
@@ -279,32 +280,41 @@ impl ReplicaSetController {
 
     /// `claimPods`: the pods this ReplicaSet controls plus the orphans its selector
     /// matches, claimed.
-    async fn claim_pods(&self, rs: &ReplicaSet) -> Result<Vec<Pod>> {
+    ///
+    /// The pods it already controls and still selects (nearly all of them, nearly always)
+    /// are taken from the cache as they are; only the rest (orphans to adopt, owned pods no
+    /// longer selected, to release) go through [`claim`] and its patches.
+    async fn claim_pods(&self, rs: &ReplicaSet) -> Result<Vec<Arc<Pod>>> {
         let selector = Selector::from_label_selector(rs.spec.as_ref().map(|s| &s.selector))?;
         let uid = rs.uid().unwrap_or_default();
-        let mut candidates: Vec<Pod> = self
+        let empty = BTreeMap::new();
+        let selects = |p: &Pod| selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty));
+        let (mut claimed, mut unsettled): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = self
             .pods
             .by_index(CONTROLLER_UID_INDEX, &uid)
             .unwrap_or_default()
             .into_iter()
-            .map(|p| (*p).clone())
-            .collect();
+            .partition(|p| selects(p));
         // The orphans come from the same index (`FilterPodsByOwner` with
         // `includeOrphanedPods`), not from a walk over every pod of the namespace: a sync
         // costs the ReplicaSet's own pods, not the namespace's.
-        let empty = BTreeMap::new();
         let namespace = rs.namespace();
-        candidates.extend(
+        unsettled.extend(
             self.pods
                 .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
                 .unwrap_or_default()
                 .into_iter()
-                .filter(|p| {
-                    p.metadata.namespace == namespace
-                        && selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty))
-                })
-                .map(|p| (*p).clone()),
+                .filter(|p| p.metadata.namespace == namespace && selects(p)),
         );
-        claim(&self.executor, rs, &selector, &candidates).await
+        if !unsettled.is_empty() {
+            let candidates: Vec<Pod> = unsettled.iter().map(|p| (**p).clone()).collect();
+            claimed.extend(
+                claim(&self.executor, rs, &selector, &candidates)
+                    .await?
+                    .into_iter()
+                    .map(Arc::new),
+            );
+        }
+        Ok(claimed)
     }
 }

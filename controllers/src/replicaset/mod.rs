@@ -43,8 +43,9 @@ pub struct ReplicaSetSyncInput<'a> {
     /// The ReplicaSet (from the lister).
     pub replica_set: &'a ReplicaSet,
     /// Pods it controls, already claimed (see [`crate::controller_ref::claim_objects`]); any
-    /// phase — inactive ones are filtered here.
-    pub pods: &'a [Pod],
+    /// phase — inactive ones are filtered here. References into the informer's cache: a
+    /// sync of a ReplicaSet with 10,000 pods copies none of them.
+    pub pods: &'a [&'a Pod],
     /// Pods of all ReplicaSets under the same Deployment (`getIndirectlyRelatedPods`), for
     /// ranking victims by node; empty means "just `pods`".
     pub related_pods: &'a [Pod],
@@ -69,7 +70,7 @@ pub fn sync_replica_set(
 ) -> ReplicaSetSync {
     let rs = input.replica_set;
     let key = ObjectKey::of(&rs.metadata);
-    let active = filter_active_pods(input.pods);
+    let active = filter_active_pods(input.pods.iter().copied());
     let desired = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let mut notes = vec![format!("desired {desired}, have {}", active.len())];
     let mut actions = Vec::new();
@@ -176,11 +177,11 @@ pub fn manage_replicas(
 /// reason `FailedCreate` or `FailedDelete`.
 pub fn status_after_manage_error(
     rs: &ReplicaSet,
-    pods: &[Pod],
+    pods: &[&Pod],
     error: &str,
     now: Timestamp,
 ) -> Option<Action> {
-    let active = filter_active_pods(pods);
+    let active = filter_active_pods(pods.iter().copied());
     let new_status = status::calculate_status(rs, &active, Some(error), now);
     status::status_update(rs, new_status).map(|rs| Action::UpdateReplicaSetStatus(Box::new(rs)))
 }

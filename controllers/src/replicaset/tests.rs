@@ -56,11 +56,12 @@ pub(crate) fn pod(name: &str, ready_since: Option<i64>) -> Pod {
 }
 
 fn sync(e: &mut Expectations, rs: &ReplicaSet, pods: &[Pod], now: i64) -> ReplicaSetSync {
+    let pods: Vec<&Pod> = pods.iter().collect();
     sync_replica_set(
         e,
         ReplicaSetSyncInput {
             replica_set: rs,
-            pods,
+            pods: &pods,
             related_pods: &[],
             now: at(now),
         },
