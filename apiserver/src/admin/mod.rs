@@ -258,20 +258,11 @@ pub async fn handle(
     }
 }
 
-/// The reported controllers, with the pause state taken from the faults in force (so a pause
-/// shows at once, before the controller-manager's next report).
+/// The reported controllers, as their components last reported them: `paused` is the
+/// queue's own state (a pause takes effect when the component has seen the fault, usually
+/// within milliseconds), not merely the fault's presence.
 fn controllers(state: &AppState) -> Vec<ControllerStatus> {
-    let faults = state.faults().list();
-    let mut items = state.reports().controllers();
-    for item in &mut items {
-        item.paused = faults.iter().any(|f| {
-            matches!(&f.spec, FaultSpec::PauseController { controller, .. } if *controller == item.name)
-        });
-        if !item.paused {
-            item.steps_pending = 0;
-        }
-    }
-    items
+    state.reports().controllers()
 }
 
 fn to_value<T: Serialize>(value: &T) -> Value {

@@ -257,12 +257,16 @@ fn event(c: &EventCheck, s: &Snapshot) -> Outcome {
     Err(format!("{n} {what}, want at least {min}"))
 }
 
+/// Reads the controller's queue as its component last reported it (`paused` is the queue's
+/// own state, so a check passes only once the pause has taken effect).
 fn controller(c: &ControllerCheck, s: &Snapshot) -> Outcome {
-    let paused = s.faults.iter().any(|f| {
-        matches!(&f.spec, admin::FaultSpec::PauseController { controller, .. } if *controller == c.name)
-    });
+    let status = s
+        .controllers
+        .iter()
+        .find(|x| x.name == c.name)
+        .ok_or_else(|| format!("controller {} has not reported its queue", c.name))?;
     if let Some(want) = c.paused
-        && paused != want
+        && status.paused != want
     {
         return Err(if want {
             format!("controller {} is not paused", c.name)
@@ -270,14 +274,6 @@ fn controller(c: &ControllerCheck, s: &Snapshot) -> Outcome {
             format!("controller {} is still paused", c.name)
         });
     }
-    if c.min_depth.is_none() && c.max_depth.is_none() && c.queued.is_none() {
-        return Ok(());
-    }
-    let status = s
-        .controllers
-        .iter()
-        .find(|x| x.name == c.name)
-        .ok_or_else(|| format!("controller {} has not reported its queue", c.name))?;
     if let Some(min) = c.min_depth
         && status.depth < min
     {

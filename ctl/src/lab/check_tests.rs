@@ -143,16 +143,24 @@ fn conditions_events_faults_and_controllers() {
     let paused = check("{name: p, description: d, controller: {name: deployment, paused: true}}");
     assert_eq!(
         evaluate(&paused, &s),
-        Err("controller deployment is not paused".into())
+        Err("controller deployment has not reported its queue".into())
     );
-    s.faults = vec![admin::Fault::new(admin::FaultSpec::PauseController {
-        controller: "deployment".into(),
-        steps: 0,
-    })];
+    s.controllers = vec![admin::ControllerStatus {
+        name: "deployment".into(),
+        paused: true,
+        depth: 1,
+        queued: vec!["default/web".into()],
+        ..Default::default()
+    }];
     assert_eq!(evaluate(&paused, &s), Ok(()));
-    let depth = check("{name: p, description: d, controller: {name: deployment, minDepth: 1}}");
+    let depth = check("{name: p, description: d, controller: {name: deployment, minDepth: 2}}");
     assert_eq!(
         evaluate(&depth, &s),
-        Err("controller deployment has not reported its queue".into())
+        Err("controller deployment: 1 keys queued, want at least 2".into())
+    );
+    let fault = check("{name: f, description: d, fault: {name: pause-deployment}}");
+    assert_eq!(
+        evaluate(&fault, &s),
+        Err("fault pause-deployment is not in force".into())
     );
 }

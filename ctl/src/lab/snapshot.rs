@@ -108,7 +108,7 @@ pub async fn fetch(
     if needs(|c| matches!(c, Check::Controller(_))) {
         snapshot.controllers = admin.controllers().await.map_err(|e| e.to_string())?;
     }
-    if needs(|c| matches!(c, Check::Controller(_) | Check::Fault(_))) {
+    if needs(|c| matches!(c, Check::Fault(_))) {
         snapshot.faults = admin.faults().await.map_err(|e| e.to_string())?;
     }
     if needs(|c| matches!(c, Check::Writes(_) | Check::MaxAlive(_) | Check::Span(_))) {
