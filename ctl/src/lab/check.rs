@@ -71,9 +71,23 @@ fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
     }
 }
 
+/// Whether every `path: value` holds; a `null` value asks for the field to be absent (or
+/// null, or an empty list or map).
 fn fields_hold(obj: &Value, fields: &std::collections::BTreeMap<String, Value>) -> Outcome {
     for (path, want) in fields {
         let got = lookup(obj, path)?;
+        if want.is_null() {
+            let empty = match got {
+                None | Some(Value::Null) => true,
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Object(m)) => m.is_empty(),
+                Some(_) => false,
+            };
+            if !empty {
+                return Err(format!("{path} is {}, want none", show(got)));
+            }
+            continue;
+        }
         if !got.is_some_and(|g| matches(g, want)) {
             return Err(format!(
                 "{path} is {}, want {}",
