@@ -32,11 +32,15 @@ pub fn evaluate(check: &Check, snapshot: &Snapshot) -> Outcome {
     }
 }
 
-fn namespace_of(kind: &str, namespace: Option<&String>) -> Option<String> {
-    match resource_of(kind) {
-        Some((_, _, _, true)) => Some(namespace.cloned().unwrap_or_else(|| "default".into())),
-        _ => None,
-    }
+/// The namespace a check of `kind` looks in: `None` for cluster-scoped kinds.
+fn namespace_of(s: &Snapshot, kind: &str, namespace: Option<&String>) -> Option<String> {
+    let namespaced = s
+        .namespaced
+        .get(kind)
+        .copied()
+        .or_else(|| resource_of(kind).map(|r| r.3))
+        .unwrap_or(true);
+    namespaced.then(|| namespace.cloned().unwrap_or_else(|| "default".into()))
 }
 
 fn str_at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -100,7 +104,7 @@ fn fields_hold(obj: &Value, fields: &std::collections::BTreeMap<String, Value>) 
 }
 
 fn object(c: &ObjectCheck, s: &Snapshot) -> Outcome {
-    let ns = namespace_of(&c.kind, c.namespace.as_ref());
+    let ns = namespace_of(s, &c.kind, c.namespace.as_ref());
     let what = label(&c.kind, ns.as_deref(), &c.name);
     match (find(s, &c.kind, ns.as_deref(), &c.name), c.exists) {
         (None, true) => Err(format!("{what} does not exist")),
@@ -158,7 +162,7 @@ fn bounds(n: usize, equals: Option<usize>, min: Option<usize>, max: Option<usize
 }
 
 fn count(c: &CountCheck, s: &Snapshot) -> Outcome {
-    let ns = namespace_of(&c.kind, c.namespace.as_ref());
+    let ns = namespace_of(s, &c.kind, c.namespace.as_ref());
     let empty = Vec::new();
     let n = s
         .objects
@@ -197,7 +201,7 @@ fn count(c: &CountCheck, s: &Snapshot) -> Outcome {
 }
 
 fn condition(c: &ConditionCheck, s: &Snapshot) -> Outcome {
-    let ns = namespace_of(&c.kind, c.namespace.as_ref());
+    let ns = namespace_of(s, &c.kind, c.namespace.as_ref());
     let what = label(&c.kind, ns.as_deref(), &c.name);
     let obj =
         find(s, &c.kind, ns.as_deref(), &c.name).ok_or_else(|| format!("{what} does not exist"))?;

@@ -164,3 +164,28 @@ fn conditions_events_faults_and_controllers() {
         Err("fault pause-deployment is not in force".into())
     );
 }
+
+#[test]
+fn custom_kinds_are_named_by_api_version() {
+    use crate::lab::snapshot::{KindRef, kind_ref};
+    assert_eq!(
+        kind_ref("Website", Some("demo.miniplane.dev/v1"), None, None),
+        Ok(KindRef {
+            group: "demo.miniplane.dev".into(),
+            version: "v1".into(),
+            plural: "websites".into(),
+            namespaced: true
+        })
+    );
+    assert!(kind_ref("Website", None, None, None).is_err());
+    let mut s = Snapshot::default();
+    s.namespaced.insert("Cluster".into(), false);
+    s.objects.insert(
+        "Cluster".into(),
+        vec![json!({"metadata": {"name": "c1"}, "spec": {"size": 3}})],
+    );
+    let c = check(
+        "{name: c, description: d, object: {kind: Cluster, apiVersion: demo.miniplane.dev/v1, namespaced: false, name: c1, fields: {spec.size: 3}}}",
+    );
+    assert_eq!(evaluate(&c, &s), Ok(()));
+}

@@ -159,6 +159,16 @@ pub struct Target {
 pub struct ObjectCheck {
     /// Kind.
     pub kind: String,
+    /// API version of a kind outside the built-in table (a custom resource:
+    /// `demo.miniplane.dev/v1`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Its resource (plural) when `apiVersion` is given (default: the kind, lowercased, + s).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Whether it is namespaced when `apiVersion` is given (default: yes).
+    #[serde(default)]
+    pub namespaced: Option<bool>,
     /// Name.
     pub name: String,
     /// Namespace.
@@ -182,6 +192,16 @@ fn yes() -> bool {
 pub struct CountCheck {
     /// Kind.
     pub kind: String,
+    /// API version of a kind outside the built-in table (a custom resource:
+    /// `demo.miniplane.dev/v1`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Its resource (plural) when `apiVersion` is given (default: the kind, lowercased, + s).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Whether it is namespaced when `apiVersion` is given (default: yes).
+    #[serde(default)]
+    pub namespaced: Option<bool>,
     /// Namespace.
     #[serde(default)]
     pub namespace: Option<String>,
@@ -217,6 +237,16 @@ pub struct CountCheck {
 pub struct ConditionCheck {
     /// Kind.
     pub kind: String,
+    /// API version of a kind outside the built-in table (a custom resource:
+    /// `demo.miniplane.dev/v1`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Its resource (plural) when `apiVersion` is given (default: the kind, lowercased, + s).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Whether it is namespaced when `apiVersion` is given (default: yes).
+    #[serde(default)]
+    pub namespaced: Option<bool>,
     /// Name.
     pub name: String,
     /// Namespace.
