@@ -180,7 +180,9 @@ fn trace_not_found(id: &str) -> ApiError {
 /// * `GET` → `{"traces": [TraceSummary...], "stats": ...}`, most recently active first;
 ///   `?limit=N` (20), `?minSpans=N` (1; 2 hides one-request traces such as lease renewals),
 ///   `?object=deployments/default/web` (traces with a request on that object);
-/// * `GET /{traceId}` → `{"traceId": ..., "spans": [...]}`, 404 if none is kept.
+/// * `GET /{traceId}` → `{"traceId": ..., "spans": [...]}`, 404 if none is kept;
+///   `?view=tree` → the rows of the causal tree as the web UI draws them
+///   ([`trace::view::TraceView`]).
 pub fn handle(
     collector: &Collector,
     method: &Method,
@@ -234,10 +236,19 @@ pub fn handle(
             if spans.is_empty() {
                 return Err(trace_not_found(id));
             }
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({ "traceId": trace_id, "spans": spans }),
-            ))
+            match query.non_empty("view") {
+                None => Ok(json_response(
+                    StatusCode::OK,
+                    &json!({ "traceId": trace_id, "spans": spans }),
+                )),
+                Some("tree") => Ok(json_response(
+                    StatusCode::OK,
+                    &json!(trace::view::view(trace_id, &spans)),
+                )),
+                Some(other) => Err(ApiError::BadRequest(format!(
+                    "view: Unsupported value: {other:?}: supported values: \"tree\""
+                ))),
+            }
         }
         (m, _) => Err(ApiError::MethodNotAllowed(format!(
             "{m} is not supported on traces"
@@ -293,5 +304,42 @@ mod tests {
         let found = c.for_object(&web, 5);
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].trace_id, a.trace_id);
+    }
+
+    #[tokio::test]
+    async fn one_trace_as_the_rows_of_its_tree() {
+        let c = Collector::new(10);
+        let root = SpanContext::new_root();
+        c.record(span(root, "create deployments"));
+        c.record(Span::start(
+            root.child(),
+            Some(root.span_id),
+            "watch event",
+            SpanKind::Consumer,
+            "kube-controller-manager",
+        ));
+        let id = root.trace_id.to_string();
+        let get = |q: &str| {
+            handle(
+                &c,
+                &Method::GET,
+                Some(&id),
+                &Query::parse(Some(q)),
+                &Bytes::new(),
+            )
+        };
+        let resp = get("view=tree").unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let view: trace::view::TraceView = serde_json::from_slice(&body).unwrap();
+        let rows: Vec<(usize, &str)> = view
+            .rows
+            .iter()
+            .map(|r| (r.depth, r.span.name.as_str()))
+            .collect();
+        assert_eq!(rows, [(0, "create deployments"), (1, "watch event")]);
+        assert!(matches!(get("view=gantt"), Err(ApiError::BadRequest(_))));
     }
 }

@@ -17,9 +17,12 @@
 //! `traceparent` or starting a trace) and stamps the trace context on the written object;
 //! [`collector`] keeps the recent spans of every component for `miniplane trace`.
 //!
+//! The web UI ([`ui`]) is served at `/ui` from files compiled into the binary.
+//!
 //! Entry points: [`run`] (bind + serve, for `miniplane apiserver`), [`serve`] (on a bound
 //! listener with any [`store::Backend`]), and [`router`] (no socket, for tests).
 
+pub mod apiextensions;
 pub mod admin;
 pub mod collector;
 pub mod discovery;
@@ -40,6 +43,7 @@ pub mod storage;
 pub mod strategy;
 pub mod subresource;
 pub mod table;
+pub mod ui;
 pub mod watch_cache;
 
 pub use error::{ApiError, Result};

@@ -132,6 +132,29 @@ pub struct ResourceInfo {
     pub reset_status_on_create: bool,
     /// The kind's strategy.
     pub strategy: Arc<dyn Strategy>,
+    /// The OpenAPI v3 schema of a custom resource (its version's `openAPIV3Schema`); `None`
+    /// for built-in kinds, whose schemas come from `k8s-openapi`.
+    pub openapi_schema: Option<Arc<serde_json::Value>>,
+    /// The CustomResourceDefinition that serves this row (`None` for built-in rows).
+    pub crd: Option<String>,
+    /// Where `/scale` finds replicas in a custom resource; `None` for built-in kinds
+    /// (`spec.replicas`, `status.replicas`, the selector in `spec.selector`).
+    pub scale: Option<ScalePaths>,
+    /// Whether the row's CRD is being deleted: its custom resources are still served, but
+    /// no new one may be created.
+    pub terminating: bool,
+}
+
+/// The paths a custom resource's `/scale` subresource reads and writes
+/// (`CustomResourceSubresourceScale`), as JSON paths like `.spec.replicas`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// `specReplicasPath`, e.g. `.spec.replicas`.
+    pub spec_replicas: String,
+    /// `statusReplicasPath`, e.g. `.status.replicas`.
+    pub status_replicas: String,
+    /// `labelSelectorPath`: a string field with the serialized selector, e.g. `.status.selector`.
+    pub label_selector: Option<String>,
 }
 
 impl std::fmt::Debug for ResourceInfo {
@@ -162,10 +185,15 @@ impl ResourceInfo {
             allow_create_on_update: false,
             reset_status_on_create: false,
             strategy: Arc::new(DefaultStrategy { gvk }),
+            openapi_schema: None,
+            crd: None,
+            scale: None,
+            terminating: false,
         }
     }
 
-    fn short(mut self, names: &[&str]) -> Self {
+    /// Sets the short names (`kubectl get deploy`).
+    pub fn short(mut self, names: &[&str]) -> Self {
         self.short_names = names.iter().map(|s| s.to_string()).collect();
         self
     }
@@ -180,7 +208,8 @@ impl ResourceInfo {
         self
     }
 
-    fn with(mut self, subs: &[Subresource]) -> Self {
+    /// Sets the subresources served; a `status` subresource also resets status on create.
+    pub fn with(mut self, subs: &[Subresource]) -> Self {
         self.subresources = subs.to_vec();
         self.reset_status_on_create = subs.contains(&Subresource::Status);
         self
@@ -307,6 +336,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             row.strategy = s.clone();
         }
     }
+    rows.push(crate::apiextensions::definition_row());
     rows
 }
 
@@ -334,6 +364,21 @@ impl Registry {
         rows.retain(|r| r.gvr != info.gvr);
         rows.push(Arc::new(info));
         *guard = Arc::new(rows);
+    }
+
+    /// Replaces every row served for a CustomResourceDefinition by `rows` at once (the CRD
+    /// controller's view of the established CRDs), leaving built-in rows alone. Rows keep the
+    /// order they are given in, after the built-in ones.
+    pub fn set_custom(&self, rows: Vec<ResourceInfo>) {
+        let mut guard = self.rows.write().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<Arc<ResourceInfo>> =
+            guard.iter().filter(|r| r.crd.is_none()).cloned().collect();
+        for row in rows {
+            if !out.iter().any(|r| r.gvr == row.gvr) {
+                out.push(Arc::new(row));
+            }
+        }
+        *guard = Arc::new(out);
     }
 
     /// Every row, in registration order.

@@ -46,6 +46,8 @@ pub enum Route {
     Group(String),
     /// `/api/v1`, `/apis/{group}/{version}`
     Resources(GroupVersion),
+    /// `/openapi/v2` (an empty document, see [`crate::openapi::v2`])
+    OpenApiV2,
     /// `/openapi/v3`
     OpenApiIndex,
     /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`
@@ -54,6 +56,8 @@ pub enum Route {
     Resource(ResourcePath),
     /// `/miniplane/v1/traces[/{traceId}]`: the trace collector (not a Kubernetes path).
     Traces(Option<String>),
+    /// `/ui`, `/ui/{file}`: the web UI's embedded files (not a Kubernetes path).
+    Ui(Option<String>),
     /// `/miniplane/v1/{faults,controllers,components,lab}`: the admin API (`docs/faults.md`).
     Admin(crate::admin::AdminRoute),
     /// Anything else.
@@ -70,9 +74,12 @@ impl Route {
             ["api"] => Route::CoreVersions,
             ["apis"] => Route::Groups,
             ["apis", group] => Route::Group(group.to_string()),
+            ["openapi", "v2"] => Route::OpenApiV2,
             ["openapi", "v3"] => Route::OpenApiIndex,
             ["miniplane", "v1", "traces"] => Route::Traces(None),
             ["miniplane", "v1", "traces", id] => Route::Traces(Some(id.to_string())),
+            ["ui"] => Route::Ui(None),
+            ["ui", file] => Route::Ui(Some(file.to_string())),
             ["miniplane", "v1", rest @ ..] => match crate::admin::AdminRoute::parse(rest) {
                 Some(admin) => Route::Admin(admin),
                 None => Route::NotFound,

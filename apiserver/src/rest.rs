@@ -328,7 +328,9 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
     if !errors.is_empty() {
         return Err(invalid(info, &r.name, errors));
     }
-    if info.has_status()
+    // Custom resources count generations with or without a status subresource
+    // (`customResourceStrategy.PrepareForUpdate`); built-in kinds only with one.
+    if (info.has_status() || info.crd.is_some())
         && matches!(ctx.part, WritePart::Main | WritePart::Scale)
         && info.strategy.bumps_generation(&new, old)
     {

@@ -10,6 +10,7 @@
 //!                                          ├─ /api, /apis, /apis/{g}[/{v}]  (discovery)
 //!                                          ├─ /openapi/v3[/...]
 //!                                          ├─ /miniplane/v1/traces[/{id}]  (trace collector)
+//!                                          ├─ /ui[/{file}]  (the web UI's embedded files)
 //!                                          ├─ /miniplane/v1/faults, controllers, lab (admin)
 //!                                          └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::resource
 //!                                               (traced: request_trace::begin → handler → finish)
@@ -26,6 +27,7 @@ use crate::registry::Registry;
 use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
 use crate::request_trace::{self, TracingOptions};
 use crate::storage::Storage;
+use crate::ui;
 use crate::watch_cache::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_CAPACITY, WatchCache};
 use axum::Router;
 use axum::body::Body;
@@ -207,11 +209,18 @@ impl AppState {
     }
 
     /// Creates the namespaces every cluster has (`default`, `kube-system`, `kube-public`,
-    /// `kube-node-lease`) if they are missing, as kube-apiserver's bootstrap controller does.
+    /// `kube-node-lease`) if they are missing, as kube-apiserver's bootstrap controller does,
+    /// serves the resources of the stored CustomResourceDefinitions and starts the CRD
+    /// controller ([`crate::apiextensions::controller`]).
     pub async fn bootstrap(&self) -> Result<()> {
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             handlers::create::ensure_namespace(self, ns).await?;
         }
+        // Serve the stored CRDs' resources before the first request, then follow changes.
+        let outcome = crate::apiextensions::controller::sync(self).await?;
+        self.0
+            .tasks
+            .spawn(crate::apiextensions::controller::run(self.clone(), outcome));
         Ok(())
     }
 
@@ -373,7 +382,7 @@ fn openapi_kinds(reg: &Registry, gv: &crate::gvk::GroupVersion) -> Vec<OpenApiKi
                 .iter()
                 .map(|s| s.name().to_string())
                 .collect(),
-            schema: None,
+            schema: r.openapi_schema.as_deref().cloned(),
         })
         .collect()
 }
@@ -420,6 +429,23 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
         Route::Resources(gv) => {
             let body = discovery::resource_list(&reg, &gv).ok_or(ApiError::PathNotFound)?;
             get_only(json_response(StatusCode::OK, &body))
+        }
+        Route::OpenApiV2 => {
+            let wants_protobuf = parts
+                .headers
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|a| a.contains("protobuf"));
+            get_only(if wants_protobuf {
+                let mut resp = (StatusCode::OK, openapi::v2::document_protobuf()).into_response();
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static(openapi::v2::PROTOBUF_CONTENT_TYPE),
+                );
+                resp
+            } else {
+                json_response(StatusCode::OK, &openapi::v2::document_json())
+            })
         }
         Route::OpenApiIndex => {
             let docs: Vec<_> = reg
@@ -531,6 +557,7 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 &bytes,
             )
         }
+        Route::Ui(file) => get_only(ui::serve(file.as_deref())?),
         Route::Admin(admin_route) => {
             let bytes = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
                 .await

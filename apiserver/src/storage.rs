@@ -107,6 +107,16 @@ pub fn decode(value: &[u8], revision: Revision) -> Result<Value> {
     Ok(obj)
 }
 
+/// Decodes a stored value as an object of `info`'s version: a custom resource may have been
+/// written through another served version (conversion `None` changes only `apiVersion`).
+pub fn decode_as(info: &ResourceInfo, value: &[u8], revision: Revision) -> Result<Value> {
+    let mut obj = decode(value, revision)?;
+    if info.crd.is_some() {
+        meta::set_type(&mut obj, &info.api_version(), &info.kind);
+    }
+    Ok(obj)
+}
+
 fn encode(obj: &Value) -> Result<Bytes> {
     let mut obj = obj.clone();
     meta::set_meta_str(&mut obj, MetaField::ResourceVersion, None);
@@ -195,7 +205,7 @@ impl Storage {
     pub async fn get(&self, r: &ObjectRef) -> Result<Option<Value>> {
         let resp = self.backend.get(&r.key(), None).await?;
         resp.kv
-            .map(|kv| decode(&kv.value, kv.mod_revision))
+            .map(|kv| decode_as(&r.info, &kv.value, kv.mod_revision))
             .transpose()
     }
 
@@ -310,7 +320,10 @@ impl Storage {
         for _ in 0..MAX_UPDATE_ATTEMPTS {
             let current = self.backend.get(&key, None).await?;
             let (existing, read_rev) = match current.kv {
-                Some(kv) => (Some(decode(&kv.value, kv.mod_revision)?), kv.mod_revision),
+                Some(kv) => (
+                    Some(decode_as(&r.info, &kv.value, kv.mod_revision)?),
+                    kv.mod_revision,
+                ),
                 None => (None, Revision::ZERO),
             };
             let existed = existing.is_some();

@@ -55,10 +55,10 @@ fn column_json(c: &TableColumn) -> Value {
 /// The column definitions of a kind: `Name`, then the strategy's.
 pub fn columns(info: &ResourceInfo) -> Vec<Value> {
     let name = TableColumn {
-        name: "Name",
-        type_: "string",
-        format: "name",
-        description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated.",
+        name: "Name".into(),
+        type_: "string".into(),
+        format: "name".into(),
+        description: "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated.".into(),
         priority: 0,
     };
     let first = info

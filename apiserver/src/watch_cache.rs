@@ -71,6 +71,9 @@ pub struct CachedEvent {
     /// needs it and shared by the rest: a write fanned out to N plain watchers costs one
     /// encode, not N (the apiserver's `cachingObject` does the same per event).
     encoded: OnceLock<EncodedObject>,
+    /// The `PartialObjectMetadata` of `object`, encoded once for every metadata-only watcher
+    /// (the garbage collector's informers).
+    encoded_metadata: OnceLock<Bytes>,
 }
 
 /// The object of an event, encoded for one apiVersion/kind.
@@ -82,6 +85,17 @@ struct EncodedObject {
 }
 
 impl CachedEvent {
+    /// The event's object as a `PartialObjectMetadata` (what `Accept: ...;as=PartialObjectMetadata`
+    /// watchers receive), encoded once per event.
+    pub fn encoded_partial_metadata(&self) -> Bytes {
+        self.encoded_metadata
+            .get_or_init(|| {
+                let partial = crate::meta::partial_object_metadata(&self.object);
+                Bytes::from(serde_json::to_vec(&partial).unwrap_or_default())
+            })
+            .clone()
+    }
+
     /// The event's object as JSON with `apiVersion` and `kind` set to these. Encoded once per
     /// event (for the first apiVersion/kind asked; another pair is encoded afresh each time).
     pub fn encoded_object(&self, api_version: &str, kind: &str) -> Bytes {
@@ -122,6 +136,7 @@ fn convert(e: store::Event) -> Option<CachedEvent> {
             prev,
             revision: rev,
             encoded: OnceLock::new(),
+            encoded_metadata: OnceLock::new(),
         }),
         EventKind::Delete => {
             let last = e.prev_kv.as_ref()?;
@@ -132,6 +147,7 @@ fn convert(e: store::Event) -> Option<CachedEvent> {
                 prev,
                 revision: rev,
                 encoded: OnceLock::new(),
+                encoded_metadata: OnceLock::new(),
             })
         }
     }

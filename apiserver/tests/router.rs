@@ -1,12 +1,15 @@
 //! The API server's router driven in-process (no sockets): every module is one area of the
-//! REST semantics. One test binary for all of them, so the dependency tree is linked once;
-//! run one area with `cargo test -p apiserver --test router <module>::`.
+//! REST semantics (and `ui`, the web UI's files and reads). One test binary for all of them,
+//! so the dependency tree is linked once; run one area with
+//! `cargo test -p apiserver --test router <module>::`.
 
 mod common;
 
+mod custom_resources;
 mod admin;
 mod generic;
 mod list_watch;
 mod subresources;
 mod traces;
+mod ui;
 mod writes;

@@ -142,6 +142,8 @@ Then try:
     kubectl get deploy,rs,pods -o wide
     kubectl scale deploy/nginx --replicas=5
     kubectl set image deploy/nginx nginx=nginx:1.28 && kubectl rollout status deploy/nginx
+
+Watch it in a browser: {url}/ui  (the board, the objects, the events, each trace)
 ",
         url = cluster.url(),
         nodes = args.nodes,

@@ -14,6 +14,7 @@
 //! deadline) when the [`Server`] is dropped, also when a test panics.
 #![allow(dead_code, unused_imports, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
 pub mod cli;
 pub mod component;
 pub mod controller_manager;

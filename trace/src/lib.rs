@@ -20,6 +20,7 @@
 //! | [`chrome`] | Chrome/Perfetto trace-event JSON | Trace Event Format |
 //! | [`otlp`] | OTLP JSON | OpenTelemetry protocol |
 //! | [`summary`] | one line per trace for `trace list` | Jaeger's search results |
+//! | [`view`] | the tree's rows as data, for the web UI's waterfall | Jaeger UI's trace model |
 //!
 //! Why a crate of its own: the API server records spans and must not depend on the `client`
 //! crate (client-go's place), and the client must not pull in the API server; both depend on
@@ -33,6 +34,7 @@ pub mod render;
 pub mod span;
 pub mod summary;
 pub mod tree;
+pub mod view;
 
 pub use context::{ParseError, SpanContext, SpanId, TRACEPARENT_HEADER, TraceId};
 pub use span::{AttributeValue, Link, Span, SpanKind};

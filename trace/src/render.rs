@@ -52,7 +52,9 @@ pub fn describe(row: &Row<'_>) -> String {
     line
 }
 
-fn delay_after_parent(row: &Row<'_>, rows: &[Row<'_>]) -> Option<String> {
+/// For a delivered event (a consumer span): how long after its parent's write it arrived
+/// (`+28.5ms after the write`), or that it beat the writer's response.
+pub fn delay_after_parent(row: &Row<'_>, rows: &[Row<'_>]) -> Option<String> {
     let parent = rows.get(row.parent_row?)?.span;
     (row.span.kind == SpanKind::Consumer).then(|| {
         // The watch can deliver the event before the writer has its answer.

@@ -85,6 +85,12 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
             "the server does not allow this method on the requested resource".into(),
         ));
     }
+    if info.terminating {
+        // `customresource_handler.go`: a CRD being deleted takes no new custom resources.
+        return Err(ApiError::MethodNotAllowed(
+            "create not allowed while custom resource definition is terminating".into(),
+        ));
+    }
     let dry_run = ctx.query.dry_run()?;
     let mode = ctx.query.field_validation()?;
     let mut body = decode_body(&ctx.headers, &ctx.body, &info.kind)?;

@@ -116,6 +116,10 @@ impl Renderer {
             let object = ev.encoded_object(&self.info.api_version(), &self.info.kind);
             return Some(plain_line(out, &object));
         }
+        if self.table.is_none() {
+            // Metadata only (the garbage collector): shared by every such watcher too.
+            return Some(plain_line(out, &ev.encoded_partial_metadata()));
+        }
         let typed = self.typed(obj);
         Some(self.line(out, typed))
     }

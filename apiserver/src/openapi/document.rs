@@ -489,13 +489,22 @@ fn custom_schema(schema: Option<&Value>, gvk: &GroupVersionKind) -> Value {
         ]),
     };
     if let Some(Value::Object(props)) = schema.get_mut("properties") {
-        props
-            .entry("apiVersion")
-            .or_insert(json!({"type": "string"}));
-        props.entry("kind").or_insert(json!({"type": "string"}));
+        // The descriptions Kubernetes' CRD OpenAPI builder gives these (`builder.go`
+        // `addTypeMetaProperties`, `generateBuilder`), so `kubectl explain` prints them.
+        props.entry("apiVersion").or_insert(json!({
+            "type": "string",
+            "description": "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+        }));
+        props.entry("kind").or_insert(json!({
+            "type": "string",
+            "description": "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+        }));
         props.insert(
             "metadata".into(),
-            json!({"allOf": [schema_ref(OBJECT_META)]}),
+            json!({
+                "allOf": [schema_ref(OBJECT_META)],
+                "description": "Standard object's metadata. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata",
+            }),
         );
     }
     schema.insert(EXT_GVK.into(), gvk_extension(gvk));

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 pub mod builtin;
 pub mod document;
+pub mod v2;
 
 /// One kind served in a group/version, as the OpenAPI generator needs it.
 #[derive(Debug, Clone)]

@@ -248,7 +248,8 @@ mod tests {
     fn table_row() {
         let s = Typed(DaemonSetRules);
         let now: jiff::Timestamp = "2024-01-01T00:00:30Z".parse().unwrap();
-        let names: Vec<&str> = s.table_columns().iter().map(|c| c.name).collect();
+        let cols = s.table_columns();
+        let names: Vec<&str> = cols.iter().map(|c| c.name.as_ref()).collect();
         assert_eq!(
             names,
             [

@@ -355,7 +355,8 @@ mod tests {
         obj["spec"]["replicas"] = json!(3);
         obj["status"] = json!({"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2});
         let now: jiff::Timestamp = "2024-01-01T00:05:00Z".parse().unwrap();
-        let names: Vec<&str> = s.table_columns().iter().map(|c| c.name).collect();
+        let cols = s.table_columns();
+        let names: Vec<&str> = cols.iter().map(|c| c.name.as_ref()).collect();
         assert_eq!(
             names,
             [

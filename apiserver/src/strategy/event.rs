@@ -204,7 +204,7 @@ pub fn event_columns() -> Vec<TableColumn> {
         "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names",
         1,
     );
-    name.format = "name";
+    name.format = "name".into();
     vec![
         column(
             "Last Seen",
@@ -392,7 +392,8 @@ mod tests {
         let s = Typed(EventRules);
         let now: Timestamp = "2024-01-01T00:05:00Z".parse().unwrap();
         assert!(!s.table_has_name_column());
-        let names: Vec<&str> = s.table_columns().iter().map(|c| c.name).collect();
+        let cols = s.table_columns();
+        let names: Vec<&str> = cols.iter().map(|c| c.name.as_ref()).collect();
         assert_eq!(
             names,
             [

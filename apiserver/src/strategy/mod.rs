@@ -17,8 +17,9 @@
 //! A built-in kind is a [`typed::KindRules`] over its `k8s-openapi` type, wrapped in
 //! [`typed::Typed`]; its validation includes `metadata` (the kind's name syntax, labels,
 //! annotations, owner references, finalizers, immutable name/namespace), so the registry must not
-//! validate metadata again for built-ins. For custom resources ([`DefaultStrategy`]) the registry
-//! can call [`meta::validate_metadata_value`]. Shared pieces live in their own files: names and
+//! validate metadata again for built-ins. Custom resources have their own strategy
+//! (`crate::apiextensions::custom_resource::CustomResourceStrategy`: the CRD's schema, plus
+//! [`meta::validate_metadata_value`]). Shared pieces live in their own files: names and
 //! messages ([`names`], [`field`]), [`meta`], label [`selector`]s, [`quantity`], the
 //! [`pod_spec`] every pod template uses, apps [`workload`]s, tables ([`table`],
 //! [`human_duration`]).
@@ -58,6 +59,7 @@ pub mod workload;
 
 use crate::gvk::GroupVersionKind;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Why a field is invalid (apimachinery's `pkg/util/validation/field/errors.go` `ErrorType`).
@@ -149,14 +151,14 @@ impl fmt::Display for FieldError {
 /// A column of a `meta.k8s.io/v1` Table (`TableColumnDefinition`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableColumn {
-    /// Header, e.g. `Ready`.
-    pub name: &'static str,
+    /// Header, e.g. `Ready` (owned for the columns a CRD declares).
+    pub name: Cow<'static, str>,
     /// OpenAPI type: `string`, `integer`, `date`, ...
-    pub type_: &'static str,
+    pub type_: Cow<'static, str>,
     /// OpenAPI format, e.g. `name` for the name column, or empty.
-    pub format: &'static str,
+    pub format: Cow<'static, str>,
     /// Description shown by `kubectl explain`-like tools.
-    pub description: &'static str,
+    pub description: Cow<'static, str>,
     /// 0 for default columns, 1 for `-o wide` only columns.
     pub priority: u32,
 }
@@ -249,13 +251,7 @@ pub trait Strategy: Send + Sync + 'static {
     /// Table columns after `Name` (kubectl's familiar columns for the kind). The registry adds
     /// `Name` first; `Age` is listed by the strategy where kubectl shows it.
     fn table_columns(&self) -> Vec<TableColumn> {
-        vec![TableColumn {
-            name: "Age",
-            type_: "string",
-            format: "",
-            description: table::age_column().description,
-            priority: 0,
-        }]
+        vec![table::age_column()]
     }
 
     /// One table row's cells after `Name`, matching [`Strategy::table_columns`]. `now` is the

@@ -13,7 +13,7 @@
 //! added tolerations and a negative `terminationGracePeriodSeconds` raised to 1 may change.
 
 use super::field::FieldPath;
-use super::pod_printer::{pod_columns, pod_ip, pod_row};
+use super::pod_printer::{pod_columns, pod_row};
 use super::pod_spec::{default_pod_spec, validate_pod_spec};
 use super::qos::pod_qos;
 use super::typed::KindRules;
@@ -108,35 +108,31 @@ impl KindRules for PodRules {
         Some(graceful_delete_period(obj, requested))
     }
 
-    fn selectable_fields(&self, obj: &Pod) -> Vec<(&'static str, String)> {
-        let spec = obj.spec.clone().unwrap_or_default();
-        let status = obj.status.clone().unwrap_or_default();
-        let pod_ip = pod_ip(&status);
-        vec![
-            ("spec.nodeName", spec.node_name.unwrap_or_default()),
-            (
-                "spec.restartPolicy",
-                spec.restart_policy.unwrap_or_default(),
-            ),
-            (
-                "spec.schedulerName",
-                spec.scheduler_name.unwrap_or_default(),
-            ),
-            (
-                "spec.serviceAccountName",
-                spec.service_account_name.unwrap_or_default(),
-            ),
-            (
-                "spec.hostNetwork",
-                spec.host_network.unwrap_or(false).to_string(),
-            ),
-            ("status.phase", status.phase.unwrap_or_default()),
-            ("status.podIP", pod_ip),
+    fn selectable_fields_json(&self, obj: &Value) -> Option<Vec<(&'static str, String)>> {
+        let text = |path: &str| {
+            obj.pointer(path)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let host_network = obj
+            .pointer("/spec/hostNetwork")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Some(vec![
+            ("spec.nodeName", text("/spec/nodeName")),
+            ("spec.restartPolicy", text("/spec/restartPolicy")),
+            ("spec.schedulerName", text("/spec/schedulerName")),
+            ("spec.serviceAccountName", text("/spec/serviceAccountName")),
+            ("spec.hostNetwork", host_network.to_string()),
+            ("status.phase", text("/status/phase")),
+            // The first of `status.podIPs`, as the printer reads it.
+            ("status.podIP", text("/status/podIPs/0/ip")),
             (
                 "status.nominatedNodeName",
-                status.nominated_node_name.unwrap_or_default(),
+                text("/status/nominatedNodeName"),
             ),
-        ]
+        ])
     }
 
     fn table_columns(&self) -> Vec<TableColumn> {
@@ -370,6 +366,11 @@ mod tests {
         assert!(fields.contains(&("status.phase", "Pending".to_owned())));
         assert!(fields.contains(&("spec.nodeName", String::new())));
         assert!(fields.contains(&("spec.hostNetwork", "false".to_owned())));
+        obj["status"]["podIPs"] = json!([{"ip": "10.244.0.5"}, {"ip": "fd00::5"}]);
+        obj["spec"]["schedulerName"] = json!("default-scheduler");
+        let fields = Typed(PodRules).selectable_fields(&obj);
+        assert!(fields.contains(&("status.podIP", "10.244.0.5".to_owned())));
+        assert!(fields.contains(&("spec.schedulerName", "default-scheduler".to_owned())));
         let s = Typed(PodRules);
         assert_eq!(s.graceful_delete_period(&obj, None), Some(0));
         obj["spec"]["nodeName"] = json!("node-1");

@@ -5,6 +5,7 @@
 use super::TableColumn;
 use k8s_openapi::api::core::v1::PodSpec;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// A column definition. `priority` 1 marks `-o wide` columns.
 pub const fn column(
@@ -14,10 +15,10 @@ pub const fn column(
     priority: u32,
 ) -> TableColumn {
     TableColumn {
-        name,
-        type_,
-        format: "",
-        description,
+        name: Cow::Borrowed(name),
+        type_: Cow::Borrowed(type_),
+        format: Cow::Borrowed(""),
+        description: Cow::Borrowed(description),
         priority,
     }
 }

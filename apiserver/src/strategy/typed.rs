@@ -97,6 +97,16 @@ pub trait KindRules: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// The same fields read straight from the stored JSON, for kinds watched with field
+    /// selectors at volume (pods: the scheduler's `spec.nodeName=`, each kubelet's
+    /// `spec.nodeName=<node>`): a watch evaluates them on every event, for the object and its
+    /// previous version, and decoding a whole typed object for that was most of its cost.
+    /// `None` (the default): decode and call [`KindRules::selectable_fields`].
+    fn selectable_fields_json(&self, obj: &Value) -> Option<Vec<(&'static str, String)>> {
+        let _ = obj;
+        None
+    }
+
     /// Table columns after `Name`.
     fn table_columns(&self) -> Vec<TableColumn> {
         vec![age_column()]
@@ -221,6 +231,9 @@ impl<R: KindRules> Strategy for Typed<R> {
     }
 
     fn selectable_fields(&self, obj: &Value) -> Vec<(&'static str, String)> {
+        if let Some(fields) = self.0.selectable_fields_json(obj) {
+            return fields;
+        }
         decode::<R::Object>(obj)
             .map(|typed| self.0.selectable_fields(&typed))
             .unwrap_or_default()

@@ -29,8 +29,66 @@ use axum::response::Response;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// The Scale view of a parent object.
-pub fn scale_of(parent: &Value) -> Value {
+/// The steps of a simple `.a.b` JSON path.
+fn steps(path: &str) -> Vec<&str> {
+    path.split('.').filter(|s| !s.is_empty()).collect()
+}
+
+fn read_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+    steps(path).into_iter().try_fold(obj, |v, s| v.get(s))
+}
+
+/// Writes `value` at a simple `.a.b` path, creating objects on the way.
+fn write_path(obj: &mut Value, path: &str, value: Value) {
+    let mut cur = obj;
+    let parts = steps(path);
+    for (i, s) in parts.iter().enumerate() {
+        if !cur.is_object() {
+            *cur = json!({});
+        }
+        let Some(map) = cur.as_object_mut() else {
+            return;
+        };
+        if i + 1 == parts.len() {
+            map.insert((*s).to_owned(), value);
+            return;
+        }
+        cur = map.entry((*s).to_owned()).or_insert_with(|| json!({}));
+    }
+}
+
+/// The Scale view of a parent object of `info`.
+pub fn scale_of(info: &ResourceInfo, parent: &Value) -> Value {
+    match &info.scale {
+        None => builtin_scale_of(parent),
+        Some(paths) => {
+            // A custom resource (`customresource/storage.go` `scaleFromCustomResource`).
+            let mut scale = builtin_scale_of(parent);
+            scale["spec"]["replicas"] = json!(
+                read_path(parent, &paths.spec_replicas)
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            );
+            scale["status"]["replicas"] = json!(
+                read_path(parent, &paths.status_replicas)
+                    .and_then(Value::as_i64)
+                    .unwrap_or(0)
+            );
+            scale["status"]["selector"] = json!(
+                paths
+                    .label_selector
+                    .as_deref()
+                    .and_then(|p| read_path(parent, p))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            );
+            scale
+        }
+    }
+}
+
+/// The Scale view of a built-in parent object.
+fn builtin_scale_of(parent: &Value) -> Value {
     let mut md = serde_json::Map::new();
     for f in [
         MetaField::Name,
@@ -108,12 +166,17 @@ fn decide_scale(
         ));
     }
     let mut new = parent.clone();
-    meta::spec_mut(&mut new).insert("replicas".into(), json!(replicas));
+    match &r.info.scale {
+        Some(paths) => write_path(&mut new, &paths.spec_replicas, json!(replicas)),
+        None => {
+            meta::spec_mut(&mut new).insert("replicas".into(), json!(replicas));
+        }
+    }
     decide_update(r, parent, new, wctx)
 }
 
-fn scale_response(updated: &Value) -> Response {
-    json_response(StatusCode::OK, &scale_of(updated))
+fn scale_response(info: &ResourceInfo, updated: &Value) -> Response {
+    json_response(StatusCode::OK, &scale_of(info, updated))
 }
 
 /// GET `.../{name}/scale`.
@@ -125,7 +188,7 @@ pub async fn get(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> Re
         .get(&r)
         .await?
         .ok_or_else(|| r.not_found())?;
-    Ok(scale_response(&parent))
+    Ok(scale_response(&info, &parent))
 }
 
 fn write_context(ctx: &RequestContext) -> WriteContext {
@@ -149,7 +212,7 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
             decide_scale(&r, &parent, &scale, &wctx)
         })
         .await?;
-    Ok(scale_response(&updated.object))
+    Ok(scale_response(&info, &updated.object))
 }
 
 /// PATCH `.../{name}/scale`: the patch applies to the Scale view. Strategic merge on a Scale
@@ -170,7 +233,7 @@ pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> 
         .storage()
         .guaranteed_update(&r, dry_run, |current| {
             let parent = current.ok_or_else(|| r.not_found())?;
-            let view = scale_of(&parent);
+            let view = scale_of(&info, &parent);
             let patched = match apply_patch(pt, &view, &patch_doc, &scale_gvk) {
                 // Work around strategies without a Scale schema: Scale has no merge keys.
                 Err(PatchError::Unsupported(_)) if pt == PatchType::StrategicMerge => {
@@ -181,7 +244,7 @@ pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> 
             decide_scale(&r, &parent, &patched, &wctx)
         })
         .await?;
-    Ok(scale_response(&updated.object))
+    Ok(scale_response(&info, &updated.object))
 }
 
 #[cfg(test)]
@@ -195,11 +258,33 @@ mod tests {
             "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "nginx"}}},
             "status": {"replicas": 2}
         });
-        let s = scale_of(&d);
+        let s = scale_of(
+            &ResourceInfo::new("apps", "v1", "Deployment", "deployments", true),
+            &d,
+        );
         assert_eq!(s["spec"]["replicas"], 3);
         assert_eq!(s["status"]["replicas"], 2);
         assert_eq!(s["status"]["selector"], "app=nginx");
         assert_eq!(s["metadata"]["uid"], "u");
         assert!(s["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn scale_view_of_a_custom_resource_follows_its_paths() {
+        let mut info = ResourceInfo::new("demo.dev", "v1", "Website", "websites", true);
+        info.scale = Some(crate::registry::ScalePaths {
+            spec_replicas: ".spec.size".into(),
+            status_replicas: ".status.ready".into(),
+            label_selector: Some(".status.selector".into()),
+        });
+        let w = json!({"metadata": {"name": "w"}, "spec": {"size": 4},
+                       "status": {"ready": 2, "selector": "app=w"}});
+        let s = scale_of(&info, &w);
+        assert_eq!(s["spec"]["replicas"], 4);
+        assert_eq!(s["status"]["replicas"], 2);
+        assert_eq!(s["status"]["selector"], "app=w");
+        let mut empty = json!({"metadata": {}});
+        write_path(&mut empty, ".spec.size", json!(3));
+        assert_eq!(empty["spec"]["size"], 3);
     }
 }

@@ -250,7 +250,11 @@ pub fn sample(info: &ResourceInfo, name: &str) -> Value {
     obj
 }
 
-/// The built-in resources.
+/// The built-in resources, but for CustomResourceDefinitions: their names must be
+/// `<plural>.<group>` and their deletion waits for the CRD controller, so a generic sample does
+/// not fit them (the e2e `crd` module and `apiserver::apiextensions` tests cover them).
 pub fn resources() -> Vec<Arc<ResourceInfo>> {
-    apiserver::Registry::builtin().snapshot().as_ref().clone()
+    let mut rows = apiserver::Registry::builtin().snapshot().as_ref().clone();
+    rows.retain(|r| r.kind != "CustomResourceDefinition");
+    rows
 }

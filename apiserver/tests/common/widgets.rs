@@ -69,10 +69,10 @@ impl Strategy for WidgetStrategy {
     }
     fn table_columns(&self) -> Vec<TableColumn> {
         vec![TableColumn {
-            name: "Color",
-            type_: "string",
-            format: "",
-            description: "c",
+            name: "Color".into(),
+            type_: "string".into(),
+            format: "".into(),
+            description: "c".into(),
             priority: 0,
         }]
     }

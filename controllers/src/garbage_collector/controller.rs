@@ -17,7 +17,8 @@
 //!
 //! Coverage: unlike Kubernetes, whose graph builder watches every deletable resource found by
 //! discovery (as metadata), miniplane's garbage collector watches Deployments, ReplicaSets and
-//! Pods — the kinds its controllers create. Dependents of other kinds (a ConfigMap owned by a
+//! Pods — the kinds its controllers create — and every custom resource of an established CRD
+//! ([`super::custom_resources`]). Dependents of other built-in kinds (a ConfigMap owned by a
 //! Deployment, say) are not collected. One queue serves deletion and orphaning.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -30,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::executor::Executor;
+use crate::garbage_collector::custom_resources::CustomMonitors;
 use crate::garbage_collector::graph::{FINALIZER_ORPHAN_DEPENDENTS, OwnerGraph};
 use crate::garbage_collector::{attempt_to_delete_item, attempt_to_orphan};
 use crate::manager::metrics::ControllerMetrics;
@@ -43,6 +45,8 @@ pub struct GarbageCollector {
     executor: Executor,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
+    /// The informers of custom resources, started and stopped as CRDs come and go.
+    custom: Arc<CustomMonitors>,
 }
 
 impl GarbageCollector {
@@ -51,18 +55,24 @@ impl GarbageCollector {
         let this = GarbageCollector {
             graph: Arc::new(Mutex::new(OwnerGraph::new())),
             queue: RateLimitingQueue::new("garbage_collector_attempt_to_delete"),
+            custom: Arc::new(CustomMonitors::new(executor.client())),
             executor,
             metrics: Arc::new(ControllerMetrics::new("garbagecollector")),
         };
         this.monitor::<Deployment>(factory);
         this.monitor::<ReplicaSet>(factory);
         this.monitor::<Pod>(factory);
+        this.monitor_custom_resources(factory);
         this
     }
 
     /// The collector's work queue.
     pub fn queue(&self) -> &RateLimitingQueue<String> {
         &self.queue
+    }
+
+    pub(super) fn custom_monitors(&self) -> &CustomMonitors {
+        &self.custom
     }
 
     fn graph(&self) -> MutexGuard<'_, OwnerGraph> {
@@ -94,11 +104,22 @@ impl GarbageCollector {
     }
 
     fn observe<K: k8s_openapi::Resource>(&self, old: Option<&ObjectMeta>, meta: &ObjectMeta) {
+        self.observe_as(K::API_VERSION, K::KIND, old, meta);
+    }
+
+    /// Records an object of `api_version`/`kind` in the graph and queues what it affects.
+    pub(super) fn observe_as(
+        &self,
+        api_version: &str,
+        kind: &str,
+        old: Option<&ObjectMeta>,
+        meta: &ObjectMeta,
+    ) {
         let Some(uid) = meta.uid.clone() else { return };
         let mut to_enqueue = Vec::new();
         {
             let mut graph = self.graph();
-            graph.observe_meta(K::API_VERSION, K::KIND, meta);
+            graph.observe_meta(api_version, kind, meta);
             if old.is_none() {
                 to_enqueue.extend(
                     graph
@@ -129,7 +150,7 @@ impl GarbageCollector {
         }
     }
 
-    fn forget(&self, meta: &ObjectMeta) {
+    pub(super) fn forget(&self, meta: &ObjectMeta) {
         let Some(uid) = meta.uid.as_deref() else {
             return;
         };
@@ -158,6 +179,12 @@ impl GarbageCollector {
 
     /// Starts `workers` workers on `tracker` (call after the caches synced).
     pub fn spawn(&self, workers: usize, tracker: &TaskTracker, shutdown: CancellationToken) {
+        let custom = self.custom.clone();
+        let stop = shutdown.clone();
+        tracker.spawn(async move {
+            stop.cancelled().await;
+            custom.stop().await;
+        });
         let this = self.clone();
         Workers {
             queue: self.queue.clone(),

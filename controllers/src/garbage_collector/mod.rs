@@ -20,6 +20,7 @@
 //! returns every decision; the per-object functions are the same steps.
 
 pub mod controller;
+pub mod custom_resources;
 pub mod graph;
 
 use crate::action::{Action, ObjectRef, PatchType, PropagationPolicy};

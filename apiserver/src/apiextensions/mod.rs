@@ -1,0 +1,49 @@
+//! CustomResourceDefinitions (`apiextensions.k8s.io/v1`): new resources added to the API at
+//! run time, served by the same generic registry as the built-in kinds.
+//!
+//! Kubernetes serves CRDs from a separate apiserver chained in front of kube-apiserver
+//! (`staging/src/k8s.io/apiextensions-apiserver`). In miniplane a CRD is an object like any
+//! other, stored under `/registry/apiextensions.k8s.io/customresourcedefinitions/<name>`, and
+//! its served versions become rows of the one [`Registry`](crate::registry::Registry):
+//!
+//! ```text
+//!  kubectl apply -f crd.yaml ─▶ POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions
+//!      definition.rs   defaults, validation (name = plural.group, schemas, versions)
+//!      controller.rs   NamesAccepted + Established ─▶ registry.set_custom(rows)
+//!  kubectl apply -f website.yaml ─▶ POST /apis/demo.miniplane.dev/v1/namespaces/default/websites
+//!      custom_resource.rs  the row's strategy: structural.rs (prune, default)
+//!                                              validation.rs (the schema's rules)
+//!                                              printer_columns.rs (kubectl get columns)
+//!  discovery, OpenAPI v3 (kubectl explain), watch, patch, finalizers: the generic paths
+//!  kubectl delete crd ─▶ controller deletes the custom resources, then the CRD
+//! ```
+
+pub mod controller;
+pub mod custom_resource;
+pub mod definition;
+pub mod printer_columns;
+pub mod structural;
+pub mod validation;
+
+pub use definition::{CLEANUP_FINALIZER, CustomResourceDefinitionRules};
+
+use crate::registry::{ResourceInfo, Subresource};
+use crate::strategy::typed::Typed;
+use std::sync::Arc;
+
+/// The built-in row of `customresourcedefinitions` (short names `crd`, `crds`; category
+/// `api-extensions`, as in Kubernetes).
+pub fn definition_row() -> ResourceInfo {
+    let mut row = ResourceInfo::new(
+        controller::GROUP,
+        "v1",
+        "CustomResourceDefinition",
+        controller::RESOURCE,
+        false,
+    )
+    .short(&["crd", "crds"])
+    .with(&[Subresource::Status]);
+    row.categories = vec!["api-extensions".to_owned()];
+    row.strategy = Arc::new(Typed(CustomResourceDefinitionRules));
+    row
+}

@@ -1,0 +1,165 @@
+// The UI's shell: the tabs, the router (`#/board`, `#/objects`, `#/events`, `#/traces`,
+// `#/trace/{id | resource/namespace/name}`, `#/controllers`) and the shared informers.
+//
+// A browser opens at most six HTTP/1.1 connections to one server and every watch holds one,
+// so informers run only while a view that needs them is shown (at most three at once),
+// leaving connections for the trace and admin requests.
+
+import { h, mount } from "./dom.js";
+import { Informer, getJSON } from "./informer.js";
+import { board } from "./board.js";
+import { ownershipTree } from "./objects.js";
+import { eventFeed } from "./events.js";
+import { TracePage } from "./trace.js";
+import { ControllersPage } from "./controllers.js";
+
+const RESOURCES = {
+  nodes: "/api/v1/nodes",
+  pods: "/api/v1/pods",
+  events: "/api/v1/events",
+  deployments: "/apis/apps/v1/deployments",
+  replicasets: "/apis/apps/v1/replicasets",
+};
+
+const informers = {};
+for (const [name, path] of Object.entries(RESOURCES)) informers[name] = new Informer(path, () => scheduleRender());
+
+const main = document.getElementById("main");
+const status = document.getElementById("status");
+const labBadge = document.getElementById("lab-badge");
+
+function podSummary(pods) {
+  const phases = {};
+  let ready = 0;
+  for (const p of pods) {
+    const phase = (p.status && p.status.phase) || "Pending";
+    phases[phase] = (phases[phase] || 0) + 1;
+    if (((p.status && p.status.conditions) || []).some((c) => c.type === "Ready" && c.status === "True")) ready++;
+  }
+  const parts = Object.entries(phases).map(([k, v]) => `${v} ${k}`);
+  return `${pods.length} pods${parts.length ? `: ${parts.join(", ")}` : ""} (${ready} ready)`;
+}
+
+/** The live views: what each needs and how it draws. */
+const LIVE = {
+  board: {
+    needs: ["nodes", "pods", "events"],
+    draw: () => h("div", { class: "board-page" },
+      h("div", { class: "board-main" },
+        h("p", { class: "summary" }, `${informers.nodes.items.size} nodes · ${podSummary(informers.pods.list())}`,
+          h("span", { class: "legend-pods" }, ["Pending", "Running", "Succeeded", "Failed"].map((p) => h("span", { class: `pod-swatch phase-${p} ready` }, p)),
+            h("span", { class: "pod-swatch" }, "dashed: not Ready"))),
+        board(informers.nodes.list(), informers.pods.list(), true)),
+      h("aside", { class: "board-side" }, h("h2", {}, "Events ", h("a", { href: "#/events", class: "dim" }, "all")), eventFeed(informers.events.list(), 40))),
+  },
+  objects: {
+    needs: ["deployments", "replicasets", "pods"],
+    draw: () => ownershipTree(informers.deployments.list(), informers.replicasets.list(), informers.pods.list()),
+  },
+  events: {
+    needs: ["events"],
+    draw: () => eventFeed(informers.events.list(), 500),
+  },
+};
+
+/** Scrolled parts of the live views. */
+const KEEP_SCROLL = [".board-side", ".board"];
+
+let current = null; // { name, page? }
+let renderTimer = null;
+
+function scheduleRender() {
+  if (renderTimer) return;
+  renderTimer = setTimeout(() => {
+    renderTimer = null;
+    render();
+  }, 30);
+}
+
+function render() {
+  if (!current || !LIVE[current.name]) return;
+  const view = LIVE[current.name];
+  const used = view.needs.map((n) => informers[n]);
+  const failed = used.find((i) => i.error);
+  if (failed) {
+    status.className = "status bad";
+    status.textContent = `reconnecting (${failed.error.message})`;
+  } else if (used.every((i) => i.synced)) {
+    status.className = "status ok";
+    status.textContent = "live";
+  } else {
+    status.className = "status";
+    status.textContent = "loading";
+  }
+  // Redrawing replaces the view's elements: keep where the reader had scrolled to.
+  const kept = KEEP_SCROLL.map((sel) => {
+    const el = main.querySelector(sel);
+    return el && [el.scrollTop, el.scrollLeft];
+  });
+  const scroll = main.scrollTop;
+  mount(main, view.draw());
+  main.scrollTop = scroll;
+  KEEP_SCROLL.forEach((sel, i) => {
+    const el = main.querySelector(sel);
+    if (el && kept[i]) [el.scrollTop, el.scrollLeft] = kept[i];
+  });
+}
+
+const tracePage = { el: null, page: null };
+const controllersPage = { el: null, page: null };
+
+function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  let name = parts[0] || "board";
+  if (name === "trace") name = "traces";
+  if (current && current.page) current.page.leave();
+  const needs = new Set((LIVE[name] && LIVE[name].needs) || []);
+  for (const [n, inf] of Object.entries(informers)) (needs.has(n) ? inf.start() : inf.stop());
+  for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.view === name);
+  if (LIVE[name]) {
+    current = { name };
+    render();
+  } else if (name === "traces") {
+    if (!tracePage.page) {
+      tracePage.el = h("div", { class: "trace-page" });
+      tracePage.page = new TracePage(tracePage.el);
+    }
+    current = { name, page: tracePage.page };
+    mount(main, tracePage.el);
+    status.className = "status";
+    status.textContent = "";
+    tracePage.page.enter(parts.slice(1));
+  } else if (name === "controllers") {
+    if (!controllersPage.page) {
+      controllersPage.el = h("div", { class: "controllers-page" });
+      controllersPage.page = new ControllersPage(controllersPage.el);
+    }
+    current = { name, page: controllersPage.page };
+    mount(main, controllersPage.el);
+    status.className = "status";
+    status.textContent = "";
+    controllersPage.page.enter();
+  } else {
+    current = null;
+    mount(main, h("p", { class: "error" }, `No view ${name}.`));
+  }
+}
+
+/** The header's lab badge: the running lab's step and how many checks pass. */
+async function pollLab() {
+  try {
+    const lab = await getJSON("/miniplane/v1/lab");
+    const checks = (lab.checks || []).filter((c) => c.step === lab.step);
+    const passed = checks.filter((c) => c.passed).length;
+    labBadge.hidden = false;
+    labBadge.className = `lab-badge ${lab.done ? "ok" : ""}`;
+    labBadge.textContent = lab.done ? `${lab.title}: done` : `${lab.title}: step ${lab.step}/${lab.steps}, ${passed}/${checks.length} checks pass`;
+  } catch {
+    labBadge.hidden = true;
+  }
+  setTimeout(pollLab, 3000);
+}
+
+window.addEventListener("hashchange", route);
+route();
+pollLab();

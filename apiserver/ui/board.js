@@ -1,0 +1,93 @@
+// The cluster board: one column per node (its conditions and taints), the pods bound to it
+// as cards colored by phase, solid when Ready, dashed while not; a first column for pods no
+// node has yet (the scheduler's queue). Drawn from a list of nodes and pods, live or as they
+// were at an old revision (the trace replay).
+
+import { h, condition, Keep, version } from "./dom.js";
+
+/** The live board's cards and node headers, kept while their object is unchanged. */
+const live = new Keep();
+
+/** Which conditions are shown when they are not in their healthy state. */
+const HEALTHY = { Ready: "True", MemoryPressure: "False", DiskPressure: "False", PIDPressure: "False", NetworkUnavailable: "False" };
+
+function nodeHeader(node) {
+  const ready = condition(node, "Ready");
+  const readyState = ready ? (ready.status === "True" ? "ok" : ready.status === "False" ? "bad" : "unknown") : "unknown";
+  const badges = [h("span", { class: `badge ${readyState}`, title: ready ? `${ready.reason || ""}: ${ready.message || ""}` : "no Ready condition" },
+    !ready ? "Ready?" : ready.status === "True" ? "Ready" : `Ready=${ready.status}`)];
+  for (const c of (node.status && node.status.conditions) || []) {
+    if (c.type !== "Ready" && HEALTHY[c.type] && c.status !== HEALTHY[c.type]) {
+      badges.push(h("span", { class: "badge bad", title: c.message || "" }, `${c.type}=${c.status}`));
+    }
+  }
+  if (node.spec && node.spec.unschedulable) badges.push(h("span", { class: "badge warn" }, "SchedulingDisabled"));
+  const taints = ((node.spec && node.spec.taints) || []).map((t) =>
+    h("div", { class: "taint", title: "taint" }, `${t.key}${t.value ? "=" + t.value : ""}:${t.effect}`));
+  return h("div", { class: "node-head" }, h("div", { class: "node-name" }, node.metadata.name), h("div", { class: "badges" }, badges), taints);
+}
+
+/** What a pod card says under the name: the waiting reason, like kubectl's STATUS column. */
+function podStatus(pod) {
+  if (pod.metadata.deletionTimestamp) return "Terminating";
+  const status = pod.status || {};
+  for (const cs of status.containerStatuses || []) {
+    if (cs.state && cs.state.waiting && cs.state.waiting.reason) return cs.state.waiting.reason;
+    if (cs.state && cs.state.terminated && cs.state.terminated.reason) return cs.state.terminated.reason;
+  }
+  return status.phase || "Pending";
+}
+
+/** One pod card; with `link`, a click opens the pod's trace. */
+export function podCard(pod, link) {
+  const phase = (pod.status && pod.status.phase) || "Pending";
+  const ready = condition(pod, "Ready");
+  const isReady = !!ready && ready.status === "True";
+  const containers = (pod.status && pod.status.containerStatuses) || [];
+  const readyCount = containers.filter((c) => c.ready).length;
+  const total = (pod.spec && pod.spec.containers && pod.spec.containers.length) || containers.length;
+  return h("div", {
+    class: `pod phase-${phase}${isReady ? " ready" : ""}${pod.metadata.deletionTimestamp ? " terminating" : ""}`,
+    "data-name": pod.metadata.name,
+    "data-namespace": pod.metadata.namespace,
+    "data-phase": phase,
+    "data-ready": String(isReady),
+    title: `${pod.metadata.namespace}/${pod.metadata.name}\nphase ${phase}${pod.status && pod.status.podIP ? "\nIP " + pod.status.podIP : ""}${link ? "\nclick: its trace" : ""}`,
+    onclick: link ? () => { location.hash = `#/trace/pods/${pod.metadata.namespace}/${pod.metadata.name}`; } : undefined,
+  },
+  h("div", { class: "pod-name" }, pod.metadata.name),
+  h("div", { class: "pod-meta" }, `${podStatus(pod)} · ${readyCount}/${total}`, pod.metadata.namespace !== "default" ? ` · ${pod.metadata.namespace}` : ""));
+}
+
+const byName = (a, b) => (a.metadata.name < b.metadata.name ? -1 : a.metadata.name > b.metadata.name ? 1 : 0);
+
+/** The board for `nodes` and `pods` (arrays of API objects); `link`: cards open traces. */
+export function board(nodes, pods, link = false) {
+  const card = (p) => (link ? live.get(`pod ${version(p)}`, () => podCard(p, true)) : podCard(p, false));
+  const head = (n) => (link ? live.get(`node ${version(n)}`, () => nodeHeader(n)) : nodeHeader(n));
+  const columns = new Map();
+  const unscheduled = [];
+  for (const n of [...nodes].sort(byName)) columns.set(n.metadata.name, { node: n, pods: [] });
+  for (const p of [...pods].sort(byName)) {
+    const nodeName = p.spec && p.spec.nodeName;
+    if (!nodeName) unscheduled.push(p);
+    else {
+      if (!columns.has(nodeName)) columns.set(nodeName, { node: null, name: nodeName, pods: [] });
+      columns.get(nodeName).pods.push(p);
+    }
+  }
+  const cols = [];
+  if (unscheduled.length) {
+    cols.push(h("section", { class: "node-col unscheduled", "data-node": "" },
+      h("div", { class: "node-head" }, h("div", { class: "node-name" }, "not scheduled"), h("div", { class: "badges" }, h("span", { class: "badge warn" }, `${unscheduled.length} pending`))),
+      h("div", { class: "pods" }, unscheduled.map(card))));
+  }
+  for (const [name, col] of columns) {
+    cols.push(h("section", { class: "node-col", "data-node": name },
+      col.node ? head(col.node) : h("div", { class: "node-head" }, h("div", { class: "node-name" }, name), h("span", { class: "badge unknown" }, "no Node object")),
+      h("div", { class: "pods" }, col.pods.map(card))));
+  }
+  if (!cols.length) cols.push(h("p", { class: "empty" }, "No nodes and no pods."));
+  if (link) live.done();
+  return h("div", { class: "board" }, cols);
+}
