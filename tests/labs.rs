@@ -3,18 +3,74 @@
 //! student acts, so none is vacuous); then each step's solution is run and **all of that
 //! step's checks pass**. The solutions run the real `miniplane` and `kubectl` commands.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Lab 10's operator is the example of `examples/website/`, included as `tests/operator.rs`
+// includes it (each example has `website.rs` as its own module, as its own binary does).
+#![allow(clippy::duplicate_mod)]
+
+#[path = "../examples/website/operator.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod website_operator;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use miniplane::Cluster;
+use miniplane::lab::runner::OperatorStarter;
 use miniplane::lab::{LabRunner, load, load_all};
+use tokio_util::sync::CancellationToken;
 
 fn labs_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../labs"))
 }
 
+/// Operators started by a lab, each on a thread with its own runtime (as its own process
+/// would be); stopped when dropped.
+#[derive(Clone, Default)]
+struct Operators(Arc<Mutex<Vec<(CancellationToken, std::thread::JoinHandle<()>)>>>);
+
+impl Operators {
+    /// Starts the Website operator against the cluster of `kubeconfig`.
+    fn website(&self) -> OperatorStarter {
+        let running = self.0.clone();
+        Arc::new(move |kubeconfig: &Path| {
+            let (token, stop) = (CancellationToken::new(), CancellationToken::new());
+            let source = client::ClusterSource::Kubeconfig(kubeconfig.to_path_buf());
+            let thread = {
+                let token = token.clone();
+                std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    runtime.block_on(async move {
+                        let config = client::ClientConfig::new(source).tracing(false);
+                        let client = client::build_client(&config).await.unwrap();
+                        website_operator::run(client, token).await;
+                    });
+                    drop(stop);
+                })
+            };
+            running.lock().unwrap().push((token, thread));
+            Ok(())
+        })
+    }
+}
+
+impl Drop for Operators {
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.0) > 1 {
+            return;
+        }
+        for (token, thread) in self.0.lock().unwrap().drain(..) {
+            token.cancel();
+            let _ = thread.join();
+        }
+    }
+}
+
 async fn run_lab(name: &str) {
     let lab = load(&labs_dir().join(name)).unwrap();
+    let operators = Operators::default();
     let cluster = Cluster::builder()
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
@@ -25,7 +81,8 @@ async fn run_lab(name: &str) {
         cluster.client(),
         cluster.kubeconfig_path().to_path_buf(),
         env!("CARGO_BIN_EXE_miniplane").into(),
-    );
+    )
+    .with_operator("website-operator", operators.website());
     runner.setup().await.unwrap();
     for (i, step) in lab.steps.iter().enumerate() {
         let results = runner.check_step(i).await.unwrap();
@@ -64,7 +121,7 @@ async fn run_lab(name: &str) {
 #[test]
 fn every_lab_loads_and_has_both_narratives() {
     let labs = load_all(labs_dir()).unwrap();
-    assert!(labs.len() >= 9, "{} labs", labs.len());
+    assert!(labs.len() >= 10, "{} labs", labs.len());
     for lab in labs {
         for lang in ["en", "ko"] {
             let text = lab.readme(lang).unwrap();
@@ -125,6 +182,11 @@ async fn lab_08_node_failure() {
 #[tokio::test]
 async fn lab_09_controller_manager_down() {
     run_lab("09-controller-manager-down").await;
+}
+
+#[tokio::test]
+async fn lab_10_crd_operator() {
+    run_lab("10-crd-operator").await;
 }
 
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process

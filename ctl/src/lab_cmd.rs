@@ -139,7 +139,52 @@ async fn runner(lab: Lab) -> anyhow::Result<LabRunner> {
             lab.name, lab.name
         )
     })?;
-    Ok(LabRunner::new(lab, client, kubeconfig, exe()))
+    let dir = data_dir(&lab.name);
+    Ok(
+        LabRunner::new(lab, client, kubeconfig, exe()).with_operator(
+            "website-operator",
+            example_operator("website-operator", dir),
+        ),
+    )
+}
+
+/// Starts the example operator `name` (built by `cargo build -p ctl --example NAME`, next to
+/// this binary in `examples/`) in the background, its log and pid in the lab's data dir;
+/// `lab start` stops it with the lab.
+fn example_operator(name: &'static str, dir: PathBuf) -> miniplane::lab::runner::OperatorStarter {
+    std::sync::Arc::new(move |kubeconfig: &Path| {
+        let binary = exe()
+            .parent()
+            .map(|d| d.join("examples").join(name))
+            .filter(|p| p.is_file())
+            .ok_or_else(|| format!("{name} is not built: cargo build -p ctl --example {name}"))?;
+        let log =
+            std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
+        let child = std::process::Command::new(&binary)
+            .arg(kubeconfig)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", binary.display()))?;
+        std::fs::write(dir.join("operator.pid"), child.id().to_string()).map_err(|e| e.to_string())
+    })
+}
+
+/// Stops the operator `lab solve` started, if any (SIGTERM to the pid it recorded).
+fn stop_operator(dir: &Path) {
+    let file = dir.join("operator.pid");
+    if let Some(pid) = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|s| s.trim().parse::<libc::pid_t>().ok())
+    {
+        #[allow(unsafe_code)]
+        // SAFETY: `kill` touches no memory of ours; the pid is the operator this lab started.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+    let _ = std::fs::remove_file(file);
 }
 
 fn print_results(results: &[CheckResult]) {
@@ -314,6 +359,7 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
             )
         }
         Action::WaitFor(check) => format!("(wait until {})", check.description),
+        Action::Operator(name) => format!("$ cargo run -p ctl --example {name} -- $KUBECONFIG &"),
     }
 }
 
@@ -381,6 +427,7 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })?;
+    stop_operator(&dir);
     cluster.stop()?;
     Ok(())
 }

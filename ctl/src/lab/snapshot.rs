@@ -151,15 +151,16 @@ pub async fn fetch(
         let resource = ApiResource::from_gvk_with_plural(&gvk, &at.plural);
         let plural = at.plural.clone();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| format!("listing {plural}: {e}"))?;
-        let items = list
-            .items
-            .into_iter()
-            .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
-            .collect();
+        // A resource not served (yet: a CRD not created) has no objects.
+        let items = match api.list(&ListParams::default()).await {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
+                .collect(),
+            Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+            Err(e) => return Err(format!("listing {plural}: {e}")),
+        };
         snapshot.namespaced.insert(kind.clone(), at.namespaced);
         snapshot.objects.insert(kind, items);
     }

@@ -395,6 +395,9 @@ pub enum Action {
     },
     /// Waits (up to a minute) until a check passes.
     WaitFor(Box<CheckSpec>),
+    /// Starts an operator the lab's host provides (`website-operator`: the example of
+    /// `examples/website/`), which keeps running until the lab stops.
+    Operator(String),
 }
 
 /// Reads `dir/lab.yaml`.
