@@ -23,10 +23,13 @@ fn labs_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../labs"))
 }
 
+/// One operator's stop signal and its thread.
+type Running = (CancellationToken, std::thread::JoinHandle<()>);
+
 /// Operators started by a lab, each on a thread with its own runtime (as its own process
-/// would be); stopped when dropped.
-#[derive(Clone, Default)]
-struct Operators(Arc<Mutex<Vec<(CancellationToken, std::thread::JoinHandle<()>)>>>);
+/// would be); stopped by [`Operators::stop`] or when dropped.
+#[derive(Default)]
+struct Operators(Arc<Mutex<Vec<Running>>>);
 
 impl Operators {
     /// Starts the Website operator against the cluster of `kubeconfig`.
@@ -56,15 +59,20 @@ impl Operators {
     }
 }
 
-impl Drop for Operators {
-    fn drop(&mut self) {
-        if Arc::strong_count(&self.0) > 1 {
-            return;
-        }
-        for (token, thread) in self.0.lock().unwrap().drain(..) {
+impl Operators {
+    /// Stops every operator started so far and waits for its thread.
+    fn stop(&self) {
+        let running: Vec<Running> = self.0.lock().unwrap().drain(..).collect();
+        for (token, thread) in running {
             token.cancel();
             let _ = thread.join();
         }
+    }
+}
+
+impl Drop for Operators {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -116,6 +124,8 @@ async fn run_lab(name: &str) {
     }
     let published = runner.admin().lab().await.unwrap().unwrap();
     assert!(published.done, "{published:?}");
+    // Operators stop before the cluster does.
+    operators.stop();
 }
 
 #[test]
