@@ -348,6 +348,12 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
     use miniplane::lab::spec::Action;
     match action {
         Action::Run(line) => format!("$ {line}"),
+        Action::Apply(yaml) if !yaml.trim().contains('\n') => {
+            format!("$ miniplane apply -f {}", yaml.trim())
+        }
+        Action::Create(yaml) if !yaml.trim().contains('\n') => {
+            format!("$ kubectl create -f {}", yaml.trim())
+        }
         Action::Apply(_) => "$ miniplane apply -f - (the manifest in lab.yaml)".into(),
         Action::Create(_) => "$ kubectl create -f - (the manifest in lab.yaml)".into(),
         Action::Fault(spec) => format!("$ miniplane fault ... ({})", spec.describe()),
