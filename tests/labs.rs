@@ -209,15 +209,34 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     let exe = env!("CARGO_BIN_EXE_miniplane");
     let dir = tempfile::tempdir().unwrap();
     let labs = labs_dir().to_str().unwrap().to_owned();
-    let mut start = Command::new(exe)
-        .args(["lab", "start", "1", "--labs", &labs])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    /// The `lab start` process, stopped with Ctrl-C (SIGINT) even if the test fails.
+    struct Started(std::process::Child);
+    impl Drop for Started {
+        fn drop(&mut self) {
+            if let Ok(None) = self.0.try_wait() {
+                interrupt(&self.0);
+                let _ = self.0.wait();
+            }
+        }
+    }
+    fn interrupt(child: &std::process::Child) {
+        #[allow(unsafe_code)]
+        // SAFETY: `kill` with a pid of our own child that has not been waited for.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+        }
+    }
+    let mut start = Started(
+        Command::new(exe)
+            .args(["lab", "start", "1", "--labs", &labs])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // `start` prints the narrative and the first task, then the line saying where to go on.
-    let mut lines = BufReader::new(start.stdout.take().unwrap()).lines();
+    let mut lines = BufReader::new(start.0.stdout.take().unwrap()).lines();
     let mut printed = String::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
@@ -289,11 +308,7 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     let (ok, _, err) = lab(&["start", "99"]);
     assert!(!ok && err.contains("no lab \"99\""), "{err}");
     // Ctrl-C stops the lab's cluster.
-    #[allow(unsafe_code)]
-    // SAFETY: `kill` with a pid of our own child that has not been waited for.
-    unsafe {
-        libc::kill(start.id() as libc::pid_t, libc::SIGINT);
-    }
-    let status = start.wait().unwrap();
+    interrupt(&start.0);
+    let status = start.0.wait().unwrap();
     assert!(status.success(), "{status}");
 }
