@@ -19,6 +19,8 @@ use miniplane::lab::runner::OperatorStarter;
 use miniplane::lab::{LabRunner, load, load_all};
 use tokio_util::sync::CancellationToken;
 
+use crate::support::DEADLINE;
+
 fn labs_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../labs"))
 }
@@ -215,6 +217,14 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
         fn drop(&mut self) {
             if let Ok(None) = self.0.try_wait() {
                 interrupt(&self.0);
+                let deadline = std::time::Instant::now() + DEADLINE;
+                while let Ok(None) = self.0.try_wait() {
+                    if std::time::Instant::now() > deadline {
+                        let _ = self.0.kill();
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
                 let _ = self.0.wait();
             }
         }
@@ -309,6 +319,16 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     assert!(!ok && err.contains("no lab \"99\""), "{err}");
     // Ctrl-C stops the lab's cluster.
     interrupt(&start.0);
-    let status = start.0.wait().unwrap();
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = start.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lab start ignored Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert!(status.success(), "{status}");
 }

@@ -416,9 +416,12 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
         println!("In another terminal: export KUBECONFIG={}; then `miniplane lab check` (hint, solve, status).", kubeconfig.display());
         println!("Ctrl-C stops the lab.");
         let mut tick = tokio::time::interval(Duration::from_secs(2));
+        // One listener for the whole loop: a Ctrl-C that arrives while a check runs is kept.
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
         loop {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => break,
+                _ = &mut ctrl_c => break,
                 () = cluster.stopped() => break,
                 _ = tick.tick() => {
                     let Ok(state) = read_state(&lab.name) else { continue };
