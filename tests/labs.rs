@@ -3,18 +3,84 @@
 //! student acts, so none is vacuous); then each step's solution is run and **all of that
 //! step's checks pass**. The solutions run the real `miniplane` and `kubectl` commands.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+// Lab 10's operator is the example of `examples/website/`, included as `tests/operator.rs`
+// includes it (each example has `website.rs` as its own module, as its own binary does).
+#![allow(clippy::duplicate_mod)]
+
+#[path = "../examples/website/operator.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod website_operator;
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use miniplane::Cluster;
+use miniplane::lab::runner::OperatorStarter;
 use miniplane::lab::{LabRunner, load, load_all};
+use tokio_util::sync::CancellationToken;
+
+use crate::support::DEADLINE;
 
 fn labs_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../labs"))
 }
 
+/// One operator's stop signal and its thread.
+type Running = (CancellationToken, std::thread::JoinHandle<()>);
+
+/// Operators started by a lab, each on a thread with its own runtime (as its own process
+/// would be); stopped by [`Operators::stop`] or when dropped.
+#[derive(Default)]
+struct Operators(Arc<Mutex<Vec<Running>>>);
+
+impl Operators {
+    /// Starts the Website operator against the cluster of `kubeconfig`.
+    fn website(&self) -> OperatorStarter {
+        let running = self.0.clone();
+        Arc::new(move |kubeconfig: &Path| {
+            let (token, stop) = (CancellationToken::new(), CancellationToken::new());
+            let source = client::ClusterSource::Kubeconfig(kubeconfig.to_path_buf());
+            let thread = {
+                let token = token.clone();
+                std::thread::spawn(move || {
+                    let runtime = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
+                    runtime.block_on(async move {
+                        let config = client::ClientConfig::new(source).tracing(false);
+                        let client = client::build_client(&config).await.unwrap();
+                        website_operator::run(client, token).await;
+                    });
+                    drop(stop);
+                })
+            };
+            running.lock().unwrap().push((token, thread));
+            Ok(())
+        })
+    }
+}
+
+impl Operators {
+    /// Stops every operator started so far and waits for its thread.
+    fn stop(&self) {
+        let running: Vec<Running> = self.0.lock().unwrap().drain(..).collect();
+        for (token, thread) in running {
+            token.cancel();
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Operators {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
 async fn run_lab(name: &str) {
     let lab = load(&labs_dir().join(name)).unwrap();
+    let operators = Operators::default();
     let cluster = Cluster::builder()
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
@@ -25,7 +91,8 @@ async fn run_lab(name: &str) {
         cluster.client(),
         cluster.kubeconfig_path().to_path_buf(),
         env!("CARGO_BIN_EXE_miniplane").into(),
-    );
+    )
+    .with_operator("website-operator", operators.website());
     runner.setup().await.unwrap();
     for (i, step) in lab.steps.iter().enumerate() {
         let results = runner.check_step(i).await.unwrap();
@@ -59,12 +126,14 @@ async fn run_lab(name: &str) {
     }
     let published = runner.admin().lab().await.unwrap().unwrap();
     assert!(published.done, "{published:?}");
+    // Operators stop before the cluster does.
+    operators.stop();
 }
 
 #[test]
 fn every_lab_loads_and_has_both_narratives() {
     let labs = load_all(labs_dir()).unwrap();
-    assert!(labs.len() >= 9, "{} labs", labs.len());
+    assert!(labs.len() >= 10, "{} labs", labs.len());
     for lab in labs {
         for lang in ["en", "ko"] {
             let text = lab.readme(lang).unwrap();
@@ -127,6 +196,11 @@ async fn lab_09_controller_manager_down() {
     run_lab("09-controller-manager-down").await;
 }
 
+#[tokio::test]
+async fn lab_10_crd_operator() {
+    run_lab("10-crd-operator").await;
+}
+
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process
 /// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
 #[test]
@@ -137,15 +211,42 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     let exe = env!("CARGO_BIN_EXE_miniplane");
     let dir = tempfile::tempdir().unwrap();
     let labs = labs_dir().to_str().unwrap().to_owned();
-    let mut start = Command::new(exe)
-        .args(["lab", "start", "1", "--labs", &labs])
-        .current_dir(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    /// The `lab start` process, stopped with Ctrl-C (SIGINT) even if the test fails.
+    struct Started(std::process::Child);
+    impl Drop for Started {
+        fn drop(&mut self) {
+            if let Ok(None) = self.0.try_wait() {
+                interrupt(&self.0);
+                let deadline = std::time::Instant::now() + DEADLINE;
+                while let Ok(None) = self.0.try_wait() {
+                    if std::time::Instant::now() > deadline {
+                        let _ = self.0.kill();
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                let _ = self.0.wait();
+            }
+        }
+    }
+    fn interrupt(child: &std::process::Child) {
+        #[allow(unsafe_code)]
+        // SAFETY: `kill` with a pid of our own child that has not been waited for.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+        }
+    }
+    let mut start = Started(
+        Command::new(exe)
+            .args(["lab", "start", "1", "--labs", &labs])
+            .current_dir(dir.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // `start` prints the narrative and the first task, then the line saying where to go on.
-    let mut lines = BufReader::new(start.stdout.take().unwrap()).lines();
+    let mut lines = BufReader::new(start.0.stdout.take().unwrap()).lines();
     let mut printed = String::new();
     for line in lines.by_ref() {
         let line = line.unwrap();
@@ -217,11 +318,17 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     let (ok, _, err) = lab(&["start", "99"]);
     assert!(!ok && err.contains("no lab \"99\""), "{err}");
     // Ctrl-C stops the lab's cluster.
-    #[allow(unsafe_code)]
-    // SAFETY: `kill` with a pid of our own child that has not been waited for.
-    unsafe {
-        libc::kill(start.id() as libc::pid_t, libc::SIGINT);
-    }
-    let status = start.wait().unwrap();
+    interrupt(&start.0);
+    let deadline = std::time::Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = start.0.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "lab start ignored Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
     assert!(status.success(), "{status}");
 }

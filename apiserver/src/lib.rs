@@ -22,8 +22,8 @@
 //! Entry points: [`run`] (bind + serve, for `miniplane apiserver`), [`serve`] (on a bound
 //! listener with any [`store::Backend`]), and [`router`] (no socket, for tests).
 
-pub mod apiextensions;
 pub mod admin;
+pub mod apiextensions;
 pub mod collector;
 pub mod discovery;
 pub mod error;

@@ -491,6 +491,16 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 None
             };
             let mut trace = trace;
+            if let (Some(t), Some(what)) = (
+                trace.as_mut(),
+                parts
+                    .headers
+                    .get(admin::FAULT_HEADER)
+                    .and_then(|v| v.to_str().ok()),
+            ) && admin::touches_faults(&parts.method, &path)
+            {
+                t.set_attribute("fault", what);
+            }
             let collector_state = trace.as_ref().map(|_| state.clone());
             let reload_faults = admin::touches_faults(&parts.method, &path).then(|| state.clone());
             let injected = injected_failure(&state, &parts.method, &parts.headers, &path);

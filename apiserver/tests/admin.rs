@@ -24,6 +24,16 @@ async fn faults_are_stored_in_the_configmap_listed_and_cleared() {
     let stored: Value =
         serde_json::from_str(cm.body["data"]["stop-heartbeats-node-1"].as_str().unwrap()).unwrap();
     assert_eq!(stored["kind"], "StopHeartbeats");
+    // The ConfigMap write is in the trace, naming the change.
+    let traced = h.get("/miniplane/v1/traces?spans=all").await;
+    let spans = traced.body["spans"].as_array().unwrap();
+    assert!(
+        spans.iter().any(
+            |s| s["attributes"]["fault"] == "inject stop-heartbeats-node-1"
+                && s["attributes"]["resource"] == "configmaps"
+        ),
+        "{spans:?}"
+    );
     // The same name again: 409 AlreadyExists.
     let again = h
         .post(FAULTS, &json!({"kind": "StopHeartbeats", "node": "node-1"}))
@@ -164,8 +174,8 @@ async fn pause_step_resume_and_controller_reports() {
         .send(Method::POST, step, "application/json", &json!({"count": 0}))
         .await;
     assert_eq!(too_many.status, StatusCode::BAD_REQUEST);
-    // A report from the controller-manager; `paused` comes from the faults in force.
-    let report = json!({"items": [{"name": "deployment", "component": "", "paused": false,
+    // A report from the controller-manager, shown as reported.
+    let report = json!({"items": [{"name": "deployment", "component": "", "paused": true,
         "stepsPending": 0, "depth": 2, "inFlight": 1, "waiting": 0, "adds": 5, "retries": 1,
         "syncs": 3, "syncErrors": 0, "queued": ["default/a", "default/b"], "processing": ["default/c"]}]});
     let put = h
@@ -192,8 +202,7 @@ async fn pause_step_resume_and_controller_reports() {
         )
         .await;
     assert_eq!(resumed.body["items"][0]["name"], "pause-deployment");
-    let list = h.get("/miniplane/v1/controllers").await;
-    assert_eq!(list.body["items"][0]["paused"], false);
+    assert_eq!(h.get(FAULTS).await.body["items"], json!([]));
     // Lab status round trip.
     let lab = json!({"lab": "03-workqueue", "title": "The workqueue", "step": 1, "steps": 4,
         "stepTitle": "Pause", "checks": [], "done": false, "checkedAt": "2026-11-30T15:40:01Z"});

@@ -5,8 +5,8 @@
 
 mod common;
 
-mod custom_resources;
 mod admin;
+mod custom_resources;
 mod generic;
 mod list_watch;
 mod subresources;

@@ -36,6 +36,10 @@ enum LabCommand {
     Start {
         /// The lab (e.g. 03-workqueue, or just 3).
         name: String,
+        /// Runs every component as its own process (as `up --separate`): a stopped component
+        /// is then a killed process.
+        #[arg(long)]
+        separate: bool,
     },
     /// Shows the current step and its task.
     Status,
@@ -135,7 +139,52 @@ async fn runner(lab: Lab) -> anyhow::Result<LabRunner> {
             lab.name, lab.name
         )
     })?;
-    Ok(LabRunner::new(lab, client, kubeconfig, exe()))
+    let dir = data_dir(&lab.name);
+    Ok(
+        LabRunner::new(lab, client, kubeconfig, exe()).with_operator(
+            "website-operator",
+            example_operator("website-operator", dir),
+        ),
+    )
+}
+
+/// Starts the example operator `name` (built by `cargo build -p ctl --example NAME`, next to
+/// this binary in `examples/`) in the background, its log and pid in the lab's data dir;
+/// `lab start` stops it with the lab.
+fn example_operator(name: &'static str, dir: PathBuf) -> miniplane::lab::runner::OperatorStarter {
+    std::sync::Arc::new(move |kubeconfig: &Path| {
+        let binary = exe()
+            .parent()
+            .map(|d| d.join("examples").join(name))
+            .filter(|p| p.is_file())
+            .ok_or_else(|| format!("{name} is not built: cargo build -p ctl --example {name}"))?;
+        let log =
+            std::fs::File::create(dir.join(format!("{name}.log"))).map_err(|e| e.to_string())?;
+        let child = std::process::Command::new(&binary)
+            .arg(kubeconfig)
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("{}: {e}", binary.display()))?;
+        std::fs::write(dir.join("operator.pid"), child.id().to_string()).map_err(|e| e.to_string())
+    })
+}
+
+/// Stops the operator `lab solve` started, if any (SIGTERM to the pid it recorded).
+fn stop_operator(dir: &Path) {
+    let file = dir.join("operator.pid");
+    if let Some(pid) = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|s| s.trim().parse::<libc::pid_t>().ok())
+    {
+        #[allow(unsafe_code)]
+        // SAFETY: `kill` touches no memory of ours; the pid is the operator this lab started.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+    }
+    let _ = std::fs::remove_file(file);
 }
 
 fn print_results(results: &[CheckResult]) {
@@ -170,8 +219,8 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
         "en" | "ko" => args.lang.clone(),
         other => bail!("--lang {other}: supported values: en, ko"),
     };
-    if let LabCommand::Start { name } = &args.command {
-        return start(&find_lab(&root, name)?, &lang);
+    if let LabCommand::Start { name, separate } = &args.command {
+        return start(&find_lab(&root, name)?, &lang, *separate);
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -299,6 +348,12 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
     use miniplane::lab::spec::Action;
     match action {
         Action::Run(line) => format!("$ {line}"),
+        Action::Apply(yaml) if !yaml.trim().contains('\n') => {
+            format!("$ miniplane apply -f {}", yaml.trim())
+        }
+        Action::Create(yaml) if !yaml.trim().contains('\n') => {
+            format!("$ kubectl create -f {}", yaml.trim())
+        }
         Action::Apply(_) => "$ miniplane apply -f - (the manifest in lab.yaml)".into(),
         Action::Create(_) => "$ kubectl create -f - (the manifest in lab.yaml)".into(),
         Action::Fault(spec) => format!("$ miniplane fault ... ({})", spec.describe()),
@@ -310,21 +365,30 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
             )
         }
         Action::WaitFor(check) => format!("(wait until {})", check.description),
+        Action::Operator(name) => format!("$ cargo run -p ctl --example {name} -- $KUBECONFIG &"),
     }
 }
 
 /// `lab start`: a fresh cluster in the lab's data dir, the setup, then checks every 2 s
 /// (published for the web UI) until Ctrl-C.
-fn start(lab: &Lab, lang: &str) -> anyhow::Result<()> {
+fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
     let dir = data_dir(&lab.name);
     std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-    let cluster = miniplane::Cluster::builder()
+    let mut builder = miniplane::Cluster::builder()
         .data_dir(&dir)
         .fresh(true)
         .fsync(false)
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
-        .start()?;
+        .on_progress(|p| {
+            if matches!(p, miniplane::Progress::Exited { .. }) {
+                eprintln!("{p}");
+            }
+        });
+    if separate {
+        builder = builder.separate(exe());
+    }
+    let cluster = builder.start()?;
     let state = State {
         lab: lab.name.clone(),
         step: 0,
@@ -352,9 +416,12 @@ fn start(lab: &Lab, lang: &str) -> anyhow::Result<()> {
         println!("In another terminal: export KUBECONFIG={}; then `miniplane lab check` (hint, solve, status).", kubeconfig.display());
         println!("Ctrl-C stops the lab.");
         let mut tick = tokio::time::interval(Duration::from_secs(2));
+        // One listener for the whole loop: a Ctrl-C that arrives while a check runs is kept.
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
         loop {
             tokio::select! {
-                _ = tokio::signal::ctrl_c() => break,
+                _ = &mut ctrl_c => break,
                 () = cluster.stopped() => break,
                 _ = tick.tick() => {
                     let Ok(state) = read_state(&lab.name) else { continue };
@@ -369,6 +436,7 @@ fn start(lab: &Lab, lang: &str) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })?;
+    stop_operator(&dir);
     cluster.stop()?;
     Ok(())
 }

@@ -39,6 +39,11 @@ use crate::request::ResourcePath;
 use crate::server::{AppState, json_response};
 use crate::storage::ObjectRef;
 
+/// Header of the admin API's own writes of the faults ConfigMap, naming the change
+/// (`inject pause-deployment`, `clear stop-heartbeats-node-1`): the write's span carries it as
+/// the attribute `fault`, so the trace says which fault was set or cleared.
+pub const FAULT_HEADER: &str = "x-miniplane-fault";
+
 /// Attempts of a read-modify-write of the faults ConfigMap before giving up.
 const MAX_ATTEMPTS: usize = 8;
 
@@ -253,20 +258,11 @@ pub async fn handle(
     }
 }
 
-/// The reported controllers, with the pause state taken from the faults in force (so a pause
-/// shows at once, before the controller-manager's next report).
+/// The reported controllers, as their components last reported them: `paused` is the
+/// queue's own state (a pause takes effect when the component has seen the fault, usually
+/// within milliseconds), not merely the fault's presence.
 fn controllers(state: &AppState) -> Vec<ControllerStatus> {
-    let faults = state.faults().list();
-    let mut items = state.reports().controllers();
-    for item in &mut items {
-        item.paused = faults.iter().any(|f| {
-            matches!(&f.spec, FaultSpec::PauseController { controller, .. } if *controller == item.name)
-        });
-        if !item.paused {
-            item.steps_pending = 0;
-        }
-    }
-    items
+    state.reports().controllers()
 }
 
 fn to_value<T: Serialize>(value: &T) -> Value {
@@ -305,7 +301,7 @@ impl Writer<'_> {
     async fn create(&self, mut fault: Fault) -> Result<Fault> {
         fault.created = Some(self.state.now().to_string());
         let name = fault.name.clone();
-        self.update(|data| {
+        self.update(&format!("inject {name}"), |data| {
             if data.contains_key(&name) {
                 return Err(ApiError::AlreadyExists {
                     target: ErrorTarget {
@@ -327,7 +323,15 @@ impl Writer<'_> {
 
     /// Removes the faults `which` selects; returns them.
     async fn remove(&self, which: impl Fn(&Fault) -> bool) -> Result<Vec<Fault>> {
-        self.update(|data| {
+        let names: Vec<String> = self
+            .state
+            .faults()
+            .list()
+            .into_iter()
+            .filter(|f| which(f))
+            .map(|f| f.name)
+            .collect();
+        self.update(&format!("clear {}", names.join(", ")), |data| {
             let (faults, _) = faults_from_data(data);
             let removed: Vec<Fault> = faults.into_iter().filter(|f| which(f)).collect();
             for f in &removed {
@@ -340,7 +344,7 @@ impl Writer<'_> {
 
     /// Grants `count` more steps to the pause `pause_name`; 409 if the controller is not paused.
     async fn step(&self, pause_name: &str, controller: &str, count: u64) -> Result<Fault> {
-        self.update(|data| {
+        self.update(&format!("step {pause_name} by {count}"), |data| {
             let (faults, _) = faults_from_data(data);
             let mut fault = faults
                 .into_iter()
@@ -369,6 +373,7 @@ impl Writer<'_> {
     /// Read-modify-write of the ConfigMap's data; retried when another writer wins.
     async fn update<T>(
         &self,
+        what: &str,
         mut change: impl FnMut(&mut BTreeMap<String, String>) -> Result<T>,
     ) -> Result<T> {
         let r = faults_ref(self.state)?;
@@ -393,7 +398,7 @@ impl Writer<'_> {
                     (Method::PUT, format!("{path}/{FAULTS_CONFIGMAP}"), obj)
                 }
             };
-            let status = self.send(method, &uri, &body).await?;
+            let status = self.send(method, &uri, &body, what).await?;
             match status {
                 s if s.is_success() => return Ok(answer),
                 StatusCode::CONFLICT => continue,
@@ -411,11 +416,18 @@ impl Writer<'_> {
     }
 
     /// One request through the server's router, as the client `miniplane-fault`.
-    async fn send(&self, method: Method, uri: &str, body: &Value) -> Result<StatusCode> {
+    async fn send(
+        &self,
+        method: Method,
+        uri: &str,
+        body: &Value,
+        what: &str,
+    ) -> Result<StatusCode> {
         let mut builder = Request::builder()
             .method(method)
             .uri(uri)
             .header(header::CONTENT_TYPE, "application/json")
+            .header(FAULT_HEADER, what)
             .header(header::USER_AGENT, format!("{FIELD_MANAGER}/v1"));
         if let Some(tp) = &self.traceparent {
             builder = builder.header("traceparent", tp.clone());

@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 
 use admin::{ControllerStatus, LabStatus};
 
+/// Components that may report at once (a bound on memory, whatever clients send).
+pub const MAX_COMPONENTS: usize = 32;
+
 /// The last reports (cheap to clone; clones share them).
 #[derive(Clone, Default)]
 pub struct Reports {
@@ -28,12 +31,23 @@ impl Reports {
     }
 
     /// Replaces `component`'s controllers, stamping each with `now` and the component.
-    pub fn set_controllers(&self, component: &str, mut items: Vec<ControllerStatus>, now: &str) {
+    /// `false` (nothing kept) when [`MAX_COMPONENTS`] others have reported already.
+    pub fn set_controllers(
+        &self,
+        component: &str,
+        mut items: Vec<ControllerStatus>,
+        now: &str,
+    ) -> bool {
         for item in &mut items {
             item.component = component.to_string();
             item.reported_at = Some(now.to_string());
         }
-        self.lock().controllers.insert(component.to_string(), items);
+        let mut inner = self.lock();
+        if !inner.controllers.contains_key(component) && inner.controllers.len() >= MAX_COMPONENTS {
+            return false;
+        }
+        inner.controllers.insert(component.to_string(), items);
+        true
     }
 
     /// Every reported controller, sorted by name.

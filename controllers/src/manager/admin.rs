@@ -187,15 +187,16 @@ pub async fn run(
     let path = format!("{}/components/{COMPONENT}/controllers", admin::PREFIX);
     let mut last: Option<ControllerList> = None;
     let mut last_sent = Instant::now();
+    let mut watching = true;
     let mut ticker = tokio::time::interval(REPORT_TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            changed = faults.changed() => {
+            changed = faults.changed(), if watching => {
                 if changed.is_err() {
-                    // The watcher stopped (shutdown): keep reporting until told to stop.
-                    faults = watch::channel(Vec::new()).1;
+                    // The watcher stopped: keep reporting until told to stop.
+                    watching = false;
                     continue;
                 }
                 let current = faults.borrow_and_update().clone();

@@ -32,11 +32,15 @@ pub fn evaluate(check: &Check, snapshot: &Snapshot) -> Outcome {
     }
 }
 
-fn namespace_of(kind: &str, namespace: Option<&String>) -> Option<String> {
-    match resource_of(kind) {
-        Some((_, _, _, true)) => Some(namespace.cloned().unwrap_or_else(|| "default".into())),
-        _ => None,
-    }
+/// The namespace a check of `kind` looks in: `None` for cluster-scoped kinds.
+fn namespace_of(s: &Snapshot, kind: &str, namespace: Option<&String>) -> Option<String> {
+    let namespaced = s
+        .namespaced
+        .get(kind)
+        .copied()
+        .or_else(|| resource_of(kind).map(|r| r.3))
+        .unwrap_or(true);
+    namespaced.then(|| namespace.cloned().unwrap_or_else(|| "default".into()))
 }
 
 fn str_at<'a>(obj: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -71,9 +75,23 @@ fn label(kind: &str, namespace: Option<&str>, name: &str) -> String {
     }
 }
 
+/// Whether every `path: value` holds; a `null` value asks for the field to be absent (or
+/// null, or an empty list or map).
 fn fields_hold(obj: &Value, fields: &std::collections::BTreeMap<String, Value>) -> Outcome {
     for (path, want) in fields {
         let got = lookup(obj, path)?;
+        if want.is_null() {
+            let empty = match got {
+                None | Some(Value::Null) => true,
+                Some(Value::Array(a)) => a.is_empty(),
+                Some(Value::Object(m)) => m.is_empty(),
+                Some(_) => false,
+            };
+            if !empty {
+                return Err(format!("{path} is {}, want none", show(got)));
+            }
+            continue;
+        }
         if !got.is_some_and(|g| matches(g, want)) {
             return Err(format!(
                 "{path} is {}, want {}",
@@ -86,7 +104,7 @@ fn fields_hold(obj: &Value, fields: &std::collections::BTreeMap<String, Value>) 
 }
 
 fn object(c: &ObjectCheck, s: &Snapshot) -> Outcome {
-    let ns = namespace_of(&c.kind, c.namespace.as_ref());
+    let ns = namespace_of(s, &c.kind, c.namespace.as_ref());
     let what = label(&c.kind, ns.as_deref(), &c.name);
     match (find(s, &c.kind, ns.as_deref(), &c.name), c.exists) {
         (None, true) => Err(format!("{what} does not exist")),
@@ -144,7 +162,7 @@ fn bounds(n: usize, equals: Option<usize>, min: Option<usize>, max: Option<usize
 }
 
 fn count(c: &CountCheck, s: &Snapshot) -> Outcome {
-    let ns = namespace_of(&c.kind, c.namespace.as_ref());
+    let ns = namespace_of(s, &c.kind, c.namespace.as_ref());
     let empty = Vec::new();
     let n = s
         .objects
@@ -183,7 +201,7 @@ fn count(c: &CountCheck, s: &Snapshot) -> Outcome {
 }
 
 fn condition(c: &ConditionCheck, s: &Snapshot) -> Outcome {
-    let ns = namespace_of(&c.kind, c.namespace.as_ref());
+    let ns = namespace_of(s, &c.kind, c.namespace.as_ref());
     let what = label(&c.kind, ns.as_deref(), &c.name);
     let obj =
         find(s, &c.kind, ns.as_deref(), &c.name).ok_or_else(|| format!("{what} does not exist"))?;
@@ -257,12 +275,16 @@ fn event(c: &EventCheck, s: &Snapshot) -> Outcome {
     Err(format!("{n} {what}, want at least {min}"))
 }
 
+/// Reads the controller's queue as its component last reported it (`paused` is the queue's
+/// own state, so a check passes only once the pause has taken effect).
 fn controller(c: &ControllerCheck, s: &Snapshot) -> Outcome {
-    let paused = s.faults.iter().any(|f| {
-        matches!(&f.spec, admin::FaultSpec::PauseController { controller, .. } if *controller == c.name)
-    });
+    let status = s
+        .controllers
+        .iter()
+        .find(|x| x.name == c.name)
+        .ok_or_else(|| format!("controller {} has not reported its queue", c.name))?;
     if let Some(want) = c.paused
-        && paused != want
+        && status.paused != want
     {
         return Err(if want {
             format!("controller {} is not paused", c.name)
@@ -270,14 +292,6 @@ fn controller(c: &ControllerCheck, s: &Snapshot) -> Outcome {
             format!("controller {} is still paused", c.name)
         });
     }
-    if c.min_depth.is_none() && c.max_depth.is_none() && c.queued.is_none() {
-        return Ok(());
-    }
-    let status = s
-        .controllers
-        .iter()
-        .find(|x| x.name == c.name)
-        .ok_or_else(|| format!("controller {} has not reported its queue", c.name))?;
     if let Some(min) = c.min_depth
         && status.depth < min
     {

@@ -143,16 +143,49 @@ fn conditions_events_faults_and_controllers() {
     let paused = check("{name: p, description: d, controller: {name: deployment, paused: true}}");
     assert_eq!(
         evaluate(&paused, &s),
-        Err("controller deployment is not paused".into())
-    );
-    s.faults = vec![admin::Fault::new(admin::FaultSpec::PauseController {
-        controller: "deployment".into(),
-        steps: 0,
-    })];
-    assert_eq!(evaluate(&paused, &s), Ok(()));
-    let depth = check("{name: p, description: d, controller: {name: deployment, minDepth: 1}}");
-    assert_eq!(
-        evaluate(&depth, &s),
         Err("controller deployment has not reported its queue".into())
     );
+    s.controllers = vec![admin::ControllerStatus {
+        name: "deployment".into(),
+        paused: true,
+        depth: 1,
+        queued: vec!["default/web".into()],
+        ..Default::default()
+    }];
+    assert_eq!(evaluate(&paused, &s), Ok(()));
+    let depth = check("{name: p, description: d, controller: {name: deployment, minDepth: 2}}");
+    assert_eq!(
+        evaluate(&depth, &s),
+        Err("controller deployment: 1 keys queued, want at least 2".into())
+    );
+    let fault = check("{name: f, description: d, fault: {name: pause-deployment}}");
+    assert_eq!(
+        evaluate(&fault, &s),
+        Err("fault pause-deployment is not in force".into())
+    );
+}
+
+#[test]
+fn custom_kinds_are_named_by_api_version() {
+    use crate::lab::snapshot::{KindRef, kind_ref};
+    assert_eq!(
+        kind_ref("Website", Some("demo.miniplane.dev/v1"), None, None),
+        Ok(KindRef {
+            group: "demo.miniplane.dev".into(),
+            version: "v1".into(),
+            plural: "websites".into(),
+            namespaced: true
+        })
+    );
+    assert!(kind_ref("Website", None, None, None).is_err());
+    let mut s = Snapshot::default();
+    s.namespaced.insert("Cluster".into(), false);
+    s.objects.insert(
+        "Cluster".into(),
+        vec![json!({"metadata": {"name": "c1"}, "spec": {"size": 3}})],
+    );
+    let c = check(
+        "{name: c, description: d, object: {kind: Cluster, apiVersion: demo.miniplane.dev/v1, namespaced: false, name: c1, fields: {spec.size: 3}}}",
+    );
+    assert_eq!(evaluate(&c, &s), Ok(()));
 }

@@ -24,6 +24,11 @@ pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often a wait looks again.
 const POLL: Duration = Duration::from_millis(100);
 
+/// Starts an operator against the cluster of a kubeconfig; it keeps running (the host stops
+/// it with the lab).
+pub type OperatorStarter =
+    std::sync::Arc<dyn Fn(&std::path::Path) -> Result<(), String> + Send + Sync>;
+
 /// A lab on a running cluster.
 pub struct LabRunner {
     /// The lab.
@@ -32,6 +37,8 @@ pub struct LabRunner {
     admin: AdminClient,
     kubeconfig: PathBuf,
     exe: PathBuf,
+    /// Operators the `operator` action can start, by name.
+    operators: std::collections::HashMap<String, OperatorStarter>,
 }
 
 /// Splits a command line as a shell would for simple quoting (`'...'`, `"..."`, `\ `).
@@ -86,7 +93,14 @@ impl LabRunner {
             client,
             kubeconfig,
             exe,
+            operators: std::collections::HashMap::new(),
         }
+    }
+
+    /// Lets the `operator: NAME` action start `NAME` with `start`.
+    pub fn with_operator(mut self, name: impl Into<String>, start: OperatorStarter) -> Self {
+        self.operators.insert(name.into(), start);
+        self
     }
 
     /// The admin API of the lab's cluster.
@@ -195,6 +209,10 @@ impl LabRunner {
                 .await
                 .map(drop)
                 .map_err(|e| e.to_string()),
+            Action::Operator(name) => match self.operators.get(name) {
+                Some(start) => start(&self.kubeconfig),
+                None => Err(format!("operator {name}: not available here")),
+            },
             Action::WaitFor(check) => {
                 let results = self
                     .wait_for(std::slice::from_ref(check.as_ref()), 0, WAIT_TIMEOUT)

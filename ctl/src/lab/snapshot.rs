@@ -3,13 +3,13 @@
 //! collector's spans). Checks are plain functions of a snapshot ([`super::check`]), so they
 //! are tested with hand-made snapshots, without a cluster.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use admin::{ControllerStatus, Fault};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::spec::{Action, Check, CheckSpec};
+use super::spec::{Check, CheckSpec};
 use crate::admin_client::AdminClient;
 
 /// What a check can see.
@@ -17,6 +17,8 @@ use crate::admin_client::AdminClient;
 pub struct Snapshot {
     /// Objects per kind, every namespace.
     pub objects: BTreeMap<String, Vec<Value>>,
+    /// Whether each fetched kind is namespaced (kinds outside the built-in table).
+    pub namespaced: BTreeMap<String, bool>,
     /// The controllers' queues (admin API).
     pub controllers: Vec<ControllerStatus>,
     /// The faults in force.
@@ -41,43 +43,100 @@ pub fn resource_of(kind: &str) -> Option<(&'static str, &'static str, &'static s
     })
 }
 
-/// The kinds `checks` read.
-pub fn kinds_of<'a>(checks: impl IntoIterator<Item = &'a CheckSpec>) -> BTreeSet<String> {
-    let mut kinds = BTreeSet::new();
+/// Where to list a kind: group, version, plural, namespaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindRef {
+    /// API group (empty for core).
+    pub group: String,
+    /// Version.
+    pub version: String,
+    /// Resource (plural).
+    pub plural: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+}
+
+/// Resolves `kind`: from `apiVersion` (+ `resource`, `namespaced`) when given (custom
+/// resources), else from the built-in table.
+pub fn kind_ref(
+    kind: &str,
+    api_version: Option<&str>,
+    resource: Option<&str>,
+    namespaced: Option<bool>,
+) -> Result<KindRef, String> {
+    match api_version {
+        Some(av) => {
+            let (group, version) = av.rsplit_once('/').unwrap_or(("", av));
+            Ok(KindRef {
+                group: group.to_string(),
+                version: version.to_string(),
+                plural: resource
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("{}s", kind.to_lowercase())),
+                namespaced: namespaced.unwrap_or(true),
+            })
+        }
+        None => {
+            let (group, version, plural, namespaced) = resource_of(kind).ok_or_else(|| {
+                format!("kind {kind} is not built in: give its apiVersion (and resource)")
+            })?;
+            Ok(KindRef {
+                group: group.into(),
+                version: version.into(),
+                plural: plural.into(),
+                namespaced,
+            })
+        }
+    }
+}
+
+/// The kinds `checks` read, and where to list them.
+pub fn kinds_of<'a>(
+    checks: impl IntoIterator<Item = &'a CheckSpec>,
+) -> Result<BTreeMap<String, KindRef>, String> {
+    let mut kinds = BTreeMap::new();
     for c in checks {
-        match &c.check {
-            Check::Object(o) => {
-                kinds.insert(o.kind.clone());
-            }
-            Check::Count(o) => {
-                kinds.insert(o.kind.clone());
-            }
-            Check::Condition(o) => {
-                kinds.insert(o.kind.clone());
-            }
+        let (kind, resolved) = match &c.check {
+            Check::Object(o) => (
+                &o.kind,
+                kind_ref(
+                    &o.kind,
+                    o.api_version.as_deref(),
+                    o.resource.as_deref(),
+                    o.namespaced,
+                ),
+            ),
+            Check::Count(o) => (
+                &o.kind,
+                kind_ref(
+                    &o.kind,
+                    o.api_version.as_deref(),
+                    o.resource.as_deref(),
+                    o.namespaced,
+                ),
+            ),
+            Check::Condition(o) => (
+                &o.kind,
+                kind_ref(
+                    &o.kind,
+                    o.api_version.as_deref(),
+                    o.resource.as_deref(),
+                    o.namespaced,
+                ),
+            ),
             Check::Event(_) => {
-                kinds.insert("Event".to_string());
+                kinds.insert("Event".to_string(), kind_ref("Event", None, None, None)?);
+                continue;
             }
             Check::Controller(_)
             | Check::Fault(_)
             | Check::Writes(_)
             | Check::MaxAlive(_)
-            | Check::Span(_) => {}
-        }
+            | Check::Span(_) => continue,
+        };
+        kinds.insert(kind.clone(), resolved?);
     }
-    kinds
-}
-
-/// Kinds named by checks inside actions (`waitFor`).
-pub fn kinds_of_actions(actions: &[Action]) -> BTreeSet<String> {
-    let checks: Vec<&CheckSpec> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::WaitFor(c) => Some(c.as_ref()),
-            _ => None,
-        })
-        .collect();
-    kinds_of(checks)
+    Ok(kinds)
 }
 
 /// Fetches what `checks` need.
@@ -87,28 +146,29 @@ pub async fn fetch(
     checks: &[&CheckSpec],
 ) -> Result<Snapshot, String> {
     let mut snapshot = Snapshot::default();
-    for kind in kinds_of(checks.iter().copied()) {
-        let (group, version, plural, _) =
-            resource_of(&kind).ok_or_else(|| format!("kind {kind} is not supported in checks"))?;
-        let gvk = kube::api::GroupVersionKind::gvk(group, version, &kind);
-        let resource = ApiResource::from_gvk_with_plural(&gvk, plural);
+    for (kind, at) in kinds_of(checks.iter().copied())? {
+        let gvk = kube::api::GroupVersionKind::gvk(&at.group, &at.version, &kind);
+        let resource = ApiResource::from_gvk_with_plural(&gvk, &at.plural);
+        let plural = at.plural.clone();
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| format!("listing {plural}: {e}"))?;
-        let items = list
-            .items
-            .into_iter()
-            .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
-            .collect();
+        // A resource not served (yet: a CRD not created) has no objects.
+        let items = match api.list(&ListParams::default()).await {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .map(|o| serde_json::to_value(o).unwrap_or(Value::Null))
+                .collect(),
+            Err(kube::Error::Api(s)) if s.code == 404 => Vec::new(),
+            Err(e) => return Err(format!("listing {plural}: {e}")),
+        };
+        snapshot.namespaced.insert(kind.clone(), at.namespaced);
         snapshot.objects.insert(kind, items);
     }
     let needs = |f: fn(&Check) -> bool| checks.iter().any(|c| f(&c.check));
     if needs(|c| matches!(c, Check::Controller(_))) {
         snapshot.controllers = admin.controllers().await.map_err(|e| e.to_string())?;
     }
-    if needs(|c| matches!(c, Check::Controller(_) | Check::Fault(_))) {
+    if needs(|c| matches!(c, Check::Fault(_))) {
         snapshot.faults = admin.faults().await.map_err(|e| e.to_string())?;
     }
     if needs(|c| matches!(c, Check::Writes(_) | Check::MaxAlive(_) | Check::Span(_))) {

@@ -159,6 +159,16 @@ pub struct Target {
 pub struct ObjectCheck {
     /// Kind.
     pub kind: String,
+    /// API version of a kind outside the built-in table (a custom resource:
+    /// `demo.miniplane.dev/v1`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Its resource (plural) when `apiVersion` is given (default: the kind, lowercased, + s).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Whether it is namespaced when `apiVersion` is given (default: yes).
+    #[serde(default)]
+    pub namespaced: Option<bool>,
     /// Name.
     pub name: String,
     /// Namespace.
@@ -182,6 +192,16 @@ fn yes() -> bool {
 pub struct CountCheck {
     /// Kind.
     pub kind: String,
+    /// API version of a kind outside the built-in table (a custom resource:
+    /// `demo.miniplane.dev/v1`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Its resource (plural) when `apiVersion` is given (default: the kind, lowercased, + s).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Whether it is namespaced when `apiVersion` is given (default: yes).
+    #[serde(default)]
+    pub namespaced: Option<bool>,
     /// Namespace.
     #[serde(default)]
     pub namespace: Option<String>,
@@ -217,6 +237,16 @@ pub struct CountCheck {
 pub struct ConditionCheck {
     /// Kind.
     pub kind: String,
+    /// API version of a kind outside the built-in table (a custom resource:
+    /// `demo.miniplane.dev/v1`).
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// Its resource (plural) when `apiVersion` is given (default: the kind, lowercased, + s).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Whether it is namespaced when `apiVersion` is given (default: yes).
+    #[serde(default)]
+    pub namespaced: Option<bool>,
     /// Name.
     pub name: String,
     /// Namespace.
@@ -365,6 +395,9 @@ pub enum Action {
     },
     /// Waits (up to a minute) until a check passes.
     WaitFor(Box<CheckSpec>),
+    /// Starts an operator the lab's host provides (`website-operator`: the example of
+    /// `examples/website/`), which keeps running until the lab stops.
+    Operator(String),
 }
 
 /// Reads `dir/lab.yaml`.
@@ -468,5 +501,49 @@ impl Step {
         } else {
             &self.hints
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load;
+
+    fn lab_with(yaml: &str) -> Result<super::Lab, String> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let lab = dir.path().join("01-test");
+        std::fs::create_dir(&lab).expect("lab dir");
+        std::fs::write(lab.join("lab.yaml"), yaml).expect("lab.yaml");
+        load(&lab)
+    }
+
+    const STEP: &str = "
+steps:
+  - title: t
+    task: do it
+    checks:
+      - name: c
+        description: d
+        object: {kind: Pod, name: p}
+    solution:
+      - run: kubectl get pods
+";
+
+    #[test]
+    fn a_lab_loads_and_typos_are_refused() {
+        let lab = lab_with(&format!("title: T\n{STEP}")).expect("valid lab");
+        assert_eq!((lab.name.as_str(), lab.steps.len()), ("01-test", 1));
+        let typo = lab_with(&format!("title: T\nsetpu: []\n{STEP}")).expect_err("typo");
+        assert!(typo.contains("unknown field `setpu`"), "{typo}");
+        let field = lab_with(&format!(
+            "title: T\n{}",
+            STEP.replace("name: p}", "nmae: p}")
+        ))
+        .expect_err("typo in a check");
+        assert!(field.contains("nmae"), "{field}");
+        let kind = lab_with(&format!("title: T\n{}", STEP.replace("object:", "obejct:")))
+            .expect_err("unknown check kind");
+        assert!(kind.contains("steps[0].checks[0]"), "{kind}");
+        let empty = lab_with("title: T\nsteps: []\n").expect_err("no steps");
+        assert!(empty.contains("at least one step"), "{empty}");
     }
 }
