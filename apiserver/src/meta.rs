@@ -208,6 +208,8 @@ pub enum MetaField {
     GenerateName,
     /// `managedFields`
     ManagedFields,
+    /// `annotations`
+    Annotations,
 }
 
 impl MetaField {
@@ -234,6 +236,7 @@ impl MetaField {
             MetaField::Generation => "generation",
             MetaField::GenerateName => "generateName",
             MetaField::ManagedFields => "managedFields",
+            MetaField::Annotations => "annotations",
         }
     }
 }

@@ -368,3 +368,47 @@ async fn deployment_generation_follows_spec_and_annotations_not_labels() {
     assert_eq!(annotated.status, StatusCode::OK, "{:?}", annotated.body);
     assert_eq!(annotated.body["metadata"]["generation"], 2);
 }
+
+#[tokio::test]
+async fn deployment_status_writes_keep_annotations_but_not_labels_or_spec() {
+    // `deploymentStatusStrategy.PrepareForUpdate` resets spec and labels only: the Deployment
+    // controller records `deployment.kubernetes.io/revision` with UpdateStatus.
+    let h = with_widgets().await;
+    let d = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "rev"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "rev"}},
+                 "template": {"metadata": {"labels": {"app": "rev"}}, "spec": {"containers": [{"name": "n", "image": "nginx"}]}}}});
+    let created = h.post(DEPLOYS, &d).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let mut s = created.body.clone();
+    s["metadata"]["annotations"] = json!({"deployment.kubernetes.io/revision": "1"});
+    s["metadata"]["labels"] = json!({"team": "a"});
+    s["spec"]["replicas"] = json!(5);
+    s["status"] = json!({"observedGeneration": 1, "replicas": 1});
+    let st = h.put(&format!("{DEPLOYS}/rev/status"), &s).await;
+    assert_eq!(st.status, StatusCode::OK, "{:?}", st.body);
+    assert_eq!(
+        st.body["metadata"]["annotations"]["deployment.kubernetes.io/revision"],
+        "1"
+    );
+    assert!(st.body["metadata"].get("labels").is_none(), "{:?}", st.body);
+    assert_eq!(st.body["spec"]["replicas"], 1);
+    assert_eq!(st.body["status"]["replicas"], 1);
+    assert_eq!(
+        st.body["metadata"]["generation"], 1,
+        "a status write never bumps it"
+    );
+
+    // Widgets (a kind without the apps rule) keep dropping metadata sent to /status.
+    let created = h.post(WIDGETS, &widget("w2", "red", json!({}))).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let mut s = created.body.clone();
+    s["metadata"]["annotations"] = json!({"a": "b"});
+    s["status"] = json!({"ready": true});
+    let st = h.put(&format!("{WIDGETS}/w2/status"), &s).await;
+    assert_eq!(st.status, StatusCode::OK, "{:?}", st.body);
+    assert!(
+        st.body["metadata"]["annotations"].get("a").is_none(),
+        "{:?}",
+        st.body
+    );
+}
