@@ -208,8 +208,6 @@ pub enum MetaField {
     GenerateName,
     /// `managedFields`
     ManagedFields,
-    /// `annotations`
-    Annotations,
 }
 
 impl MetaField {
@@ -236,7 +234,6 @@ impl MetaField {
             MetaField::Generation => "generation",
             MetaField::GenerateName => "generateName",
             MetaField::ManagedFields => "managedFields",
-            MetaField::Annotations => "annotations",
         }
     }
 }

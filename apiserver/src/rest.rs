@@ -285,9 +285,6 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
         WritePart::Status => {
             let mut n = old.clone();
             meta::set_status(&mut n, meta::status(&new).cloned());
-            if info.strategy.status_keeps_annotations() {
-                meta::copy_meta(&new, &mut n, MetaField::Annotations);
-            }
             n
         }
     };

@@ -24,7 +24,6 @@ pub struct DaemonSetRules;
 impl KindRules for DaemonSetRules {
     type Object = DaemonSet;
     const STATUS_SUBRESOURCE: bool = true;
-    const STATUS_KEEPS_ANNOTATIONS: bool = true;
 
     fn set_defaults(&self, obj: &mut DaemonSet) {
         let spec = obj.spec.get_or_insert_with(Default::default);

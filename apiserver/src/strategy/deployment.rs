@@ -28,7 +28,6 @@ pub struct DeploymentRules;
 impl KindRules for DeploymentRules {
     type Object = Deployment;
     const STATUS_SUBRESOURCE: bool = true;
-    const STATUS_KEEPS_ANNOTATIONS: bool = true;
 
     fn set_defaults(&self, obj: &mut Deployment) {
         let spec = obj.spec.get_or_insert_with(Default::default);

@@ -176,16 +176,6 @@ pub trait Strategy: Send + Sync + 'static {
         false
     }
 
-    /// Whether a write to `/status` keeps the annotations it sends besides `.status`. The
-    /// apps kinds' status strategies (`deploymentStatusStrategy.PrepareForUpdate` in
-    /// `pkg/registry/apps/deployment/strategy.go`, and the ReplicaSet, DaemonSet and
-    /// StatefulSet ones) reset only `spec` and labels, so the Deployment controller's
-    /// `deployment.kubernetes.io/revision`, written with `UpdateStatus`, reaches the object.
-    /// Unlike Kubernetes, other metadata changes sent to `/status` are dropped for every kind.
-    fn status_keeps_annotations(&self) -> bool {
-        false
-    }
-
     /// Decodes, defaults and re-encodes an object on create and update (`SetDefaults_*`).
     /// Returns a 400-style error message when the JSON does not decode into the kind
     /// (a wrong type), e.g. `json: cannot unmarshal string into Go struct field ...`.

@@ -21,7 +21,6 @@ pub struct ReplicaSetRules;
 impl KindRules for ReplicaSetRules {
     type Object = ReplicaSet;
     const STATUS_SUBRESOURCE: bool = true;
-    const STATUS_KEEPS_ANNOTATIONS: bool = true;
 
     fn set_defaults(&self, obj: &mut ReplicaSet) {
         let spec = obj.spec.get_or_insert_with(Default::default);

@@ -28,7 +28,6 @@ pub struct StatefulSetRules;
 impl KindRules for StatefulSetRules {
     type Object = StatefulSet;
     const STATUS_SUBRESOURCE: bool = true;
-    const STATUS_KEEPS_ANNOTATIONS: bool = true;
 
     fn set_defaults(&self, obj: &mut StatefulSet) {
         let spec = obj.spec.get_or_insert_with(Default::default);

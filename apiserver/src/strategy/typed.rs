@@ -39,10 +39,6 @@ pub trait KindRules: Send + Sync + 'static {
     /// Whether the kind has a `status` subresource.
     const STATUS_SUBRESOURCE: bool = false;
 
-    /// Whether a write to `/status` also keeps the annotations it sends (see
-    /// [`Strategy::status_keeps_annotations`]).
-    const STATUS_KEEPS_ANNOTATIONS: bool = false;
-
     /// Whether a new object keeps the `status` its creator sent. Kinds with a status subresource
     /// start with an empty status (their `PrepareForCreate` resets it) unless this is true, as for
     /// Nodes, whose kubelet registers them with a status.
@@ -155,10 +151,6 @@ impl<R: KindRules> Strategy for Typed<R> {
 
     fn has_status_subresource(&self) -> bool {
         R::STATUS_SUBRESOURCE
-    }
-
-    fn status_keeps_annotations(&self) -> bool {
-        R::STATUS_KEEPS_ANNOTATIONS
     }
 
     fn default(&self, obj: &mut Value) -> Result<(), String> {
