@@ -117,14 +117,15 @@ impl EventSink for ApiEventSink {
     }
 }
 
-/// A small least-recently-written cache (client-go uses an LRU of 4096 entries).
-struct BoundedCache<V> {
+/// A small least-recently-written cache (client-go uses an LRU of 4096 entries), shared by
+/// the correlator and the [`crate::spam_filter`].
+pub(crate) struct BoundedCache<V> {
     entries: HashMap<String, (V, u64)>,
     tick: u64,
 }
 
 impl<V> BoundedCache<V> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         BoundedCache {
             entries: HashMap::new(),
             tick: 0,
@@ -133,9 +134,9 @@ impl<V> BoundedCache<V> {
     fn get(&self, key: &str) -> Option<&V> {
         self.entries.get(key).map(|(v, _)| v)
     }
-    fn insert(&mut self, key: String, value: V) {
-        self.tick += 1;
-        if self.entries.len() >= MAX_CACHE_ENTRIES && !self.entries.contains_key(&key) {
+    /// Makes room for `key` by dropping the least recently written entry when full.
+    fn evict_for(&mut self, key: &str) {
+        if self.entries.len() >= MAX_CACHE_ENTRIES && !self.entries.contains_key(key) {
             let oldest = self
                 .entries
                 .iter()
@@ -145,7 +146,21 @@ impl<V> BoundedCache<V> {
                 self.entries.remove(&oldest);
             }
         }
+    }
+    fn insert(&mut self, key: String, value: V) {
+        self.evict_for(&key);
+        self.tick += 1;
         self.entries.insert(key, (value, self.tick));
+    }
+    /// The entry for `key`, created with `make` (evicting the oldest if full), marked as
+    /// just used.
+    pub(crate) fn get_or_insert_with(&mut self, key: String, make: impl FnOnce() -> V) -> &mut V {
+        self.evict_for(&key);
+        self.tick += 1;
+        let tick = self.tick;
+        let slot = self.entries.entry(key).or_insert_with(|| (make(), tick));
+        slot.1 = tick;
+        &mut slot.0
     }
 }
 

@@ -17,7 +17,6 @@
 //! The buckets live in a bounded cache like client-go's LRU of 4096 entries: a key pushed
 //! out starts again with a full bucket.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -25,7 +24,7 @@ use tokio::time::Instant;
 use k8s_openapi::api::core::v1::Event;
 
 use crate::clock::SharedClock;
-use crate::events::MAX_CACHE_ENTRIES;
+use crate::events::BoundedCache;
 
 /// client-go's `defaultSpamBurst`: events a source may write about one object at once.
 pub const SPAM_BURST: f64 = 25.0;
@@ -36,15 +35,12 @@ pub const SPAM_REFILL: Duration = Duration::from_secs(300);
 struct Bucket {
     tokens: f64,
     refilled_at: Instant,
-    /// For evicting the least recently used key.
-    used: u64,
 }
 
 /// Skips events from a source about an object beyond its token bucket.
 pub struct SpamFilter {
     clock: SharedClock,
-    buckets: HashMap<String, Bucket>,
-    tick: u64,
+    buckets: BoundedCache<Bucket>,
 }
 
 /// `getSpamKey`: the source and the involved object, not the reason or message.
@@ -69,36 +65,21 @@ impl SpamFilter {
     pub fn new(clock: SharedClock) -> Self {
         SpamFilter {
             clock,
-            buckets: HashMap::new(),
-            tick: 0,
+            buckets: BoundedCache::new(),
         }
     }
 
     /// `Filter`: true if `event` must be skipped (its bucket is empty); takes a token if not.
     pub fn skip(&mut self, event: &Event) -> bool {
         let now = self.clock.now();
-        let key = spam_key(event);
-        self.tick += 1;
-        if self.buckets.len() >= MAX_CACHE_ENTRIES && !self.buckets.contains_key(&key) {
-            let oldest = self
-                .buckets
-                .iter()
-                .min_by_key(|(_, b)| b.used)
-                .map(|(k, _)| k.clone());
-            if let Some(oldest) = oldest {
-                self.buckets.remove(&oldest);
-            }
-        }
-        let bucket = self.buckets.entry(key).or_insert(Bucket {
+        let bucket = self.buckets.get_or_insert_with(spam_key(event), || Bucket {
             tokens: SPAM_BURST,
             refilled_at: now,
-            used: 0,
         });
         let elapsed = now.saturating_duration_since(bucket.refilled_at);
         bucket.tokens =
             (bucket.tokens + elapsed.as_secs_f64() / SPAM_REFILL.as_secs_f64()).min(SPAM_BURST);
         bucket.refilled_at = now;
-        bucket.used = self.tick;
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
             false

@@ -20,8 +20,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
@@ -30,62 +28,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client, Config};
 
-/// A child process, stopped (SIGTERM, then SIGKILL) on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.0.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Spawns `miniplane <args>` and waits for a stdout line containing `marker`.
-fn spawn(args: &[&str], marker: &str) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn miniplane");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let marker = marker.to_owned();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if line.contains(&marker) {
-                let _ = tx.send(line);
-            }
-        }
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(300))
-        .expect("start line");
-    (Proc(child), line)
-}
-
-/// Peak resident set of a process in MiB (`VmHWM`).
-fn peak_rss_mib(proc: &Proc) -> f64 {
-    let status =
-        std::fs::read_to_string(format!("/proc/{}/status", proc.0.id())).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
-}
+#[path = "support/process.rs"]
+mod process;
+use process::{peak_rss_mib, spawn};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -241,10 +186,10 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         bound: t_bound.unwrap_or(running_at),
         running: running_at,
         rss: [
-            peak_rss_mib(&api),
-            peak_rss_mib(&cm),
-            peak_rss_mib(&scheduler),
-            peak_rss_mib(&kubelet),
+            peak_rss_mib(api.id()),
+            peak_rss_mib(cm.id()),
+            peak_rss_mib(scheduler.id()),
+            peak_rss_mib(kubelet.id()),
         ],
     }
 }

@@ -21,6 +21,10 @@ use kube::Api;
 use kube::api::{PostParams, WatchEvent, WatchParams};
 use serde_json::json;
 
+#[path = "support/process.rs"]
+mod process;
+use process::peak_rss_mib;
+
 /// Starts `miniplane <args>`, returns the child and the first stdout line.
 fn spawn(args: &[&str]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
@@ -41,16 +45,6 @@ fn stop(mut child: Child) {
         .args(["-TERM", &child.id().to_string()])
         .status();
     let _ = child.wait();
-}
-
-/// Peak resident set of a process, in MiB (`VmHWM`).
-fn peak_rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 async fn populate(client: kube::Client, nodes: usize, pods: usize) {

@@ -20,6 +20,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+#[path = "support/process.rs"]
+mod process;
+use process::rss_mib;
+
 const READY: &str = "miniplane is ready at ";
 const SETTLE: Duration = Duration::from_secs(2);
 
@@ -28,15 +32,6 @@ struct UpRun {
     ready_inside: Duration,
     rss_mib: f64,
     stop: Duration,
-}
-
-fn rss_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
-        .map_or(0.0, |kib| kib / 1024.0)
 }
 
 fn loadavg() -> String {

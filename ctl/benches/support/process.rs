@@ -1,0 +1,84 @@
+//! What the benchmarks that run `miniplane` components as child processes share: start one and
+//! wait for its start-up line, stop it on drop, read its memory from `/proc`.
+//!
+//! Included by each bench with `#[path = "support/process.rs"] mod process;` (a bench is its
+//! own crate); not every bench uses every item.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process, stopped (SIGTERM, then SIGKILL after 10 s) on drop.
+pub struct Proc(pub Child);
+
+impl Proc {
+    /// The child's pid.
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `miniplane <args>` and returns it with the first stdout line containing `marker`
+/// (the rest of stdout is drained so the child never blocks on a full pipe).
+pub fn spawn(args: &[&str], marker: &str) -> (Proc, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn miniplane");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let marker = marker.to_owned();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains(&marker) {
+                let _ = tx.send(line);
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(300))
+        .expect("start line");
+    (Proc(child), line)
+}
+
+/// A `/proc/PID/status` memory field (`VmRSS`, `VmHWM`) in MiB; 0 if unreadable.
+fn status_mib(pid: u32, field: &str) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .map_or(0.0, |kib| kib / 1024.0)
+}
+
+/// Resident set of a process now, in MiB (`VmRSS`).
+pub fn rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmRSS")
+}
+
+/// Peak resident set of a process, in MiB (`VmHWM`).
+pub fn peak_rss_mib(pid: u32) -> f64 {
+    status_mib(pid, "VmHWM")
+}
