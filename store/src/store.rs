@@ -116,9 +116,11 @@ impl Store {
             max_batch: config.max_batch.max(1),
             checkpoint_bytes: config.checkpoint_bytes,
         };
-        if replayed {
-            // After a crash: make the replayed writes part of sled's durable state now, so WAL
-            // segments do not pile up over repeated crashes.
+        if replayed || committer.wal.has_older_segments()? {
+            // After a crash: make the replayed writes part of sled's durable state now and
+            // delete the segments they came from, so WAL segments do not pile up over repeated
+            // crashes — also when a crash fell between a checkpoint and the deletion of the
+            // segments it covered (nothing to replay, but old segments left).
             committer.checkpoint()?;
         }
         let thread = std::thread::Builder::new()

@@ -184,6 +184,12 @@ impl Wal {
         Ok(seq)
     }
 
+    /// Whether segments older than the current one are still on disk (left by a process that
+    /// stopped between a checkpoint and the deletion of the segments it covered).
+    pub(crate) fn has_older_segments(&self) -> Result<bool> {
+        Ok(segments(&self.dir)?.into_iter().any(|s| s < self.seq))
+    }
+
     /// Deletes every segment numbered below `seq` (their records are checkpointed).
     pub(crate) fn remove_before(&self, seq: u64) -> Result<()> {
         for old in segments(&self.dir)?.into_iter().filter(|s| *s < seq) {
