@@ -1,36 +1,44 @@
-//! The committer: the one thread that writes, with group commit (etcd's apply loop in
-//! `server/etcdserver/server.go` + `raft.go`, whose `Ready` batches share one WAL `fdatasync`,
-//! and the batched backend of `server/storage/backend/batch_tx.go`).
+//! The committer: the one thread that orders and logs writes, with group commit (etcd's apply
+//! loop in `server/etcdserver/server.go` + `raft.go`, whose `Ready` batches share one WAL
+//! `fdatasync`, and the batched backend of `server/storage/backend/batch_tx.go`).
 //!
 //! ```text
 //!   put/delete/txn ──(bounded queue)──▶ committer thread
 //!                                          │ 1. take every request that queued up (≤ max_batch)
 //!                                          │ 2. evaluate each in order (mvcc.rs) against
-//!                                          │    sled + this batch's own earlier writes,
+//!                                          │    sled + the writes still in the pipeline,
 //!                                          │    one new revision per changing write; append to WAL
-//!                                          │ 3. WAL fdatasync, once for the batch
-//!                                          │ 4. apply the batch to sled (write guard), bump current
-//!                                          │ 5. acknowledge the writers
-//!                                          │ 6. publish the batch's events to the watch hub
-//!                                          └ 7. checkpoint when the WAL segment is big enough
+//!                                          │ 3. write the batch to the WAL segment (no sync yet)
+//!                                          │ 4. hand it to the syncer (syncer.rs): fdatasync,
+//!                                          │    apply, acknowledge, publish — while this thread
+//!                                          │    goes on with the next batch
+//!                                          └ 5. checkpoint when the WAL segment is big enough
+//!                                               (in the background, checkpoint.rs)
 //! ```
 //!
+//! A batch of one write with nothing in the pipeline (a lone writer), and every batch when
+//! fsync is off, is synced, applied and acknowledged right here instead: handing it on would
+//! only add a thread wake-up.
+//!
 //! Validation happens before a request is queued (`Store::txn`), so an invalid write never
-//! reaches the log. A failed WAL write or sled apply stops the committer: every pending and
-//! later write then fails (etcd panics in that case), the acknowledged ones are safe in the WAL.
+//! reaches the log. A failed WAL write, sync or sled apply stops the committer: every pending
+//! and later write then fails (etcd panics in that case), the acknowledged ones are safe in the
+//! WAL.
 
-use crate::codec::{self, Change};
+use crate::codec;
 use crate::kvstore::KvStore;
 use crate::mvcc::{self, KvView};
 use crate::revision::check_compact;
-use crate::wal::Wal;
+use crate::syncer::{self, Item, Logged, Pipeline, Reply};
+use crate::wal::{self, Wal};
 use crate::watch_hub::WatchHub;
-use crate::{Error, Event, EventKind, KeyValue, Result, Revision, Txn, TxnResponse, checkpoint};
+use crate::{Error, EventKind, KeyValue, Result, Revision, Txn, TxnResponse, checkpoint};
 use bytes::Bytes;
-use std::collections::HashMap;
-use std::ops::Range;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
 use tokio::sync::{mpsc, oneshot};
 
 /// A message to the committer.
@@ -64,28 +72,35 @@ pub(crate) struct Committer {
     pub checkpoint_bytes: u64,
 }
 
-/// The writes of one batch that are logged but not yet synced and applied.
-#[derive(Default)]
-struct Pending {
-    /// Latest state of keys written in this batch (`None` = deleted).
-    overlay: HashMap<Bytes, Option<KeyValue>>,
-    /// Events of the batch, in revision order.
-    events: Vec<Event>,
-    /// Each revision and its slice of `events`.
-    revisions: Vec<(Revision, Range<usize>)>,
-    replies: Vec<(oneshot::Sender<Result<TxnResponse>>, Result<TxnResponse>)>,
+/// The committer's own state while it runs.
+struct Running {
+    c: Committer,
+    /// To the syncer (bounded: the committer waits when the syncer is far behind).
+    syncer: std::sync::mpsc::SyncSender<Item>,
+    syncer_thread: Option<JoinHandle<()>>,
+    pipeline: Arc<Pipeline>,
+    /// The last revision given out (ahead of `kv.current()` while batches are in the pipeline).
+    rev: Revision,
+    /// The latest state of every key written by a batch not yet applied, with its revision
+    /// (`None` = deleted): what the next evaluations must see instead of sled.
+    overlay: HashMap<Bytes, (Revision, Option<KeyValue>)>,
+    /// The keys of each batch handed to the syncer, by the batch's last revision, to prune
+    /// `overlay` once the batch is applied.
+    handed: VecDeque<(Revision, Vec<Bytes>)>,
+    /// The background checkpoint, if one runs.
+    checkpointing: Option<JoinHandle<Result<()>>>,
 }
 
-/// Reads through the batch's own writes to sled.
-struct BatchView<'a> {
-    overlay: &'a HashMap<Bytes, Option<KeyValue>>,
+/// Reads through the writes still in the pipeline to the applied state.
+struct PipelineView<'a> {
+    overlay: &'a HashMap<Bytes, (Revision, Option<KeyValue>)>,
     kv: &'a KvStore,
 }
 
-impl KvView for BatchView<'_> {
+impl KvView for PipelineView<'_> {
     fn current(&mut self, key: &[u8]) -> Result<Option<KeyValue>> {
         match self.overlay.get(key) {
-            Some(state) => Ok(state.clone()),
+            Some((_, state)) => Ok(state.clone()),
             None => Ok(self.kv.latest(key)),
         }
     }
@@ -97,22 +112,67 @@ enum Flow {
     Stop,
 }
 
-/// An error for each of several waiters (`std::io::Error` is not `Clone`).
-fn copy_error(e: &Error) -> Error {
-    match e {
-        Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), io.to_string())),
-        other => Error::Corrupt(format!("store write failed: {other}")),
-    }
+/// A batch being evaluated.
+#[derive(Default)]
+struct Batch {
+    events: Vec<crate::Event>,
+    revisions: Vec<(Revision, std::ops::Range<usize>)>,
+    replies: Vec<Reply>,
+    /// Keys it writes.
+    keys: Vec<Bytes>,
 }
 
 impl Committer {
+    /// Checkpoints synchronously (at open, after a recovery).
+    pub(crate) fn checkpoint(&mut self) -> Result<()> {
+        let rev = self.kv.current();
+        let seq = self.wal.rotate()?;
+        make_checkpoint(&self.kv, &self.sled_dir, &self.dir, self.fsync, rev, seq)
+    }
+
     /// Runs until `Close` or until every sender is gone.
-    pub(crate) fn run(mut self) {
-        let mut batch = Vec::with_capacity(self.max_batch);
-        while let Some(first) = self.requests.blocking_recv() {
+    pub(crate) fn run(self) {
+        let pipeline = Arc::new(Pipeline::default());
+        let (tx, rx) = std::sync::mpsc::sync_channel(64);
+        let syncer = syncer::Syncer {
+            items: rx,
+            kv: self.kv.clone(),
+            hub: self.hub.clone(),
+            pipeline: pipeline.clone(),
+            fsync: self.fsync,
+        };
+        let syncer_thread = match std::thread::Builder::new()
+            .name("store-syncer".into())
+            .spawn(move || syncer.run())
+        {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the store's syncer thread");
+                return;
+            }
+        };
+        let rev = self.kv.current();
+        let mut running = Running {
+            c: self,
+            syncer: tx,
+            syncer_thread: Some(syncer_thread),
+            pipeline,
+            rev,
+            overlay: HashMap::new(),
+            handed: VecDeque::new(),
+            checkpointing: None,
+        };
+        running.run();
+    }
+}
+
+impl Running {
+    fn run(&mut self) {
+        let mut batch = Vec::with_capacity(self.c.max_batch);
+        while let Some(first) = self.c.requests.blocking_recv() {
             batch.push(first);
-            while batch.len() < self.max_batch {
-                match self.requests.try_recv() {
+            while batch.len() < self.c.max_batch {
+                match self.c.requests.try_recv() {
                     Ok(req) => batch.push(req),
                     Err(_) => break,
                 }
@@ -122,119 +182,250 @@ impl Committer {
             }
         }
         // Requests still queued get `Closed` when their reply senders drop with the channel.
-        self.requests.close();
+        self.c.requests.close();
+        self.stop_syncer();
+        if let Some(Err(e)) = self.join_checkpoint() {
+            tracing::error!(error = %e, "store checkpoint failed");
+        }
     }
 
-    fn process(&mut self, batch: &mut Vec<Request>) -> Flow {
-        let mut pending = Pending::default();
-        let mut rev = self.kv.current();
-        for req in batch.drain(..) {
+    fn stop_syncer(&mut self) {
+        // Dropping the sender ends the syncer once it has done what was queued.
+        let (dead, _) = std::sync::mpsc::sync_channel(1);
+        drop(std::mem::replace(&mut self.syncer, dead));
+        if let Some(t) = self.syncer_thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("store syncer thread panicked");
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.pipeline.failed.load(Ordering::Acquire)
+    }
+
+    fn process(&mut self, requests: &mut Vec<Request>) -> Flow {
+        if self.failed() {
+            return Flow::Stop;
+        }
+        let mut batch = Batch::default();
+        for req in requests.drain(..) {
             match req {
-                Request::Write { txn, reply } => {
-                    let mut view = BatchView {
-                        overlay: &pending.overlay,
-                        kv: &self.kv,
-                    };
-                    let out = match mvcc::evaluate_txn(&mut view, &txn, rev) {
-                        Ok(out) => out,
-                        Err(e) => {
-                            pending.replies.push((reply, Err(e)));
-                            continue;
-                        }
-                    };
-                    if !out.events.is_empty() {
-                        rev = out.response.revision;
-                        self.wal
-                            .append(|buf| codec::encode_write(buf, rev, &out.events));
-                        for e in &out.events {
-                            let state = (e.kind == EventKind::Put).then(|| e.kv.clone());
-                            pending.overlay.insert(e.kv.key.clone(), state);
-                        }
-                        let start = pending.events.len();
-                        pending.events.extend(out.events);
-                        pending.revisions.push((rev, start..pending.events.len()));
-                    }
-                    pending.replies.push((reply, Ok(out.response)));
-                }
+                Request::Write { txn, reply } => self.evaluate(&mut batch, txn, reply),
                 Request::Compact { rev: target, reply } => {
-                    if let Flow::Stop = self.commit(std::mem::take(&mut pending)) {
+                    if let Flow::Stop = self.commit(std::mem::take(&mut batch)) {
                         return Flow::Stop;
                     }
-                    let _ = reply.send(self.compact(target));
+                    let result = self.drain().and_then(|()| self.compact(target));
+                    let _ = reply.send(result);
                 }
                 Request::Close { reply } => {
-                    if let Flow::Stop = self.commit(std::mem::take(&mut pending)) {
+                    if let Flow::Stop = self.commit(std::mem::take(&mut batch)) {
                         return Flow::Stop;
                     }
-                    let _ = reply.send(self.checkpoint());
+                    let result = self.drain().and_then(|()| {
+                        if let Some(Err(e)) = self.join_checkpoint() {
+                            tracing::warn!(error = %e, "background checkpoint failed; checkpointing again");
+                        }
+                        self.c.checkpoint()
+                    });
+                    let _ = reply.send(result);
                     return Flow::Stop;
                 }
             }
         }
-        match self.commit(pending) {
-            Flow::Continue if self.wal.segment_bytes() >= self.checkpoint_bytes => {
-                if let Err(e) = self.checkpoint() {
-                    // The WAL still holds everything; the next checkpoint will try again.
-                    tracing::error!(error = %e, "store checkpoint failed");
-                }
-                Flow::Continue
-            }
-            flow => flow,
-        }
-    }
-
-    /// Syncs the WAL, applies the batch to sled, acknowledges and publishes.
-    fn commit(&mut self, pending: Pending) -> Flow {
-        if let Err(e) = self.sync_and_apply(&pending) {
-            tracing::error!(error = %e, "store write failed; the store stops accepting writes");
-            for (reply, _) in pending.replies {
-                let _ = reply.send(Err(copy_error(&e)));
-            }
+        if let Flow::Stop = self.commit(batch) {
             return Flow::Stop;
         }
-        for (reply, result) in pending.replies {
-            let _ = reply.send(result);
-        }
-        if let Some((last, _)) = pending.revisions.last() {
-            self.hub.publish(&pending.events, *last);
+        if self.c.wal.segment_bytes() >= self.c.checkpoint_bytes
+            && self
+                .checkpointing
+                .as_ref()
+                .is_none_or(JoinHandle::is_finished)
+        {
+            if let Some(Err(e)) = self.join_checkpoint() {
+                // The WAL still holds everything; this checkpoint tries again.
+                tracing::error!(error = %e, "store checkpoint failed");
+            }
+            if let Err(e) = self.start_checkpoint() {
+                // The WAL still holds everything; the next checkpoint will try again.
+                tracing::error!(error = %e, "store checkpoint failed");
+            }
         }
         Flow::Continue
     }
 
-    fn sync_and_apply(&mut self, pending: &Pending) -> Result<()> {
-        let Some((last, _)) = pending.revisions.last() else {
-            return Ok(());
+    fn evaluate(
+        &mut self,
+        batch: &mut Batch,
+        txn: Txn,
+        reply: oneshot::Sender<Result<TxnResponse>>,
+    ) {
+        let mut view = PipelineView {
+            overlay: &self.overlay,
+            kv: &self.c.kv,
         };
-        self.wal.sync()?;
-        let mut latest = self.kv.write();
-        for (rev, events) in &pending.revisions {
-            let changes: Vec<Change> = pending.events[events.clone()]
-                .iter()
-                .map(Change::from_event)
-                .collect();
-            self.kv.apply(&mut latest, *rev, &changes)?;
+        let out = match mvcc::evaluate_txn(&mut view, &txn, self.rev) {
+            Ok(out) => out,
+            Err(e) => {
+                batch.replies.push((reply, Err(e)));
+                return;
+            }
+        };
+        if !out.events.is_empty() {
+            let rev = out.response.revision;
+            self.rev = rev;
+            self.c
+                .wal
+                .append(|buf| codec::encode_write(buf, rev, &out.events));
+            for e in &out.events {
+                let state = (e.kind == EventKind::Put).then(|| e.kv.clone());
+                self.overlay.insert(e.kv.key.clone(), (rev, state));
+                batch.keys.push(e.kv.key.clone());
+            }
+            let start = batch.events.len();
+            batch.events.extend(out.events);
+            batch.revisions.push((rev, start..batch.events.len()));
         }
-        self.kv.set_current(*last);
-        Ok(())
+        batch.replies.push((reply, Ok(out.response)));
+    }
+
+    /// Writes the batch to the WAL and either commits it here (a lone write, nothing in the
+    /// pipeline) or hands it to the syncer.
+    fn commit(&mut self, batch: Batch) -> Flow {
+        if batch.replies.is_empty() {
+            return Flow::Continue;
+        }
+        if let Err(e) = self.c.wal.write_out() {
+            return self.stop_with(batch.replies, &e);
+        }
+        let last = self.rev;
+        let logged = Logged {
+            segment: self.c.wal.segment(),
+            events: batch.events,
+            revisions: batch.revisions,
+            replies: batch.replies,
+        };
+        let idle = self.pipeline.in_flight.load(Ordering::Acquire) == 0;
+        // Without fsync there is no sync to overlap with: handing on would only cost wake-ups.
+        if idle && (logged.replies.len() == 1 || !self.c.fsync) {
+            // Nothing is in flight, so every earlier write is already durable.
+            let changed = !logged.revisions.is_empty();
+            if changed && let Err(e) = wal::sync_segment(&logged.segment, self.c.fsync) {
+                return self.stop_with(logged.replies, &e);
+            }
+            if let Err(e) = syncer::apply_and_ack(&self.c.kv, &self.c.hub, logged) {
+                tracing::error!(error = %e, "store apply failed; the store stops accepting writes");
+                self.pipeline.failed.store(true, Ordering::Release);
+                return Flow::Stop;
+            }
+        } else {
+            self.pipeline.in_flight.fetch_add(1, Ordering::AcqRel);
+            if let Err(std::sync::mpsc::SendError(Item::Batch(logged))) =
+                self.syncer.send(Item::Batch(logged))
+            {
+                self.pipeline.in_flight.fetch_sub(1, Ordering::AcqRel);
+                return self.stop_with(logged.replies, &Error::Closed);
+            }
+            self.handed.push_back((last, batch.keys));
+        }
+        self.prune();
+        Flow::Continue
+    }
+
+    /// Drops the overlay entries of batches the syncer has applied.
+    fn prune(&mut self) {
+        if self.pipeline.in_flight.load(Ordering::Acquire) == 0 {
+            self.overlay.clear();
+            self.handed.clear();
+            return;
+        }
+        let applied = self.c.kv.current();
+        while let Some((last, _)) = self.handed.front() {
+            if *last > applied {
+                break;
+            }
+            let (last, keys) = self.handed.pop_front().unwrap_or_default();
+            for key in keys {
+                if self.overlay.get(&key).is_some_and(|(rev, _)| *rev <= last) {
+                    self.overlay.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn stop_with(&mut self, replies: Vec<Reply>, e: &Error) -> Flow {
+        tracing::error!(error = %e, "store write failed; the store stops accepting writes");
+        syncer::fail(replies, e);
+        self.pipeline.failed.store(true, Ordering::Release);
+        Flow::Stop
+    }
+
+    /// Waits until the syncer has done everything handed to it.
+    fn drain(&mut self) -> Result<()> {
+        let (done, wait) = std::sync::mpsc::channel();
+        let healthy = self.syncer.send(Item::Barrier(done)).is_ok() && wait.recv() == Ok(true);
+        self.prune();
+        if healthy {
+            Ok(())
+        } else {
+            Err(Error::Corrupt("store write failed".into()))
+        }
     }
 
     fn compact(&mut self, rev: Revision) -> Result<()> {
-        check_compact(rev, self.kv.current(), self.kv.compacted())?;
-        self.wal.append(|buf| codec::encode_compact(buf, rev));
-        self.wal.sync()?;
-        let _write = self.kv.write();
-        self.kv.compact(rev)
+        check_compact(rev, self.c.kv.current(), self.c.kv.compacted())?;
+        self.c.wal.append(|buf| codec::encode_compact(buf, rev));
+        self.c.wal.sync()?;
+        let _write = self.c.kv.write();
+        self.c.kv.compact(rev)
     }
 
-    /// See `checkpoint.rs` for the steps and why each is there.
-    pub(crate) fn checkpoint(&mut self) -> Result<()> {
-        let rev = self.kv.current();
-        let seq = self.wal.rotate()?;
-        self.kv.db().flush()?;
-        if self.fsync {
-            checkpoint::sync_all_files(&self.sled_dir)?;
-        }
-        checkpoint::write(&self.dir, rev, self.fsync)?;
-        self.wal.remove_before(seq)
+    /// Rotates the WAL and checkpoints on a background thread (see `checkpoint.rs`): sled's
+    /// flush and the fsync of its files no longer stall writes.
+    fn start_checkpoint(&mut self) -> Result<()> {
+        self.drain()?;
+        let rev = self.c.kv.current();
+        let seq = self.c.wal.rotate()?;
+        let (kv, sled_dir, dir, fsync) = (
+            self.c.kv.clone(),
+            self.c.sled_dir.clone(),
+            self.c.dir.clone(),
+            self.c.fsync,
+        );
+        self.checkpointing = Some(
+            std::thread::Builder::new()
+                .name("store-checkpoint".into())
+                .spawn(move || make_checkpoint(&kv, &sled_dir, &dir, fsync, rev, seq))?,
+        );
+        Ok(())
     }
+
+    /// Waits for the background checkpoint, if any; returns its result.
+    fn join_checkpoint(&mut self) -> Option<Result<()>> {
+        let handle = self.checkpointing.take()?;
+        Some(
+            handle
+                .join()
+                .unwrap_or_else(|_| Err(Error::Corrupt("store checkpoint panicked".into()))),
+        )
+    }
+}
+
+/// Steps 2–5 of a checkpoint (`checkpoint.rs`): everything up to `rev` is applied to sled and
+/// every later record is in segment `seq` or after.
+fn make_checkpoint(
+    kv: &KvStore,
+    sled_dir: &std::path::Path,
+    dir: &std::path::Path,
+    fsync: bool,
+    rev: Revision,
+    seq: u64,
+) -> Result<()> {
+    kv.db().flush()?;
+    if fsync {
+        checkpoint::sync_all_files(sled_dir)?;
+    }
+    checkpoint::write(dir, rev, fsync)?;
+    wal::remove_segments_before(&dir.join("wal"), seq, fsync)
 }

@@ -62,6 +62,7 @@ mod mvcc;
 mod range;
 mod revision;
 mod store;
+mod syncer;
 mod txn;
 mod wal;
 mod watch;

@@ -26,14 +26,15 @@ use crate::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const HEADER: usize = 8;
 
 /// The write-ahead log directory and its open segment.
 pub(crate) struct Wal {
     dir: PathBuf,
-    /// The segment being appended to.
-    file: File,
+    /// The segment being appended to (shared with the syncer, which `fdatasync`s it).
+    file: Arc<File>,
     /// Its sequence number (file name).
     seq: u64,
     /// Framed records appended since the last `sync`.
@@ -46,6 +47,26 @@ pub(crate) struct Wal {
 
 fn segment_path(dir: &Path, seq: u64) -> PathBuf {
     dir.join(format!("{seq:016}.wal"))
+}
+
+/// `fdatasync`s a segment (unless `fsync` is off): every record written to it so far is durable.
+pub(crate) fn sync_segment(file: &File, fsync: bool) -> Result<()> {
+    if fsync {
+        file.sync_data()?;
+    }
+    Ok(())
+}
+
+/// Deletes every segment in the log directory `dir` numbered below `seq` (their records are
+/// checkpointed).
+pub(crate) fn remove_segments_before(dir: &Path, seq: u64, fsync: bool) -> Result<()> {
+    for old in segments(dir)?.into_iter().filter(|s| *s < seq) {
+        fs::remove_file(segment_path(dir, old))?;
+    }
+    if fsync {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Makes a directory entry change (create, rename, delete) durable.
@@ -125,7 +146,7 @@ impl Wal {
         let file = Self::create_segment(dir, seq)?;
         Ok(Wal {
             dir: dir.to_path_buf(),
-            file,
+            file: Arc::new(file),
             seq,
             buf: Vec::with_capacity(1 << 20),
             fsync,
@@ -156,16 +177,29 @@ impl Wal {
 
     /// Writes the appended records and `fdatasync`s the segment (one sync for the whole batch).
     pub(crate) fn sync(&mut self) -> Result<()> {
+        if self.write_out()? {
+            sync_segment(&self.file, self.fsync)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the appended records to the segment (the page cache) without syncing; returns
+    /// whether there was anything to write. They are durable once [`sync_segment`] has run
+    /// on [`Wal::segment`] (the pipelined commit: the syncer thread syncs a batch while the
+    /// committer writes the next one).
+    pub(crate) fn write_out(&mut self) -> Result<bool> {
         if self.buf.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
-        self.file.write_all(&self.buf)?;
-        if self.fsync {
-            self.file.sync_data()?;
-        }
+        (&*self.file).write_all(&self.buf)?;
         self.segment_bytes += self.buf.len() as u64;
         self.buf.clear();
-        Ok(())
+        Ok(true)
+    }
+
+    /// The segment being appended to.
+    pub(crate) fn segment(&self) -> Arc<File> {
+        self.file.clone()
     }
 
     /// Bytes in the current segment.
@@ -178,7 +212,7 @@ impl Wal {
     pub(crate) fn rotate(&mut self) -> Result<u64> {
         self.sync()?;
         let seq = self.seq + 1;
-        self.file = Self::create_segment(&self.dir, seq)?;
+        self.file = Arc::new(Self::create_segment(&self.dir, seq)?);
         self.seq = seq;
         self.segment_bytes = 0;
         Ok(seq)
@@ -188,17 +222,6 @@ impl Wal {
     /// stopped between a checkpoint and the deletion of the segments it covered).
     pub(crate) fn has_older_segments(&self) -> Result<bool> {
         Ok(segments(&self.dir)?.into_iter().any(|s| s < self.seq))
-    }
-
-    /// Deletes every segment numbered below `seq` (their records are checkpointed).
-    pub(crate) fn remove_before(&self, seq: u64) -> Result<()> {
-        for old in segments(&self.dir)?.into_iter().filter(|s| *s < seq) {
-            fs::remove_file(segment_path(&self.dir, old))?;
-        }
-        if self.fsync {
-            sync_dir(&self.dir)?;
-        }
-        Ok(())
     }
 }
 

@@ -8,5 +8,6 @@ mod common;
 mod bad_input;
 mod memory_smoke;
 mod model;
+mod pipeline;
 mod restart;
 mod watch;
