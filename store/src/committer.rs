@@ -11,7 +11,8 @@
 //!                                          │ 3. write the batch to the WAL segment (no sync yet)
 //!                                          │ 4. hand it to the syncer (syncer.rs): fdatasync,
 //!                                          │    apply, acknowledge, publish — while this thread
-//!                                          │    goes on with the next batch
+//!                                          │    goes on with the next batch (sled is
+//!                                          │    written after, by the indexer)
 //!                                          └ 5. checkpoint when the WAL segment is big enough
 //!                                               (in the background, checkpoint.rs)
 //! ```
@@ -26,10 +27,11 @@
 //! WAL.
 
 use crate::codec;
+use crate::indexer;
 use crate::kvstore::KvStore;
 use crate::mvcc::{self, KvView};
 use crate::revision::check_compact;
-use crate::syncer::{self, Item, Logged, Pipeline, Reply};
+use crate::syncer::{self, Applier, Item, Logged, Pipeline, Reply};
 use crate::wal::{self, Wal};
 use crate::watch_hub::WatchHub;
 use crate::{Error, EventKind, KeyValue, Result, Revision, Txn, TxnResponse, checkpoint};
@@ -78,6 +80,9 @@ struct Running {
     /// To the syncer (bounded: the committer waits when the syncer is far behind).
     syncer: std::sync::mpsc::SyncSender<Item>,
     syncer_thread: Option<JoinHandle<()>>,
+    /// What the inline path applies with (shares the indexer queue with the syncer).
+    applier: Applier,
+    indexer_thread: Option<JoinHandle<()>>,
     pipeline: Arc<Pipeline>,
     /// The last revision given out (ahead of `kv.current()` while batches are in the pipeline).
     rev: Revision,
@@ -133,11 +138,27 @@ impl Committer {
     /// Runs until `Close` or until every sender is gone.
     pub(crate) fn run(self) {
         let pipeline = Arc::new(Pipeline::default());
+        let (index_tx, index_rx) = std::sync::mpsc::sync_channel(256);
+        let kv = self.kv.clone();
+        let indexer_thread = match std::thread::Builder::new()
+            .name("store-indexer".into())
+            .spawn(move || indexer::run(kv, index_rx))
+        {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot start the store's indexer thread");
+                return;
+            }
+        };
+        let applier = Applier {
+            kv: self.kv.clone(),
+            hub: self.hub.clone(),
+            indexer: index_tx,
+        };
         let (tx, rx) = std::sync::mpsc::sync_channel(64);
         let syncer = syncer::Syncer {
             items: rx,
-            kv: self.kv.clone(),
-            hub: self.hub.clone(),
+            applier: applier.clone(),
             pipeline: pipeline.clone(),
             fsync: self.fsync,
         };
@@ -156,6 +177,8 @@ impl Committer {
             c: self,
             syncer: tx,
             syncer_thread: Some(syncer_thread),
+            applier,
+            indexer_thread: Some(indexer_thread),
             pipeline,
             rev,
             overlay: HashMap::new(),
@@ -189,14 +212,22 @@ impl Running {
         }
     }
 
+    /// Stops the syncer, then the indexer, each once it has done what was queued (dropping
+    /// the last sender ends each).
     fn stop_syncer(&mut self) {
-        // Dropping the sender ends the syncer once it has done what was queued.
         let (dead, _) = std::sync::mpsc::sync_channel(1);
         drop(std::mem::replace(&mut self.syncer, dead));
         if let Some(t) = self.syncer_thread.take()
             && t.join().is_err()
         {
             tracing::error!("store syncer thread panicked");
+        }
+        let (dead, _) = std::sync::mpsc::sync_channel(1);
+        drop(std::mem::replace(&mut self.applier.indexer, dead));
+        if let Some(t) = self.indexer_thread.take()
+            && t.join().is_err()
+        {
+            tracing::error!("store indexer thread panicked");
         }
     }
 
@@ -314,7 +345,7 @@ impl Running {
             if changed && let Err(e) = wal::sync_segment(&logged.segment, self.c.fsync) {
                 return self.stop_with(logged.replies, &e);
             }
-            if let Err(e) = syncer::apply_and_ack(&self.c.kv, &self.c.hub, logged) {
+            if let Err(e) = self.applier.apply_and_ack(logged) {
                 tracing::error!(error = %e, "store apply failed; the store stops accepting writes");
                 self.pipeline.failed.store(true, Ordering::Release);
                 return Flow::Stop;
@@ -422,6 +453,7 @@ fn make_checkpoint(
     rev: Revision,
     seq: u64,
 ) -> Result<()> {
+    kv.wait_indexed(rev)?;
     kv.db().flush()?;
     if fsync {
         checkpoint::sync_all_files(sled_dir)?;

@@ -16,8 +16,11 @@
 //! server's watch cache anyway). It makes latest reads and the committer's lookups cheap, and
 //! each change costs two sled inserts instead of three.
 //!
-//! Only the committer writes, under the write half of `latest`; readers hold the read half, so
-//! a read never sees half of a batch and the revision it reports matches the data it read.
+//! Only the syncer writes `latest`, under its write half; readers hold the read half, so a read
+//! never sees half of a batch and the revision it reports matches the data it read. sled's
+//! trees are written after the writers are acknowledged, by the indexer thread (`indexer.rs`,
+//! as etcd's backend commits its batch transaction in the background while reads see the
+//! buffered writes); reads of history wait until the indexer has reached their revision.
 //! sled is not trusted for durability (the WAL is); see `checkpoint.rs`.
 
 use crate::codec::{self, Change};
@@ -28,7 +31,7 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 const META_COMPACTED: &[u8] = b"compacted";
 
@@ -47,6 +50,10 @@ pub(crate) struct KvStore {
     current: AtomicU64,
     /// The compaction point (set under the write guard).
     compacted: AtomicU64,
+    /// The revision up to which sled's trees are written, and whether indexing failed.
+    indexed: Mutex<(u64, bool)>,
+    /// Signalled when `indexed` changes.
+    indexed_changed: Condvar,
 }
 
 /// Opens sled. The caller holds the directory lock, so sled's own file lock can only be held by
@@ -115,6 +122,9 @@ impl KvStore {
             latest: RwLock::new(latest),
             current: AtomicU64::new(1),
             compacted: AtomicU64::new(compacted.0),
+            // No indexer runs yet: recovery writes sled directly (see `reset_indexed`).
+            indexed: Mutex::new((u64::MAX, false)),
+            indexed_changed: Condvar::new(),
         })
     }
 
@@ -162,8 +172,14 @@ impl KvStore {
         rev: Revision,
         changes: &[Change],
     ) -> Result<()> {
-        for (sub, c) in changes.iter().enumerate() {
-            let record = codec::encode_record(c, rev);
+        Self::apply_latest(latest, rev, changes);
+        self.index(rev, changes)
+    }
+
+    /// Writes the changes of revision `rev` to `latest` (the write-locked map) only; the
+    /// indexer (`indexer.rs`) writes them to sled afterwards.
+    pub(crate) fn apply_latest(latest: &mut Latest, rev: Revision, changes: &[Change]) {
+        for c in changes {
             match c.kind {
                 EventKind::Put => {
                     let kv = KeyValue {
@@ -179,6 +195,13 @@ impl KvStore {
                     latest.remove(&c.key);
                 }
             }
+        }
+    }
+
+    /// Writes the changes of revision `rev` to sled's `index` and `log` trees. Idempotent.
+    pub(crate) fn index(&self, rev: Revision, changes: &[Change]) -> Result<()> {
+        for (sub, c) in changes.iter().enumerate() {
+            let record = codec::encode_record(c, rev);
             self.index.insert(codec::index_key(&c.key, rev), record)?;
             self.log.insert(
                 codec::log_key(rev, sub as u32),
@@ -188,8 +211,48 @@ impl KvStore {
         Ok(())
     }
 
+    /// Records that sled holds every revision up to `rev` (or that indexing failed), waking
+    /// the readers waiting for it.
+    pub(crate) fn set_indexed(&self, rev: Result<Revision>) {
+        let mut state = self.indexed.lock().unwrap_or_else(PoisonError::into_inner);
+        match rev {
+            Ok(rev) => state.0 = state.0.max(rev.0),
+            Err(e) => {
+                tracing::error!(error = %e, "store indexing failed; reads of history fail");
+                state.1 = true;
+            }
+        }
+        self.indexed_changed.notify_all();
+    }
+
+    /// Sets the indexed revision after recovery, before the indexer starts.
+    pub(crate) fn reset_indexed(&self, rev: Revision) {
+        self.indexed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0 = rev.0;
+    }
+
+    /// Waits until sled holds every revision up to `rev`: history reads (older revisions,
+    /// watch replay), compaction and checkpoints need it. The wait is short (the indexer runs
+    /// a batch or two behind the acknowledged writes) and never depends on the caller's thread.
+    pub(crate) fn wait_indexed(&self, rev: Revision) -> Result<()> {
+        let mut state = self.indexed.lock().unwrap_or_else(PoisonError::into_inner);
+        while state.0 < rev.0 {
+            if state.1 {
+                return Err(Error::Corrupt("store indexing failed".into()));
+            }
+            state = self
+                .indexed_changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        Ok(())
+    }
+
     /// The version of `key` live at `rev`, from the index. Call under the read guard.
     fn version_at(&self, key: &[u8], rev: Revision) -> Result<Option<KeyValue>> {
+        self.wait_indexed(rev)?;
         let lo = codec::index_key(key, Revision::ZERO);
         let hi = codec::index_key(key, rev);
         match self.index.range(lo..=hi).next_back() {
@@ -238,6 +301,7 @@ impl KvStore {
         }
         // Older revision: walk every kept version of the keys in range, keeping per key the
         // last one at or below `rev`.
+        self.wait_indexed(rev)?;
         let mut lo = Vec::new();
         codec::escape_into(&mut lo, &from);
         let mut candidate: Option<(Bytes, Option<KeyValue>)> = None;
@@ -269,6 +333,7 @@ impl KvStore {
     /// that is a tombstone (it is still the key's value at `rev`, and the `prev_kv` of its next
     /// change). Call under the write guard; idempotent.
     pub(crate) fn compact(&self, rev: Revision) -> Result<()> {
+        self.wait_indexed(self.current())?;
         for entry in self.log.range(..codec::log_key(rev, 0)) {
             let (lk, lv) = entry?;
             let at = codec::decode_log_key(&lk)?;
@@ -306,6 +371,7 @@ impl KvStore {
 
 impl EventSource for KvStore {
     fn events(&self, range: &KeyRange, from: Revision, to: Revision) -> Result<Vec<Event>> {
+        self.wait_indexed(to)?;
         let _read = self.read();
         let compacted = self.compacted();
         if from < compacted {

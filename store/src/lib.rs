@@ -5,11 +5,13 @@
 //! log (`server/storage/wal/wal.go`). It knows nothing of Kubernetes: keys and values are bytes.
 //!
 //! ```text
-//!   writers ──put/delete/txn──▶ committer ──append+fdatasync──▶ WAL      (durability)
-//!                                  │ one revision per write
-//!                                  ├──apply──▶ sled: history by key and by revision
-//!                                  │           + latest versions in memory
-//!                                  └──events─▶ watch hub ──bounded──▶ watchers
+//!   writers ──put/delete/txn──▶ committer ──append──▶ WAL ◀──fdatasync── syncer (durability)
+//!                                  one revision per write          │ batches pipelined
+//!                                                                  ├─apply─▶ latest versions
+//!                                                                  │         in memory
+//!                                                                  ├─events─▶ watch hub ──▶ watchers
+//!                                                                  └─▶ indexer ──▶ sled: history
+//!                                                                      by key and by revision
 //! ```
 //!
 //! * One global [`Revision`] counter; every key carries `create_revision`, `mod_revision` and
@@ -33,7 +35,9 @@
 //! | file | concept | etcd |
 //! |---|---|---|
 //! | `store.rs` | open/recover, `Backend` impl, close | `etcdserver/bootstrap.go` |
-//! | `committer.rs` | the single writer, group commit | `etcdserver/server.go` apply loop |
+//! | `committer.rs` | the single writer: order, evaluate, log (group commit) | `etcdserver/server.go` apply loop |
+//! | `syncer.rs` | pipelined fdatasync, apply to memory, publish, acknowledge | `etcdserver/raft.go` `Ready` loop |
+//! | `indexer.rs` | writes history to sled off the write path | backend `batch_tx.go` |
 //! | `wal.rs` | write-ahead log segments | `storage/wal/wal.go` |
 //! | `checkpoint.rs` | make sled durable, drop old WAL | backend `ForceCommit`, WAL purge |
 //! | `kvstore.rs` | sled trees, reads, compaction | `storage/mvcc/kvstore.go` |
@@ -54,6 +58,7 @@ mod committer;
 mod compaction;
 mod config;
 mod error;
+mod indexer;
 mod kv;
 mod kvstore;
 mod lock;

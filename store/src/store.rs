@@ -82,6 +82,7 @@ fn recover(config: &StoreConfig, kv: &KvStore) -> Result<(Wal, Revision, bool)> 
         }
     })?;
     kv.set_current(current);
+    kv.reset_indexed(current);
     Ok((wal, current, current > checkpointed))
 }
 

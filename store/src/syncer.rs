@@ -1,13 +1,14 @@
 //! The syncer: the second stage of the pipelined commit. It `fdatasync`s the WAL for the
-//! batches the committer has written, then applies them to sled and memory, acknowledges their
-//! writers and publishes their events, in order (etcd overlaps the same way: raft's `Ready`
+//! batches the committer has written, then applies them to the latest versions in memory,
+//! publishes their events, acknowledges their writers and hands them to the indexer (which
+//! writes sled), in order (etcd overlaps the same way: raft's `Ready`
 //! loop hands entries to the apply loop while the next WAL batch is saved,
 //! `server/etcdserver/raft.go` `start`).
 //!
 //! ```text
 //!   committer: evaluate batch N+1, write it to the WAL ─┐      (the page cache, no sync)
 //!                                                      ▼
-//!   syncer:    fdatasync (covers N, N+1, … whatever is queued) ─▶ apply each ─▶ ack ─▶ publish
+//!   syncer:    fdatasync (covers N, N+1, … whatever is queued) ─▶ apply each ─▶ publish ─▶ ack
 //! ```
 //!
 //! One `fdatasync` covers every batch queued while the previous one ran, so under load the
@@ -18,6 +19,7 @@
 //! flag, on which the committer stops taking writes (etcd panics instead).
 
 use crate::codec::Change;
+use crate::indexer::Indexed;
 use crate::kvstore::KvStore;
 use crate::wal::sync_segment;
 use crate::watch_hub::WatchHub;
@@ -26,7 +28,7 @@ use std::fs::File;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, Sender, SyncSender};
 use tokio::sync::oneshot;
 
 /// A writer waiting for its answer, and the answer it gets once its batch is durable.
@@ -69,39 +71,49 @@ pub(crate) fn copy_error(e: &Error) -> Error {
     }
 }
 
-/// Applies a durable batch to sled and memory, then publishes and acknowledges it. On an apply
-/// error every writer of the batch gets the error, which is returned.
-pub(crate) fn apply_and_ack(kv: &KvStore, hub: &WatchHub, batch: Logged) -> Result<()> {
-    if let Err(e) = apply(kv, &batch) {
-        fail(batch.replies, &e);
-        return Err(e);
-    }
-    // Watchers first (the events are durable and applied): the writers' tasks are woken after,
-    // so a watch event does not queue behind its own writer (etcd's watchable store also
-    // notifies at the end of the write txn, before the client's response).
-    if let Some((last, _)) = batch.revisions.last() {
-        hub.publish(&batch.events, *last);
-    }
-    for (reply, result) in batch.replies {
-        let _ = reply.send(result);
-    }
-    Ok(())
+/// Where a durable batch goes: memory, the watch hub, the indexer.
+#[derive(Clone)]
+pub(crate) struct Applier {
+    pub kv: Arc<KvStore>,
+    pub hub: Arc<WatchHub>,
+    /// To the indexer thread (bounded: a slow sled slows the syncer, not memory).
+    pub indexer: SyncSender<Indexed>,
 }
 
-fn apply(kv: &KvStore, batch: &Logged) -> Result<()> {
-    let Some((last, _)) = batch.revisions.last() else {
-        return Ok(());
-    };
-    let mut latest = kv.write();
-    for (rev, events) in &batch.revisions {
-        let changes: Vec<Change> = batch.events[events.clone()]
-            .iter()
-            .map(Change::from_event)
-            .collect();
-        kv.apply(&mut latest, *rev, &changes)?;
+impl Applier {
+    /// Applies a durable batch to the latest versions in memory, hands it to the indexer, then
+    /// publishes and acknowledges it. If the indexer is gone every writer of the batch gets an
+    /// error, which is returned.
+    pub(crate) fn apply_and_ack(&self, batch: Logged) -> Result<()> {
+        if let Some((last, _)) = batch.revisions.last() {
+            let mut changes = Vec::with_capacity(batch.revisions.len());
+            {
+                let mut latest = self.kv.write();
+                for (rev, events) in &batch.revisions {
+                    let c: Vec<Change> = batch.events[events.clone()]
+                        .iter()
+                        .map(Change::from_event)
+                        .collect();
+                    KvStore::apply_latest(&mut latest, *rev, &c);
+                    changes.push((*rev, c));
+                }
+                self.kv.set_current(*last);
+            }
+            if self.indexer.send(changes).is_err() {
+                let e = Error::Corrupt("store indexer stopped".into());
+                fail(batch.replies, &e);
+                return Err(e);
+            }
+            // Watchers first (the events are durable and applied): the writers' tasks are
+            // woken after, so a watch event does not queue behind its own writer (etcd's
+            // watchable store also notifies at the end of the write txn, before the response).
+            self.hub.publish(&batch.events, *last);
+        }
+        for (reply, result) in batch.replies {
+            let _ = reply.send(result);
+        }
+        Ok(())
     }
-    kv.set_current(*last);
-    Ok(())
 }
 
 /// Answers every writer with (a copy of) `e`.
@@ -114,8 +126,7 @@ pub(crate) fn fail(replies: Vec<Reply>, e: &Error) {
 /// The syncer thread's state.
 pub(crate) struct Syncer {
     pub items: Receiver<Item>,
-    pub kv: Arc<KvStore>,
-    pub hub: Arc<WatchHub>,
+    pub applier: Applier,
     pub pipeline: Arc<Pipeline>,
     pub fsync: bool,
 }
@@ -161,7 +172,7 @@ impl Syncer {
                             copy_error,
                         );
                         fail(batch.replies, &e);
-                    } else if let Err(e) = apply_and_ack(&self.kv, &self.hub, batch) {
+                    } else if let Err(e) = self.applier.apply_and_ack(batch) {
                         tracing::error!(error = %e, "store apply failed; the store stops accepting writes");
                         self.pipeline.failed.store(true, Ordering::Release);
                     }

@@ -1,0 +1,44 @@
+//! The indexer: writes acknowledged changes into sled's `index` and `log` trees, off the
+//! write path (etcd's backend does the same with its batch transaction: writes are visible
+//! from an in-memory buffer at once and committed to bbolt in the background,
+//! `server/storage/backend/batch_tx.go`, `tx_buffer.go`).
+//!
+//! ```text
+//!   syncer: fdatasync ─▶ apply to `latest` (memory) ─▶ publish ─▶ ack ─▶ send (rev, changes) ─┐
+//!   indexer thread:  sled insert index + log for each revision, in order ◀───────────────────┘
+//!                    └▶ indexed = rev, wake readers of history waiting for it
+//! ```
+//!
+//! Only reads of history need sled (a get or range at an older revision, a watch replaying
+//! from the past, compaction, checkpoints); they wait for the indexer to reach their revision
+//! (`KvStore::wait_indexed`), which is at most the batches still queued here. The queue is
+//! bounded, so a slow sled slows the syncer instead of growing memory. Durability does not
+//! depend on this thread: the WAL holds every acknowledged write, and a checkpoint waits for
+//! the indexer before it flushes sled.
+
+use crate::Revision;
+use crate::codec::Change;
+use crate::kvstore::KvStore;
+use std::sync::Arc;
+use std::sync::mpsc::Receiver;
+
+/// The changes of one applied batch, by revision.
+pub(crate) type Indexed = Vec<(Revision, Vec<Change>)>;
+
+/// Runs until every sender is gone.
+pub(crate) fn run(kv: Arc<KvStore>, batches: Receiver<Indexed>) {
+    let mut failed = false;
+    while let Ok(batch) = batches.recv() {
+        if failed {
+            continue;
+        }
+        let Some(last) = batch.last().map(|(rev, _)| *rev) else {
+            continue;
+        };
+        let result = batch
+            .iter()
+            .try_for_each(|(rev, changes)| kv.index(*rev, changes));
+        failed = result.is_err();
+        kv.set_indexed(result.map(|()| last));
+    }
+}
