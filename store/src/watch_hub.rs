@@ -10,15 +10,16 @@
 //!        │           in chunks, awaits channel room)  so no revision is missed or repeated)
 //!        └── start > published ─────────────────────────────────────────────────▶ synced
 //!
-//!   committer ── publish(events, rev) ──▶ every synced watcher: try_send (never blocks)
+//!   syncer ──── publish(events, rev) ──▶ every synced watcher: try_send (never blocks)
 //!                                         full ⇒ Err(WatcherTooSlow), watcher dropped
 //! ```
 //!
 //! * **No gap, no duplicate at the switch-over.** A catch-up task reads history only up to the
 //!   `published` revision it saw, and joins the synced group only if, under the hub lock,
 //!   `published` has not moved past what it delivered; otherwise it reads the difference first.
-//!   Events at or below `published` are always readable from history, because a backend
-//!   publishes a revision only after storing it.
+//!   Events at or below `published` are always readable from history: a backend publishes a
+//!   revision only after storing it (the durable store's history reads wait for its indexer
+//!   to reach the revision they read).
 //! * **Bounded.** Each watcher has a channel of `buffer + 1` responses. Sends of events always
 //!   leave one slot free, so a watcher that falls behind can still be told
 //!   [`Error::WatcherTooSlow`] before its channel closes. Writers never wait on watchers.
