@@ -310,11 +310,63 @@ impl Comparison {
 /// few fields of a large object, so this is most of the cost of its managedFields bookkeeping.
 pub fn compare(old: &Value, new: &Value, schema: OptSchema<'_>) -> Comparison {
     let mut comparison = Comparison::default();
-    if old == new {
-        return comparison;
+    if old != new {
+        compare_children(old, new, schema, &mut Vec::new(), &mut comparison);
     }
-    compare_children(old, new, schema, &mut Vec::new(), &mut comparison);
     comparison
+}
+
+/// [`compare`] of `old` with its top-level member `name` replaced by `replacement` (absent
+/// when `None`), without copying `old`: the managedFields bookkeeping compares objects
+/// without their `metadata.managedFields`.
+pub fn compare_replacing(
+    old: &Value,
+    (name, replacement): (&str, Option<&Value>),
+    new: &Value,
+    schema: OptSchema<'_>,
+) -> Comparison {
+    let (Value::Object(o), Value::Object(n)) = (old, new) else {
+        let mut replaced = old.clone();
+        if let Some(map) = replaced.as_object_mut() {
+            match replacement {
+                Some(v) => map.insert(name.to_owned(), v.clone()),
+                None => map.remove(name),
+            };
+        }
+        return compare(&replaced, new, schema);
+    };
+    let mut comparison = Comparison::default();
+    if !is_atomic_map(schema) {
+        compare_members(
+            o,
+            Some((name, replacement)),
+            n,
+            schema,
+            &mut Vec::new(),
+            &mut comparison,
+        );
+    }
+    comparison
+}
+
+/// Whether `old` with its top-level member `name` replaced by `replacement` equals `new`.
+pub fn equal_replacing(
+    old: &Value,
+    (name, replacement): (&str, Option<&Value>),
+    new: &Value,
+) -> bool {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let old_len =
+                o.len() - usize::from(o.contains_key(name)) + usize::from(replacement.is_some());
+            old_len == n.len()
+                && n.iter().all(|(k, v)| {
+                    let old_value = if k == name { replacement } else { o.get(k) };
+                    old_value == Some(v)
+                })
+        }
+        _ => false,
+    }
 }
 
 /// Whether walking `value` inserts its own path ([`walk`] in compare mode): scalars, nulls,
@@ -360,34 +412,7 @@ fn compare_children(
 ) {
     match (old, new) {
         (Value::Object(o), Value::Object(n)) if !is_atomic_map(schema) => {
-            for (name, old_child) in o {
-                let child_schema = field(schema, name);
-                path.push(PathElement::Field(name.clone()));
-                let old_member = member_of_object(name, old_child, schema);
-                match n.get(name) {
-                    Some(new_child) => {
-                        let new_member = member_of_object(name, new_child, schema);
-                        compare_node(
-                            (old_child, old_member),
-                            (new_child, new_member),
-                            child_schema,
-                            path,
-                            out,
-                        );
-                    }
-                    None => {
-                        insert_subtree(old_child, child_schema, old_member, path, &mut out.removed)
-                    }
-                }
-                path.pop();
-            }
-            for (name, new_child) in n.iter().filter(|(name, _)| !o.contains_key(*name)) {
-                let child_schema = field(schema, name);
-                path.push(PathElement::Field(name.clone()));
-                let new_member = member_of_object(name, new_child, schema);
-                insert_subtree(new_child, child_schema, new_member, path, &mut out.added);
-                path.pop();
-            }
+            compare_members(o, None, n, schema, path, out);
         }
         (Value::Array(o), Value::Array(n)) if list_type(schema) != ListType::Atomic => {
             let names = |list: &[Value]| -> Vec<PathElement> {
@@ -438,6 +463,60 @@ fn compare_children(
             below(old, &mut out.removed);
             below(new, &mut out.added);
         }
+    }
+}
+
+/// Compares the members of two granular maps (or structs) at `path`; `replace` stands one
+/// member of `old` in for what `old` holds.
+fn compare_members(
+    o: &Map<String, Value>,
+    replace: Option<(&str, Option<&Value>)>,
+    n: &Map<String, Value>,
+    schema: OptSchema<'_>,
+    path: &mut Path,
+    out: &mut Comparison,
+) {
+    let old_member_value = |name: &str| match replace {
+        Some((replaced, value)) if replaced == name => value,
+        _ => o.get(name),
+    };
+    let replaced_name = replace.map(|(name, _)| name);
+    let old_names = o
+        .keys()
+        .map(String::as_str)
+        .filter(|name| Some(*name) != replaced_name)
+        .chain(replace.and_then(|(name, value)| value.map(|_| name)));
+    for name in old_names {
+        let Some(old_child) = old_member_value(name) else {
+            continue;
+        };
+        let child_schema = field(schema, name);
+        path.push(PathElement::Field(name.to_owned()));
+        let old_member = member_of_object(name, old_child, schema);
+        match n.get(name) {
+            Some(new_child) => {
+                let new_member = member_of_object(name, new_child, schema);
+                compare_node(
+                    (old_child, old_member),
+                    (new_child, new_member),
+                    child_schema,
+                    path,
+                    out,
+                );
+            }
+            None => insert_subtree(old_child, child_schema, old_member, path, &mut out.removed),
+        }
+        path.pop();
+    }
+    for (name, new_child) in n
+        .iter()
+        .filter(|(name, _)| old_member_value(name).is_none())
+    {
+        let child_schema = field(schema, name);
+        path.push(PathElement::Field(name.clone()));
+        let new_member = member_of_object(name, new_child, schema);
+        insert_subtree(new_child, child_schema, new_member, path, &mut out.added);
+        path.pop();
     }
 }
 
