@@ -27,11 +27,17 @@ fn namespaces(state: &AppState) -> Result<Arc<ResourceInfo>> {
         .ok_or_else(|| ApiError::Internal("namespaces are not registered".into()))
 }
 
-/// The part of a stored Namespace the lifecycle check reads.
+/// The part of a stored Namespace the lifecycle check reads (the rest is skipped unparsed).
 #[derive(serde::Deserialize)]
 struct NamespaceLifecycle {
     #[serde(default)]
-    metadata: Option<Value>,
+    metadata: Option<LifecycleMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct LifecycleMeta {
+    #[serde(default, rename = "deletionTimestamp")]
+    deletion_timestamp: Option<Value>,
 }
 
 impl NamespaceLifecycle {
@@ -39,7 +45,7 @@ impl NamespaceLifecycle {
     fn terminating(&self) -> bool {
         self.metadata
             .as_ref()
-            .and_then(|m| m.get("deletionTimestamp"))
+            .and_then(|m| m.deletion_timestamp.as_ref())
             .and_then(Value::as_str)
             .is_some_and(|t| !t.is_empty())
     }

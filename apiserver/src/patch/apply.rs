@@ -552,10 +552,9 @@ fn insert_subtree(
     path: &mut Path,
     into: &mut Set,
 ) {
-    let mut set = Set::new();
-    let _ = walk(value, schema, &mut Vec::new(), &mut set, Mode::Compare);
-    into.insert_under(path, &set);
-    if member || is_leaf_node(value, schema) {
+    // Cannot fail in compare mode; inserts `path` itself for a leaf.
+    let _ = walk(value, schema, path, into, Mode::Compare);
+    if member {
         into.insert(path);
     }
 }

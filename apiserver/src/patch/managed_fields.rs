@@ -401,6 +401,9 @@ fn same_entries(a: &[ManagedFieldsEntry], b: &[ManagedFieldsEntry]) -> bool {
 
 /// Others lose what this write changed or removed; managers left with nothing are dropped.
 fn disown(entries: &mut Vec<ManagedFieldsEntry>, comparison: &Comparison) {
+    if entries.is_empty() {
+        return;
+    }
     let lost = comparison.changed().union(&comparison.removed);
     for entry in entries.iter_mut() {
         entry.fields = entry.fields.difference(&lost);
@@ -494,11 +497,13 @@ fn record_update(
     let mine = |e: &ManagedFieldsEntry| e.same_manager(manager, Operation::Update, subresource);
     let previous = entries.iter().position(mine).map(|i| entries.remove(i));
     disown(&mut entries, &comparison);
-    let fields = previous
-        .map(|p| p.fields)
-        .unwrap_or_default()
-        .difference(&comparison.removed)
-        .union(&comparison.changed());
+    // (its set − removed) ∪ added ∪ modified
+    let mut fields = match previous {
+        Some(p) => p.fields.difference(&comparison.removed),
+        None => Set::new(),
+    };
+    fields.union_with(&comparison.added);
+    fields.union_with(&comparison.modified);
     if !fields.is_empty() {
         entries.push(ManagedFieldsEntry {
             manager: manager.to_owned(),
