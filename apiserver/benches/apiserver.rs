@@ -2,7 +2,8 @@
 //! HTTP/1.1 keep-alive connections, and watch delivery latency to 100 watchers.
 //!
 //! Run with `cargo bench -p apiserver` (`MINIPLANE_BENCH_FSYNC=0` for a store without fsync,
-//! `MINIPLANE_BENCH_QUICK=1` for a short smoke run). The server runs in this process on a real
+//! `MINIPLANE_BENCH_QUICK=1` for a short smoke run, `MINIPLANE_BENCH_OPS=create,get` to measure
+//! only some rows — `create`, `get`, `list`, `list-page`, `watch` — e.g. under a profiler). The server runs in this process on a real
 //! socket, over the durable `store::Store` in a temporary directory; clients are plain hyper
 //! HTTP/1.1 connections (one per concurrent client) sending pre-serialized JSON, so the client
 //! side costs as little CPU as possible on a machine where it shares the cores with the server.
@@ -13,7 +14,8 @@
 //! ```
 //!
 //! Every figure is the median over `RUNS` runs; latencies are per request, measured by the
-//! client from send to the last body byte.
+//! client from send to the last body byte; CPU/req is the whole process's CPU time (server and
+//! clients) over the measurement divided by its requests.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use bytes::Bytes;
@@ -92,6 +94,16 @@ enum Op {
 }
 
 impl Op {
+    /// The name `MINIPLANE_BENCH_OPS` selects the row by.
+    fn key(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Get => "get",
+            Op::List => "list",
+            Op::ListPage => "list-page",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Op::Create => "create",
@@ -116,6 +128,28 @@ struct Measurement {
     throughput: f64,
     p50: Duration,
     p99: Duration,
+    /// CPU time of the whole process (server and clients) per request.
+    cpu_per_request: Duration,
+}
+
+/// CPU time used so far by this process's live threads (`/proc/self/task/*/schedstat`, first
+/// field, in ns). Unlike wall-clock figures it barely moves with other work on the machine, so it
+/// compares runs taken at different loads. Threads that exited are not counted: the server's
+/// threads (tokio workers, the store's committer) live for the whole run.
+fn process_cpu() -> Duration {
+    let mut ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for task in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Duration::from_nanos(ns)
 }
 
 /// Runs `total` requests of `op` from `concurrency` connections.
@@ -132,6 +166,7 @@ async fn measure(
     for _ in 0..concurrency {
         senders.push(connect(addr).await);
     }
+    let cpu_start = process_cpu();
     let start = Instant::now();
     for (c, mut sender) in senders.into_iter().enumerate() {
         let next = next.clone();
@@ -183,11 +218,13 @@ async fn measure(
         latencies.extend(c.await.unwrap());
     }
     let elapsed = start.elapsed();
+    let cpu = process_cpu().saturating_sub(cpu_start);
     latencies.sort();
     Measurement {
         throughput: total as f64 / elapsed.as_secs_f64(),
         p50: percentile(&latencies, 0.50),
         p99: percentile(&latencies, 0.99),
+        cpu_per_request: cpu / total.max(1) as u32,
     }
 }
 
@@ -365,6 +402,14 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// Whether `MINIPLANE_BENCH_OPS` (comma-separated; all rows when unset) selects `key`.
+fn selected(key: &str) -> bool {
+    match std::env::var("MINIPLANE_BENCH_OPS") {
+        Ok(ops) if !ops.trim().is_empty() => ops.split(',').any(|o| o.trim() == key),
+        _ => true,
+    }
+}
+
 fn main() {
     let quick = std::env::var("MINIPLANE_BENCH_QUICK").is_ok_and(|v| v == "1");
     let fsync = !std::env::var("MINIPLANE_BENCH_FSYNC").is_ok_and(|v| v == "0");
@@ -404,27 +449,38 @@ async fn bench(cores: usize, fsync: bool, quick: bool) {
     let rate = seed(addr).await;
     println!("seeded {SEED} ConfigMaps at {rate:.0}/s (64 clients)");
     println!();
-    println!("| op | clients | throughput (req/s) | p50 (ms) | p99 (ms) |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!("| op | clients | throughput (req/s) | p50 (ms) | p99 (ms) | CPU/req (µs) |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for op in [Op::Create, Op::Get, Op::List, Op::ListPage] {
+        if !selected(op.key()) {
+            continue;
+        }
         for c in CONCURRENCY {
             let mut tput = Vec::new();
             let mut p50 = Vec::new();
             let mut p99 = Vec::new();
+            let mut cpu = Vec::new();
             for run in 0..RUNS {
                 let m = measure(addr, op, c, op.requests(c, quick), run).await;
                 tput.push(m.throughput);
                 p50.push(m.p50);
                 p99.push(m.p99);
+                cpu.push(m.cpu_per_request);
             }
             println!(
-                "| {} | {c} | {:.0} | {} | {} |",
+                "| {} | {c} | {:.0} | {} | {} | {:.0} |",
                 op.name(),
                 median_f64(tput),
                 ms(median_d(p50)),
-                ms(median_d(p99))
+                ms(median_d(p99)),
+                median_d(cpu).as_secs_f64() * 1e6
             );
         }
+    }
+    if !selected("watch") {
+        shutdown.cancel();
+        let _ = tokio::time::timeout(Duration::from_secs(20), server).await;
+        return;
     }
     let writes = if quick { 20 } else { 200 };
     let mut p50 = Vec::new();

@@ -101,8 +101,16 @@ pub fn unknown_fields(
     if mode == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
-    let unknown = info.strategy.unknown_fields(obj);
-    if unknown.is_empty() {
+    render_unknown(info, info.strategy.unknown_fields(obj), mode)
+}
+
+/// Unknown fields per `?fieldValidation=` (see [`unknown_fields`]).
+fn render_unknown(
+    info: &ResourceInfo,
+    unknown: Vec<String>,
+    mode: FieldValidation,
+) -> Result<Vec<String>> {
+    if mode == FieldValidation::Ignore || unknown.is_empty() {
         return Ok(Vec::new());
     }
     let rendered: Vec<String> = unknown
@@ -124,12 +132,27 @@ pub fn unknown_fields(
 /// Runs the strategy's defaulting; a decode failure is a 400 worded as Kubernetes'
 /// `transformDecodeError`.
 pub fn default(info: &ResourceInfo, obj: &mut Value) -> Result<()> {
-    info.strategy.default(obj).map_err(|msg| {
-        ApiError::BadRequest(format!(
-            "{} in version \"{}\" cannot be handled as a {}: {msg}",
-            info.kind, info.gvr.version, info.kind
-        ))
-    })
+    info.strategy
+        .default(obj)
+        .map_err(|msg| decode_error(info, &msg))
+}
+
+/// The 400 for a body that does not decode into the kind.
+fn decode_error(info: &ResourceInfo, msg: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "{} in version \"{}\" cannot be handled as a {}: {msg}",
+        info.kind, info.gvr.version, info.kind
+    ))
+}
+
+/// What a create checks in its body before [`before_create`] defaults it: [`unknown_fields`]
+/// (a 400 under `Strict`, else the warnings) and that it decodes (the 400 [`default`] gives) —
+/// in one decoding of the body where the kind can.
+pub fn check_body(info: &ResourceInfo, obj: &Value, mode: FieldValidation) -> Result<Vec<String>> {
+    let (unknown, decodes) = info.strategy.check_body(obj);
+    let warnings = render_unknown(info, unknown, mode)?;
+    decodes.map_err(|msg| decode_error(info, &msg))?;
+    Ok(warnings)
 }
 
 /// `generateName` + 5 characters from Kubernetes' alphabet (no vowels, no confusable digits).
@@ -218,9 +241,11 @@ pub fn before_create(
     if info.reset_status_on_create {
         meta::set_status(obj, None);
     }
-    default(info, obj)?;
-    info.strategy.prepare_for_create(obj);
-    let errors = info.strategy.validate_create(obj);
+    // default → prepare_for_create → validate_create, in one decoding of the object.
+    let errors = info
+        .strategy
+        .admit_create(obj)
+        .map_err(|msg| decode_error(info, &msg))?;
     if !errors.is_empty() {
         return Err(invalid(info, &name, errors));
     }
@@ -294,10 +319,12 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
     meta::copy_meta(old, &mut new, MetaField::Name);
     meta::copy_meta(old, &mut new, MetaField::Namespace);
     meta::copy_meta(old, &mut new, MetaField::ResourceVersion);
-    default(info, &mut new)?;
-    if ctx.part.prepares_main_update() {
-        info.strategy.prepare_for_update(&mut new, old);
-    }
+    // default → prepare_for_update → validate_update (and whether the generation moves), in
+    // one decoding of each object; the results are used in Kubernetes' order below.
+    let (errors, bumps_generation) = info
+        .strategy
+        .admit_update(&mut new, old, ctx.part.prepares_main_update())
+        .map_err(|msg| decode_error(info, &msg))?;
     if meta::deletion_timestamp(old).is_some() {
         let before = meta::finalizers(old);
         let added: Vec<String> = meta::finalizers(&new)
@@ -324,7 +351,6 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
             ));
         }
     }
-    let errors = info.strategy.validate_update(&new, old);
     if !errors.is_empty() {
         return Err(invalid(info, &r.name, errors));
     }
@@ -332,7 +358,7 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
     // (`customResourceStrategy.PrepareForUpdate`); built-in kinds only with one.
     if (info.has_status() || info.crd.is_some())
         && matches!(ctx.part, WritePart::Main | WritePart::Scale)
-        && info.strategy.bumps_generation(&new, old)
+        && bumps_generation
     {
         meta::set_meta_i64(
             &mut new,

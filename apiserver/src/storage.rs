@@ -25,7 +25,9 @@ use crate::meta::{self, MetaField};
 use crate::registry::ResourceInfo;
 use crate::request_trace::{self, WriteTrace};
 use bytes::Bytes;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 use store::{Backend, Compare, KeyRange, Op, OpResponse, RangeRequest, Revision, Txn};
 
@@ -117,12 +119,56 @@ pub fn decode_as(info: &ResourceInfo, value: &[u8], revision: Revision) -> Resul
     Ok(obj)
 }
 
+/// The stored form of an object: its JSON without `metadata.resourceVersion`.
 fn encode(obj: &Value) -> Result<Bytes> {
-    let mut obj = obj.clone();
-    meta::set_meta_str(&mut obj, MetaField::ResourceVersion, None);
-    serde_json::to_vec(&obj)
+    let bytes = match obj {
+        // The usual case, written without copying the object.
+        Value::Object(root) if root.get("metadata").is_some_and(Value::is_object) => {
+            serde_json::to_vec(&Stored(root))
+        }
+        _ => {
+            let mut obj = obj.clone();
+            meta::set_meta_str(&mut obj, MetaField::ResourceVersion, None);
+            serde_json::to_vec(&obj)
+        }
+    };
+    bytes
         .map(Bytes::from)
         .map_err(|e| ApiError::Internal(format!("encode: {e}")))
+}
+
+/// An object serialized as it is stored: member by member as `serde_json` writes a map, with
+/// `metadata` written without `resourceVersion`.
+struct Stored<'a>(&'a Map<String, Value>);
+
+impl Serialize for Stored<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in self.0 {
+            match value {
+                Value::Object(metadata) if key == "metadata" => {
+                    map.serialize_entry(key, &WithoutResourceVersion(metadata))?;
+                }
+                _ => map.serialize_entry(key, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
+/// `metadata` without `resourceVersion`.
+struct WithoutResourceVersion<'a>(&'a Map<String, Value>);
+
+impl Serialize for WithoutResourceVersion<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        const RESOURCE_VERSION: &str = "resourceVersion";
+        let len = self.0.len() - usize::from(self.0.contains_key(RESOURCE_VERSION));
+        let mut map = serializer.serialize_map(Some(len))?;
+        for (key, value) in self.0.iter().filter(|(k, _)| *k != RESOURCE_VERSION) {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
 }
 
 /// What a read-modify-write decided to do with the current object.
@@ -267,26 +313,20 @@ impl Storage {
         }
     }
 
-    /// Creates an object; 409 AlreadyExists if the name is taken.
-    pub async fn create(&self, r: &ObjectRef, obj: &Value) -> Result<Value> {
+    /// Creates an object; 409 AlreadyExists if the name is taken. Returns the stored object
+    /// with its resourceVersion.
+    pub async fn create(&self, r: &ObjectRef, mut obj: Value) -> Result<Value> {
         let key = r.key();
-        let stamped;
-        let obj = match &self.trace {
-            Some(trace) => {
-                let mut o = obj.clone();
-                trace.stamp(&mut o);
-                stamped = o;
-                &stamped
-            }
-            None => obj,
-        };
+        if let Some(trace) = &self.trace {
+            trace.stamp(&mut obj);
+        }
         let resp = self
             .backend
             .txn(Txn {
                 compares: vec![Compare::absent(key.clone())],
                 success: vec![Op::Put {
                     key: key.clone(),
-                    value: encode(obj)?,
+                    value: encode(&obj)?,
                 }],
                 failure: vec![],
             })
@@ -298,13 +338,24 @@ impl Storage {
         if let Some(trace) = &self.trace {
             trace.written(&r.name, resp.revision.0);
         }
-        let mut out = obj.clone();
         meta::set_meta_str(
-            &mut out,
+            &mut obj,
             MetaField::ResourceVersion,
             Some(&resp.revision.0.to_string()),
         );
-        Ok(out)
+        Ok(obj)
+    }
+
+    /// Reads one object's stored JSON straight into `T` (which sees no resourceVersion): for
+    /// checks that need a few fields of an object, not the object.
+    pub async fn get_as<T: DeserializeOwned>(&self, r: &ObjectRef) -> Result<Option<T>> {
+        let resp = self.backend.get(&r.key(), None).await?;
+        resp.kv
+            .map(|kv| {
+                serde_json::from_slice(&kv.value)
+                    .map_err(|e| ApiError::Internal(format!("stored object does not decode: {e}")))
+            })
+            .transpose()
     }
 
     /// Read-modify-write with retries (`GuaranteedUpdate`). `decide` gets the current object

@@ -27,6 +27,30 @@ fn namespaces(state: &AppState) -> Result<Arc<ResourceInfo>> {
         .ok_or_else(|| ApiError::Internal("namespaces are not registered".into()))
 }
 
+/// The part of a stored Namespace the lifecycle check reads (the rest is skipped unparsed).
+#[derive(serde::Deserialize)]
+struct NamespaceLifecycle {
+    #[serde(default)]
+    metadata: Option<LifecycleMeta>,
+}
+
+#[derive(serde::Deserialize)]
+struct LifecycleMeta {
+    #[serde(default, rename = "deletionTimestamp")]
+    deletion_timestamp: Option<Value>,
+}
+
+impl NamespaceLifecycle {
+    /// `metadata.deletionTimestamp` is set (as [`meta::deletion_timestamp`] reads it).
+    fn terminating(&self) -> bool {
+        self.metadata
+            .as_ref()
+            .and_then(|m| m.deletion_timestamp.as_ref())
+            .and_then(Value::as_str)
+            .is_some_and(|t| !t.is_empty())
+    }
+}
+
 /// 404 `namespaces "x" not found` when the namespace is missing, 403 when it is terminating.
 pub async fn check_namespace(state: &AppState, info: &ResourceInfo, namespace: &str) -> Result<()> {
     let ns_info = namespaces(state)?;
@@ -35,12 +59,13 @@ pub async fn check_namespace(state: &AppState, info: &ResourceInfo, namespace: &
         namespace: None,
         name: namespace.to_string(),
     };
-    let ns = state
+    // Only the lifecycle is read, not the whole Namespace (this runs on every create).
+    let ns: NamespaceLifecycle = state
         .storage()
-        .get(&r)
+        .get_as(&r)
         .await?
         .ok_or_else(|| r.not_found())?;
-    if meta::deletion_timestamp(&ns).is_some() {
+    if ns.terminating() {
         return Err(ApiError::Forbidden {
             target: target(info, ""),
             message: format!(
@@ -70,7 +95,7 @@ pub async fn ensure_namespace(state: &AppState, name: &str) -> Result<()> {
     };
     rest::default(&info, &mut obj)?;
     rest::before_create(&info, None, &mut obj, &wctx)?;
-    match state.storage().create(&r, &obj).await {
+    match state.storage().create(&r, obj).await {
         Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
         Err(e) => Err(e),
     }
@@ -95,8 +120,8 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
     let mode = ctx.query.field_validation()?;
     let mut body = decode_body(&ctx.headers, &ctx.body, &info.kind)?;
     rest::check_type(&info, &mut body)?;
-    let warnings = rest::unknown_fields(&info, &body, mode)?;
-    rest::default(&info, &mut body)?;
+    // Unknown fields and decoding are checked here; `before_create` defaults the body.
+    let warnings = rest::check_body(&info, &body, mode)?;
     if let Some(ns) = &namespace {
         check_namespace(&ctx.state, &info, ns).await?;
     }
@@ -109,7 +134,12 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut obj: Value = body.clone();
+        // Only a generated name is retried (with a new name): otherwise the body is used once.
+        let mut obj: Value = if generated {
+            body.clone()
+        } else {
+            std::mem::take(&mut body)
+        };
         rest::before_create(&info, namespace.as_deref(), &mut obj, &wctx)?;
         let r = ObjectRef {
             info: info.clone(),
@@ -119,7 +149,7 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
         if dry_run {
             return object_response(&ctx, &info, StatusCode::CREATED, &obj, &warnings);
         }
-        match ctx.storage().create(&r, &obj).await {
+        match ctx.storage().create(&r, obj).await {
             Ok(stored) => {
                 return object_response(&ctx, &info, StatusCode::CREATED, &stored, &warnings);
             }

@@ -140,22 +140,22 @@ pub fn object_response(
     obj: &Value,
     warnings: &[String],
 ) -> Result<Response> {
-    let body = if ctx.accept.table {
+    let mut resp = if ctx.accept.table {
         let rv = crate::meta::resource_version(obj).unwrap_or_default();
-        table::table(
+        let table = table::table(
             info,
             std::slice::from_ref(obj),
             json!({"resourceVersion": rv}),
             ctx.include_object()?,
             true,
             ctx.state.now(),
-        )
+        );
+        json_response(code, &table)
     } else if ctx.accept.partial_metadata {
-        crate::meta::partial_object_metadata(obj)
+        json_response(code, &crate::meta::partial_object_metadata(obj))
     } else {
-        obj.clone()
+        json_response(code, obj)
     };
-    let mut resp = json_response(code, &body);
     add_warnings(&mut resp, warnings);
     Ok(resp)
 }

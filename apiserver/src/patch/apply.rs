@@ -301,8 +301,275 @@ impl Comparison {
     }
 }
 
-/// Compares two versions of an object.
+/// Compares two versions of an object (`typed.Compare`).
+///
+/// The result is what comparing the two objects' whole field sets gives ([`compare_by_sets`]:
+/// `added = new − old`, `removed = old − new`, `modified` = leaves of both whose values differ),
+/// but it is found by walking both objects side by side: a subtree that is equal on both sides
+/// is skipped, and field sets are built only where the two differ. An ordinary write changes a
+/// few fields of a large object, so this is most of the cost of its managedFields bookkeeping.
 pub fn compare(old: &Value, new: &Value, schema: OptSchema<'_>) -> Comparison {
+    let mut comparison = Comparison::default();
+    if old != new {
+        compare_children(old, new, schema, &mut Vec::new(), &mut comparison);
+    }
+    comparison
+}
+
+/// [`compare`] of `old` with its top-level member `name` replaced by `replacement` (absent
+/// when `None`), without copying `old`: the managedFields bookkeeping compares objects
+/// without their `metadata.managedFields`.
+pub fn compare_replacing(
+    old: &Value,
+    (name, replacement): (&str, Option<&Value>),
+    new: &Value,
+    schema: OptSchema<'_>,
+) -> Comparison {
+    let (Value::Object(o), Value::Object(n)) = (old, new) else {
+        let mut replaced = old.clone();
+        if let Some(map) = replaced.as_object_mut() {
+            match replacement {
+                Some(v) => map.insert(name.to_owned(), v.clone()),
+                None => map.remove(name),
+            };
+        }
+        return compare(&replaced, new, schema);
+    };
+    let mut comparison = Comparison::default();
+    if !is_atomic_map(schema) {
+        compare_members(
+            o,
+            Some((name, replacement)),
+            n,
+            schema,
+            &mut Vec::new(),
+            &mut comparison,
+        );
+    }
+    comparison
+}
+
+/// Whether `old` with its top-level member `name` replaced by `replacement` equals `new`.
+pub fn equal_replacing(
+    old: &Value,
+    (name, replacement): (&str, Option<&Value>),
+    new: &Value,
+) -> bool {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let old_len =
+                o.len() - usize::from(o.contains_key(name)) + usize::from(replacement.is_some());
+            old_len == n.len()
+                && n.iter().all(|(k, v)| {
+                    let old_value = if k == name { replacement } else { o.get(k) };
+                    old_value == Some(v)
+                })
+        }
+        _ => false,
+    }
+}
+
+/// Whether walking `value` inserts its own path ([`walk`] in compare mode): scalars, nulls,
+/// atomic lists and atomic maps are leaves; granular maps and lists are only paths to their
+/// members.
+fn is_leaf_node(value: &Value, schema: OptSchema<'_>) -> bool {
+    match value {
+        Value::Object(_) => is_atomic_map(schema),
+        Value::Array(_) => list_type(schema) == ListType::Atomic,
+        _ => true,
+    }
+}
+
+/// Whether member `name` of an object (whose schema is `parent`) is in the field set whatever
+/// its value holds: an entry of a map (not a declared struct field), a null, or an empty object.
+fn member_of_object(name: &str, child: &Value, parent: OptSchema<'_>) -> bool {
+    parent.is_some_and(|s| !s.declares(name))
+        || child.is_null()
+        || child.as_object().is_some_and(Map::is_empty)
+}
+
+/// Whether the field set of `value` has paths below it.
+fn has_members_below(value: &Value, schema: OptSchema<'_>) -> bool {
+    match value {
+        Value::Object(map) if !is_atomic_map(schema) => map.iter().any(|(name, child)| {
+            let child_schema = field(schema, name);
+            member_of_object(name, child, schema)
+                || is_leaf_node(child, child_schema)
+                || has_members_below(child, child_schema)
+        }),
+        Value::Array(list) if list_type(schema) != ListType::Atomic => !list.is_empty(),
+        _ => false,
+    }
+}
+
+/// Compares the members of `old` and `new` (both at `path`), not `path` itself.
+fn compare_children(
+    old: &Value,
+    new: &Value,
+    schema: OptSchema<'_>,
+    path: &mut Path,
+    out: &mut Comparison,
+) {
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) if !is_atomic_map(schema) => {
+            compare_members(o, None, n, schema, path, out);
+        }
+        (Value::Array(o), Value::Array(n)) if list_type(schema) != ListType::Atomic => {
+            let names = |list: &[Value]| -> Vec<PathElement> {
+                list.iter()
+                    .enumerate()
+                    .map(|(i, v)| item_element_lenient(v, i, schema))
+                    .collect()
+            };
+            let (old_names, new_names) = (names(o), names(n));
+            if has_duplicates(&old_names) || has_duplicates(&new_names) {
+                // Two elements with one name share one path: compare this list by its whole
+                // field sets, as `value_at` picks the first of them.
+                let local = compare_by_sets(old, new, schema);
+                out.added.insert_under(path, &local.added);
+                out.removed.insert_under(path, &local.removed);
+                out.modified.insert_under(path, &local.modified);
+                return;
+            }
+            let element_schema = items(schema);
+            for (old_item, name) in o.iter().zip(&old_names) {
+                path.push(name.clone());
+                match new_names.iter().position(|n| n == name) {
+                    Some(i) => {
+                        compare_node((old_item, true), (&n[i], true), element_schema, path, out)
+                    }
+                    None => insert_subtree(old_item, element_schema, true, path, &mut out.removed),
+                }
+                path.pop();
+            }
+            for (new_item, name) in n.iter().zip(&new_names) {
+                if !old_names.contains(name) {
+                    path.push(name.clone());
+                    insert_subtree(new_item, element_schema, true, path, &mut out.added);
+                    path.pop();
+                }
+            }
+        }
+        _ => {
+            // Different shapes (or leaves): members are paths of different kinds (fields vs
+            // list elements), so whatever one side has below `path` the other lacks.
+            let below = |value: &Value, into: &mut Set| {
+                let mut set = Set::new();
+                let _ = walk(value, schema, &mut Vec::new(), &mut set, Mode::Compare);
+                // `walk` marks a leaf by inserting the empty path, which `Set` ignores: what
+                // remains is exactly the members below `path`.
+                into.insert_under(path, &set);
+            };
+            below(old, &mut out.removed);
+            below(new, &mut out.added);
+        }
+    }
+}
+
+/// Compares the members of two granular maps (or structs) at `path`; `replace` stands one
+/// member of `old` in for what `old` holds.
+fn compare_members(
+    o: &Map<String, Value>,
+    replace: Option<(&str, Option<&Value>)>,
+    n: &Map<String, Value>,
+    schema: OptSchema<'_>,
+    path: &mut Path,
+    out: &mut Comparison,
+) {
+    let old_member_value = |name: &str| match replace {
+        Some((replaced, value)) if replaced == name => value,
+        _ => o.get(name),
+    };
+    let replaced_name = replace.map(|(name, _)| name);
+    let old_names = o
+        .keys()
+        .map(String::as_str)
+        .filter(|name| Some(*name) != replaced_name)
+        .chain(replace.and_then(|(name, value)| value.map(|_| name)));
+    for name in old_names {
+        let Some(old_child) = old_member_value(name) else {
+            continue;
+        };
+        let child_schema = field(schema, name);
+        path.push(PathElement::Field(name.to_owned()));
+        let old_member = member_of_object(name, old_child, schema);
+        match n.get(name) {
+            Some(new_child) => {
+                let new_member = member_of_object(name, new_child, schema);
+                compare_node(
+                    (old_child, old_member),
+                    (new_child, new_member),
+                    child_schema,
+                    path,
+                    out,
+                );
+            }
+            None => insert_subtree(old_child, child_schema, old_member, path, &mut out.removed),
+        }
+        path.pop();
+    }
+    for (name, new_child) in n
+        .iter()
+        .filter(|(name, _)| old_member_value(name).is_none())
+    {
+        let child_schema = field(schema, name);
+        path.push(PathElement::Field(name.clone()));
+        let new_member = member_of_object(name, new_child, schema);
+        insert_subtree(new_child, child_schema, new_member, path, &mut out.added);
+        path.pop();
+    }
+}
+
+/// Compares one node present on both sides; `.1` says whether the node is a member of its
+/// side's field set by virtue of its place (a map entry, a list element, an empty value).
+fn compare_node(
+    (old, old_place): (&Value, bool),
+    (new, new_place): (&Value, bool),
+    schema: OptSchema<'_>,
+    path: &mut Path,
+    out: &mut Comparison,
+) {
+    if old == new {
+        // Equal subtrees have equal field sets and equal values at every path.
+        return;
+    }
+    let old_member = old_place || is_leaf_node(old, schema);
+    let new_member = new_place || is_leaf_node(new, schema);
+    compare_children(old, new, schema, path, out);
+    match (old_member, new_member) {
+        (true, false) => out.removed.insert(path),
+        (false, true) => out.added.insert(path),
+        (true, true) if !has_members_below(new, schema) => out.modified.insert(path),
+        _ => {}
+    }
+}
+
+/// Inserts the paths of `value`'s field set (at `path`; `path` itself when `member` or a leaf).
+fn insert_subtree(
+    value: &Value,
+    schema: OptSchema<'_>,
+    member: bool,
+    path: &mut Path,
+    into: &mut Set,
+) {
+    // Cannot fail in compare mode; inserts `path` itself for a leaf.
+    let _ = walk(value, schema, path, into, Mode::Compare);
+    if member {
+        into.insert(path);
+    }
+}
+
+fn has_duplicates(names: &[PathElement]) -> bool {
+    names
+        .iter()
+        .enumerate()
+        .any(|(i, a)| names[..i].contains(a))
+}
+
+/// [`compare`] by building both objects' whole field sets: the definition `compare` must
+/// agree with (its tests check that), and what it falls back to for a list with two
+/// elements of the same name.
+pub fn compare_by_sets(old: &Value, new: &Value, schema: OptSchema<'_>) -> Comparison {
     let old_set = field_set_lenient(old, schema);
     let new_set = field_set_lenient(new, schema);
     let modified = old_set.intersection(&new_set).filter(|path| {
@@ -339,3 +606,7 @@ pub fn value_at<'v>(
         _ => None,
     }
 }
+
+#[cfg(test)]
+#[path = "compare_tests.rs"]
+mod compare_tests;

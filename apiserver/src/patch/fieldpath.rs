@@ -219,29 +219,97 @@ impl Set {
     /// Members of either set.
     pub fn union(&self, other: &Set) -> Set {
         let mut out = self.clone();
-        for path in other.paths() {
-            out.insert(&path);
-        }
+        out.union_with(other);
         out
+    }
+
+    /// Adds every member of `other` (a tree merge: no path is materialized).
+    pub fn union_with(&mut self, other: &Set) {
+        for (element, theirs) in &other.children {
+            match self.children.get_mut(element) {
+                Some(mine) => {
+                    mine.member |= theirs.member;
+                    mine.set.union_with(&theirs.set);
+                }
+                None => {
+                    self.children.insert(element.clone(), theirs.clone());
+                }
+            }
+        }
     }
 
     /// Members of `self` not in `other`.
     pub fn difference(&self, other: &Set) -> Set {
-        self.filter(|p| !other.has(p))
+        let mut children = BTreeMap::new();
+        for (element, mine) in &self.children {
+            let node = match other.children.get(element) {
+                None => mine.clone(),
+                Some(theirs) => Node {
+                    member: mine.member && !theirs.member,
+                    set: mine.set.difference(&theirs.set),
+                },
+            };
+            if node.member || !node.set.is_empty() {
+                children.insert(element.clone(), node);
+            }
+        }
+        Set { children }
     }
 
     /// Members of both sets.
     pub fn intersection(&self, other: &Set) -> Set {
-        self.filter(|p| other.has(p))
+        let mut children = BTreeMap::new();
+        for (element, mine) in &self.children {
+            let Some(theirs) = other.children.get(element) else {
+                continue;
+            };
+            let node = Node {
+                member: mine.member && theirs.member,
+                set: mine.set.intersection(&theirs.set),
+            };
+            if node.member || !node.set.is_empty() {
+                children.insert(element.clone(), node);
+            }
+        }
+        Set { children }
     }
 
-    /// Members for which `keep` holds.
+    /// Members for which `keep` holds (`keep` sees each member's whole path).
     pub fn filter(&self, mut keep: impl FnMut(&[PathElement]) -> bool) -> Set {
-        let mut out = Set::new();
-        for path in self.paths().into_iter().filter(|p| keep(p)) {
-            out.insert(&path);
+        self.filter_at(&mut Vec::new(), &mut keep)
+    }
+
+    fn filter_at(&self, prefix: &mut Path, keep: &mut impl FnMut(&[PathElement]) -> bool) -> Set {
+        let mut children = BTreeMap::new();
+        for (element, node) in &self.children {
+            prefix.push(element.clone());
+            let kept = Node {
+                member: node.member && keep(prefix),
+                set: node.set.filter_at(prefix, keep),
+            };
+            prefix.pop();
+            if kept.member || !kept.set.is_empty() {
+                children.insert(element.clone(), kept);
+            }
         }
-        out
+        Set { children }
+    }
+
+    /// Adds every member of `other` below `prefix` (which must not be empty for members of
+    /// `other` to land anywhere but the root).
+    pub fn insert_under(&mut self, prefix: &[PathElement], other: &Set) {
+        if other.is_empty() {
+            return;
+        }
+        match prefix.split_first() {
+            None => self.union_with(other),
+            Some((first, rest)) => self
+                .children
+                .entry(first.clone())
+                .or_default()
+                .set
+                .insert_under(rest, other),
+        }
     }
 
     /// Encodes the set as `FieldsV1` JSON.

@@ -401,6 +401,9 @@ fn same_entries(a: &[ManagedFieldsEntry], b: &[ManagedFieldsEntry]) -> bool {
 
 /// Others lose what this write changed or removed; managers left with nothing are dropped.
 fn disown(entries: &mut Vec<ManagedFieldsEntry>, comparison: &Comparison) {
+    if entries.is_empty() {
+        return;
+    }
     let lost = comparison.changed().union(&comparison.removed);
     for entry in entries.iter_mut() {
         entry.fields = entry.fields.difference(&lost);
@@ -420,20 +423,72 @@ pub fn update(
     // A writer that sends managedFields replaces them; one that leaves them out keeps the
     // stored ones (Kubernetes' rule for updates).
     let sent = managed_fields_of(new).is_some_and(|m| !m.is_empty());
-    let mut entries = if sent {
+    let entries = if sent {
         decode(new)
     } else {
         old.map(decode).unwrap_or_default()
     };
-    let old_obj = old.map(without_managed_fields).unwrap_or_else(|| json!({}));
-    let new_obj = without_managed_fields(new);
-    if old.is_some() && old_obj == new_obj {
+    // Compare the objects without their managedFields: `new`'s are decoded above and are
+    // rewritten below; `old`'s metadata is copied without them (not the whole object).
+    if let Some(metadata) = metadata_mut(new) {
+        metadata.remove(MANAGED_FIELDS);
+    }
+    let old_metadata = old
+        .and_then(|o| o.get(METADATA))
+        .and_then(Value::as_object)
+        .filter(|m| m.contains_key(MANAGED_FIELDS))
+        .map(|m| {
+            Value::Object(
+                m.iter()
+                    .filter(|(k, _)| *k != MANAGED_FIELDS)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            )
+        });
+    let empty = json!({});
+    let (old_obj, replace) = match (old, &old_metadata) {
+        (Some(o), Some(m)) => (o, (METADATA, Some(m))),
+        (Some(o), None) => (o, (METADATA, o.get(METADATA))),
+        (None, _) => (&empty, (METADATA, None)),
+    };
+    if old.is_some() && apply::equal_replacing(old_obj, replace, new) {
         // A no-op write does not touch ownership or timestamps.
         encode(new, entries);
         return;
     }
-    let builtin = schema.is_some();
-    let full = apply::compare(&old_obj, &new_obj, schema);
+    let full = apply::compare_replacing(old_obj, replace, new, schema);
+    let changes = UpdateChanges {
+        manager,
+        subresource,
+        builtin: schema.is_some(),
+        now,
+    };
+    record_update(new, entries, full, changes);
+}
+
+/// Who wrote an update, for [`record_update`].
+#[derive(Debug, Clone, Copy)]
+struct UpdateChanges<'a> {
+    manager: &'a str,
+    subresource: Option<&'a str>,
+    builtin: bool,
+    now: jiff::Timestamp,
+}
+
+/// The ownership changes of an update whose comparison is `full`: others lose what changed,
+/// the writer's `Update` entry gains it, and the entries are written into `new`.
+fn record_update(
+    new: &mut Value,
+    mut entries: Vec<ManagedFieldsEntry>,
+    full: Comparison,
+    who: UpdateChanges<'_>,
+) {
+    let UpdateChanges {
+        manager,
+        subresource,
+        builtin,
+        now,
+    } = who;
     let comparison = Comparison {
         added: ownable(&full.added, subresource, builtin),
         modified: ownable(&full.modified, subresource, builtin),
@@ -442,11 +497,13 @@ pub fn update(
     let mine = |e: &ManagedFieldsEntry| e.same_manager(manager, Operation::Update, subresource);
     let previous = entries.iter().position(mine).map(|i| entries.remove(i));
     disown(&mut entries, &comparison);
-    let fields = previous
-        .map(|p| p.fields)
-        .unwrap_or_default()
-        .difference(&comparison.removed)
-        .union(&comparison.changed());
+    // (its set − removed) ∪ added ∪ modified
+    let mut fields = match previous {
+        Some(p) => p.fields.difference(&comparison.removed),
+        None => Set::new(),
+    };
+    fields.union_with(&comparison.added);
+    fields.union_with(&comparison.modified);
     if !fields.is_empty() {
         entries.push(ManagedFieldsEntry {
             manager: manager.to_owned(),

@@ -208,6 +208,69 @@ impl<R: KindRules> Strategy for Typed<R> {
         }
     }
 
+    fn check_body(&self, obj: &Value) -> (Vec<String>, Result<(), String>) {
+        match decode::<R::Object>(obj) {
+            Ok(typed) => {
+                let unknown = encode(&typed)
+                    .map(|round_trip| dropped_fields(obj, &round_trip))
+                    .unwrap_or_default();
+                (unknown, Ok(()))
+            }
+            Err(e) => (Vec::new(), Err(e)),
+        }
+    }
+
+    /// One decode and one encode instead of `default`'s, `prepare_for_create`'s and
+    /// `validate_create`'s (which each decoded what the step before had encoded).
+    fn admit_create(&self, obj: &mut Value) -> Result<Vec<FieldError>, String> {
+        let mut typed = decode::<R::Object>(obj)?;
+        self.0.set_defaults(&mut typed);
+        if R::STATUS_SUBRESOURCE && !R::KEEP_STATUS_ON_CREATE {
+            // `prepare_for_create` resets the status of the defaulted object to `{}`.
+            let mut defaulted = encode(&typed)?;
+            if let Some(map) = defaulted.as_object_mut() {
+                map.insert("status".to_owned(), Value::Object(Default::default()));
+            }
+            match decode::<R::Object>(&defaulted) {
+                Ok(reset) => typed = reset,
+                Err(_) => {
+                    *obj = defaulted;
+                    return Ok(self.validate_create(obj));
+                }
+            }
+        }
+        self.0.prepare_for_create(&mut typed);
+        let mut errs = validate_object_meta(typed.metadata(), Self::namespaced(), R::NAME_RULE);
+        errs.extend(self.0.validate(&typed));
+        *obj = encode(&typed)?;
+        Ok(errs)
+    }
+
+    /// One decode of each object instead of one per step.
+    fn admit_update(
+        &self,
+        new: &mut Value,
+        old: &Value,
+        prepare: bool,
+    ) -> Result<(Vec<FieldError>, bool), String> {
+        let mut typed = decode::<R::Object>(new)?;
+        self.0.set_defaults(&mut typed);
+        let old_typed = Self::decode_or_error(old);
+        if prepare && let Ok(old_typed) = &old_typed {
+            self.0.prepare_for_update(&mut typed, old_typed);
+        }
+        *new = encode(&typed)?;
+        Ok(match &old_typed {
+            Ok(old_typed) => {
+                let mut errs = validate_object_meta_update(typed.metadata(), old_typed.metadata());
+                errs.extend(self.0.validate_update(&typed, old_typed));
+                let bumps = self.0.bumps_generation(&typed, old_typed, (new, old));
+                (errs, bumps)
+            }
+            Err(errs) => (errs.clone(), new.get("spec") != old.get("spec")),
+        })
+    }
+
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
         match Self::decode_or_error(obj) {
             Ok(typed) => {
