@@ -9,6 +9,9 @@
 //!                    └▶ indexed = rev, wake readers of history waiting for it
 //! ```
 //!
+//! A lone writer's changes skip this thread: when nothing is queued here, the committer writes
+//! them to sled itself right after answering the writer (one thread wake-up fewer per write).
+//!
 //! Only reads of history need sled (a get or range at an older revision, a watch replaying
 //! from the past, compaction, checkpoints); they wait for the indexer to reach their revision
 //! (`KvStore::wait_indexed`), which is at most the batches still queued here. The queue is
@@ -20,19 +23,19 @@ use crate::Revision;
 use crate::codec::Change;
 use crate::kvstore::KvStore;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
 
 /// The changes of one applied batch, by revision.
 pub(crate) type Indexed = Vec<(Revision, Vec<Change>)>;
 
 /// Runs until every sender is gone.
-pub(crate) fn run(kv: Arc<KvStore>, batches: Receiver<Indexed>) {
+/// `queued` counts the batches sent and not yet indexed (see `Applier::apply_and_ack`).
+pub(crate) fn run(kv: Arc<KvStore>, batches: Receiver<Indexed>, queued: Arc<AtomicUsize>) {
     let mut failed = false;
     while let Ok(batch) = batches.recv() {
-        if failed {
-            continue;
-        }
-        let Some(last) = batch.last().map(|(rev, _)| *rev) else {
+        let Some(last) = batch.last().map(|(rev, _)| *rev).filter(|_| !failed) else {
+            queued.fetch_sub(1, Ordering::AcqRel);
             continue;
         };
         let result = batch
@@ -40,5 +43,6 @@ pub(crate) fn run(kv: Arc<KvStore>, batches: Receiver<Indexed>) {
             .try_for_each(|(rev, changes)| kv.index(*rev, changes));
         failed = result.is_err();
         kv.set_indexed(result.map(|()| last));
+        queued.fetch_sub(1, Ordering::AcqRel);
     }
 }

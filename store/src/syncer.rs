@@ -78,13 +78,19 @@ pub(crate) struct Applier {
     pub hub: Arc<WatchHub>,
     /// To the indexer thread (bounded: a slow sled slows the syncer, not memory).
     pub indexer: SyncSender<Indexed>,
+    /// Batches sent to the indexer and not yet indexed.
+    pub queued: Arc<AtomicUsize>,
 }
 
 impl Applier {
     /// Applies a durable batch to the latest versions in memory, hands it to the indexer, then
     /// publishes and acknowledges it. If the indexer is gone every writer of the batch gets an
     /// error, which is returned.
-    pub(crate) fn apply_and_ack(&self, batch: Logged) -> Result<()> {
+    ///
+    /// With `index_here` and nothing queued for the indexer (the committer's inline path: a
+    /// lone writer), sled is written on this thread after the writer is answered, overlapping
+    /// the writer's next request instead of waking the indexer thread for every write.
+    pub(crate) fn apply_and_ack(&self, batch: Logged, index_here: bool) -> Result<()> {
         if let Some((last, _)) = batch.revisions.last() {
             let mut changes = Vec::with_capacity(batch.revisions.len());
             {
@@ -99,15 +105,36 @@ impl Applier {
                 }
                 self.kv.set_current(*last);
             }
-            if self.indexer.send(changes).is_err() {
-                let e = Error::Corrupt("store indexer stopped".into());
-                fail(batch.replies, &e);
-                return Err(e);
+            // Only this thread sends to the indexer now (the syncer is idle when the committer
+            // commits inline), so `queued == 0` means every earlier revision is indexed.
+            let inline = index_here && self.queued.load(Ordering::Acquire) == 0;
+            if !inline {
+                self.queued.fetch_add(1, Ordering::AcqRel);
+                if self.indexer.send(changes).is_err() {
+                    let e = Error::Corrupt("store indexer stopped".into());
+                    fail(batch.replies, &e);
+                    return Err(e);
+                }
+                changes = Vec::new();
             }
             // Watchers first (the events are durable and applied): the writers' tasks are
             // woken after, so a watch event does not queue behind its own writer (etcd's
             // watchable store also notifies at the end of the write txn, before the response).
             self.hub.publish(&batch.events, *last);
+            for (reply, result) in batch.replies {
+                let _ = reply.send(result);
+            }
+            if inline {
+                let result = changes
+                    .iter()
+                    .try_for_each(|(rev, c)| self.kv.index(*rev, c));
+                let failed = result.is_err();
+                self.kv.set_indexed(result.map(|()| *last));
+                if failed {
+                    return Err(Error::Corrupt("store indexing failed".into()));
+                }
+            }
+            return Ok(());
         }
         for (reply, result) in batch.replies {
             let _ = reply.send(result);
@@ -172,7 +199,7 @@ impl Syncer {
                             copy_error,
                         );
                         fail(batch.replies, &e);
-                    } else if let Err(e) = self.applier.apply_and_ack(batch) {
+                    } else if let Err(e) = self.applier.apply_and_ack(batch, false) {
                         tracing::error!(error = %e, "store apply failed; the store stops accepting writes");
                         self.pipeline.failed.store(true, Ordering::Release);
                     }
