@@ -488,3 +488,7 @@ fn remember(run: &mut Run<'_>, kind: &'static str, meta: &kube::api::ObjectMeta)
         run.versions.insert((kind, ObjectKey::of(meta)), rv.clone());
     }
 }
+
+#[cfg(test)]
+#[path = "executor_tests.rs"]
+mod tests;
