@@ -25,7 +25,9 @@ fn scripted_client(conflicts: usize) -> (Client, Arc<Mutex<Vec<Seen>>>) {
             log.lock().expect("log").push((
                 method.clone(),
                 path,
-                body["metadata"]["resourceVersion"].as_str().map(String::from),
+                body["metadata"]["resourceVersion"]
+                    .as_str()
+                    .map(String::from),
                 body["status"]["replicas"].as_i64(),
             ));
             let (code, answer) = if method == "GET" {
@@ -89,7 +91,9 @@ async fn a_conflicting_status_update_is_retried_once_on_the_latest_version() {
     let (client, seen) = scripted_client(1);
     let outcome = executor(client)
         .execute(
-            vec![Action::UpdateReplicaSetStatus(Box::new(stale_replica_set()))],
+            vec![Action::UpdateReplicaSetStatus(
+                Box::new(stale_replica_set()),
+            )],
             None,
         )
         .await;
@@ -113,11 +117,17 @@ async fn a_second_failure_is_returned_for_the_rate_limited_requeue() {
     let (client, seen) = scripted_client(2);
     let failure = executor(client)
         .execute(
-            vec![Action::UpdateReplicaSetStatus(Box::new(stale_replica_set()))],
+            vec![Action::UpdateReplicaSetStatus(
+                Box::new(stale_replica_set()),
+            )],
             None,
         )
         .await
         .expect_err("two conflicts");
     assert!(failure.error.is_conflict(), "{}", failure.error);
-    assert_eq!(seen.lock().expect("seen").len(), 3, "PUT, GET, PUT: one retry only");
+    assert_eq!(
+        seen.lock().expect("seen").len(),
+        3,
+        "PUT, GET, PUT: one retry only"
+    );
 }
