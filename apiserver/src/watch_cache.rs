@@ -16,13 +16,19 @@
 //!
 //! Events are decoded once, in the cacher, and shared as `Arc`s. A client never slows the
 //! cacher or other clients: when its buffer is full it is cut off, never grown.
+//!
+//! Like `watchCache`'s `store`, each cacher also keeps the current object of every key
+//! (listed from the store when the cacher starts, then kept up to date by its events): an
+//! event's previous object (`PrevObject`, which selectors are evaluated on) is the one already
+//! held there, shared, instead of being decoded again from the store's `prev_kv` for every
+//! event.
 
 use crate::storage::decode;
 use bytes::Bytes;
 use serde_json::Value;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock};
-use store::{Backend, EventKind, KeyRange, Revision, WatchRequest, Watcher};
+use store::{Backend, EventKind, KeyRange, RangeRequest, Revision, WatchRequest, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -100,6 +106,12 @@ impl CachedEvent {
     /// event (for the first apiVersion/kind asked; another pair is encoded afresh each time).
     pub fn encoded_object(&self, api_version: &str, kind: &str) -> Bytes {
         let encode = || {
+            let typed = self.object.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+                && self.object.get("kind").and_then(Value::as_str) == Some(kind);
+            if typed {
+                // Stored objects nearly always carry their type already: no copy needed.
+                return Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default());
+            }
             let mut object = (*self.object).clone();
             crate::meta::set_type(&mut object, api_version, kind);
             Bytes::from(serde_json::to_vec(&object).unwrap_or_default())
@@ -117,6 +129,8 @@ impl CachedEvent {
     }
 }
 
+/// A store event as a [`CachedEvent`], decoding its previous value too (a watch served from the
+/// store's history, which has no cached objects to take it from).
 fn convert(e: store::Event) -> Option<CachedEvent> {
     let rev = e.revision();
     let prev = e
@@ -153,10 +167,75 @@ fn convert(e: store::Event) -> Option<CachedEvent> {
     }
 }
 
+/// A store event as a [`CachedEvent`] for the cacher: only the new object is decoded (by the
+/// caller, outside the cacher's lock: `decoded`, for a put); the previous one is
+/// `objects[key]`, which is then updated (`watchCache.processEvent`). Returns
+/// `None` for an event the cacher cannot use (a value that is not JSON; a delete of a key it
+/// never saw).
+fn convert_cached(
+    e: store::Event,
+    decoded: Option<Value>,
+    objects: &mut BTreeMap<Bytes, Arc<Value>>,
+) -> Option<CachedEvent> {
+    let rev = e.revision();
+    let key = e.kv.key.clone();
+    // Fall back to decoding prev_kv if the key is unknown (it should not be: the cacher
+    // starts from a full list at the revision before its first event).
+    let prev = objects.get(&key).cloned().or_else(|| {
+        e.prev_kv
+            .as_ref()
+            .and_then(|kv| decode(&kv.value, kv.mod_revision).ok())
+            .map(Arc::new)
+    });
+    match e.kind {
+        EventKind::Put => {
+            let object = Arc::new(decoded?);
+            objects.insert(key.clone(), object.clone());
+            Some(CachedEvent {
+                kind: if prev.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                },
+                key,
+                object,
+                prev,
+                revision: rev,
+                encoded: OnceLock::new(),
+                encoded_metadata: OnceLock::new(),
+            })
+        }
+        EventKind::Delete => {
+            objects.remove(&key);
+            let last = prev.clone()?;
+            // The deleted object as last seen, with the delete's resourceVersion.
+            let mut object = (*last).clone();
+            crate::meta::set_meta_str(
+                &mut object,
+                crate::meta::MetaField::ResourceVersion,
+                Some(&rev.0.to_string()),
+            );
+            Some(CachedEvent {
+                kind: EventType::Deleted,
+                key,
+                object: Arc::new(object),
+                prev,
+                revision: rev,
+                encoded: OnceLock::new(),
+                encoded_metadata: OnceLock::new(),
+            })
+        }
+    }
+}
+
 struct CacherState {
     ring: VecDeque<Arc<CachedEvent>>,
     /// Every event with a revision above this one is in `ring` (or still on its way).
     complete_after: Revision,
+    /// The current object of every key, as of `revision` (`watchCache.store`).
+    objects: BTreeMap<Bytes, Arc<Value>>,
+    /// The revision `objects` reflects: the last event applied, or the initial list's.
+    revision: Revision,
     subscribers: Vec<mpsc::Sender<Arc<CachedEvent>>>,
     broken: bool,
 }
@@ -171,10 +250,23 @@ impl Cacher {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn push(&self, ev: Arc<CachedEvent>) {
+    /// Applies one store event: updates the objects, appends to the ring, fans out.
+    fn apply(&self, e: store::Event) {
+        let rev = e.revision();
+        let decoded = match e.kind {
+            EventKind::Put => decode(&e.kv.value, rev).ok(),
+            EventKind::Delete => None,
+        };
         let mut s = self.lock();
+        s.revision = s.revision.max(rev);
+        if let Some(ev) = convert_cached(e, decoded, &mut s.objects) {
+            Self::push(&mut s, self.capacity, Arc::new(ev));
+        }
+    }
+
+    fn push(s: &mut CacherState, capacity: usize, ev: Arc<CachedEvent>) {
         s.ring.push_back(ev.clone());
-        while s.ring.len() > self.capacity {
+        while s.ring.len() > capacity {
             if let Some(old) = s.ring.pop_front() {
                 s.complete_after = old.revision;
             }
@@ -300,7 +392,20 @@ impl WatchCache {
                 return Ok(c.clone());
             }
         }
-        let start = self.backend.current_revision();
+        // List, then watch from the list's revision on (the cacher's `ListAndWatch`).
+        let list = self
+            .backend
+            .range(RangeRequest::prefix(prefix.to_string()))
+            .await?;
+        let start = list.revision;
+        let objects: BTreeMap<Bytes, Arc<Value>> = list
+            .kvs
+            .into_iter()
+            .filter_map(|kv| {
+                let obj = decode(&kv.value, kv.mod_revision).ok()?;
+                Some((kv.key, Arc::new(obj)))
+            })
+            .collect();
         let watcher = self
             .backend
             .watch(WatchRequest {
@@ -312,6 +417,8 @@ impl WatchCache {
             state: Mutex::new(CacherState {
                 ring: VecDeque::new(),
                 complete_after: start,
+                objects,
+                revision: start,
                 subscribers: Vec::new(),
                 broken: false,
             }),
@@ -383,9 +490,7 @@ async fn run_cacher(cacher: Arc<Cacher>, mut watcher: Watcher, shutdown: Cancell
             msg = watcher.recv() => match msg {
                 Some(Ok(resp)) => {
                     for e in resp.events {
-                        if let Some(ev) = convert(e) {
-                            cacher.push(Arc::new(ev));
-                        }
+                        cacher.apply(e);
                     }
                 }
                 Some(Err(e)) => {
@@ -431,6 +536,62 @@ mod tests {
         let mut c = wc.watch("/r/", start).await.expect("watch");
         let ev2 = c.next().await.expect("event").expect("ok");
         assert_eq!(ev2.revision, ev.revision);
+    }
+
+    #[tokio::test]
+    async fn previous_objects_come_from_the_cached_state() {
+        let b = Arc::new(MemoryBackend::new());
+        // Written before the cacher starts: known from its initial list.
+        put(&b, "/r/old", "{\"metadata\":{\"name\":\"old\"},\"v\":1}").await;
+        let wc = cache(b.clone(), 16, 16);
+        let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
+        put(&b, "/r/old", "{\"metadata\":{\"name\":\"old\"},\"v\":2}").await;
+        put(&b, "/r/new", "{\"metadata\":{\"name\":\"new\"},\"v\":1}").await;
+        put(&b, "/r/new", "{\"metadata\":{\"name\":\"new\"},\"v\":2}").await;
+        b.delete(Bytes::from_static(b"/r/old"))
+            .await
+            .expect("delete");
+
+        let modified = w.next().await.expect("event").expect("ok");
+        assert_eq!(modified.kind, EventType::Modified);
+        let prev = modified.prev.as_ref().expect("prev from the initial list");
+        assert_eq!(
+            (prev["v"].clone(), modified.object["v"].clone()),
+            (1.into(), 2.into())
+        );
+
+        let added = w.next().await.expect("event").expect("ok");
+        assert_eq!(added.kind, EventType::Added);
+        assert!(added.prev.is_none());
+        let updated = w.next().await.expect("event").expect("ok");
+        assert_eq!(updated.kind, EventType::Modified);
+        assert!(
+            Arc::ptr_eq(updated.prev.as_ref().expect("prev"), &added.object),
+            "the previous object is the cached one, not a fresh decode"
+        );
+
+        let deleted = w.next().await.expect("event").expect("ok");
+        assert_eq!(deleted.kind, EventType::Deleted);
+        assert_eq!(deleted.object["v"], 2, "a delete carries the last state");
+        assert_eq!(
+            deleted.object["metadata"]["resourceVersion"],
+            deleted.revision.0.to_string(),
+            "with the delete's resourceVersion"
+        );
+        // The same history read from the store (no cached state) gives the same events.
+        // (From revision 0: older than the cacher's start, so served from the store's history,
+        // beginning with the first put.)
+        let mut h = Vec::new();
+        let mut from_store = wc.watch("/r/", Revision(0)).await.expect("watch");
+        while h.len() < 5 {
+            let ev = from_store.next().await.expect("event").expect("ok");
+            h.push((ev.kind, ev.object.clone(), ev.prev.clone()));
+        }
+        assert_eq!(h.remove(0).0, EventType::Added);
+        let cached = [&modified, &added, &updated, &deleted];
+        for ((kind, object, prev), c) in h.iter().zip(cached) {
+            assert_eq!((kind, object, prev), (&c.kind, &c.object, &c.prev));
+        }
     }
 
     #[tokio::test]

@@ -180,14 +180,7 @@ impl Executor {
                 Action::UpdateReplicaSetStatus(rs) => {
                     let mut rs = (**rs).clone();
                     freshen(run, "ReplicaSet", &mut rs.metadata);
-                    let api: Api<ReplicaSet> = self.namespaced(&rs.metadata);
-                    let name = rs.name_any();
-                    let updated = api
-                        .replace_status(&name, &PostParams::default(), &rs)
-                        .await
-                        .map_err(|e| {
-                            Error::from_kube("update status of", format!("ReplicaSet {name}"), e)
-                        })?;
+                    let updated = self.update_replica_set_status(rs).await?;
                     remember(run, "ReplicaSet", &updated.metadata);
                 }
                 Action::UpdateDeployment(d) => {
@@ -364,6 +357,37 @@ impl Executor {
         Ok(found.is_some_and(|obj| obj.uid().as_deref() == Some(target.uid.as_str())))
     }
 
+    /// `updateReplicaSetStatus` (`replica_set_utils.go`): PUT /status; if that fails, GET the
+    /// ReplicaSet and try once more with its latest resourceVersion (`statusUpdateRetries` =
+    /// 1). The cached copy a sync works on is often one status write behind (its own previous
+    /// write not yet seen by the informer), so the first PUT meets a 409 Conflict.
+    async fn update_replica_set_status(&self, rs: ReplicaSet) -> Result<ReplicaSet> {
+        const STATUS_UPDATE_RETRIES: usize = 1;
+        let api: Api<ReplicaSet> = self.namespaced(&rs.metadata);
+        let name = rs.name_any();
+        let status = rs.status.clone();
+        let mut rs = rs;
+        let mut attempt = 0;
+        loop {
+            let error = match api.replace_status(&name, &PostParams::default(), &rs).await {
+                Ok(updated) => return Ok(updated),
+                Err(e) => Error::from_kube("update status of", format!("ReplicaSet {name}"), e),
+            };
+            if attempt >= STATUS_UPDATE_RETRIES {
+                return Err(error);
+            }
+            attempt += 1;
+            tracing::debug!(replicaset = %name, %error, "status update failed; retrying on the latest version");
+            // If the GET fails the status can't be trusted anymore; its error is the one
+            // worth reporting.
+            rs = api
+                .get(&name)
+                .await
+                .map_err(|e| Error::from_kube("get", format!("ReplicaSet {name}"), e))?;
+            rs.status = status.clone();
+        }
+    }
+
     /// `slowStartBatch(diff, SlowStartInitialBatchSize, createPod)` of `manageReplicas`.
     async fn create_pods(
         &self,
@@ -464,3 +488,7 @@ fn remember(run: &mut Run<'_>, kind: &'static str, meta: &kube::api::ObjectMeta)
         run.versions.insert((kind, ObjectKey::of(meta)), rv.clone());
     }
 }
+
+#[cfg(test)]
+#[path = "executor_tests.rs"]
+mod tests;

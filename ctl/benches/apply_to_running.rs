@@ -1,7 +1,9 @@
 //! The whole apply flow at scale: 1,000 simulated nodes, then one Deployment of 10,000
 //! replicas created through the API, timed until every pod is `Running`: the end-to-end
 //! pods/s, when the pods were all created (controller-manager), all bound (scheduler) and all
-//! Running (kubelets), and each process's peak RSS.
+//! Running (kubelets), each process's peak RSS, and the CPU each process used from the
+//! Deployment's creation to the last pod Running (per pod: the run is CPU-bound on 2 cores, so
+//! the wall clock is about the four processes' CPU divided by the cores).
 //!
 //! ```text
 //! cargo bench -p ctl --bench apply_to_running
@@ -30,7 +32,7 @@ use kube::{Api, Client, Config};
 
 #[path = "support/process.rs"]
 mod process;
-use process::{peak_rss_mib, spawn};
+use process::{cpu_seconds, peak_rss_mib, spawn};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -45,6 +47,11 @@ struct RunResult {
     bound: Duration,
     running: Duration,
     rss: [f64; 4],
+    /// CPU seconds of apiserver, controller-manager, scheduler, kubelet during the apply.
+    cpu: [f64; 4],
+    /// Writes to the store during the apply (revisions from before the Deployment's creation
+    /// to the last pod Running).
+    writes: u64,
 }
 
 fn is_ready(node: &Node) -> bool {
@@ -127,6 +134,8 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         }
     }))
     .unwrap();
+    let pids = [api.id(), cm.id(), scheduler.id(), kubelet.id()];
+    let cpu_before = pids.map(cpu_seconds);
     let t0 = Instant::now();
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &deployment)
@@ -134,6 +143,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         .unwrap();
     let (mut created, mut bound, mut running) = (HashSet::new(), HashSet::new(), HashSet::new());
     let (mut t_created, mut t_bound) = (None, None);
+    let rv_before: u64 = rv.parse().unwrap_or(0);
     let mut last_rv = rv;
     while running.len() < replicas {
         let event = tokio::time::timeout(Duration::from_secs(300), watch.try_next())
@@ -180,6 +190,14 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         }
     }
     let running_at = t0.elapsed();
+    let cpu_after = pids.map(cpu_seconds);
+    let rv_after = pods
+        .list(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
     RunResult {
         nodes_ready,
         created: t_created.unwrap_or(running_at),
@@ -191,6 +209,11 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
             peak_rss_mib(scheduler.id()),
             peak_rss_mib(kubelet.id()),
         ],
+        cpu: std::array::from_fn(|i| cpu_after[i] - cpu_before[i]),
+        writes: rv_after
+            .parse::<u64>()
+            .unwrap_or(0)
+            .saturating_sub(rv_before),
     }
 }
 
@@ -224,6 +247,18 @@ fn main() {
                 r.running.as_secs_f64(),
                 replicas as f64 / r.running.as_secs_f64(),
                 r.rss[0], r.rss[1], r.rss[2], r.rss[3],
+            );
+            let per_pod = |s: f64| s * 1000.0 / replicas as f64;
+            println!(
+                "run {run}: CPU during the apply: apiserver {:.1} s ({:.2} ms/pod), controller-manager {:.1} s ({:.2}), scheduler {:.1} s ({:.2}), kubelet {:.1} s ({:.2}); total {:.2} ms/pod",
+                r.cpu[0], per_pod(r.cpu[0]), r.cpu[1], per_pod(r.cpu[1]),
+                r.cpu[2], per_pod(r.cpu[2]), r.cpu[3], per_pod(r.cpu[3]),
+                per_pod(r.cpu.iter().sum()),
+            );
+            println!(
+                "run {run}: store writes during the apply: {} ({:.1} per pod)",
+                r.writes,
+                r.writes as f64 / replicas as f64
             );
             r
         })

@@ -82,3 +82,23 @@ pub fn rss_mib(pid: u32) -> f64 {
 pub fn peak_rss_mib(pid: u32) -> f64 {
     status_mib(pid, "VmHWM")
 }
+
+/// CPU time (user + system) a process has used so far, in seconds, from `/proc/PID/stat`
+/// (`utime` + `stime`, in clock ticks of 1/100 s as on every Linux the benches run on);
+/// 0 if unreadable.
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The command name (field 2) may hold spaces: count fields after its closing paren.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // After the paren: state is field 3, so utime (14) and stime (15) are at 11 and 12.
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
