@@ -109,13 +109,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     );
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let rv = pods
-        .list(&ListParams::default().limit(1))
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_revision(&pods).await;
     let mut watch = pods
         .watch(&WatchParams::default().timeout(290), &rv.clone())
         .await
@@ -191,13 +185,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     }
     let running_at = t0.elapsed();
     let cpu_after = pids.map(cpu_seconds);
-    let rv_after = pods
-        .list(&ListParams::default().limit(1))
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv_after = list_revision(&pods).await;
     RunResult {
         nodes_ready,
         created: t_created.unwrap_or(running_at),
@@ -276,4 +264,14 @@ fn main() {
         m(&|r| r.rss[2]),
         m(&|r| r.rss[3]),
     );
+}
+
+/// The resourceVersion of a one-item list of `pods`: the store's current revision.
+async fn list_revision(pods: &Api<Pod>) -> String {
+    pods.list(&ListParams::default().limit(1))
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
 }

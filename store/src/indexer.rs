@@ -19,9 +19,9 @@
 //! depend on this thread: the WAL holds every acknowledged write, and a checkpoint waits for
 //! the indexer before it flushes sled.
 
-use crate::Revision;
 use crate::codec::Change;
 use crate::kvstore::KvStore;
+use crate::{Error, Result, Revision};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::Receiver;
@@ -34,15 +34,26 @@ pub(crate) type Indexed = Vec<(Revision, Vec<Change>)>;
 pub(crate) fn run(kv: Arc<KvStore>, batches: Receiver<Indexed>, queued: Arc<AtomicUsize>) {
     let mut failed = false;
     while let Ok(batch) = batches.recv() {
-        let Some(last) = batch.last().map(|(rev, _)| *rev).filter(|_| !failed) else {
-            queued.fetch_sub(1, Ordering::AcqRel);
-            continue;
-        };
-        let result = batch
-            .iter()
-            .try_for_each(|(rev, changes)| kv.index(*rev, changes));
-        failed = result.is_err();
-        kv.set_indexed(result.map(|()| last));
+        if !failed {
+            failed = index_batch(&kv, &batch).is_err();
+        }
         queued.fetch_sub(1, Ordering::AcqRel);
     }
+}
+
+/// Writes one batch's changes to sled and moves `indexed` to its last revision (or records
+/// the failure, which history reads then report).
+pub(crate) fn index_batch(kv: &KvStore, batch: &Indexed) -> Result<()> {
+    let Some((last, _)) = batch.last() else {
+        return Ok(());
+    };
+    let result = batch
+        .iter()
+        .try_for_each(|(rev, changes)| kv.index(*rev, changes));
+    let failed = result.is_err();
+    kv.set_indexed(result.map(|()| *last));
+    if failed {
+        return Err(Error::Corrupt("store indexing failed".into()));
+    }
+    Ok(())
 }

@@ -19,7 +19,7 @@
 //! flag, on which the committer stops taking writes (etcd panics instead).
 
 use crate::codec::Change;
-use crate::indexer::Indexed;
+use crate::indexer::{self, Indexed};
 use crate::kvstore::KvStore;
 use crate::wal::sync_segment;
 use crate::watch_hub::WatchHub;
@@ -91,55 +91,60 @@ impl Applier {
     /// lone writer), sled is written on this thread after the writer is answered, overlapping
     /// the writer's next request instead of waking the indexer thread for every write.
     pub(crate) fn apply_and_ack(&self, batch: Logged, index_here: bool) -> Result<()> {
-        if let Some((last, _)) = batch.revisions.last() {
-            let mut changes = Vec::with_capacity(batch.revisions.len());
-            {
-                let mut latest = self.kv.write();
-                for (rev, events) in &batch.revisions {
-                    let c: Vec<Change> = batch.events[events.clone()]
-                        .iter()
-                        .map(Change::from_event)
-                        .collect();
-                    KvStore::apply_latest(&mut latest, *rev, &c);
-                    changes.push((*rev, c));
-                }
-                self.kv.set_current(*last);
-            }
-            // Only this thread sends to the indexer now (the syncer is idle when the committer
-            // commits inline), so `queued == 0` means every earlier revision is indexed.
-            let inline = index_here && self.queued.load(Ordering::Acquire) == 0;
-            if !inline {
-                self.queued.fetch_add(1, Ordering::AcqRel);
-                if self.indexer.send(changes).is_err() {
-                    let e = Error::Corrupt("store indexer stopped".into());
-                    fail(batch.replies, &e);
-                    return Err(e);
-                }
-                changes = Vec::new();
-            }
-            // Watchers first (the events are durable and applied): the writers' tasks are
-            // woken after, so a watch event does not queue behind its own writer (etcd's
-            // watchable store also notifies at the end of the write txn, before the response).
-            self.hub.publish(&batch.events, *last);
-            for (reply, result) in batch.replies {
-                let _ = reply.send(result);
-            }
-            if inline {
-                let result = changes
-                    .iter()
-                    .try_for_each(|(rev, c)| self.kv.index(*rev, c));
-                let failed = result.is_err();
-                self.kv.set_indexed(result.map(|()| *last));
-                if failed {
-                    return Err(Error::Corrupt("store indexing failed".into()));
-                }
-            }
+        let Some((last, _)) = batch.revisions.last().cloned() else {
+            ack(batch.replies);
             return Ok(());
+        };
+        let changes = self.apply_latest(&batch, last);
+        // Only this thread sends to the indexer now (the syncer is idle when the committer
+        // commits inline), so `queued == 0` means every earlier revision is indexed.
+        let index_now = if index_here && self.queued.load(Ordering::Acquire) == 0 {
+            Some(changes)
+        } else {
+            self.queued.fetch_add(1, Ordering::AcqRel);
+            if self.indexer.send(changes).is_err() {
+                let e = Error::Corrupt("store indexer stopped".into());
+                fail(batch.replies, &e);
+                return Err(e);
+            }
+            None
+        };
+        // Watchers first (the events are durable and applied): the writers' tasks are woken
+        // after, so a watch event does not queue behind its own writer (etcd's watchable store
+        // also notifies at the end of the write txn, before the response).
+        self.hub.publish(&batch.events, last);
+        ack(batch.replies);
+        match index_now {
+            Some(changes) => indexer::index_batch(&self.kv, &changes),
+            None => Ok(()),
         }
-        for (reply, result) in batch.replies {
-            let _ = reply.send(result);
-        }
-        Ok(())
+    }
+
+    /// Applies the batch to the latest versions in memory and sets the current revision to
+    /// `last`; returns its changes by revision, for the indexer.
+    fn apply_latest(&self, batch: &Logged, last: Revision) -> Indexed {
+        let mut latest = self.kv.write();
+        let changes = batch
+            .revisions
+            .iter()
+            .map(|(rev, events)| {
+                let c: Vec<Change> = batch.events[events.clone()]
+                    .iter()
+                    .map(Change::from_event)
+                    .collect();
+                KvStore::apply_latest(&mut latest, *rev, &c);
+                (*rev, c)
+            })
+            .collect();
+        self.kv.set_current(last);
+        changes
+    }
+}
+
+/// Answers every writer with its result.
+fn ack(replies: Vec<Reply>) {
+    for (reply, result) in replies {
+        let _ = reply.send(result);
     }
 }
 
