@@ -12,6 +12,11 @@
 /// What went wrong while deciding.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
+    /// The garbage collector found an owner it has not observed yet still present: the
+    /// dependent is requeued with back-off until the owner's informer catches up
+    /// (`attemptToDeleteWorker`'s `requeueItem` for a virtual node that exists).
+    #[error("owner {0} exists but is not observed yet")]
+    OwnerNotObserved(String),
     /// An `IntOrString` such as `maxSurge: "abc"`; the message is Kubernetes'
     /// (`intstr.GetScaledValueFromIntOrPercent`).
     #[error("invalid value for IntOrString: {0}")]

@@ -270,8 +270,10 @@ impl Executor {
                 Action::VerifyOwnersAbsent { owners, then } => {
                     for owner in owners {
                         if self.exists(owner).await? {
-                            tracing::debug!(%owner, "owner still exists: not acting on its dependent");
-                            return Ok(());
+                            // The graph lags the cluster (e.g. the owner was added while its
+                            // informer was (re)listing): retry with back-off until it is
+                            // observed or really gone, as Kubernetes requeues such items.
+                            return Err(Error::OwnerNotObserved(owner.to_string()));
                         }
                     }
                     return self.execute_one(then, run).await;
