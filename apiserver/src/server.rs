@@ -34,6 +34,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt as _;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -261,6 +262,13 @@ pub async fn serve_with(
     admin::reload(&state).await;
     let app = router(state.clone());
     let token = shutdown.clone();
+    // Go's net/http (kube-apiserver) sets TCP_NODELAY on every connection; without it a watch
+    // event written right after another waits for the client's delayed ACK (up to 40 ms).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
+        }
+    });
     let result = axum::serve(listener, app)
         .with_graceful_shutdown(async move { token.cancelled().await })
         .await;
