@@ -14,6 +14,9 @@
 //!                                                                      by key and by revision
 //! ```
 //!
+//! A writer that finds the store idle commits its own write (evaluate, WAL, sync, apply,
+//! publish) on its thread instead of waking the committer (`committer.rs`, `Shared`).
+//!
 //! * One global [`Revision`] counter; every key carries `create_revision`, `mod_revision` and
 //!   `version` ([`KeyValue`]).
 //! * Writes ([`Backend::put`], [`Backend::delete`], [`Backend::txn`]) are atomic and each write

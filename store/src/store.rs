@@ -18,7 +18,7 @@
 
 use crate::clock::Clock;
 use crate::codec::{self, WalEntry};
-use crate::committer::{Committer, Request};
+use crate::committer::{Committer, Request, Shared};
 use crate::compaction::AutoCompactor;
 use crate::config::StoreConfig;
 use crate::kvstore::KvStore;
@@ -42,6 +42,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Store {
     /// The committer's queue (bounded: writers wait when it is full).
     requests: mpsc::Sender<Request>,
+    /// The committer's state, for writes committed on the writer's thread.
+    committer_state: Arc<Shared>,
     kv: Arc<KvStore>,
     hub: Arc<WatchHub>,
     /// The committer thread, joined by `close`.
@@ -107,7 +109,6 @@ impl Store {
         let hub = Arc::new(WatchHub::new(current, config.watch_buffer));
         let (tx, rx) = mpsc::channel(config.write_queue.max(1));
         let mut committer = Committer {
-            requests: rx,
             wal,
             kv: kv.clone(),
             hub: hub.clone(),
@@ -124,9 +125,7 @@ impl Store {
             // segments it covered (nothing to replay, but old segments left).
             committer.checkpoint()?;
         }
-        let thread = std::thread::Builder::new()
-            .name("store-committer".into())
-            .spawn(move || committer.run())?;
+        let (committer_state, thread) = committer.start(rx)?;
         let shutdown = CancellationToken::new();
         let compactor = config.auto_compaction.enabled().then(|| {
             let policy = AutoCompactor::new(config.auto_compaction.clone());
@@ -140,6 +139,7 @@ impl Store {
         });
         Ok(Store {
             requests: tx,
+            committer_state,
             kv,
             hub,
             committer: Mutex::new(Some(thread)),
@@ -175,11 +175,27 @@ impl Store {
 
     async fn submit(&self, txn: Txn) -> Result<TxnResponse> {
         mvcc::validate_txn(&txn)?;
+        // An idle store: commit on this thread, without waking the committer and back. Then
+        // yield once, as awaiting the committer's answer did, so that a task writing in a
+        // loop lets the others on its runtime run between writes.
+        let txn = match self.committer_state.try_inline(txn) {
+            Ok(result) => {
+                tokio::task::yield_now().await;
+                return result;
+            }
+            Err(txn) => txn,
+        };
         let (reply, done) = oneshot::channel();
-        self.requests
+        self.committer_state.queue();
+        if self
+            .requests
             .send(Request::Write { txn, reply })
             .await
-            .map_err(|_| Error::Closed)?;
+            .is_err()
+        {
+            self.committer_state.unqueue();
+            return Err(Error::Closed);
+        }
         done.await.map_err(|_| Error::Closed)?
     }
 }

@@ -171,7 +171,9 @@ async fn auto_compaction_by_age_follows_the_injected_clock() {
             .await
             .unwrap();
     }
-    // The compactor has been sampling revisions at fake time zero: nothing is an hour old.
+    // Let the compactor sample revisions at fake time zero (writes to an idle store are
+    // committed on this task, so it may not have run between them): nothing is an hour old.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(store.compacted_revision(), Revision::ZERO);
     let before = store.current_revision();
     *clock.offset.lock().unwrap() = Duration::from_secs(3601);
