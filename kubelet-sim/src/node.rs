@@ -15,6 +15,7 @@
 //!                                        └─▶ PATCH node status conditions
 //! ```
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -51,6 +52,10 @@ pub struct NodeState {
     pub removed: CancellationToken,
     /// Pod IPs of this node.
     allocator: Mutex<PodIpAllocator>,
+    /// The images pulled on this node so far (the container runtime's image store; a
+    /// container whose image is here starts without a pull unless its policy is `Always`).
+    /// Unlike a kubelet, nothing is garbage-collected and `status.images` is not reported.
+    images: Mutex<HashSet<String>>,
 }
 
 impl NodeState {
@@ -65,6 +70,7 @@ impl NodeState {
             heartbeat: watch::Sender::new(true),
             removed: CancellationToken::new(),
             allocator: Mutex::new(PodIpAllocator::new(pod_cidr_base(index))),
+            images: Mutex::new(HashSet::new()),
         }
     }
 
@@ -91,6 +97,22 @@ impl NodeState {
     /// The pod IP allocator (never held across an `.await`).
     pub fn allocator(&self) -> MutexGuard<'_, PodIpAllocator> {
         self.allocator.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn images(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.images.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `image` has been pulled on this node.
+    pub fn has_image(&self, image: &str) -> bool {
+        self.images().contains(image)
+    }
+
+    /// Records images pulled on this node.
+    pub fn add_images(&self, pulled: &[String]) {
+        if !pulled.is_empty() {
+            self.images().extend(pulled.iter().cloned());
+        }
     }
 }
 

@@ -35,7 +35,7 @@ use serde_json::json;
 use crate::config::StageConfig;
 use crate::node::NodeState;
 use crate::recorder::Recorder;
-use crate::stages::{PodMemory, step};
+use crate::stages::{PodMemory, step_on};
 
 /// The "what and why" of one sync: the stages passed, the events, what is written.
 fn sync_summary(node: &str, before: &PodMemory, step: &crate::stages::Step) -> String {
@@ -279,14 +279,16 @@ impl PodWorkers {
             return Some(Duration::from_secs(5));
         };
         let now = self.clock.wall();
-        let result = step(
+        let result = step_on(
             &pod,
             &memory,
             &node.context,
+            &|image| node.has_image(image),
             &ip.to_string(),
             now,
             &self.stages,
         );
+        node.add_images(&result.pulled);
         self.memory().insert(key.clone(), result.memory.clone());
         for event in &result.events {
             self.recorder.record(&pod, event, node.name(), now);

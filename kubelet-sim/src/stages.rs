@@ -17,6 +17,10 @@
 //!   any stage ── deletionTimestamp ──▶ Terminating (Killing) ──min(grace, cap)──▶ delete(grace 0)
 //! ```
 //!
+//! A container whose image is already on the node (pulled there by an earlier pod) and whose
+//! `imagePullPolicy` is not `Always` is not pulled: `Pulled` "already present on machine" at
+//! once, no pull delay ([`needs_pull`]).
+//!
 //! Several transitions that are due at `now` are taken in one call (with zero delays a pod
 //! goes from New to Running in one step); each is stamped with the time it was due, so the
 //! result does not depend on how late the caller woke up.
@@ -115,6 +119,9 @@ pub struct PodMemory {
     pub start_time: Option<Timestamp>,
     /// How the previous container run ended.
     pub last_termination: Option<Termination>,
+    /// The containers whose image is being pulled (the others' images were already on the
+    /// node, or are not pulled: see [`needs_pull`]).
+    pub pulling: Vec<String>,
 }
 
 impl PodMemory {
@@ -127,6 +134,7 @@ impl PodMemory {
             pull_failures: 0,
             start_time: None,
             last_termination: None,
+            pulling: Vec::new(),
         }
     }
 
@@ -222,6 +230,27 @@ pub struct Step {
     pub wake_at: Option<Timestamp>,
     /// Delete the pod now (gracePeriodSeconds 0, UID precondition): termination finished.
     pub delete: bool,
+    /// Images pulled successfully in this step: the node has them from now on.
+    pub pulled: Vec<String>,
+}
+
+/// Whether the kubelet pulls `c`'s image before starting it (`images/image_manager.go`
+/// `shouldPullImage`): always with `imagePullPolicy: Always`, else only when the image is not
+/// on the node (`IfNotPresent`). Without a policy, the API server's default applies: `Always`
+/// for a `:latest` or untagged image, else `IfNotPresent`. An image whose pull is made to
+/// fail (`miniplane.dev/fail: image-pull`, or a `doesnotexist` image) is never on the node. Unlike Kubernetes, `Never`
+/// with the image absent pulls it (no `ErrImageNeverPull`).
+pub fn needs_pull(c: &Container, overrides: &PodOverrides, present: &dyn Fn(&str) -> bool) -> bool {
+    let name = image(c);
+    let policy = c.image_pull_policy.as_deref().unwrap_or_else(|| {
+        // `SetDefaults_Container`: the tag `parsers.ParseImageName` finds is "latest" when the
+        // image names no tag and no digest.
+        let last = name.rsplit('/').next().unwrap_or(name);
+        let latest =
+            !name.contains('@') && last.rsplit_once(':').is_none_or(|(_, tag)| tag == "latest");
+        if latest { "Always" } else { "IfNotPresent" }
+    });
+    overrides.pull_fails(name) || policy == "Always" || !present(name)
 }
 
 /// Back-off before attempt `n + 1` after `n` failures: `base · 2^(n-1)`, capped at `max`
@@ -329,14 +358,28 @@ enum Next {
     Delete,
 }
 
+/// What one [`transition`] reads besides the pod and the kubelet's memory.
+struct Inputs<'a> {
+    overrides: &'a PodOverrides,
+    config: &'a StageConfig,
+    /// Whether an image is on the node.
+    present: &'a dyn Fn(&str) -> bool,
+    now: Timestamp,
+}
+
 fn transition(
     pod: &Pod,
     memory: &mut PodMemory,
     events: &mut Vec<PodEvent>,
-    overrides: &PodOverrides,
-    config: &StageConfig,
-    now: Timestamp,
+    pulled_images: &mut Vec<String>,
+    inputs: &Inputs<'_>,
 ) -> Next {
+    let Inputs {
+        overrides,
+        config,
+        present,
+        now,
+    } = *inputs;
     let terminating = pod.metadata.deletion_timestamp.is_some();
     match memory.stage {
         Stage::Terminating { until, .. } => {
@@ -368,14 +411,35 @@ fn transition(
         }
         Stage::New => {
             memory.start_time = Some(now);
-            events.extend(container_events(pod, "Pulling", false, |c| {
-                format!("Pulling image \"{}\"", image(c))
-            }));
+            memory.pulling.clear();
+            for c in containers(pod) {
+                let pull = needs_pull(c, overrides, present);
+                events.push(PodEvent {
+                    warning: false,
+                    reason: if pull { "Pulling" } else { "Pulled" },
+                    message: if pull {
+                        format!("Pulling image \"{}\"", image(c))
+                    } else {
+                        format!(
+                            "Container image \"{}\" already present on machine",
+                            image(c)
+                        )
+                    },
+                    container: Some(c.name.clone()),
+                });
+                if pull {
+                    memory.pulling.push(c.name.clone());
+                }
+            }
             memory.stage = Stage::Creating { since: now };
             Next::Moved
         }
         Stage::Creating { since } => {
-            let pull = overrides.pull_delay.unwrap_or(config.pull_delay);
+            let pull = if memory.pulling.is_empty() {
+                Duration::ZERO
+            } else {
+                overrides.pull_delay.unwrap_or(config.pull_delay)
+            };
             let pulled = after(since, pull);
             if containers(pod)
                 .iter()
@@ -416,12 +480,21 @@ fn transition(
                 return Next::Wait(Some(started));
             }
             let took = format!("{:.3}s", pull.as_secs_f64());
-            events.extend(container_events(pod, "Pulled", false, |c| {
-                format!(
-                    "Successfully pulled image \"{}\" in {took} ({took} including waiting). Image size: 0 bytes.",
-                    image(c)
-                )
-            }));
+            for c in containers(pod)
+                .iter()
+                .filter(|c| memory.pulling.contains(&c.name))
+            {
+                events.push(PodEvent {
+                    warning: false,
+                    reason: "Pulled",
+                    message: format!(
+                        "Successfully pulled image \"{}\" in {took} ({took} including waiting). Image size: 0 bytes.",
+                        image(c)
+                    ),
+                    container: Some(c.name.clone()),
+                });
+                pulled_images.push(image(c).to_owned());
+            }
             start_containers(pod, memory, events, started);
             Next::Moved
         }
@@ -467,6 +540,11 @@ fn transition(
                     })
                 }),
             );
+            memory.pulling = containers(pod)
+                .iter()
+                .filter(|c| overrides.pull_fails(image(c)))
+                .map(|c| c.name.clone())
+                .collect();
             memory.stage = Stage::Creating { since: retry };
             Next::Moved
         }
@@ -543,13 +621,12 @@ fn start_containers(pod: &Pod, memory: &mut PodMemory, events: &mut Vec<PodEvent
         format!("Started container {}", c.name)
     }));
     memory.pull_failures = 0;
+    memory.pulling.clear();
     memory.stage = Stage::Running { since: at };
 }
 
-/// Advances `pod` as far as `now` allows and says what to post.
-///
-/// `memory` is the kubelet's memory of the pod (a fresh [`PodMemory::new`] the first time or
-/// when the UID changed); `pod_ip` is the address the node allocated for it.
+/// Advances `pod` as far as `now` allows and says what to post, on a node that has no image
+/// yet (every container's image is pulled): [`step_on`] with no image present.
 pub fn step(
     pod: &Pod,
     memory: &PodMemory,
@@ -558,13 +635,37 @@ pub fn step(
     now: Timestamp,
     config: &StageConfig,
 ) -> Step {
+    step_on(pod, memory, node, &|_| false, pod_ip, now, config)
+}
+
+/// Advances `pod` as far as `now` allows and says what to post.
+///
+/// `memory` is the kubelet's memory of the pod (a fresh [`PodMemory::new`] the first time or
+/// when the UID changed); `present` says whether an image is already on the node (see
+/// [`needs_pull`]); `pod_ip` is the address the node allocated for it.
+pub fn step_on(
+    pod: &Pod,
+    memory: &PodMemory,
+    node: &NodeContext,
+    present: &dyn Fn(&str) -> bool,
+    pod_ip: &str,
+    now: Timestamp,
+    config: &StageConfig,
+) -> Step {
     let overrides = PodOverrides::of(pod);
+    let inputs = Inputs {
+        overrides: &overrides,
+        config,
+        present,
+        now,
+    };
+    let mut pulled = Vec::new();
     let mut memory = memory.clone();
     let mut events = Vec::new();
     // Each transition moves forward, so this is bounded; the cap guards against a bug.
     let mut wake_at = None;
     for _ in 0..32 {
-        match transition(pod, &mut memory, &mut events, &overrides, config, now) {
+        match transition(pod, &mut memory, &mut events, &mut pulled, &inputs) {
             Next::Moved => continue,
             Next::Wait(t) => {
                 wake_at = t;
@@ -577,6 +678,7 @@ pub fn step(
                     events,
                     wake_at: None,
                     delete: true,
+                    pulled,
                 };
             }
         }
@@ -589,6 +691,7 @@ pub fn step(
         events,
         wake_at,
         delete: false,
+        pulled,
     }
 }
 

@@ -498,3 +498,146 @@ fn a_restarted_kubelet_recovers_running_and_completed_pods() {
     let fresh = pod("nginx", &[], "Always");
     assert_eq!(PodMemory::recover(&fresh), PodMemory::new("uid-1"));
 }
+
+fn with_policy(mut pod: Pod, policy: &str) -> Pod {
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers[0].image_pull_policy = Some(policy.into());
+    }
+    pod
+}
+
+#[test]
+fn an_image_already_on_the_node_is_not_pulled_again_unless_the_policy_says_always() {
+    let present = |image: &str| image == "nginx:1.27";
+    // IfNotPresent, image on the node: one "already present" event, no pull delay.
+    let p = with_policy(pod("nginx:1.27", &[], "Always"), "IfNotPresent");
+    let s = step_on(
+        &p,
+        &PodMemory::new("uid-1"),
+        &node(),
+        &present,
+        "10.244.0.2",
+        t(0),
+        &slow(),
+    );
+    let events: Vec<String> = s
+        .events
+        .iter()
+        .map(|e| format!("{} {}", e.reason, e.message))
+        .collect();
+    assert_eq!(
+        events,
+        ["Pulled Container image \"nginx:1.27\" already present on machine"]
+    );
+    assert!(s.pulled.is_empty());
+    assert_eq!(
+        s.wake_at,
+        Some(t(500)),
+        "only the start delay, no pull delay"
+    );
+    let s = step_on(
+        &p,
+        &s.memory,
+        &node(),
+        &present,
+        "10.244.0.2",
+        t(500),
+        &slow(),
+    );
+    let reasons: Vec<&str> = s.events.iter().map(|e| e.reason).collect();
+    assert_eq!(reasons, ["Created", "Started"]);
+    assert_eq!(s.memory.stage, Stage::Running { since: t(500) });
+
+    // Always: pulled even though it is on the node.
+    let p = with_policy(pod("nginx:1.27", &[], "Always"), "Always");
+    let s = step_on(
+        &p,
+        &PodMemory::new("uid-1"),
+        &node(),
+        &present,
+        "10.244.0.2",
+        t(0),
+        &StageConfig::fast(),
+    );
+    let reasons: Vec<&str> = s.events.iter().map(|e| e.reason).collect();
+    assert_eq!(reasons, ["Pulling", "Pulled", "Created", "Started"]);
+    assert_eq!(s.pulled, ["nginx:1.27"]);
+
+    // IfNotPresent, image absent: pulled (and reported as pulled, for the node to keep).
+    let p = with_policy(pod("redis:7", &[], "Always"), "IfNotPresent");
+    let s = step_on(
+        &p,
+        &PodMemory::new("uid-1"),
+        &node(),
+        &present,
+        "10.244.0.2",
+        t(0),
+        &slow(),
+    );
+    assert_eq!(s.events[0].message, "Pulling image \"redis:7\"");
+    assert_eq!(s.wake_at, Some(t(1500)), "pull delay, then start delay");
+    let s = step_on(
+        &p,
+        &s.memory,
+        &node(),
+        &present,
+        "10.244.0.2",
+        t(1500),
+        &slow(),
+    );
+    assert_eq!(s.pulled, ["redis:7"]);
+    assert!(
+        s.events[0]
+            .message
+            .starts_with("Successfully pulled image \"redis:7\" in 1.000s")
+    );
+
+    // A pull made to fail is tried even if the image is on the node.
+    let p = with_policy(
+        pod(
+            "nginx:1.27",
+            &[("miniplane.dev/fail", "image-pull")],
+            "Always",
+        ),
+        "IfNotPresent",
+    );
+    let s = step_on(
+        &p,
+        &PodMemory::new("uid-1"),
+        &node(),
+        &|_| true,
+        "10.244.0.2",
+        t(0),
+        &StageConfig::fast(),
+    );
+    assert_eq!(s.events[0].reason, "Pulling");
+    assert!(
+        s.pulled.is_empty(),
+        "a failed pull leaves nothing on the node"
+    );
+}
+
+#[test]
+fn the_pull_policy_defaults_as_the_api_server_sets_it() {
+    let overrides = PodOverrides::default();
+    let container = |image: &str| Container {
+        name: "c".into(),
+        image: Some(image.into()),
+        ..Default::default()
+    };
+    let present = |_: &str| true;
+    for (image, pulls) in [
+        ("nginx", true),
+        ("nginx:latest", true),
+        ("registry:5000/nginx", true),
+        ("nginx:1.27", false),
+        ("registry:5000/nginx:1.27", false),
+        ("nginx@sha256:0123", false),
+    ] {
+        assert_eq!(
+            needs_pull(&container(image), &overrides, &present),
+            pulls,
+            "{image}"
+        );
+    }
+}
