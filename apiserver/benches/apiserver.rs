@@ -40,6 +40,11 @@ const NAMESPACE: &str = "bench";
 /// Where the measured creates go, so that lists keep reading exactly the seeded objects.
 const CREATE_NAMESPACE: &str = "bench-create";
 
+/// The allocator the `miniplane` binary uses (`ctl/src/main.rs`), so the figures are the
+/// binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type Sender = http1::SendRequest<Full<Bytes>>;
 
 /// One keep-alive HTTP/1.1 connection.
