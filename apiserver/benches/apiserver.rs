@@ -3,10 +3,12 @@
 //!
 //! Run with `cargo bench -p apiserver` (`MINIPLANE_BENCH_FSYNC=0` for a store without fsync,
 //! `MINIPLANE_BENCH_QUICK=1` for a short smoke run, `MINIPLANE_BENCH_OPS=create,get` to measure
-//! only some rows — `create`, `get`, `list`, `list-page`, `watch` — e.g. under a profiler). The server runs in this process on a real
-//! socket, over the durable `store::Store` in a temporary directory; clients are plain hyper
-//! HTTP/1.1 connections (one per concurrent client) sending pre-serialized JSON, so the client
-//! side costs as little CPU as possible on a machine where it shares the cores with the server.
+//! only some rows — `create`, `get`, `list`, `list-page`, `watch` — e.g. under a profiler;
+//! `MINIPLANE_BENCH_STALLS=1` to print the pauses in which no response completed, see
+//! [`Stalls`]). The server runs in this process on a real socket, over the durable
+//! `store::Store` in a temporary directory; clients are plain hyper HTTP/1.1 connections (one
+//! per concurrent client) sending pre-serialized JSON, so the client side costs as little CPU
+//! as possible on a machine where it shares the cores with the server.
 //!
 //! ```text
 //!   seed 10k ConfigMaps ─▶ for c in [1, 16, 64]: create / get / list?limit=500  ×RUNS
@@ -39,6 +41,11 @@ const WATCHERS: usize = 100;
 const NAMESPACE: &str = "bench";
 /// Where the measured creates go, so that lists keep reading exactly the seeded objects.
 const CREATE_NAMESPACE: &str = "bench-create";
+
+/// The allocator the `miniplane` binary uses (`ctl/src/main.rs`), so the figures are the
+/// binary's.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 type Sender = http1::SendRequest<Full<Bytes>>;
 
@@ -130,6 +137,40 @@ struct Measurement {
     p99: Duration,
     /// CPU time of the whole process (server and clients) per request.
     cpu_per_request: Duration,
+    /// Pauses in which no request completed.
+    stalls: Stalls,
+}
+
+/// Pauses in which no response completed: at thousands of requests per second the gap between
+/// two completions is ~0.1 ms, so a gap of milliseconds is a stall of the whole pipeline (a
+/// slow `fdatasync`, the process descheduled) rather than queueing, and it delays every
+/// request in flight. `MINIPLANE_BENCH_STALLS=1` prints them, to tell a tail made by stalls
+/// from one made by CPU per request.
+#[derive(Clone, Copy, Default)]
+struct Stalls {
+    /// Gaps of more than [`Stalls::MIN`].
+    count: usize,
+    /// Their total length.
+    total: Duration,
+    /// The longest gap.
+    longest: Duration,
+}
+
+impl Stalls {
+    const MIN: Duration = Duration::from_millis(3);
+
+    /// The stalls between sorted completion times.
+    fn of(completions: &[Duration]) -> Stalls {
+        let mut s = Stalls::default();
+        for gap in completions.windows(2).map(|w| w[1] - w[0]) {
+            if gap > Self::MIN {
+                s.count += 1;
+                s.total += gap;
+                s.longest = s.longest.max(gap);
+            }
+        }
+        s
+    }
 }
 
 /// CPU time used so far by this process's live threads (`/proc/self/task/*/schedstat`, first
@@ -208,19 +249,25 @@ async fn measure(
                 let (status, latency) = send(&mut sender, req).await;
                 let expected = if matches!(op, Op::Create) { 201 } else { 200 };
                 assert_eq!(status, expected, "{} returned {status}", op.name());
-                latencies.push(latency);
+                latencies.push((latency, start.elapsed()));
             }
             latencies
         }));
     }
     let mut latencies = Vec::new();
+    let mut completions = Vec::new();
     for c in clients {
-        latencies.extend(c.await.unwrap());
+        for (latency, done) in c.await.unwrap() {
+            latencies.push(latency);
+            completions.push(done);
+        }
     }
     let elapsed = start.elapsed();
     let cpu = process_cpu().saturating_sub(cpu_start);
     latencies.sort();
+    completions.sort();
     Measurement {
+        stalls: Stalls::of(&completions),
         throughput: total as f64 / elapsed.as_secs_f64(),
         p50: percentile(&latencies, 0.50),
         p99: percentile(&latencies, 0.99),
@@ -460,8 +507,10 @@ async fn bench(cores: usize, fsync: bool, quick: bool) {
             let mut p50 = Vec::new();
             let mut p99 = Vec::new();
             let mut cpu = Vec::new();
+            let mut stalls = Vec::new();
             for run in 0..RUNS {
                 let m = measure(addr, op, c, op.requests(c, quick), run).await;
+                stalls.push(m.stalls);
                 tput.push(m.throughput);
                 p50.push(m.p50);
                 p99.push(m.p99);
@@ -475,6 +524,24 @@ async fn bench(cores: usize, fsync: bool, quick: bool) {
                 ms(median_d(p99)),
                 median_d(cpu).as_secs_f64() * 1e6
             );
+            if std::env::var("MINIPLANE_BENCH_STALLS").is_ok_and(|v| v == "1") {
+                let runs: Vec<String> = stalls
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "{} totalling {} ms, longest {} ms",
+                            s.count,
+                            ms(s.total),
+                            ms(s.longest)
+                        )
+                    })
+                    .collect();
+                println!(
+                    "  stalls > {} ms with no response, per run: {}",
+                    Stalls::MIN.as_millis(),
+                    runs.join("; ")
+                );
+            }
         }
     }
     if !selected("watch") {

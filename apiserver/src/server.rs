@@ -345,7 +345,12 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
 
 /// A JSON response with a specific content type.
 pub fn json_response_as(code: StatusCode, body: &Value, content_type: &'static str) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    // Most answers are one object of a few hundred bytes to a few KiB: starting at 1 KiB
+    // saves the buffer's first reallocations.
+    let mut bytes = Vec::with_capacity(1024);
+    if serde_json::to_writer(&mut bytes, body).is_err() {
+        bytes.clear();
+    }
     let mut resp = (code, bytes).into_response();
     resp.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));

@@ -124,7 +124,9 @@ fn encode(obj: &Value) -> Result<Bytes> {
     let bytes = match obj {
         // The usual case, written without copying the object.
         Value::Object(root) if root.get("metadata").is_some_and(Value::is_object) => {
-            serde_json::to_vec(&Stored(root))
+            // Sized for a typical object, saving the buffer's first reallocations.
+            let mut out = Vec::with_capacity(1024);
+            serde_json::to_writer(&mut out, &Stored(root)).map(|()| out)
         }
         _ => {
             let mut obj = obj.clone();

@@ -14,6 +14,15 @@ mod up_cmd;
 
 use clap::{Parser, Subcommand};
 
+/// mimalloc instead of the C library's allocator: a request to the API server makes and frees
+/// hundreds of small JSON values across threads, and glibc's malloc/free were ~18% of the
+/// server's CPU under load (creates at 64 clients, docs/benchmarks.md "Session 6"). Built with
+/// transparent huge pages off for the process (the workspace's `no_thp` feature), which kept
+/// page faults from stalling requests. The API server bench (`apiserver/benches/apiserver.rs`)
+/// uses the same allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A Kubernetes control plane in one binary.
 #[derive(Debug, Parser)]
 #[command(name = "miniplane", version, about)]

@@ -22,25 +22,46 @@ use serde_json::{Map, Value};
 
 /// Decodes `obj` into `K`. `apiVersion`/`kind` are filled in when absent so a body without
 /// them (the registry knows the kind from the URL) still decodes.
+///
+/// The object is read in place when it has both (as every object past
+/// [`crate::rest::check_type`] does), and the path of a failure is tracked only when there is
+/// one: the decoding is then done again through `serde_path_to_error`, which gives the same
+/// result with the path Go's message names.
 pub fn decode<K>(obj: &Value) -> Result<K, String>
 where
     K: k8s_openapi::Resource + DeserializeOwned,
 {
-    let mut obj = obj.clone();
-    let Some(map) = obj.as_object_mut() else {
+    let Some(map) = obj.as_object() else {
         return Err(format!(
             "json: cannot unmarshal {} into Go value of type {}",
-            json_type_name(&obj),
+            json_type_name(obj),
             K::KIND
         ));
     };
-    for (key, value) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
-        if map.get(key).is_none_or(Value::is_null) {
-            map.insert(key.to_owned(), Value::String(value.to_owned()));
+    let missing = |key: &str| map.get(key).is_none_or(Value::is_null);
+    if !missing("apiVersion") && !missing("kind") {
+        return decode_typed(obj);
+    }
+    let mut obj = obj.clone();
+    if let Some(map) = obj.as_object_mut() {
+        for (key, value) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
+            if map.get(key).is_none_or(Value::is_null) {
+                map.insert(key.to_owned(), Value::String(value.to_owned()));
+            }
         }
     }
-    serde_path_to_error::deserialize::<_, K>(&obj)
-        .map_err(|e| go_error::<K>(&e.path().to_string(), &e.inner().to_string()))
+    decode_typed(&obj)
+}
+
+/// [`decode`] of an object with its type filled in.
+fn decode_typed<K>(obj: &Value) -> Result<K, String>
+where
+    K: k8s_openapi::Resource + DeserializeOwned,
+{
+    K::deserialize(obj).or_else(|_| {
+        serde_path_to_error::deserialize::<_, K>(obj)
+            .map_err(|e| go_error::<K>(&e.path().to_string(), &e.inner().to_string()))
+    })
 }
 
 /// Encodes a typed object back to JSON.
