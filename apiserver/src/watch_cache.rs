@@ -10,8 +10,9 @@
 //!      │ try_send to each subscriber (bounded)       │ backlog for a watch from a recent RV
 //!      ├──▶ client A  (full buffer → dropped: its stream ends, it re-watches)
 //!      └──▶ client B
-//!   a watch from an RV older than the ring → its own store watch (history), or
-//!   410 Expired "too old resource version" when the store has compacted it
+//!   a watch from an RV older than the ring → its own store watch (history) until it has
+//!   caught up with the ring, then a subscriber like the others; or 410 Expired "too old
+//!   resource version" when the store has compacted it
 //! ```
 //!
 //! Events are decoded once, in the cacher, and shared as `Arc`s. A client never slows the
@@ -33,10 +34,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Events kept per resource for watches that start from a recent resourceVersion.
-pub const DEFAULT_RING_CAPACITY: usize = 1024;
-/// Events queued for one client before it is cut off as too slow.
-pub const DEFAULT_CLIENT_BUFFER: usize = 256;
+/// Events kept per resource for watches that start from a recent resourceVersion: a few
+/// seconds of a 10,000-pod burst, so a client cut off mid-burst resumes from memory.
+/// (kube-apiserver sizes its window dynamically to keep 75 s of events, up to 102,400; a
+/// fixed ring bounds the memory of old object versions it keeps alive.)
+pub const DEFAULT_RING_CAPACITY: usize = 8192;
+/// Events queued for one client before it is cut off as too slow (kube-apiserver's cacheWatcher
+/// buffers up to 1,000 for a watch without an index, then waits briefly before closing it).
+pub const DEFAULT_CLIENT_BUFFER: usize = 1024;
 
 /// A watch event's type (`watch.EventType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,7 +277,34 @@ impl Cacher {
             }
         }
         // A full buffer means a slow client: drop it (its stream ends) rather than wait.
+        let before = s.subscribers.len();
         s.subscribers.retain(|tx| tx.try_send(ev.clone()).is_ok());
+        if s.subscribers.len() < before {
+            tracing::debug!(
+                revision = ev.revision.0,
+                dropped = before - s.subscribers.len(),
+                "watch cache cut off watchers that did not keep up"
+            );
+        }
+    }
+
+    /// A subscription for a client that has seen every event up to `after`: the ring's events
+    /// after it, then every new one. `None` if the ring no longer reaches back to `after` (or
+    /// the cacher lost its store watch): the client must read the store's history instead.
+    fn subscribe(&self, after: Revision, buffer: usize) -> Option<Source> {
+        let mut s = self.lock();
+        if s.broken || after < s.complete_after {
+            return None;
+        }
+        let backlog: VecDeque<_> = s
+            .ring
+            .iter()
+            .filter(|e| e.revision > after)
+            .cloned()
+            .collect();
+        let (tx, rx) = mpsc::channel(buffer);
+        s.subscribers.push(tx);
+        Some(Source::Cached { backlog, rx })
     }
 
     fn break_all(&self) {
@@ -302,6 +334,10 @@ enum Source {
     Store {
         watcher: Watcher,
         pending: VecDeque<Arc<CachedEvent>>,
+        /// The resource's cacher, joined as soon as the client has caught up with its ring.
+        cacher: Arc<Cacher>,
+        /// The client buffer to subscribe with.
+        buffer: usize,
     },
 }
 
@@ -322,21 +358,37 @@ impl EventStream {
                     Some(ev) => ev,
                     None => rx.recv().await?,
                 },
-                Source::Store { watcher, pending } => match pending.pop_front() {
+                Source::Store {
+                    watcher,
+                    pending,
+                    cacher,
+                    buffer,
+                } => match pending.pop_front() {
                     Some(ev) => ev,
-                    None => match watcher.recv().await? {
-                        Ok(resp) => {
-                            pending
-                                .extend(resp.events.into_iter().filter_map(convert).map(Arc::new));
+                    // Caught up with the cacher's window: go on from the shared cache (each
+                    // event decoded and encoded once for all its clients) and drop the store
+                    // watch, which decodes every event (and its previous version) for this
+                    // client alone.
+                    None => match cacher.subscribe(self.after, *buffer) {
+                        Some(cached) => {
+                            self.source = cached;
                             continue;
                         }
-                        Err(store::Error::Compacted { compacted, .. }) => {
-                            return Some(Err(StreamEnd::TooOld {
-                                requested: self.requested,
-                                oldest: compacted,
-                            }));
-                        }
-                        Err(_) => return None,
+                        None => match watcher.recv().await? {
+                            Ok(resp) => {
+                                pending.extend(
+                                    resp.events.into_iter().filter_map(convert).map(Arc::new),
+                                );
+                                continue;
+                            }
+                            Err(store::Error::Compacted { compacted, .. }) => {
+                                return Some(Err(StreamEnd::TooOld {
+                                    requested: self.requested,
+                                    oldest: compacted,
+                                }));
+                            }
+                            Err(_) => return None,
+                        },
                     },
                 },
             };
@@ -444,23 +496,12 @@ impl WatchCache {
     /// that far, else from the store's history.
     pub async fn watch(&self, prefix: &str, after: Revision) -> store::Result<EventStream> {
         let cacher = self.cacher(prefix).await?;
-        {
-            let mut s = cacher.lock();
-            if !s.broken && after >= s.complete_after {
-                let backlog: VecDeque<_> = s
-                    .ring
-                    .iter()
-                    .filter(|e| e.revision > after)
-                    .cloned()
-                    .collect();
-                let (tx, rx) = mpsc::channel(self.client_buffer);
-                s.subscribers.push(tx);
-                return Ok(EventStream {
-                    source: Source::Cached { backlog, rx },
-                    after,
-                    requested: after,
-                });
-            }
+        if let Some(source) = cacher.subscribe(after, self.client_buffer) {
+            return Ok(EventStream {
+                source,
+                after,
+                requested: after,
+            });
         }
         let watcher = self
             .backend
@@ -474,6 +515,8 @@ impl WatchCache {
                 source: Source::Store {
                     watcher,
                     pending: VecDeque::new(),
+                    cacher,
+                    buffer: self.client_buffer,
                 },
                 after,
                 requested: after,
@@ -592,6 +635,43 @@ mod tests {
         for ((kind, object, prev), c) in h.iter().zip(cached) {
             assert_eq!((kind, object, prev), (&c.kind, &c.object, &c.prev));
         }
+    }
+
+    #[tokio::test]
+    async fn a_watch_from_history_joins_the_cache_once_caught_up() {
+        let b = Arc::new(MemoryBackend::new());
+        put(&b, "/r/a", "{\"v\":1}").await;
+        put(&b, "/r/a", "{\"v\":2}").await;
+        let wc = cache(b.clone(), 16, 16);
+        // Starts the cacher at the current revision; then a client from before it.
+        let mut live = wc.watch("/r/", b.current_revision()).await.expect("watch");
+        let base = b.current_revision().0 - 2;
+        let mut old = wc.watch("/r/", Revision(base)).await.expect("watch");
+        put(&b, "/r/b", "{\"v\":1}").await;
+        let mut kinds = Vec::new();
+        for _ in 0..3 {
+            let ev = old.next().await.expect("event").expect("ok");
+            kinds.push((ev.kind, ev.revision));
+        }
+        let r = |n| Revision(base + n);
+        assert_eq!(
+            kinds,
+            [
+                (EventType::Added, r(1)),
+                (EventType::Modified, r(2)),
+                (EventType::Added, r(3))
+            ],
+            "the history first, without a gap"
+        );
+        put(&b, "/r/c", "{\"v\":1}").await;
+        let _ = live.next().await.expect("event").expect("ok");
+        let shared = live.next().await.expect("event").expect("ok");
+        let from_old = old.next().await.expect("event").expect("ok");
+        assert_eq!(from_old.revision, r(4));
+        assert!(
+            Arc::ptr_eq(&shared, &from_old),
+            "once caught up, the client is served the cacher's shared event"
+        );
     }
 
     #[tokio::test]
