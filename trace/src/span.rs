@@ -40,8 +40,9 @@ pub enum SpanKind {
     Consumer,
 }
 
-/// An attribute value: text, an integer or a flag.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// An attribute value: text, an integer or a flag. On the wire it is the plain JSON value
+/// (`true`, `42`, `"text"`), as OTLP's `AnyValue` reads in JSON without its type tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum AttributeValue {
     /// A flag.
@@ -50,6 +51,38 @@ pub enum AttributeValue {
     Int(i64),
     /// Text.
     Str(String),
+}
+
+/// Read by the value's JSON type directly: the API server decodes every span the components
+/// post, and an untagged enum would try (and format an error for) each variant in turn.
+impl<'de> Deserialize<'de> for AttributeValue {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = AttributeValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a boolean, an integer or a string")
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(AttributeValue::Bool(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(AttributeValue::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                i64::try_from(v).map(AttributeValue::Int).map_err(|_| {
+                    E::invalid_value(serde::de::Unexpected::Unsigned(v), &"a 64-bit integer")
+                })
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(AttributeValue::Str(v.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(AttributeValue::Str(v))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 impl fmt::Display for AttributeValue {
@@ -277,6 +310,21 @@ mod tests {
         let back: Span = serde_json::from_value(json).unwrap();
         assert_eq!(back, span);
         assert!(span.end_unix_nanos >= span.start_unix_nanos);
+    }
+
+    #[test]
+    fn attribute_values_decode_by_their_json_type() {
+        let v: BTreeMap<String, AttributeValue> =
+            serde_json::from_str(r#"{"b": true, "i": -3, "u": 7, "s": "7", "e": ""}"#).unwrap();
+        assert_eq!(v["b"], AttributeValue::Bool(true));
+        assert_eq!(v["i"], AttributeValue::Int(-3));
+        assert_eq!(v["u"], AttributeValue::Int(7));
+        assert_eq!(v["s"], AttributeValue::Str("7".into()));
+        assert_eq!(v["e"], AttributeValue::Str(String::new()));
+        for bad in ["1.5", "null", "[1]", "{}", "18446744073709551615"] {
+            let err = serde_json::from_str::<AttributeValue>(bad).unwrap_err();
+            assert!(err.to_string().contains("integer"), "{bad}: {err}");
+        }
     }
 
     #[test]
