@@ -38,8 +38,13 @@ impl Drop for Proc {
 
 /// Spawns `miniplane <args>` and returns it with the first stdout line containing `marker`
 /// (the rest of stdout is drained so the child never blocks on a full pipe).
+///
+/// `MINIPLANE_BENCH_BIN=path` runs another `miniplane` binary (a saved build, for A/B runs of
+/// two versions on the same machine state).
 pub fn spawn(args: &[&str], marker: &str) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
+    let bin = std::env::var_os("MINIPLANE_BENCH_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_miniplane").into());
+    let mut child = Command::new(bin)
         .args(args)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
