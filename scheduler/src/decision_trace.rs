@@ -34,22 +34,30 @@ pub fn describe(
             attributes.push(("nodes.evaluated".into(), result.evaluated_nodes.into()));
             attributes.push(("nodes.feasible".into(), result.feasible_nodes.into()));
             let mut filtered = Vec::new();
+            // Only the first nodes are named (attributes and summary); the rest are counted.
+            // Nothing is formatted for them: a decision evaluates hundreds of nodes.
+            let max_attributes = 4 + 2 * NODES_NAMED;
             for verdict in &result.nodes {
+                let attribute_room = attributes.len() < max_attributes;
+                if !attribute_room && filtered.len() >= NODES_NAMED {
+                    break;
+                }
                 match &verdict.filter {
                     Err(status) => {
                         let why = format!("{}: {}", status.plugin, status.reasons.join(", "));
                         if filtered.len() < NODES_NAMED {
                             filtered.push(format!("{} ({why})", verdict.node));
                         }
-                        attributes.push((format!("filter.{}", verdict.node), why.into()));
+                        if attribute_room {
+                            attributes.push((format!("filter.{}", verdict.node), why.into()));
+                        }
                     }
-                    Ok(()) if !verdict.scores.is_empty() => {
+                    Ok(()) if attribute_room && !verdict.scores.is_empty() => {
                         attributes.push((format!("score.{}", verdict.node), verdict.total.into()));
                     }
                     Ok(()) => {}
                 }
             }
-            attributes.truncate(4 + 2 * NODES_NAMED);
             let mut summary = result.summary();
             let rejected = result.evaluated_nodes - result.feasible_nodes;
             if rejected > 0 {
@@ -147,6 +155,58 @@ mod tests {
             get("filter.node-0").as_deref(),
             Some("NodeUnschedulable: node(s) were unschedulable")
         );
+    }
+
+    #[test]
+    fn many_nodes_name_the_first_ten_and_the_three_best() {
+        // 60 nodes in scan order: every third is filtered out, the others scored by index.
+        let nodes: Vec<NodeVerdict> = (0..60)
+            .map(|i| NodeVerdict {
+                node: format!("node-{i:02}"),
+                filter: if i % 3 == 0 {
+                    Err(Status::new(
+                        "TaintToleration",
+                        Code::Unschedulable,
+                        "tainted",
+                    ))
+                } else {
+                    Ok(())
+                },
+                scores: if i % 3 == 0 { vec![] } else { vec![i] },
+                total: if i % 3 == 0 { 0 } else { i },
+            })
+            .collect();
+        let result = ScheduleResult {
+            pod: ObjectKey::new(Some("default"), "web"),
+            suggested_host: "node-59".into(),
+            evaluated_nodes: 60,
+            feasible_nodes: 40,
+            nodes,
+        };
+        let (summary, attrs) = describe("default/web", &Ok(result));
+        // The first 20 nodes in scan order, after the 4 fixed attributes.
+        let keys: Vec<&str> = attrs.iter().skip(4).map(|(k, _)| k.as_str()).collect();
+        let expected: Vec<String> = (0..20)
+            .map(|i| match i % 3 {
+                0 => format!("filter.node-{i:02}"),
+                _ => format!("score.node-{i:02}"),
+            })
+            .collect();
+        assert_eq!(keys, expected);
+        // The three best, best first, then the first ten filtered out and a count.
+        assert!(
+            summary.contains("; node-59 59 [") && summary.contains("; node-58 58 ["),
+            "{summary}"
+        );
+        let best = ["node-59 59", "node-58 58", "node-56 56"].map(|n| summary.find(n));
+        assert!(best.iter().all(Option::is_some), "{summary}");
+        assert!(best[0] < best[1] && best[1] < best[2], "{summary}");
+        let named: Vec<String> = (0..10).map(|k| format!("node-{:02} (", 3 * k)).collect();
+        for n in &named {
+            assert!(summary.contains(n.as_str()), "{n} in {summary}");
+        }
+        assert!(!summary.contains("node-30 ("), "{summary}");
+        assert!(summary.ends_with(" and 10 more"), "{summary}");
     }
 
     #[test]

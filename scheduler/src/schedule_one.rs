@@ -85,8 +85,15 @@ impl ScheduleResult {
         );
         let mut scored: Vec<&NodeVerdict> =
             self.nodes.iter().filter(|v| !v.scores.is_empty()).collect();
-        scored.sort_by(|a, b| b.total.cmp(&a.total).then_with(|| a.node.cmp(&b.node)));
-        for v in scored.iter().take(3) {
+        let best_first =
+            |a: &&NodeVerdict, b: &&NodeVerdict| b.total.cmp(&a.total).then(a.node.cmp(&b.node));
+        // The three best of hundreds: select them, then order only those.
+        if scored.len() > 3 {
+            scored.select_nth_unstable_by(2, best_first);
+            scored.truncate(3);
+        }
+        scored.sort_by(best_first);
+        for v in &scored {
             let _ = write!(line, "; {} {} [", v.node, v.total);
             for (i, (plugin, score)) in SCORES.iter().zip(&v.scores).enumerate() {
                 let sep = if i == 0 { "" } else { " " };
