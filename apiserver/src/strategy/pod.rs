@@ -109,28 +109,35 @@ impl KindRules for PodRules {
     }
 
     fn selectable_fields_json(&self, obj: &Value) -> Option<Vec<(&'static str, String)>> {
-        let text = |path: &str| {
-            obj.pointer(path)
+        // Evaluated for every pod watch event of every watcher with a field selector: plain
+        // `get`s (a JSON pointer allocates for each of its tokens).
+        let spec = obj.get("spec");
+        let status = obj.get("status");
+        let text = |part: Option<&Value>, key: &str| {
+            part.and_then(|p| p.get(key))
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned()
         };
-        let host_network = obj
-            .pointer("/spec/hostNetwork")
+        let host_network = spec
+            .and_then(|s| s.get("hostNetwork"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        // The first of `status.podIPs`, as the printer reads it.
+        let pod_ip = status
+            .and_then(|s| s.get("podIPs"))
+            .and_then(|ips| ips.get(0));
         Some(vec![
-            ("spec.nodeName", text("/spec/nodeName")),
-            ("spec.restartPolicy", text("/spec/restartPolicy")),
-            ("spec.schedulerName", text("/spec/schedulerName")),
-            ("spec.serviceAccountName", text("/spec/serviceAccountName")),
+            ("spec.nodeName", text(spec, "nodeName")),
+            ("spec.restartPolicy", text(spec, "restartPolicy")),
+            ("spec.schedulerName", text(spec, "schedulerName")),
+            ("spec.serviceAccountName", text(spec, "serviceAccountName")),
             ("spec.hostNetwork", host_network.to_string()),
-            ("status.phase", text("/status/phase")),
-            // The first of `status.podIPs`, as the printer reads it.
-            ("status.podIP", text("/status/podIPs/0/ip")),
+            ("status.phase", text(status, "phase")),
+            ("status.podIP", text(pod_ip, "ip")),
             (
                 "status.nominatedNodeName",
-                text("/status/nominatedNodeName"),
+                text(status, "nominatedNodeName"),
             ),
         ])
     }
