@@ -78,13 +78,18 @@ impl OwnerGraph {
     /// watches every resource through metadata-only informers).
     pub fn observe_meta(&mut self, api_version: &str, kind: &str, meta: &ObjectMeta) {
         let Some(uid) = meta.uid.clone() else { return };
-        self.forget(&uid);
         let owners = meta.owner_references.clone().unwrap_or_default();
-        for owner in &owners {
-            self.dependents
-                .entry(owner.uid.clone())
-                .or_default()
-                .insert(uid.clone());
+        // Most updates (status, labels) keep the owners: the dependents index stays as it is
+        // (an owner of 10,000 pods would otherwise lose and regain one of them per update).
+        let same_owners = self.nodes.get(&uid).is_some_and(|n| n.owners == owners);
+        if !same_owners {
+            self.forget(&uid);
+            for owner in &owners {
+                self.dependents
+                    .entry(owner.uid.clone())
+                    .or_default()
+                    .insert(uid.clone());
+            }
         }
         let node = Node {
             identity: ObjectRef {

@@ -240,3 +240,36 @@ fn an_object_being_deleted_in_the_background_is_left_alone() {
     g.observe_meta("apps/v1", "ReplicaSet", &r1);
     assert_eq!(garbage_collect(&g).actions, []);
 }
+
+#[test]
+fn an_update_moves_a_dependent_only_when_its_owners_change() {
+    let mut g = chain(None);
+    let uids = |g: &OwnerGraph, owner: &str| {
+        let mut v: Vec<String> = g
+            .dependents(owner)
+            .iter()
+            .map(|n| n.identity.uid.clone())
+            .collect();
+        v.sort();
+        v
+    };
+    // A status-like update (same owners, new resourceVersion): still r1's, node refreshed.
+    let mut p1 = meta("p1", vec![owner_ref("ReplicaSet", "r1", true)]);
+    p1.resource_version = Some("8".into());
+    g.observe_meta("v1", "Pod", &p1);
+    assert_eq!(uids(&g, "r1"), ["p1", "p2"]);
+    assert_eq!(
+        g.get("p1").and_then(|n| n.resource_version.as_deref()),
+        Some("8")
+    );
+    // Orphaned (owner reference removed), then adopted by r2.
+    g.observe_meta("v1", "Pod", &meta("p1", vec![]));
+    assert_eq!(uids(&g, "r1"), ["p2"]);
+    g.observe_meta(
+        "v1",
+        "Pod",
+        &meta("p1", vec![owner_ref("ReplicaSet", "r2", true)]),
+    );
+    assert_eq!(uids(&g, "r1"), ["p2"]);
+    assert_eq!(uids(&g, "r2"), ["p1"]);
+}
