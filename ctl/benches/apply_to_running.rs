@@ -8,6 +8,7 @@
 //! ```text
 //! cargo bench -p ctl --bench apply_to_running
 //! BENCH_NODES=100 BENCH_REPLICAS=1000 BENCH_RUNS=1 cargo bench -p ctl --bench apply_to_running
+//! BENCH_TRACING=0 cargo bench -p ctl --bench apply_to_running   # every component --tracing=false
 //! ```
 //!
 //! ```text
@@ -79,18 +80,27 @@ fn is_ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
+/// `args`, plus `--tracing=false` when `BENCH_TRACING=0` (every component traces by default).
+fn component<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let mut args = args.to_vec();
+    if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0") {
+        args.push("--tracing=false");
+    }
+    args
+}
+
 async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (api, line) = spawn(
-        &[
+        &component(&[
             "apiserver",
             "--data-dir",
             data.to_str().unwrap(),
             "--listen",
             "127.0.0.1:0",
             "--no-fsync",
-        ],
+        ]),
         "listening on",
     );
     let url = line.rsplit(' ').next().unwrap().to_owned();
@@ -99,7 +109,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     let start = Instant::now();
     let nodes_arg = node_count.to_string();
     let (kubelet, _) = spawn(
-        &["kubelet", "--nodes", &nodes_arg, "--master", &url],
+        &component(&["kubelet", "--nodes", &nodes_arg, "--master", &url]),
         "nodes registered",
     );
     let nodes: Api<Node> = Api::all(client.clone());
@@ -112,17 +122,17 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     }
     let nodes_ready = start.elapsed();
     let (scheduler, _) = spawn(
-        &["scheduler", "--master", &url, "--listen", "127.0.0.1:0"],
+        &component(&["scheduler", "--master", &url, "--listen", "127.0.0.1:0"]),
         "scheduler started",
     );
     let (cm, _) = spawn(
-        &[
+        &component(&[
             "controller-manager",
             "--master",
             &url,
             "--listen",
             "127.0.0.1:0",
-        ],
+        ]),
         "controller-manager",
     );
 
