@@ -236,21 +236,14 @@ pub struct Step {
 
 /// Whether the kubelet pulls `c`'s image before starting it (`images/image_manager.go`
 /// `shouldPullImage`): always with `imagePullPolicy: Always`, else only when the image is not
-/// on the node (`IfNotPresent`). Without a policy, the API server's default applies: `Always`
-/// for a `:latest` or untagged image, else `IfNotPresent`. An image whose pull is made to
-/// fail (`miniplane.dev/fail: image-pull`, or a `doesnotexist` image) is never on the node. Unlike Kubernetes, `Never`
-/// with the image absent pulls it (no `ErrImageNeverPull`).
+/// on the node. The API server has defaulted the policy (`Always` for a `:latest` or untagged
+/// image, else `IfNotPresent`); a pod without one is treated as `IfNotPresent`. An image whose
+/// pull is made to fail (`miniplane.dev/fail: image-pull`, or a `doesnotexist` image) is never
+/// on the node. Unlike Kubernetes, `Never` with the image absent pulls it (no
+/// `ErrImageNeverPull`).
 pub fn needs_pull(c: &Container, overrides: &PodOverrides, present: &dyn Fn(&str) -> bool) -> bool {
     let name = image(c);
-    let policy = c.image_pull_policy.as_deref().unwrap_or_else(|| {
-        // `SetDefaults_Container`: the tag `parsers.ParseImageName` finds is "latest" when the
-        // image names no tag and no digest.
-        let last = name.rsplit('/').next().unwrap_or(name);
-        let latest =
-            !name.contains('@') && last.rsplit_once(':').is_none_or(|(_, tag)| tag == "latest");
-        if latest { "Always" } else { "IfNotPresent" }
-    });
-    overrides.pull_fails(name) || policy == "Always" || !present(name)
+    overrides.pull_fails(name) || c.image_pull_policy.as_deref() == Some("Always") || !present(name)
 }
 
 /// Back-off before attempt `n + 1` after `n` failures: `base · 2^(n-1)`, capped at `max`

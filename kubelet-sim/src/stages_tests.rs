@@ -509,17 +509,13 @@ fn with_policy(mut pod: Pod, policy: &str) -> Pod {
 #[test]
 fn an_image_already_on_the_node_is_not_pulled_again_unless_the_policy_says_always() {
     let present = |image: &str| image == "nginx:1.27";
+    // One sync on a node that has `nginx:1.27`.
+    let sync = |p: &Pod, memory: &PodMemory, now: Timestamp, config: &StageConfig| {
+        step_on(p, memory, &node(), &present, "10.244.0.2", now, config)
+    };
     // IfNotPresent, image on the node: one "already present" event, no pull delay.
     let p = with_policy(pod("nginx:1.27", &[], "Always"), "IfNotPresent");
-    let s = step_on(
-        &p,
-        &PodMemory::new("uid-1"),
-        &node(),
-        &present,
-        "10.244.0.2",
-        t(0),
-        &slow(),
-    );
+    let s = sync(&p, &PodMemory::new("uid-1"), t(0), &slow());
     let events: Vec<String> = s
         .events
         .iter()
@@ -535,56 +531,24 @@ fn an_image_already_on_the_node_is_not_pulled_again_unless_the_policy_says_alway
         Some(t(500)),
         "only the start delay, no pull delay"
     );
-    let s = step_on(
-        &p,
-        &s.memory,
-        &node(),
-        &present,
-        "10.244.0.2",
-        t(500),
-        &slow(),
-    );
+    let s = sync(&p, &s.memory, t(500), &slow());
     let reasons: Vec<&str> = s.events.iter().map(|e| e.reason).collect();
     assert_eq!(reasons, ["Created", "Started"]);
     assert_eq!(s.memory.stage, Stage::Running { since: t(500) });
 
     // Always: pulled even though it is on the node.
     let p = with_policy(pod("nginx:1.27", &[], "Always"), "Always");
-    let s = step_on(
-        &p,
-        &PodMemory::new("uid-1"),
-        &node(),
-        &present,
-        "10.244.0.2",
-        t(0),
-        &StageConfig::fast(),
-    );
+    let s = sync(&p, &PodMemory::new("uid-1"), t(0), &StageConfig::fast());
     let reasons: Vec<&str> = s.events.iter().map(|e| e.reason).collect();
     assert_eq!(reasons, ["Pulling", "Pulled", "Created", "Started"]);
     assert_eq!(s.pulled, ["nginx:1.27"]);
 
     // IfNotPresent, image absent: pulled (and reported as pulled, for the node to keep).
     let p = with_policy(pod("redis:7", &[], "Always"), "IfNotPresent");
-    let s = step_on(
-        &p,
-        &PodMemory::new("uid-1"),
-        &node(),
-        &present,
-        "10.244.0.2",
-        t(0),
-        &slow(),
-    );
+    let s = sync(&p, &PodMemory::new("uid-1"), t(0), &slow());
     assert_eq!(s.events[0].message, "Pulling image \"redis:7\"");
     assert_eq!(s.wake_at, Some(t(1500)), "pull delay, then start delay");
-    let s = step_on(
-        &p,
-        &s.memory,
-        &node(),
-        &present,
-        "10.244.0.2",
-        t(1500),
-        &slow(),
-    );
+    let s = sync(&p, &s.memory, t(1500), &slow());
     assert_eq!(s.pulled, ["redis:7"]);
     assert!(
         s.events[0]
@@ -618,26 +582,27 @@ fn an_image_already_on_the_node_is_not_pulled_again_unless_the_policy_says_alway
 }
 
 #[test]
-fn the_pull_policy_defaults_as_the_api_server_sets_it() {
+fn the_pull_follows_the_policy_the_api_server_set() {
     let overrides = PodOverrides::default();
-    let container = |image: &str| Container {
+    let container = |policy: Option<&str>| Container {
         name: "c".into(),
-        image: Some(image.into()),
+        image: Some("nginx:1.27".into()),
+        image_pull_policy: policy.map(Into::into),
         ..Default::default()
     };
-    let present = |_: &str| true;
-    for (image, pulls) in [
-        ("nginx", true),
-        ("nginx:latest", true),
-        ("registry:5000/nginx", true),
-        ("nginx:1.27", false),
-        ("registry:5000/nginx:1.27", false),
-        ("nginx@sha256:0123", false),
+    for (policy, present, pulls) in [
+        (Some("Always"), true, true),
+        (Some("Always"), false, true),
+        (Some("IfNotPresent"), true, false),
+        (Some("IfNotPresent"), false, true),
+        (None, true, false),
+        (None, false, true),
     ] {
+        let on_node = move |_: &str| present;
         assert_eq!(
-            needs_pull(&container(image), &overrides, &present),
+            needs_pull(&container(policy), &overrides, &on_node),
             pulls,
-            "{image}"
+            "{policy:?}, present {present}"
         );
     }
 }
