@@ -29,6 +29,7 @@ pub mod discovery;
 pub mod error;
 pub mod gvk;
 pub mod handlers;
+pub mod handoff;
 pub mod meta;
 pub mod openapi;
 pub mod patch;

@@ -134,13 +134,15 @@ impl AppState {
         shutdown: CancellationToken,
     ) -> Self {
         let tasks = TaskTracker::new();
+        let storage = Storage::new(backend.clone());
         let watch_cache = WatchCache::new(
-            backend.clone(),
+            backend,
             tasks.clone(),
             shutdown.clone(),
             options.watch_cache_capacity,
             options.watch_client_buffer,
-        );
+        )
+        .with_handoff(storage.handoff().clone());
         let collector = Collector::new(if options.tracing.enabled {
             options.tracing.max_spans
         } else {
@@ -151,7 +153,7 @@ impl AppState {
             faults: FaultTable::default(),
             reports: Reports::default(),
             registry: Arc::new(Registry::builtin()),
-            storage: Storage::new(backend),
+            storage,
             watch_cache,
             tasks,
             shutdown,

@@ -21,6 +21,7 @@
 //! change nothing but that annotation is not made.
 
 use crate::error::{ApiError, ErrorTarget, Result};
+use crate::handoff::Handoff;
 use crate::meta::{self, MetaField};
 use crate::registry::ResourceInfo;
 use crate::request_trace::{self, WriteTrace};
@@ -212,6 +213,8 @@ pub struct Storage {
     backend: Arc<dyn Backend>,
     /// The trace of the request this view writes for, if it is traced.
     trace: Option<Arc<WriteTrace>>,
+    /// Where written objects are offered to the watch cache.
+    handoff: Arc<Handoff>,
 }
 
 impl Storage {
@@ -220,7 +223,14 @@ impl Storage {
         Storage {
             backend,
             trace: None,
+            handoff: Arc::new(Handoff::new()),
         }
+    }
+
+    /// Where this storage offers the objects it writes to the watch cache
+    /// ([`crate::watch_cache::WatchCache::with_handoff`]).
+    pub fn handoff(&self) -> &Arc<Handoff> {
+        &self.handoff
     }
 
     /// This storage for one traced request: writes stamp its trace context on the object and
@@ -229,6 +239,7 @@ impl Storage {
         Storage {
             backend: self.backend.clone(),
             trace,
+            handoff: self.handoff.clone(),
         }
     }
 
@@ -322,21 +333,28 @@ impl Storage {
         if let Some(trace) = &self.trace {
             trace.stamp(&mut obj);
         }
+        let value = encode(&obj)?;
+        self.handoff.offer(&key, &value, &obj);
         let resp = self
             .backend
             .txn(Txn {
                 compares: vec![Compare::absent(key.clone())],
                 success: vec![Op::Put {
                     key: key.clone(),
-                    value: encode(&obj)?,
+                    value: value.clone(),
                 }],
                 failure: vec![],
             })
             .await
-            .map_err(write_error)?;
-        if !resp.succeeded {
-            return Err(ApiError::AlreadyExists { target: r.target() });
-        }
+            .map_err(write_error);
+        let resp = match resp {
+            Ok(resp) if resp.succeeded => resp,
+            failed => {
+                self.handoff.withdraw(&value);
+                failed?;
+                return Err(ApiError::AlreadyExists { target: r.target() });
+            }
+        };
         if let Some(trace) = &self.trace {
             trace.written(&r.name, resp.revision.0);
         }
@@ -409,6 +427,9 @@ impl Storage {
                         trace.stamp(&mut obj);
                     }
                     let value = encode(&obj)?;
+                    if !dry_run {
+                        self.handoff.offer(&key, &value, &obj);
+                    }
                     (
                         Op::Put {
                             key: key.clone(),
@@ -432,6 +453,10 @@ impl Storage {
                     deleted,
                 });
             }
+            let offered = match &op {
+                Op::Put { value, .. } => Some(value.clone()),
+                _ => None,
+            };
             let resp = self
                 .backend
                 .txn(Txn {
@@ -440,7 +465,13 @@ impl Storage {
                     failure: vec![Op::Get { key: key.clone() }],
                 })
                 .await
-                .map_err(write_error)?;
+                .map_err(write_error);
+            if let Some(value) = &offered
+                && !resp.as_ref().is_ok_and(|r| r.succeeded)
+            {
+                self.handoff.withdraw(value);
+            }
+            let resp = resp?;
             if resp.succeeded {
                 if let Some(trace) = &self.trace {
                     trace.written(&r.name, resp.revision.0);
@@ -492,5 +523,62 @@ fn write_error(e: store::Error) -> ApiError {
     match e {
         store::Error::ValueTooLarge { limit, .. } => ApiError::RequestEntityTooLarge { limit },
         other => other.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gvk::GroupVersion;
+    use crate::registry::Registry;
+    use serde_json::json;
+    use store::MemoryBackend;
+
+    fn pod(name: &str) -> ObjectRef {
+        let info = Registry::builtin()
+            .lookup(&GroupVersion::parse_api_version("v1"), "pods")
+            .expect("pods are built in");
+        ObjectRef {
+            info,
+            namespace: Some("default".into()),
+            name: name.into(),
+        }
+    }
+
+    /// A `decide` that sets `v` on the existing object.
+    fn set_v(v: i64) -> impl FnMut(Option<Value>) -> Result<Update> {
+        move |cur| {
+            let mut cur = cur.expect("exists");
+            cur["v"] = json!(v);
+            Ok(Update::Put(cur))
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_under_a_watched_prefix_offer_their_object_and_failed_ones_withdraw_it() {
+        let storage = Storage::new(Arc::new(MemoryBackend::new()));
+        let obj = |v: i64| json!({"metadata": {"name": "a", "namespace": "default"}, "v": v});
+        storage.create(&pod("a"), obj(1)).await.expect("create");
+        assert_eq!(storage.handoff().held(), 0, "nothing watches pods");
+
+        storage.handoff().watch_prefix("/registry/core/pods/");
+        storage.create(&pod("b"), obj(1)).await.expect("create");
+        assert_eq!(storage.handoff().held(), 1, "the create offered its object");
+        // An AlreadyExists create withdraws its offer.
+        assert!(storage.create(&pod("b"), obj(2)).await.is_err());
+        assert_eq!(storage.handoff().held(), 1);
+        // An update offers the object it writes.
+        let updated = storage
+            .guaranteed_update(&pod("a"), false, set_v(3))
+            .await
+            .expect("update");
+        assert_eq!(updated.object["v"], 3);
+        assert_eq!(storage.handoff().held(), 2, "the update offered its object");
+        // A dry run writes nothing and offers nothing.
+        storage
+            .guaranteed_update(&pod("a"), true, set_v(4))
+            .await
+            .expect("dry run");
+        assert_eq!(storage.handoff().held(), 2);
     }
 }

@@ -24,6 +24,7 @@
 //! held there, shared, instead of being decoded again from the store's `prev_kv` for every
 //! event.
 
+use crate::handoff::Handoff;
 use crate::storage::decode;
 use bytes::Bytes;
 use serde_json::Value;
@@ -248,6 +249,8 @@ struct CacherState {
 struct Cacher {
     state: Mutex<CacherState>,
     capacity: usize,
+    /// Objects writers offer instead of the bytes being decoded again.
+    handoff: Arc<Handoff>,
 }
 
 impl Cacher {
@@ -259,7 +262,18 @@ impl Cacher {
     fn apply(&self, e: store::Event) {
         let rev = e.revision();
         let decoded = match e.kind {
-            EventKind::Put => decode(&e.kv.value, rev).ok(),
+            // The writer's own object when it offered one, else the stored bytes decoded.
+            EventKind::Put => match self.handoff.take(&e.kv.value) {
+                Some(mut object) => {
+                    crate::meta::set_meta_str(
+                        &mut object,
+                        crate::meta::MetaField::ResourceVersion,
+                        Some(&rev.0.to_string()),
+                    );
+                    Some(object)
+                }
+                None => decode(&e.kv.value, rev).ok(),
+            },
             EventKind::Delete => None,
         };
         let mut s = self.lock();
@@ -414,6 +428,7 @@ pub struct WatchCache {
     shutdown: CancellationToken,
     ring_capacity: usize,
     client_buffer: usize,
+    handoff: Arc<Handoff>,
 }
 
 impl WatchCache {
@@ -432,7 +447,16 @@ impl WatchCache {
             shutdown,
             ring_capacity: ring_capacity.max(1),
             client_buffer: client_buffer.max(1),
+            handoff: Arc::new(Handoff::new()),
         }
+    }
+
+    /// The same cache, taking the objects that writers offer through `handoff` (the
+    /// [`crate::storage::Storage::handoff`] of the server's storage) instead of decoding
+    /// what they wrote.
+    pub fn with_handoff(mut self, handoff: Arc<Handoff>) -> Self {
+        self.handoff = handoff;
+        self
     }
 
     async fn cacher(&self, prefix: &str) -> store::Result<Arc<Cacher>> {
@@ -475,6 +499,7 @@ impl WatchCache {
                 broken: false,
             }),
             capacity: self.ring_capacity,
+            handoff: self.handoff.clone(),
         });
         {
             let mut map = self.cachers.lock().unwrap_or_else(|e| e.into_inner());
@@ -486,9 +511,12 @@ impl WatchCache {
             }
             map.insert(prefix.to_string(), cacher.clone());
         }
+        self.handoff.watch_prefix(prefix);
         let task_cacher = cacher.clone();
         let shutdown = self.shutdown.clone();
-        self.tasks.spawn(run_cacher(task_cacher, watcher, shutdown));
+        let prefix = prefix.to_string();
+        self.tasks
+            .spawn(run_cacher(task_cacher, watcher, shutdown, prefix));
         Ok(cacher)
     }
 
@@ -526,7 +554,12 @@ impl WatchCache {
     }
 }
 
-async fn run_cacher(cacher: Arc<Cacher>, mut watcher: Watcher, shutdown: CancellationToken) {
+async fn run_cacher(
+    cacher: Arc<Cacher>,
+    mut watcher: Watcher,
+    shutdown: CancellationToken,
+    prefix: String,
+) {
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -544,6 +577,8 @@ async fn run_cacher(cacher: Arc<Cacher>, mut watcher: Watcher, shutdown: Cancell
             }
         }
     }
+    // Before the cacher is marked broken (which lets a new one start and register again).
+    cacher.handoff.unwatch_prefix(&prefix);
     cacher.break_all();
 }
 
@@ -579,6 +614,37 @@ mod tests {
         let mut c = wc.watch("/r/", start).await.expect("watch");
         let ev2 = c.next().await.expect("event").expect("ok");
         assert_eq!(ev2.revision, ev.revision);
+    }
+
+    #[tokio::test]
+    async fn a_put_takes_the_object_its_writer_offered() {
+        let b = Arc::new(MemoryBackend::new());
+        let handoff = Arc::new(Handoff::new());
+        let wc = cache(b.clone(), 16, 16).with_handoff(handoff.clone());
+        let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
+        assert!(handoff.wants(b"/r/x"), "the cacher registered its prefix");
+        assert!(!handoff.wants(b"/other/x"));
+        // The offered object differs from the bytes (which no writer would do) to show which
+        // of the two the event carries.
+        let bytes = Bytes::from_static(b"{\"metadata\":{\"name\":\"x\"},\"v\":1}");
+        let offered =
+            serde_json::json!({"metadata": {"name": "x", "resourceVersion": "7"}, "v": "offered"});
+        handoff.offer(b"/r/x", &bytes, &offered);
+        b.put(Bytes::from_static(b"/r/x"), bytes)
+            .await
+            .expect("put");
+        let ev = w.next().await.expect("event").expect("ok");
+        assert_eq!(ev.object["v"], "offered");
+        assert_eq!(
+            ev.object["metadata"]["resourceVersion"],
+            ev.revision.0.to_string(),
+            "the offer's stale resourceVersion is replaced by the write's"
+        );
+        assert_eq!(handoff.held(), 0, "the offer was taken");
+        // Bytes nobody offered are decoded.
+        put(&b, "/r/x", "{\"metadata\":{\"name\":\"x\"},\"v\":2}").await;
+        let ev = w.next().await.expect("event").expect("ok");
+        assert_eq!(ev.object["v"], 2);
     }
 
     #[tokio::test]

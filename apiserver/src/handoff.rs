@@ -1,0 +1,179 @@
+//! Objects a writer has just stored, handed to the watch cache so that it does not decode the
+//! bytes it receives from the store's watch again.
+//!
+//! kube-apiserver has no such step: its cacher decodes every event from etcd
+//! (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/watcher.go`, `decodeObj`). Here the
+//! store runs in the same process, and the value a watch event carries is the very buffer the
+//! writer passed to the transaction (`Bytes` is reference counted), so the writer's decoded
+//! object can travel with it:
+//!
+//! ```text
+//!   writer:  encode(obj) = bytes ──offer(bytes, obj)──▶ Handoff { address of bytes → obj }
+//!            txn put bytes ──▶ store ──watch event (the same bytes)──▶ cacher
+//!   cacher:  take(bytes) → obj (set resourceVersion)  │ nothing offered → decode(bytes)
+//! ```
+//!
+//! An offer is keyed by the buffer's address and holds a clone of the buffer, so the address
+//! cannot be reused by another buffer while the offer lives. Offers are made only for keys
+//! under a prefix a cacher watches, and at most [`GENERATION`] × 2 are kept: an offer nobody
+//! took (a cacher that stopped, a failed write the writer did not withdraw) is dropped after
+//! [`GENERATION`] newer ones, and the cacher then simply decodes. Taking an offer is an
+//! optimization only; the result is the same object either way.
+
+use bytes::Bytes;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::{Mutex, RwLock};
+
+/// Offers kept per generation; the older generation is dropped when the newer one fills.
+pub const GENERATION: usize = 2048;
+
+/// One object offered with the stored bytes it was encoded to.
+struct Offer {
+    /// Keeps the buffer (and so its address) alive while the offer is held.
+    _bytes: Bytes,
+    object: Value,
+}
+
+#[derive(Default)]
+struct Generations {
+    current: HashMap<(usize, usize), Offer>,
+    previous: HashMap<(usize, usize), Offer>,
+}
+
+/// The objects writers have stored and the watch cache has not yet taken.
+#[derive(Default)]
+pub struct Handoff {
+    /// Key prefixes that a cacher watches (only writes under them are offered).
+    watched: RwLock<Vec<String>>,
+    offers: Mutex<Generations>,
+}
+
+/// An offer's key: the address and length of the stored bytes.
+fn address(bytes: &Bytes) -> (usize, usize) {
+    (bytes.as_ptr() as usize, bytes.len())
+}
+
+impl Handoff {
+    /// An empty handoff watching no prefix.
+    pub fn new() -> Self {
+        Handoff::default()
+    }
+
+    fn offers(&self) -> std::sync::MutexGuard<'_, Generations> {
+        // Plain maps: a panicking holder cannot leave them torn.
+        self.offers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A cacher now watches `prefix`: writes of keys under it are offered.
+    pub fn watch_prefix(&self, prefix: &str) {
+        let mut watched = self.watched.write().unwrap_or_else(|p| p.into_inner());
+        if !watched.iter().any(|p| p == prefix) {
+            watched.push(prefix.to_string());
+        }
+    }
+
+    /// The cacher of `prefix` stopped.
+    pub fn unwatch_prefix(&self, prefix: &str) {
+        self.watched
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|p| p != prefix);
+    }
+
+    /// Whether a write of `key` would be taken by a cacher.
+    pub fn wants(&self, key: &[u8]) -> bool {
+        self.watched
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|p| key.starts_with(p.as_bytes()))
+    }
+
+    /// Offers `object` (what `bytes` decodes to, whatever its resourceVersion) for the write of
+    /// `key` about to store `bytes`; does nothing for a key no cacher watches.
+    pub fn offer(&self, key: &[u8], bytes: &Bytes, object: &Value) {
+        if !self.wants(key) {
+            return;
+        }
+        let offer = Offer {
+            _bytes: bytes.clone(),
+            object: object.clone(),
+        };
+        let mut offers = self.offers();
+        if offers.current.len() >= GENERATION {
+            offers.previous = std::mem::take(&mut offers.current);
+        }
+        offers.current.insert(address(bytes), offer);
+    }
+
+    /// Withdraws the offer for `bytes` (its write did not happen).
+    pub fn withdraw(&self, bytes: &Bytes) {
+        let mut offers = self.offers();
+        let key = address(bytes);
+        if offers.current.remove(&key).is_none() {
+            offers.previous.remove(&key);
+        }
+    }
+
+    /// The object offered for `bytes`, if any (each offer is taken once).
+    pub fn take(&self, bytes: &Bytes) -> Option<Value> {
+        let mut offers = self.offers();
+        let key = address(bytes);
+        offers
+            .current
+            .remove(&key)
+            .or_else(|| offers.previous.remove(&key))
+            .map(|o| o.object)
+    }
+
+    /// How many offers are held (tests).
+    pub fn held(&self) -> usize {
+        let offers = self.offers();
+        offers.current.len() + offers.previous.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_watched_keys_are_offered_and_each_offer_is_taken_once() {
+        let h = Handoff::new();
+        let bytes = Bytes::from_static(b"{\"a\":1}");
+        h.offer(b"/registry/core/pods/default/a", &bytes, &json!({"a": 1}));
+        assert_eq!(h.held(), 0, "no cacher watches pods yet");
+        h.watch_prefix("/registry/core/pods/");
+        h.offer(b"/registry/core/pods/default/a", &bytes, &json!({"a": 1}));
+        h.offer(b"/registry/core/nodes/n", &Bytes::from(vec![1]), &json!({}));
+        assert_eq!(h.held(), 1);
+        // Another buffer with the same content is not the same write.
+        assert_eq!(h.take(&Bytes::from(b"{\"a\":1}".to_vec())), None);
+        assert_eq!(h.take(&bytes.clone()), Some(json!({"a": 1})));
+        assert_eq!(h.take(&bytes), None);
+        h.offer(b"/registry/core/pods/default/a", &bytes, &json!({"a": 1}));
+        h.withdraw(&bytes);
+        assert_eq!(h.take(&bytes), None);
+        h.unwatch_prefix("/registry/core/pods/");
+        assert!(!h.wants(b"/registry/core/pods/default/a"));
+    }
+
+    #[test]
+    fn offers_nobody_takes_are_dropped_after_two_generations() {
+        let h = Handoff::new();
+        h.watch_prefix("/k/");
+        let first = Bytes::from(vec![0u8; 8]);
+        h.offer(b"/k/first", &first, &json!(0));
+        let later: Vec<Bytes> = (0..2 * GENERATION)
+            .map(|i| Bytes::from(i.to_string().into_bytes()))
+            .collect();
+        for b in &later {
+            h.offer(b"/k/x", b, &json!(1));
+        }
+        assert!(h.held() <= 2 * GENERATION);
+        assert_eq!(h.take(&first), None, "the oldest offer was dropped");
+        assert_eq!(h.take(&later[later.len() - 1]), Some(json!(1)));
+    }
+}
