@@ -59,7 +59,10 @@ impl Filter {
 
     /// Whether an object passes both selectors.
     pub fn matches(&self, info: &ResourceInfo, obj: &Value) -> bool {
-        self.labels.matches(&meta::labels(obj)) && self.fields.matches(obj, info.strategy.as_ref())
+        // Run for every event of every filtered watch: an empty label selector matches
+        // without collecting the labels.
+        (self.labels.is_empty() || self.labels.matches(&meta::labels(obj)))
+            && self.fields.matches(obj, info.strategy.as_ref())
     }
 }
 

@@ -48,17 +48,46 @@ impl PathElement {
 
     /// The `FieldsV1` key of this element: `f:`, `k:`, `v:` or `i:` and its text.
     pub fn encode(&self) -> String {
-        match self {
-            PathElement::Field(name) => format!("f:{name}"),
-            PathElement::Key(key) => {
-                let fields: Vec<String> = sorted(key)
-                    .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
-                    .collect();
-                format!("k:{{{}}}", fields.join(","))
+        let mut out = String::new();
+        self.encode_into(&mut out);
+        out
+    }
+
+    /// Appends [`PathElement::encode`]'s text to `out`.
+    fn encode_into(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        // Writing to a String cannot fail.
+        let _ = match self {
+            PathElement::Field(name) => {
+                out.push_str("f:");
+                out.push_str(name);
+                Ok(())
             }
-            PathElement::Value(value) => format!("v:{value}"),
-            PathElement::Index(index) => format!("i:{index}"),
-        }
+            PathElement::Key(key) => {
+                out.push_str("k:{");
+                let mut write_field = |i: usize, (k, v): (&String, &Value)| {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_json_str(out, k);
+                    out.push(':');
+                    write_json(out, v);
+                };
+                if key.len() == 1 {
+                    key.iter().enumerate().for_each(|(i, f)| write_field(i, f));
+                } else {
+                    sorted(key).enumerate().for_each(|(i, f)| write_field(i, f));
+                }
+                out.push('}');
+                Ok(())
+            }
+            PathElement::Value(value) => {
+                out.push_str("v:");
+                write_json(out, value);
+                Ok(())
+            }
+            PathElement::Index(index) => write!(out, "i:{index}"),
+        };
     }
 
     /// Parses a `FieldsV1` key.
@@ -86,7 +115,7 @@ impl Ord for PathElement {
         match (self, other) {
             (PathElement::Field(a), PathElement::Field(b)) => a.cmp(b),
             (PathElement::Index(a), PathElement::Index(b)) => a.cmp(b),
-            (a, b) if a.rank() == b.rank() => a.encode().cmp(&b.encode()),
+            (a, b) if a.rank() == b.rank() => compare_encoded(a, b),
             (a, b) => a.rank().cmp(&b.rank()),
         }
     }
@@ -112,6 +141,52 @@ impl fmt::Display for PathElement {
             PathElement::Index(index) => write!(f, "[{index}]"),
         }
     }
+}
+
+/// Writes `value` as compact JSON (what `Display` of a `Value` writes).
+fn write_json(out: &mut String, value: &Value) {
+    use std::fmt::Write as _;
+    match value {
+        Value::String(text) => write_json_str(out, text),
+        // Writing to a String cannot fail.
+        _ => drop(write!(out, "{value}")),
+    }
+}
+
+/// Writes `text` as a JSON string.
+fn write_json_str(out: &mut String, text: &str) {
+    use std::fmt::Write as _;
+    if text.chars().any(|c| c == '"' || c == '\\' || c < ' ') {
+        // Needs escapes: as serde_json writes them. Writing to a String cannot fail.
+        let _ = write!(out, "{}", Value::String(text.to_owned()));
+    } else {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    }
+}
+
+thread_local! {
+    /// Scratch buffers for [`compare_encoded`], kept so that comparing keys in a set's tree
+    /// allocates nothing.
+    static SCRATCH: std::cell::RefCell<(String, String)> =
+        const { std::cell::RefCell::new((String::new(), String::new())) };
+}
+
+/// Orders two elements of one kind by their `FieldsV1` text, encoding both into reused buffers.
+fn compare_encoded(a: &PathElement, b: &PathElement) -> Ordering {
+    SCRATCH.with(|scratch| match scratch.try_borrow_mut() {
+        Ok(mut buffers) => {
+            let (left, right) = &mut *buffers;
+            left.clear();
+            right.clear();
+            a.encode_into(left);
+            b.encode_into(right);
+            left.as_str().cmp(right.as_str())
+        }
+        // Only reachable if encoding compared elements itself; never expected.
+        Err(_) => a.encode().cmp(&b.encode()),
+    })
 }
 
 /// The fields of a key in name order, whatever order the map keeps.
@@ -312,6 +387,33 @@ impl Set {
         }
     }
 
+    /// Keeps only the top-level elements for which `keep` holds (with everything below them).
+    pub fn retain_children(&mut self, mut keep: impl FnMut(&PathElement) -> bool) {
+        self.children.retain(|element, _| keep(element));
+    }
+
+    /// Unmarks `element` (a top-level element) as a member, keeping what lies below it; the
+    /// element goes when nothing does.
+    pub fn unmark(&mut self, element: &PathElement) {
+        if let Some(node) = self.children.get_mut(element) {
+            node.member = false;
+            if node.set.is_empty() {
+                self.children.remove(element);
+            }
+        }
+    }
+
+    /// Applies `edit` to the subtree below the top-level `element` (if present); drops the
+    /// element when it is left neither a member nor with anything below it.
+    pub fn edit_child(&mut self, element: &PathElement, edit: impl FnOnce(&mut Set)) {
+        if let Some(node) = self.children.get_mut(element) {
+            edit(&mut node.set);
+            if !node.member && node.set.is_empty() {
+                self.children.remove(element);
+            }
+        }
+    }
+
     /// Encodes the set as `FieldsV1` JSON.
     pub fn to_fields_v1(&self) -> Value {
         let mut map = Map::new();
@@ -417,6 +519,59 @@ mod tests {
         assert_eq!(a.union(&b).paths().len(), 3);
         assert!(a.difference(&a).is_empty());
         assert!(b.has_prefix(&[field("metadata"), field("labels")]));
+    }
+
+    #[test]
+    fn elements_encode_as_json_and_order_by_their_encoding() {
+        // The encoding as `Display` of the JSON values writes it (what the buffers replace).
+        let reference = |e: &PathElement| match e {
+            PathElement::Key(key) => {
+                let fields: Vec<String> = sorted(key)
+                    .map(|(k, v)| format!("{}:{v}", Value::String(k.clone())))
+                    .collect();
+                format!("k:{{{}}}", fields.join(","))
+            }
+            PathElement::Value(v) => format!("v:{v}"),
+            PathElement::Field(name) => format!("f:{name}"),
+            PathElement::Index(i) => format!("i:{i}"),
+        };
+        let keyed = |pairs: &[(&str, Value)]| {
+            PathElement::Key(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                    .collect(),
+            )
+        };
+        let elements = vec![
+            keyed(&[("type", json!("Ready"))]),
+            keyed(&[("type", json!("ReadyX"))]),
+            keyed(&[("type", json!("Ready "))]),
+            keyed(&[("type", json!("a\"b"))]),
+            keyed(&[("type", json!("back\\slash"))]),
+            keyed(&[("type", json!("tab\there"))]),
+            keyed(&[("type", json!("ünï"))]),
+            keyed(&[("containerPort", json!(80)), ("protocol", json!("TCP"))]),
+            keyed(&[("protocol", json!("UDP")), ("containerPort", json!(8080))]),
+            keyed(&[("x\"y", json!(true))]),
+            PathElement::Value(json!("finalizer")),
+            PathElement::Value(json!("a\u{1}b")),
+            PathElement::Value(json!(1.5)),
+            PathElement::Value(json!({"b": 1, "a": [null]})),
+            PathElement::Field("name".into()),
+            PathElement::Index(12),
+        ];
+        for a in &elements {
+            assert_eq!(a.encode(), reference(a));
+            for b in &elements {
+                let expected = if a.rank() == b.rank() && a.rank() != 0 && a.rank() != 3 {
+                    reference(a).cmp(&reference(b))
+                } else {
+                    a.cmp(b)
+                };
+                assert_eq!(a.cmp(b), expected, "{} vs {}", reference(a), reference(b));
+            }
+        }
     }
 
     #[test]

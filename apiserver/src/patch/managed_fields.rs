@@ -200,7 +200,35 @@ const SERVER_FIELDS: &[&str] = &[
     "deletionGracePeriodSeconds",
 ];
 
-/// The part of `set` a write through `subresource` can own.
+/// The part of `set` a write through `subresource` can own: [`ownable`] done in place, by
+/// cutting whole subtrees instead of copying every kept path (the field set of a created pod
+/// is hundreds of paths).
+fn into_ownable(mut set: Set, subresource: Option<&str>, builtin: bool) -> Set {
+    let is =
+        |element: &PathElement, name: &str| matches!(element, PathElement::Field(f) if f == name);
+    set.retain_children(|top| {
+        let in_scope = match subresource {
+            Some(STATUS) => is(top, STATUS),
+            Some(_) => true,
+            None => !(builtin && is(top, STATUS)),
+        };
+        // `apiVersion` and `kind` are set by the server.
+        in_scope && !matches!(top, PathElement::Field(f) if f == "apiVersion" || f == "kind")
+    });
+    let metadata = PathElement::Field(METADATA.into());
+    // `metadata` itself is not owned (only fields below it), nor are the fields the server
+    // sets, nor anything but fields below it.
+    set.edit_child(&metadata, |below| {
+        below.retain_children(
+            |f| matches!(f, PathElement::Field(name) if !SERVER_FIELDS.contains(&name.as_str())),
+        );
+    });
+    set.unmark(&metadata);
+    set
+}
+
+/// The part of `set` a write through `subresource` can own (the definition [`into_ownable`]
+/// must agree with; server-side apply uses it).
 fn ownable(set: &Set, subresource: Option<&str>, builtin: bool) -> Set {
     set.filter(|path| {
         let field = |i: usize| match path.get(i) {
@@ -490,20 +518,30 @@ fn record_update(
         now,
     } = who;
     let comparison = Comparison {
-        added: ownable(&full.added, subresource, builtin),
-        modified: ownable(&full.modified, subresource, builtin),
+        added: into_ownable(full.added, subresource, builtin),
+        modified: into_ownable(full.modified, subresource, builtin),
         removed: full.removed,
     };
     let mine = |e: &ManagedFieldsEntry| e.same_manager(manager, Operation::Update, subresource);
     let previous = entries.iter().position(mine).map(|i| entries.remove(i));
     disown(&mut entries, &comparison);
     // (its set − removed) ∪ added ∪ modified
+    let Comparison {
+        added,
+        modified,
+        removed,
+    } = comparison;
     let mut fields = match previous {
-        Some(p) => p.fields.difference(&comparison.removed),
+        Some(p) => p.fields.difference(&removed),
         None => Set::new(),
     };
-    fields.union_with(&comparison.added);
-    fields.union_with(&comparison.modified);
+    if fields.is_empty() {
+        // A create, or a first write by this manager: what it added is its set (no copy).
+        fields = added;
+    } else {
+        fields.union_with(&added);
+    }
+    fields.union_with(&modified);
     if !fields.is_empty() {
         entries.push(ManagedFieldsEntry {
             manager: manager.to_owned(),

@@ -548,3 +548,64 @@ fn incremental_update_bookkeeping_equals_the_full_recomputation() {
         }
     }
 }
+
+#[test]
+fn ownable_in_place_agrees_with_the_filter() {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "default", "uid": "u", "resourceVersion": "3",
+            "labels": {"app": "web"}, "annotations": {"a": "b"}, "finalizers": ["x/y"],
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r",
+                "uid": "ru", "controller": true}],
+            "managedFields": [], "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": [{"name": "c", "image": "nginx", "ports": [{"containerPort": 80}]}],
+            "nodeName": "n1"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+            "podIP": "10.0.0.1"}
+    });
+    let schema = Schema::builtin(&GroupVersionKind::new("", "v1", "Pod"));
+    let mut sets = vec![
+        apply::field_set_lenient(&pod, schema),
+        apply::field_set_lenient(&pod, None),
+    ];
+    // Paths no object produces but a set can hold: the filter's edge cases.
+    let mut odd = Set::new();
+    odd.insert(&[PathElement::Field("metadata".into())]);
+    odd.insert(&[PathElement::Field("metadata".into()), PathElement::Index(0)]);
+    odd.insert(&[PathElement::Index(1)]);
+    odd.insert(&[
+        PathElement::Field("kind".into()),
+        PathElement::Field("x".into()),
+    ]);
+    odd.insert(&[PathElement::Field("status".into())]);
+    sets.push(odd);
+    let mut only_metadata = Set::new();
+    only_metadata.insert(&[
+        PathElement::Field("metadata".into()),
+        PathElement::Field("name".into()),
+    ]);
+    sets.push(only_metadata);
+    for set in &sets {
+        for sub in [None, Some("status"), Some("scale")] {
+            for builtin in [true, false] {
+                assert_eq!(
+                    into_ownable(set.clone(), sub, builtin),
+                    ownable(set, sub, builtin),
+                    "{sub:?} builtin={builtin} {:?}",
+                    set.to_fields_v1()
+                );
+            }
+        }
+    }
+    // And it does cut something: not a test that cannot fail.
+    let cut = into_ownable(sets[0].clone(), None, true);
+    assert!(!cut.has_prefix(&[PathElement::Field("status".into())]));
+    assert!(cut.has_prefix(&[
+        PathElement::Field("metadata".into()),
+        PathElement::Field("labels".into())
+    ]));
+    assert!(!cut.has(&[
+        PathElement::Field("metadata".into()),
+        PathElement::Field("uid".into())
+    ]));
+}
