@@ -16,7 +16,7 @@ use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::Api;
+use kube::Resource;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -134,6 +134,18 @@ impl Recorder {
     }
 }
 
+/// POSTs `event` and reads the reply without decoding the Event it carries (nothing uses it;
+/// `Api::create` would decode it). Errors are what `Api::create` returns.
+async fn create_unread(client: &kube::Client, event: &Event) -> Result<(), kube::Error> {
+    let namespace = event.metadata.namespace.as_deref().unwrap_or("default");
+    let body = serde_json::to_vec(event).map_err(kube::Error::SerdeError)?;
+    let mut request = kube::core::Request::new(Event::url_path(&(), Some(namespace)))
+        .create(&Default::default(), body)
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("create");
+    client.request_text(request).await.map(drop)
+}
+
 impl RecorderWriter {
     /// Writes events, up to [`WRITERS`] at once, until `shutdown` fires (what is queued then
     /// is dropped).
@@ -143,9 +155,7 @@ impl RecorderWriter {
         let writes = events.for_each_concurrent(WRITERS, |event| {
             let client = client.clone();
             async move {
-                let namespace = event.metadata.namespace.clone().unwrap_or_default();
-                let api: Api<Event> = Api::namespaced(client, &namespace);
-                if let Err(e) = api.create(&Default::default(), &event).await {
+                if let Err(e) = create_unread(&client, &event).await {
                     tracing::debug!(error = %e, "writing kubelet event failed");
                 }
             }
