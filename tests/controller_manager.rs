@@ -198,9 +198,11 @@ fn deployment_rollout_history_and_undo_with_kubectl() {
         },
     );
     eventually("SuccessfulCreate in kubectl describe rs", DEADLINE, || {
-        s.kubectl_ok(&["describe", "rs", &name(&rs)])
-            .contains("SuccessfulCreate")
-            .then_some(())
+        let described = s.kubectl_ok(&["describe", "rs", &name(&rs)]);
+        // The message names the pod the API server generated a name for.
+        (described.contains("SuccessfulCreate")
+            && described.contains(&format!("Created pod: {}-", name(&rs))))
+        .then_some(())
     });
 
     // Play kubelet: the pods become Ready, the Deployment Available.

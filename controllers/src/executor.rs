@@ -36,7 +36,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
     PostParams, Preconditions,
 };
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 
 use crate::action::{Action, Event, EventType, ObjectKey, ObjectRef, PatchType};
 use crate::error::{Error, Result};
@@ -83,6 +83,35 @@ struct Run<'a> {
     /// resourceVersions returned by writes of this run.
     versions: HashMap<RvKey, String>,
     outcome: Outcome,
+}
+
+/// The part of a created pod that `create_pods` reads from the reply: its generated name.
+/// (client-go's `podControl.CreatePods` decodes the whole Pod and logs only its name; the rest
+/// is skipped unparsed here.)
+#[derive(serde::Deserialize)]
+struct Created {
+    metadata: CreatedMeta,
+}
+
+#[derive(serde::Deserialize)]
+struct CreatedMeta {
+    #[serde(default)]
+    name: Option<String>,
+}
+
+/// POSTs `body` (an encoded pod) to `request`'s collection; returns the created pod's name.
+async fn create_returning_name(
+    client: &Client,
+    request: &kube::core::Request,
+    params: &PostParams,
+    body: Vec<u8>,
+) -> kube::Result<String> {
+    let mut http_request = request
+        .create(params, body)
+        .map_err(kube::Error::BuildRequest)?;
+    http_request.extensions_mut().insert("create");
+    let created: Created = client.request(http_request).await?;
+    Ok(created.metadata.name.unwrap_or_default())
 }
 
 impl Executor {
@@ -399,18 +428,30 @@ impl Executor {
         run: &mut Run<'_>,
     ) -> Result<()> {
         let total: usize = batches.iter().sum();
-        let api: Api<Pod> = self.namespaced(&pod.metadata);
+        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let request = kube::core::Request::new(Pod::url_path(&(), Some(namespace)));
+        let client = self.client();
+        // Every pod of the batches is made from one template: encoded once.
+        let body = serde_json::to_vec(pod).map_err(|e| {
+            Error::from_kube(
+                "create",
+                format!("Pod for {controller}"),
+                kube::Error::SerdeError(e),
+            )
+        })?;
         let mut created = 0usize;
         let mut first_error = None;
         let params = PostParams::default();
         for batch in batches {
-            let results = join_all((0..*batch).map(|_| api.create(&params, pod))).await;
+            let creates = (0..*batch)
+                .map(|_| create_returning_name(&client, &request, &params, body.clone()));
+            let results = join_all(creates).await;
             for result in results {
                 match result {
-                    Ok(p) => {
+                    Ok(name) => {
                         created += 1;
                         run.outcome.writes += 1;
-                        self.record_action(&created_event(controller, &p.name_any()));
+                        self.record_action(&created_event(controller, &name));
                     }
                     Err(e) => {
                         let e = Error::from_kube("create", format!("Pod for {controller}"), e);

@@ -5,7 +5,8 @@
 //! ```text
 //!   informers (Deployments, ReplicaSets, Pods) ─▶ monitor: graph.observe / graph.forget
 //!        │ enqueue the UIDs whose decision may have changed:
-//!        │   added/changed object with owners or being deleted → itself
+//!        │   added/changed object with owners or being deleted → itself, unless its
+//!        │     decision is already known to be "nothing to do" (every owner present)
 //!        │   added object → its dependents (their "virtual" owner now exists)
 //!        │   deleted object → its dependents (owner gone) and its owners (one blocker less)
 //!        ▼
@@ -117,7 +118,7 @@ impl GarbageCollector {
     ) {
         let Some(uid) = meta.uid.clone() else { return };
         let mut to_enqueue = Vec::new();
-        {
+        let settled = {
             let mut graph = self.graph();
             graph.observe_meta(api_version, kind, meta);
             if old.is_none() {
@@ -128,7 +129,16 @@ impl GarbageCollector {
                         .map(|d| d.identity.uid.clone()),
                 );
             }
-        }
+            // An object that is not being deleted and whose owners are all in the graph
+            // (none dangling, none waiting for its deletion) would be decided "nothing to
+            // collect" by a worker: it is not queued. Kubernetes' graph builder likewise queues
+            // a new dependent only through a missing ("virtual") owner; a later change of an
+            // owner queues its dependents again.
+            meta.deletion_timestamp.is_none()
+                && graph
+                    .get(&uid)
+                    .is_some_and(|node| attempt_to_delete_item(&graph, node).is_empty())
+        };
         let relevant = |m: &ObjectMeta| {
             (
                 m.owner_references.clone(),
@@ -142,7 +152,7 @@ impl GarbageCollector {
             .as_ref()
             .is_some_and(|o| !o.is_empty())
             || meta.deletion_timestamp.is_some();
-        if changed && interesting {
+        if changed && interesting && !settled {
             to_enqueue.push(uid);
         }
         for uid in to_enqueue {
@@ -273,5 +283,77 @@ impl GarbageCollector {
             attempt_to_delete_item(&graph, node)
         };
         Some((node.identity.clone(), actions))
+    }
+}
+
+#[cfg(test)]
+mod queue_tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+
+    fn collector() -> GarbageCollector {
+        // Never contacted: the test only feeds the graph and reads the queue.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = kube::Client::try_from(config).expect("client");
+        let factory = SharedInformerFactory::new(client.clone(), std::time::Duration::ZERO);
+        let sink = Arc::new(client::events::ApiEventSink::new(client.clone()));
+        let (recorder, _broadcaster) = client::events::new_recorder(
+            sink,
+            "garbage-collector-controller",
+            client::TokioClock::shared(),
+        );
+        GarbageCollector::new(&factory, Executor::new(client, recorder))
+    }
+
+    fn meta(uid: &str, owner: Option<(&str, &str)>) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(format!("{uid}-name")),
+            namespace: Some("default".into()),
+            uid: Some(uid.into()),
+            owner_references: owner.map(|(kind, uid)| {
+                vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: kind.into(),
+                    name: format!("{uid}-name"),
+                    uid: uid.into(),
+                    controller: Some(true),
+                    block_owner_deletion: Some(true),
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dependent_is_queued_only_when_a_worker_would_have_something_to_decide() {
+        let gc = collector();
+        gc.observe_as("apps/v1", "ReplicaSet", None, &meta("r1", None));
+        assert_eq!(gc.queue().len(), 0, "no owners: nothing to collect");
+        gc.observe_as("v1", "Pod", None, &meta("p1", Some(("ReplicaSet", "r1"))));
+        assert_eq!(
+            gc.queue().len(),
+            0,
+            "its owner is in the graph: nothing to decide"
+        );
+        gc.observe_as("v1", "Pod", None, &meta("p2", Some(("ReplicaSet", "gone"))));
+        assert_eq!(
+            gc.queue().len(),
+            1,
+            "an owner the graph has not seen must be verified"
+        );
+        let mut deleting = meta("p1", Some(("ReplicaSet", "r1")));
+        deleting.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        deleting.finalizers = Some(vec!["foregroundDeletion".into()]);
+        gc.observe_as(
+            "v1",
+            "Pod",
+            Some(&meta("p1", Some(("ReplicaSet", "r1")))),
+            &deleting,
+        );
+        assert_eq!(
+            gc.queue().len(),
+            2,
+            "an object being deleted is always queued"
+        );
     }
 }
