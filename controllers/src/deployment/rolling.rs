@@ -113,8 +113,15 @@ impl DeploymentSyncer<'_> {
         self.note(format!(
             "unavailable budget {max_scaled_down} = {all_pods} pods - min available {min_available} - {new_rs_unavailable} new unavailable: old may shrink"
         ));
+        // Kubernetes returns `false, nil` when the cleanup fails: nothing more this sync.
         let (old_after_cleanup, cleanup_count) =
-            self.cleanup_unhealthy_replicas(old, max_scaled_down);
+            match self.cleanup_unhealthy_replicas(old, max_scaled_down) {
+                Ok(cleaned) => cleaned,
+                Err(refused) => {
+                    self.note(refused);
+                    return false;
+                }
+            };
         let mut all_after: Vec<&ReplicaSet> = old_after_cleanup.iter().collect();
         all_after.push(new_rs);
         let scaled_down =
@@ -125,11 +132,17 @@ impl DeploymentSyncer<'_> {
     /// `cleanupUnhealthyReplicas`: oldest first, remove old pods that are not available
     /// (they add nothing to availability), at most `max_cleanup_count` in total. Returns the
     /// old ReplicaSets as they will be and how many pods were removed.
+    ///
+    /// A ReplicaSet whose status reports more available pods than its `spec.replicas` (just
+    /// scaled down, its status not yet caught up: common right after a controller-manager
+    /// restart) would be "cleaned up" to a larger size, so, as in Kubernetes, the cleanup is
+    /// refused with its error (Kubernetes' message) instead of scaling an old ReplicaSet up
+    /// past `maxSurge`.
     pub fn cleanup_unhealthy_replicas(
         &mut self,
         old: &[ReplicaSet],
         max_cleanup_count: i32,
-    ) -> (Vec<ReplicaSet>, i32) {
+    ) -> Result<(Vec<ReplicaSet>, i32), String> {
         let mut old = old.to_vec();
         old.sort_by(by_creation_timestamp);
         let mut total = 0;
@@ -143,11 +156,19 @@ impl DeploymentSyncer<'_> {
                 continue;
             }
             let scaled_down = (max_cleanup_count - total).min(replicas - available);
-            let (_, updated) = self.scale_replica_set_and_record_event(rs, replicas - scaled_down);
+            let new_replicas = replicas - scaled_down;
+            if new_replicas > replicas {
+                let namespace = rs.metadata.namespace.as_deref().unwrap_or_default();
+                return Err(format!(
+                    "when cleaning up unhealthy replicas, got invalid request to scale down {namespace}/{} {replicas} -> {new_replicas}",
+                    name_of(rs)
+                ));
+            }
+            let (_, updated) = self.scale_replica_set_and_record_event(rs, new_replicas);
             total += scaled_down;
             *rs = updated;
         }
-        (old, total)
+        Ok((old, total))
     }
 
     /// `scaleDownOldReplicaSetsForRollingUpdate`: oldest first, remove old pods while more

@@ -98,11 +98,36 @@ fn cleanup_unhealthy_replicas_table() {
     for (old, ready, max, want) in cases {
         let d = deployment(10, "2", "2");
         let mut s = syncer(&d);
-        let (after, count) =
-            s.cleanup_unhealthy_replicas(&[rs("foo-v2", "v0", old, ready, 0)], max);
+        let (after, count) = s
+            .cleanup_unhealthy_replicas(&[rs("foo-v2", "v0", old, ready, 0)], max)
+            .expect("a valid cleanup");
         assert_eq!(count, want, "{old} {ready} {max}");
         assert_eq!(rs_replicas(&after[0]), old - want);
     }
+}
+
+#[test]
+fn an_old_replica_set_reporting_more_available_than_it_wants_is_never_scaled_up() {
+    // Just scaled 6 → 5, its status still says 6 available (a restarted controller-manager
+    // sees this): "cleaning up" would mean 5 → 6, past maxSurge. Kubernetes refuses.
+    let d = deployment(6, "2", "1");
+    let mut s = syncer(&d);
+    let refused = s
+        .cleanup_unhealthy_replicas(&[rs("web-old", "v0", 5, 6, 0)], 2)
+        .expect_err("refused");
+    assert_eq!(
+        refused,
+        "when cleaning up unhealthy replicas, got invalid request to scale down default/web-old 5 -> 6"
+    );
+    assert!(updates(&s.actions).is_empty(), "nothing scaled");
+    // And the rolling update leaves the old ReplicaSets alone this sync.
+    let new_rs = rs("web-new", "v1", 3, 3, 1);
+    let old_rs = rs("web-old", "v0", 5, 6, 0);
+    let mut s = syncer(&d);
+    let scaled =
+        s.reconcile_old_replica_sets(&[&old_rs, &new_rs], std::slice::from_ref(&old_rs), &new_rs);
+    assert!(!scaled);
+    assert!(updates(&s.actions).is_empty(), "{:?}", updates(&s.actions));
 }
 
 #[test]
