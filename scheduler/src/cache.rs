@@ -78,10 +78,10 @@ impl Cache {
         };
         let info = self.nodes.swap_remove(i);
         if let Some(moved) = self.nodes.get(i) {
-            self.index.insert(moved.name.clone(), i);
+            self.index.insert(moved.name.to_string(), i);
         }
         if !info.pods.is_empty() {
-            self.orphans.insert(info.name, info.pods);
+            self.orphans.insert(info.name.to_string(), info.pods);
         }
     }
 
@@ -216,7 +216,7 @@ mod tests {
         assert_eq!(cache.node("n2").map(|n| n.requested.milli_cpu), Some(500));
         cache.remove_node("n1");
         assert_eq!(cache.nodes().len(), 1);
-        assert_eq!(cache.node("n2").map(|n| n.name.as_str()), Some("n2"));
+        assert_eq!(cache.node("n2").map(|n| &*n.name), Some("n2"));
         cache.remove_node("n2");
         cache.add_node(Arc::new(node("n2", "4", "8Gi", "110")));
         assert_eq!(cache.node("n2").map(|n| n.pods.len()), Some(1));

@@ -52,7 +52,7 @@ pub fn describe(
                             attributes.push((format!("filter.{}", verdict.node), why.into()));
                         }
                     }
-                    Ok(()) if attribute_room && !verdict.scores.is_empty() => {
+                    Ok(()) if attribute_room && verdict.scores.is_some() => {
                         attributes.push((format!("score.{}", verdict.node), verdict.total.into()));
                     }
                     Ok(()) => {}
@@ -115,19 +115,19 @@ mod tests {
                         Code::UnschedulableAndUnresolvable,
                         "node(s) were unschedulable",
                     )),
-                    scores: vec![],
+                    scores: None,
                     total: 0,
                 },
                 NodeVerdict {
                     node: "node-1".into(),
                     filter: Ok(()),
-                    scores: vec![1, 2],
+                    scores: Some([1, 2, 0, 0, 0]),
                     total: 150,
                 },
                 NodeVerdict {
                     node: "node-2".into(),
                     filter: Ok(()),
-                    scores: vec![3, 4],
+                    scores: Some([3, 4, 0, 0, 0]),
                     total: 170,
                 },
             ],
@@ -162,7 +162,7 @@ mod tests {
         // 60 nodes in scan order: every third is filtered out, the others scored by index.
         let nodes: Vec<NodeVerdict> = (0..60)
             .map(|i| NodeVerdict {
-                node: format!("node-{i:02}"),
+                node: format!("node-{i:02}").into(),
                 filter: if i % 3 == 0 {
                     Err(Status::new(
                         "TaintToleration",
@@ -172,7 +172,11 @@ mod tests {
                 } else {
                     Ok(())
                 },
-                scores: if i % 3 == 0 { vec![] } else { vec![i] },
+                scores: if i % 3 == 0 {
+                    None
+                } else {
+                    Some([i, 0, 0, 0, 0])
+                },
                 total: if i % 3 == 0 { 0 } else { i },
             })
             .collect();

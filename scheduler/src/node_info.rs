@@ -220,11 +220,52 @@ fn host_ports(pod: &Pod) -> Vec<HostPort> {
         .collect()
 }
 
+/// How many pods of each controller (by UID) a node holds. A node holds the pods of a few
+/// controllers, and the spreading score looks this up for every evaluated node of every pod
+/// (hundreds per pod): a short list compared by UID costs less than hashing the UID each time.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ControllerCounts(Vec<(String, u32)>);
+
+impl ControllerCounts {
+    /// The count for `uid` (0 when the node holds none of its pods).
+    pub fn get(&self, uid: &str) -> u32 {
+        self.0.iter().find(|(u, _)| u == uid).map_or(0, |(_, n)| *n)
+    }
+
+    /// One more pod of `uid`.
+    pub fn add(&mut self, uid: &str) {
+        match self.0.iter_mut().find(|(u, _)| u == uid) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((uid.to_owned(), 1)),
+        }
+    }
+
+    /// One pod of `uid` fewer (the entry goes at zero).
+    pub fn remove(&mut self, uid: &str) {
+        if let Some(i) = self.0.iter().position(|(u, _)| u == uid) {
+            self.0[i].1 = self.0[i].1.saturating_sub(1);
+            if self.0[i].1 == 0 {
+                self.0.swap_remove(i);
+            }
+        }
+    }
+
+    /// How many controllers have pods here.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether no controller has pods here.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// A node and the pods on it (Kubernetes' `NodeInfo`).
 #[derive(Debug, Clone)]
 pub struct NodeInfo {
-    /// The node's name.
-    pub name: String,
+    /// The node's name (shared with the verdicts that name it).
+    pub name: Arc<str>,
     /// The node as last seen.
     pub node: Arc<Node>,
     /// `status.allocatable` (cpu, memory, pods).
@@ -238,21 +279,21 @@ pub struct NodeInfo {
     /// Host ports in use, with how many pods use each.
     pub used_ports: HashMap<HostPort, u32>,
     /// Pods per controller UID, for spreading.
-    pub pods_by_controller: HashMap<String, u32>,
+    pub pods_by_controller: ControllerCounts,
 }
 
 impl NodeInfo {
     /// A node with no pods.
     pub fn new(node: Arc<Node>) -> Self {
         let mut info = NodeInfo {
-            name: String::new(),
+            name: Arc::from(""),
             node: node.clone(),
             allocatable: Resources::default(),
             pods: HashMap::new(),
             requested: Resources::default(),
             non_zero_requested: Resources::default(),
             used_ports: HashMap::new(),
-            pods_by_controller: HashMap::new(),
+            pods_by_controller: ControllerCounts::default(),
         };
         info.set_node(node);
         info
@@ -260,7 +301,10 @@ impl NodeInfo {
 
     /// Replaces the node object (an update), keeping the pods.
     pub fn set_node(&mut self, node: Arc<Node>) {
-        self.name = node.metadata.name.clone().unwrap_or_default();
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        if *self.name != *name {
+            self.name = Arc::from(name);
+        }
         self.allocatable = Resources::from_list(
             node.status
                 .as_ref()
@@ -278,7 +322,7 @@ impl NodeInfo {
             *self.used_ports.entry(port.clone()).or_default() += 1;
         }
         if let Some(uid) = &pod.controller_uid {
-            *self.pods_by_controller.entry(uid.clone()).or_default() += 1;
+            self.pods_by_controller.add(uid);
         }
         self.pods.insert(pod.key.clone(), pod);
     }
@@ -296,14 +340,36 @@ impl NodeInfo {
                 }
             }
         }
-        if let Some(uid) = &pod.controller_uid
-            && let Some(n) = self.pods_by_controller.get_mut(uid)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.pods_by_controller.remove(uid);
-            }
+        if let Some(uid) = &pod.controller_uid {
+            self.pods_by_controller.remove(uid);
         }
         Some(pod)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controller_counts_go_up_and_down_and_forget_a_controller_at_zero() {
+        let mut counts = ControllerCounts::default();
+        assert_eq!(counts.get("rs-1"), 0);
+        counts.add("rs-1");
+        counts.add("rs-2");
+        counts.add("rs-1");
+        assert_eq!(
+            (counts.get("rs-1"), counts.get("rs-2"), counts.len()),
+            (2, 1, 2)
+        );
+        counts.remove("rs-2");
+        assert_eq!((counts.get("rs-2"), counts.len()), (0, 1));
+        counts.remove("rs-1");
+        counts.remove("rs-1");
+        counts.remove("rs-1");
+        assert!(
+            counts.is_empty(),
+            "no count below zero, no entry left at zero"
+        );
     }
 }

@@ -21,6 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use client::ObjectKey;
 use rand::rngs::StdRng;
@@ -29,6 +30,9 @@ use rand::{Rng, SeedableRng};
 use crate::fit_error::FitError;
 use crate::node_info::{NodeInfo, PodInfo};
 use crate::plugins::{SCORES, Status, run_filters};
+
+/// One node's normalised score from each plugin, in [`SCORES`] order.
+pub type PluginScores = [i64; SCORES.len()];
 
 /// `minFeasibleNodesToFind`.
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -51,11 +55,11 @@ pub fn num_feasible_nodes_to_find(num_all_nodes: usize) -> usize {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeVerdict {
     /// The node's name.
-    pub node: String,
+    pub node: Arc<str>,
     /// `Ok(())` if it passed every filter, else the failing plugin and its reasons.
     pub filter: Result<(), Status>,
-    /// Normalised scores (0–100, before weights), in [`SCORES`] order; empty if not scored.
-    pub scores: Vec<i64>,
+    /// Normalised scores (0–100, before weights), in [`SCORES`] order; `None` if not scored.
+    pub scores: Option<PluginScores>,
     /// Σ score × weight.
     pub total: i64,
 }
@@ -84,7 +88,7 @@ impl ScheduleResult {
             self.pod, self.suggested_host, self.evaluated_nodes, self.feasible_nodes
         );
         let mut scored: Vec<&NodeVerdict> =
-            self.nodes.iter().filter(|v| !v.scores.is_empty()).collect();
+            self.nodes.iter().filter(|v| v.scores.is_some()).collect();
         let best_first =
             |a: &&NodeVerdict, b: &&NodeVerdict| b.total.cmp(&a.total).then(a.node.cmp(&b.node));
         // The three best of hundreds: select them, then order only those.
@@ -95,7 +99,7 @@ impl ScheduleResult {
         scored.sort_by(best_first);
         for v in &scored {
             let _ = write!(line, "; {} {} [", v.node, v.total);
-            for (i, (plugin, score)) in SCORES.iter().zip(&v.scores).enumerate() {
+            for (i, (plugin, score)) in SCORES.iter().zip(v.scores.iter().flatten()).enumerate() {
                 let sep = if i == 0 { "" } else { " " };
                 let _ = write!(line, "{sep}{}={score}", plugin.name);
             }
@@ -158,13 +162,13 @@ impl Algorithm {
             match &filter {
                 Ok(()) => feasible.push(index),
                 Err(status) => {
-                    failed.insert(node.name.clone(), status.clone());
+                    failed.insert(node.name.to_string(), status.clone());
                 }
             }
             verdicts.push(NodeVerdict {
                 node: node.name.clone(),
                 filter,
-                scores: Vec::new(),
+                scores: None,
                 total: 0,
             });
         }
@@ -191,11 +195,11 @@ impl Algorithm {
             nodes: verdicts,
         };
         if let [only] = feasible.as_slice() {
-            result.suggested_host = nodes[*only].name.clone();
+            result.suggested_host = nodes[*only].name.to_string();
             return Ok(result);
         }
         let totals = self.prioritize_nodes(pod, nodes, &feasible, &mut result.nodes);
-        result.suggested_host = nodes[self.select_host(&feasible, &totals)].name.clone();
+        result.suggested_host = nodes[self.select_host(&feasible, &totals)].name.to_string();
         Ok(result)
     }
 
@@ -223,7 +227,11 @@ impl Algorithm {
         }
         // Verdicts are in scan order; feasible ones appear in the same order as `feasible`.
         for (next, verdict) in verdicts.iter_mut().filter(|v| v.filter.is_ok()).enumerate() {
-            verdict.scores = per_plugin.iter().map(|s| s[next]).collect();
+            let mut scores = [0; SCORES.len()];
+            for (score, plugin) in scores.iter_mut().zip(&per_plugin) {
+                *score = plugin[next];
+            }
+            verdict.scores = Some(scores);
             verdict.total = totals[next];
         }
         totals

@@ -48,9 +48,9 @@ fn the_emptiest_node_wins_and_the_result_says_why() {
     assert_eq!(result.suggested_host, "node-2");
     assert_eq!((result.evaluated_nodes, result.feasible_nodes), (3, 3));
     let best = &result.nodes[1];
-    assert_eq!(best.node, "node-2");
+    assert_eq!(&*best.node, "node-2");
     // TaintToleration, NodeAffinity, ControllerSpread, LeastAllocated, BalancedAllocation.
-    assert_eq!(best.scores, vec![100, 0, 100, 95, 99]);
+    assert_eq!(best.scores, Some([100, 0, 100, 95, 99]));
     assert_eq!(best.total, 300 + 200 + 95 + 99);
     assert!(
         result.summary().starts_with(
@@ -90,7 +90,7 @@ fn a_single_feasible_node_is_chosen_without_scoring() {
         .schedule_pod(&info(pod("p", "4", "")), &nodes)
         .expect("node-2 fits");
     assert_eq!(result.suggested_host, "node-2");
-    assert!(result.nodes.iter().all(|v| v.scores.is_empty()));
+    assert!(result.nodes.iter().all(|v| v.scores.is_none()));
 }
 
 #[test]
@@ -106,5 +106,5 @@ fn scans_rotate_when_only_part_of_the_nodes_is_evaluated() {
     let second = algorithm
         .schedule_pod(&info(pod("b", "", "")), &nodes)
         .expect("fits");
-    assert_eq!(second.nodes[0].node, "n420");
+    assert_eq!(&*second.nodes[0].node, "n420");
 }

@@ -24,8 +24,7 @@ pub const NAME: &str = "ControllerSpread";
 pub fn score(pod: &PodInfo, node: &NodeInfo) -> i64 {
     pod.controller_uid
         .as_ref()
-        .and_then(|uid| node.pods_by_controller.get(uid))
-        .map_or(0, |&n| i64::from(n))
+        .map_or(0, |uid| i64::from(node.pods_by_controller.get(uid)))
 }
 
 /// Fewer sibling pods is better: `100 * (max - count) / max`, all 100 when no node has any.

@@ -16,7 +16,7 @@ pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
 /// Fails unless the pod names no node or names this one.
 pub fn filter(pod: &PodInfo, node: &NodeInfo) -> Result<(), Status> {
     match pod.pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
-        Some(wanted) if !wanted.is_empty() && wanted != node.name => Err(Status::new(
+        Some(wanted) if !wanted.is_empty() && wanted != &*node.name => Err(Status::new(
             NAME,
             Code::UnschedulableAndUnresolvable,
             ERR_REASON,
