@@ -19,11 +19,17 @@
 //! took (a cacher that stopped, a failed write the writer did not withdraw) is dropped after
 //! [`GENERATION`] newer ones, and the cacher then simply decodes. Taking an offer is an
 //! optimization only; the result is the same object either way.
+//!
+//! The other way round, a read-modify-write starts from the cacher's current object when the
+//! cacher holds the key at the revision just read from the store ([`Handoff::current`]),
+//! instead of decoding the stored bytes: kube-apiserver's `GuaranteedUpdate` likewise starts
+//! from the watch cache's copy (`cachedExistingObject`).
 
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use store::Revision;
 
 /// Offers kept per generation; the older generation is dropped when the newer one fills.
 pub const GENERATION: usize = 2048;
@@ -41,11 +47,26 @@ struct Generations {
     previous: HashMap<(usize, usize), Offer>,
 }
 
-/// The objects writers have stored and the watch cache has not yet taken.
+/// The current objects a cacher holds, for writers to start a read-modify-write from
+/// (kube-apiserver's `GuaranteedUpdate` starts from the watch cache's copy of the object).
+pub trait CurrentObjects: Send + Sync {
+    /// The object at `key` if the cache holds it as of exactly `revision` (the key's
+    /// mod revision just read from the store), else `None`.
+    fn current(&self, key: &[u8], revision: Revision) -> Option<Arc<Value>>;
+}
+
+/// A prefix a cacher watches, and where its current objects can be read.
+struct Watched {
+    prefix: String,
+    objects: Option<Weak<dyn CurrentObjects>>,
+}
+
+/// The objects writers have stored and the watch cache has not yet taken, and the watch
+/// cache's current objects for writers to start from.
 #[derive(Default)]
 pub struct Handoff {
     /// Key prefixes that a cacher watches (only writes under them are offered).
-    watched: RwLock<Vec<String>>,
+    watched: RwLock<Vec<Watched>>,
     offers: Mutex<Generations>,
 }
 
@@ -67,10 +88,21 @@ impl Handoff {
 
     /// A cacher now watches `prefix`: writes of keys under it are offered.
     pub fn watch_prefix(&self, prefix: &str) {
+        self.register(prefix, None);
+    }
+
+    /// A cacher now watches `prefix` and holds the current objects under it in `objects`.
+    pub fn watch_prefix_with(&self, prefix: &str, objects: Weak<dyn CurrentObjects>) {
+        self.register(prefix, Some(objects));
+    }
+
+    fn register(&self, prefix: &str, objects: Option<Weak<dyn CurrentObjects>>) {
         let mut watched = self.watched.write().unwrap_or_else(|p| p.into_inner());
-        if !watched.iter().any(|p| p == prefix) {
-            watched.push(prefix.to_string());
-        }
+        watched.retain(|w| w.prefix != prefix);
+        watched.push(Watched {
+            prefix: prefix.to_string(),
+            objects,
+        });
     }
 
     /// The cacher of `prefix` stopped.
@@ -78,7 +110,7 @@ impl Handoff {
         self.watched
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|p| p != prefix);
+            .retain(|w| w.prefix != prefix);
     }
 
     /// Whether a write of `key` would be taken by a cacher.
@@ -87,7 +119,21 @@ impl Handoff {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .any(|p| key.starts_with(p.as_bytes()))
+            .any(|w| key.starts_with(w.prefix.as_bytes()))
+    }
+
+    /// The watch cache's object at `key` as of `revision`, if a cacher holds exactly that.
+    pub fn current(&self, key: &[u8], revision: Revision) -> Option<Arc<Value>> {
+        let objects = self
+            .watched
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|w| key.starts_with(w.prefix.as_bytes()))?
+            .objects
+            .as_ref()?
+            .upgrade()?;
+        objects.current(key, revision)
     }
 
     /// Offers `object` (what `bytes` decodes to, whatever its resourceVersion) for the write of

@@ -391,10 +391,22 @@ impl Storage {
         for _ in 0..MAX_UPDATE_ATTEMPTS {
             let current = self.backend.get(&key, None).await?;
             let (existing, read_rev) = match current.kv {
-                Some(kv) => (
-                    Some(decode_as(&r.info, &kv.value, kv.mod_revision)?),
-                    kv.mod_revision,
-                ),
+                Some(kv) => {
+                    // The watch cache's copy of this very revision, when it holds it, instead
+                    // of decoding the stored bytes again (`GuaranteedUpdate`'s cached object).
+                    // Custom resources are decoded: their apiVersion depends on the request.
+                    let cached = r
+                        .info
+                        .crd
+                        .is_none()
+                        .then(|| self.handoff.current(&key, kv.mod_revision))
+                        .flatten();
+                    let object = match cached {
+                        Some(object) => Value::clone(&object),
+                        None => decode_as(&r.info, &kv.value, kv.mod_revision)?,
+                    };
+                    (Some(object), kv.mod_revision)
+                }
                 None => (None, Revision::ZERO),
             };
             let existed = existing.is_some();
@@ -543,6 +555,76 @@ mod tests {
             namespace: Some("default".into()),
             name: name.into(),
         }
+    }
+
+    /// A cache holding one object for every key, as of one revision.
+    struct FixedCache {
+        revision: Revision,
+        object: Arc<Value>,
+    }
+
+    impl crate::handoff::CurrentObjects for FixedCache {
+        fn current(&self, _key: &[u8], revision: Revision) -> Option<Arc<Value>> {
+            (revision == self.revision).then(|| self.object.clone())
+        }
+    }
+
+    #[tokio::test]
+    async fn an_update_starts_from_the_cached_object_of_the_revision_it_read() {
+        let storage = Storage::new(Arc::new(MemoryBackend::new()));
+        let created = storage
+            .create(
+                &pod("a"),
+                json!({"metadata": {"name": "a", "namespace": "default"}, "v": 1}),
+            )
+            .await
+            .expect("create");
+        let rev = Revision(
+            meta::resource_version(&created)
+                .expect("rv")
+                .parse()
+                .expect("n"),
+        );
+        // The "cached" object differs from the stored one (no cache would) to show which of
+        // the two the update starts from.
+        let marked = |v: &str| {
+            let mut o = created.clone();
+            o["cached"] = json!(v);
+            Arc::new(o)
+        };
+        let at_rev: Arc<dyn crate::handoff::CurrentObjects> = Arc::new(FixedCache {
+            revision: rev,
+            object: marked("yes"),
+        });
+        storage
+            .handoff()
+            .watch_prefix_with("/registry/core/pods/", Arc::downgrade(&at_rev));
+        let mut seen = None;
+        storage
+            .guaranteed_update(&pod("a"), true, |cur| {
+                seen = cur.clone();
+                Ok(Update::Keep(cur.expect("exists")))
+            })
+            .await
+            .expect("update");
+        assert_eq!(seen.expect("seen")["cached"], "yes");
+        // A cache at another revision (lagging) is not used: the stored bytes are decoded.
+        let stale: Arc<dyn crate::handoff::CurrentObjects> = Arc::new(FixedCache {
+            revision: Revision(rev.0 - 1),
+            object: marked("stale"),
+        });
+        storage
+            .handoff()
+            .watch_prefix_with("/registry/core/pods/", Arc::downgrade(&stale));
+        let mut seen = None;
+        storage
+            .guaranteed_update(&pod("a"), true, |cur| {
+                seen = cur.clone();
+                Ok(Update::Keep(cur.expect("exists")))
+            })
+            .await
+            .expect("update");
+        assert_eq!(seen.expect("seen"), created);
     }
 
     /// A `decide` that sets `v` on the existing object.

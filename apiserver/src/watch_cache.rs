@@ -24,7 +24,7 @@
 //! held there, shared, instead of being decoded again from the store's `prev_kv` for every
 //! event.
 
-use crate::handoff::Handoff;
+use crate::handoff::{CurrentObjects, Handoff};
 use crate::storage::decode;
 use bytes::Bytes;
 use serde_json::Value;
@@ -328,6 +328,16 @@ impl Cacher {
     }
 }
 
+impl CurrentObjects for Cacher {
+    fn current(&self, key: &[u8], revision: Revision) -> Option<Arc<Value>> {
+        let s = self.lock();
+        let object = s.objects.get(key)?;
+        // The cache may lag the store: only the object of the revision just read will do.
+        let cached = crate::meta::resource_version(object)?.parse::<u64>().ok()?;
+        (cached == revision.0).then(|| object.clone())
+    }
+}
+
 /// Why a watch stream stopped delivering events.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEnd {
@@ -511,7 +521,8 @@ impl WatchCache {
             }
             map.insert(prefix.to_string(), cacher.clone());
         }
-        self.handoff.watch_prefix(prefix);
+        let objects: std::sync::Weak<dyn CurrentObjects> = Arc::downgrade(&cacher) as _;
+        self.handoff.watch_prefix_with(prefix, objects);
         let task_cacher = cacher.clone();
         let shutdown = self.shutdown.clone();
         let prefix = prefix.to_string();
@@ -645,6 +656,16 @@ mod tests {
         put(&b, "/r/x", "{\"metadata\":{\"name\":\"x\"},\"v\":2}").await;
         let ev = w.next().await.expect("event").expect("ok");
         assert_eq!(ev.object["v"], 2);
+        // Writers can start from the cacher's object of the revision they read, and only
+        // that revision's.
+        let current = handoff.current(b"/r/x", ev.revision).expect("cached");
+        assert!(Arc::ptr_eq(&current, &ev.object));
+        assert!(
+            handoff
+                .current(b"/r/x", Revision(ev.revision.0 - 1))
+                .is_none()
+        );
+        assert!(handoff.current(b"/r/y", ev.revision).is_none());
     }
 
     #[tokio::test]
