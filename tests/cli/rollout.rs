@@ -198,20 +198,20 @@ fn rollout_history_undo_pause_resume_restart_on_a_cluster() {
     let history = s.cli_ok(&["rollout", "history", "deploy/web"]);
     assert!(history.contains("\n4         <none>\n"), "{history}");
 
-    // Describe a running pod: kubectl's text, events from the scheduler and kubelet.
-    let pod = eventually("a Running pod", DEADLINE, || {
-        let out = s.kubectl_ok(&[
-            "get",
-            "pods",
-            "-l",
-            "app=web",
-            "--field-selector=status.phase=Running",
-            "-o",
-            "name",
-        ]);
-        out.lines()
-            .next()
-            .map(|l| l.trim_start_matches("pod/").to_owned())
+    // Describe a running pod: kubectl's text, events from the scheduler and kubelet. Not one
+    // of the previous revision's, which may still be terminating (and gone by the describe).
+    let pod = eventually("a Running pod that is not terminating", DEADLINE, || {
+        let list = s
+            .get("/api/v1/namespaces/default/pods?labelSelector=app%3Dweb")
+            .json();
+        list["items"]
+            .as_array()?
+            .iter()
+            .find(|p| {
+                p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+            })
+            .and_then(|p| p["metadata"]["name"].as_str())
+            .map(str::to_owned)
     });
     let ours = s.cli_ok(&["describe", "pod", &pod]);
     assert!(ours.contains("Status:           Running\n"), "{ours}");
