@@ -149,16 +149,11 @@ impl FieldSelector {
         if self.requirements.is_empty() {
             return true;
         }
-        let fields = strategy.selectable_fields(obj);
         self.requirements.iter().all(|r| {
             let actual = match r.field.as_str() {
                 "metadata.name" => meta::name(obj).unwrap_or_default().to_string(),
                 "metadata.namespace" => meta::namespace(obj).unwrap_or_default().to_string(),
-                other => fields
-                    .iter()
-                    .find(|(f, _)| *f == other)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default(),
+                other => strategy.selectable_field(obj, other).unwrap_or_default(),
             };
             (actual == r.value) != r.negate
         })

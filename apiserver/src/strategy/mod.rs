@@ -287,6 +287,16 @@ pub trait Strategy: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// One of [`Strategy::selectable_fields`], by name (`None`: not a selectable field of
+    /// the kind). Evaluated for every event of every watch with a field selector; a kind
+    /// watched so at volume reads just the field asked for.
+    fn selectable_field(&self, obj: &Value, field: &str) -> Option<String> {
+        self.selectable_fields(obj)
+            .into_iter()
+            .find(|(name, _)| *name == field)
+            .map(|(_, value)| value)
+    }
+
     /// Table columns after `Name` (kubectl's familiar columns for the kind). The registry adds
     /// `Name` first; `Age` is listed by the strategy where kubectl shows it.
     fn table_columns(&self) -> Vec<TableColumn> {

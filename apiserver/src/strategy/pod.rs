@@ -28,6 +28,54 @@ pub struct PodRules;
 /// The message of a forbidden pod spec update (`ValidatePodUpdate`).
 pub const POD_UPDATE_FORBIDDEN: &str = "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)";
 
+/// The pod fields a field selector may name besides `metadata.name`/`metadata.namespace`
+/// (`ToSelectableFields` in `pkg/registry/core/pod/strategy.go`).
+const POD_SELECTABLE_FIELDS: [&str; 8] = [
+    "spec.nodeName",
+    "spec.restartPolicy",
+    "spec.schedulerName",
+    "spec.serviceAccountName",
+    "spec.hostNetwork",
+    "status.phase",
+    "status.podIP",
+    "status.nominatedNodeName",
+];
+
+/// One selectable field of a pod read straight from its JSON (`None`: not a selectable
+/// field). Evaluated for every pod watch event of every watcher with a field selector: plain
+/// `get`s (a JSON pointer allocates for each of its tokens), and only the field asked for.
+fn pod_selectable_field(obj: &Value, field: &str) -> Option<String> {
+    let text = |part: Option<&Value>, key: &str| {
+        part.and_then(|p| p.get(key))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let spec = || obj.get("spec");
+    let status = || obj.get("status");
+    Some(match field {
+        "spec.nodeName" => text(spec(), "nodeName"),
+        "spec.restartPolicy" => text(spec(), "restartPolicy"),
+        "spec.schedulerName" => text(spec(), "schedulerName"),
+        "spec.serviceAccountName" => text(spec(), "serviceAccountName"),
+        "spec.hostNetwork" => spec()
+            .and_then(|s| s.get("hostNetwork"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+            .to_string(),
+        "status.phase" => text(status(), "phase"),
+        // The first of `status.podIPs`, as the printer reads it.
+        "status.podIP" => text(
+            status()
+                .and_then(|s| s.get("podIPs"))
+                .and_then(|ips| ips.get(0)),
+            "ip",
+        ),
+        "status.nominatedNodeName" => text(status(), "nominatedNodeName"),
+        _ => return None,
+    })
+}
+
 impl KindRules for PodRules {
     type Object = Pod;
     const STATUS_SUBRESOURCE: bool = true;
@@ -109,37 +157,16 @@ impl KindRules for PodRules {
     }
 
     fn selectable_fields_json(&self, obj: &Value) -> Option<Vec<(&'static str, String)>> {
-        // Evaluated for every pod watch event of every watcher with a field selector: plain
-        // `get`s (a JSON pointer allocates for each of its tokens).
-        let spec = obj.get("spec");
-        let status = obj.get("status");
-        let text = |part: Option<&Value>, key: &str| {
-            part.and_then(|p| p.get(key))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let host_network = spec
-            .and_then(|s| s.get("hostNetwork"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        // The first of `status.podIPs`, as the printer reads it.
-        let pod_ip = status
-            .and_then(|s| s.get("podIPs"))
-            .and_then(|ips| ips.get(0));
-        Some(vec![
-            ("spec.nodeName", text(spec, "nodeName")),
-            ("spec.restartPolicy", text(spec, "restartPolicy")),
-            ("spec.schedulerName", text(spec, "schedulerName")),
-            ("spec.serviceAccountName", text(spec, "serviceAccountName")),
-            ("spec.hostNetwork", host_network.to_string()),
-            ("status.phase", text(status, "phase")),
-            ("status.podIP", text(pod_ip, "ip")),
-            (
-                "status.nominatedNodeName",
-                text(status, "nominatedNodeName"),
-            ),
-        ])
+        Some(
+            POD_SELECTABLE_FIELDS
+                .iter()
+                .map(|&name| (name, pod_selectable_field(obj, name).unwrap_or_default()))
+                .collect(),
+        )
+    }
+
+    fn selectable_field_json(&self, obj: &Value, field: &str) -> Option<Option<String>> {
+        Some(pod_selectable_field(obj, field))
     }
 
     fn table_columns(&self) -> Vec<TableColumn> {
@@ -377,6 +404,15 @@ mod tests {
         obj["spec"]["schedulerName"] = json!("default-scheduler");
         let fields = Typed(PodRules).selectable_fields(&obj);
         assert!(fields.contains(&("status.podIP", "10.244.0.5".to_owned())));
+        // One field by name (what a watch's field selector reads) agrees with the list.
+        assert_eq!(fields.len(), POD_SELECTABLE_FIELDS.len());
+        for (name, value) in &fields {
+            assert_eq!(
+                Typed(PodRules).selectable_field(&obj, name).as_ref(),
+                Some(value)
+            );
+        }
+        assert_eq!(Typed(PodRules).selectable_field(&obj, "spec.nope"), None);
         assert!(fields.contains(&("spec.schedulerName", "default-scheduler".to_owned())));
         let s = Typed(PodRules);
         assert_eq!(s.graceful_delete_period(&obj, None), Some(0));

@@ -107,6 +107,14 @@ pub trait KindRules: Send + Sync + 'static {
         None
     }
 
+    /// One of [`KindRules::selectable_fields_json`] by name, without the others: `None` to
+    /// fall back to the whole list (the default), `Some(None)` for a field the kind does not
+    /// have.
+    fn selectable_field_json(&self, obj: &Value, field: &str) -> Option<Option<String>> {
+        let _ = (obj, field);
+        None
+    }
+
     /// Table columns after `Name`.
     fn table_columns(&self) -> Vec<TableColumn> {
         vec![age_column()]
@@ -291,6 +299,16 @@ impl<R: KindRules> Strategy for Typed<R> {
         let mut errs = validate_object_meta_update(new.metadata(), old.metadata());
         errs.extend(self.0.validate_update(&new, &old));
         errs
+    }
+
+    fn selectable_field(&self, obj: &Value, field: &str) -> Option<String> {
+        if let Some(value) = self.0.selectable_field_json(obj, field) {
+            return value;
+        }
+        self.selectable_fields(obj)
+            .into_iter()
+            .find(|(name, _)| *name == field)
+            .map(|(_, value)| value)
     }
 
     fn selectable_fields(&self, obj: &Value) -> Vec<(&'static str, String)> {
