@@ -243,6 +243,20 @@ pub async fn sync(state: &AppState) -> Result<SyncOutcome> {
             name: name.clone(),
         };
         let mut current = crd.clone();
+        let established = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if established && crd.status.as_ref() != Some(&status) {
+            // Served before it is reported Established: a client that waits for the
+            // condition and then discovers the resource must find it.
+            let mut reported = crd.clone();
+            reported.status = Some(status.clone());
+            for row in rows_for(&reported) {
+                state.registry().add(row);
+            }
+        }
         if crd.status.as_ref() != Some(&status) {
             let status_json = serde_json::to_value(&status)
                 .map_err(|e| ApiError::Internal(format!("encode CRD status: {e}")))?;
@@ -261,11 +275,6 @@ pub async fn sync(state: &AppState) -> Result<SyncOutcome> {
                 continue;
             }
         }
-        let established = status
-            .conditions
-            .iter()
-            .flatten()
-            .any(|c| c.type_ == "Established" && c.status == "True");
         let mut crd_rows = if established {
             rows_for(&current)
         } else {
