@@ -86,8 +86,9 @@ impl Handoff {
         self.offers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A cacher now watches `prefix`: writes of keys under it are offered.
-    pub fn watch_prefix(&self, prefix: &str) {
+    /// Writes of keys under `prefix` are offered, with no cached objects to read (tests).
+    #[cfg(test)]
+    pub(crate) fn watch_prefix(&self, prefix: &str) {
         self.register(prefix, None);
     }
 

@@ -569,6 +569,25 @@ mod tests {
         }
     }
 
+    /// The object a (dry-run) update of pod `a` starts from, with `cache` holding the pods.
+    async fn starting_object(
+        storage: &Storage,
+        cache: &Arc<dyn crate::handoff::CurrentObjects>,
+    ) -> Value {
+        storage
+            .handoff()
+            .watch_prefix_with("/registry/core/pods/", Arc::downgrade(cache));
+        let mut seen = None;
+        storage
+            .guaranteed_update(&pod("a"), true, |cur| {
+                seen = cur.clone();
+                Ok(Update::Keep(cur.expect("exists")))
+            })
+            .await
+            .expect("update");
+        seen.expect("seen")
+    }
+
     #[tokio::test]
     async fn an_update_starts_from_the_cached_object_of_the_revision_it_read() {
         let storage = Storage::new(Arc::new(MemoryBackend::new()));
@@ -596,35 +615,13 @@ mod tests {
             revision: rev,
             object: marked("yes"),
         });
-        storage
-            .handoff()
-            .watch_prefix_with("/registry/core/pods/", Arc::downgrade(&at_rev));
-        let mut seen = None;
-        storage
-            .guaranteed_update(&pod("a"), true, |cur| {
-                seen = cur.clone();
-                Ok(Update::Keep(cur.expect("exists")))
-            })
-            .await
-            .expect("update");
-        assert_eq!(seen.expect("seen")["cached"], "yes");
+        assert_eq!(starting_object(&storage, &at_rev).await["cached"], "yes");
         // A cache at another revision (lagging) is not used: the stored bytes are decoded.
         let stale: Arc<dyn crate::handoff::CurrentObjects> = Arc::new(FixedCache {
             revision: Revision(rev.0 - 1),
             object: marked("stale"),
         });
-        storage
-            .handoff()
-            .watch_prefix_with("/registry/core/pods/", Arc::downgrade(&stale));
-        let mut seen = None;
-        storage
-            .guaranteed_update(&pod("a"), true, |cur| {
-                seen = cur.clone();
-                Ok(Update::Keep(cur.expect("exists")))
-            })
-            .await
-            .expect("update");
-        assert_eq!(seen.expect("seen"), created);
+        assert_eq!(starting_object(&storage, &stale).await, created);
     }
 
     /// A `decide` that sets `v` on the existing object.

@@ -291,10 +291,7 @@ pub trait Strategy: Send + Sync + 'static {
     /// the kind). Evaluated for every event of every watch with a field selector; a kind
     /// watched so at volume reads just the field asked for.
     fn selectable_field(&self, obj: &Value, field: &str) -> Option<String> {
-        self.selectable_fields(obj)
-            .into_iter()
-            .find(|(name, _)| *name == field)
-            .map(|(_, value)| value)
+        field_named(self.selectable_fields(obj), field)
     }
 
     /// Table columns after `Name` (kubectl's familiar columns for the kind). The registry adds
@@ -349,6 +346,14 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(job::JobRules)),
         Arc::new(Typed(cronjob::CronJobRules)),
     ]
+}
+
+/// The value of `field` among `fields` (as [`Strategy::selectable_fields`] lists them).
+pub(crate) fn field_named(fields: Vec<(&'static str, String)>, field: &str) -> Option<String> {
+    fields
+        .into_iter()
+        .find(|(name, _)| *name == field)
+        .map(|(_, value)| value)
 }
 
 /// Test helper: errors rendered as Kubernetes prints them.

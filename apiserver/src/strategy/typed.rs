@@ -305,10 +305,7 @@ impl<R: KindRules> Strategy for Typed<R> {
         if let Some(value) = self.0.selectable_field_json(obj, field) {
             return value;
         }
-        self.selectable_fields(obj)
-            .into_iter()
-            .find(|(name, _)| *name == field)
-            .map(|(_, value)| value)
+        super::field_named(self.selectable_fields(obj), field)
     }
 
     fn selectable_fields(&self, obj: &Value) -> Vec<(&'static str, String)> {
