@@ -18,6 +18,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -44,6 +45,9 @@ struct Shared {
     tracker: TaskTracker,
     /// Given to every informer: traces the deliveries handlers react to.
     tracer: Mutex<crate::trace::Tracer>,
+    /// Informers built by [`SharedInformerFactory::informer`] decode objects without
+    /// managedFields.
+    without_managed_fields: AtomicBool,
 }
 
 struct Entry {
@@ -84,6 +88,7 @@ impl SharedInformerFactory {
                 informers: Mutex::new(HashMap::new()),
                 tracker: TaskTracker::new(),
                 tracer: Mutex::new(crate::trace::Tracer::disabled()),
+                without_managed_fields: AtomicBool::new(false),
             }),
         }
     }
@@ -92,6 +97,15 @@ impl SharedInformerFactory {
     /// before asking for informers).
     pub fn set_tracer(&self, tracer: crate::trace::Tracer) {
         *self.shared.tracer.lock().unwrap_or_else(|p| p.into_inner()) = tracer;
+    }
+
+    /// Informers created from now on by [`SharedInformerFactory::informer`] keep objects
+    /// without `metadata.managedFields`: kube-controller-manager's factory does the same with
+    /// its `trim` transform (`informers.WithTransform`). See [`crate::without_managed_fields`].
+    pub fn set_without_managed_fields(&self) {
+        self.shared
+            .without_managed_fields
+            .store(true, Ordering::Relaxed);
     }
 
     fn informers(&self) -> MutexGuard<'_, HashMap<TypeId, Entry>> {
@@ -107,7 +121,15 @@ impl SharedInformerFactory {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         let client = self.shared.client.clone();
-        self.informer_with(move || Arc::new(ApiListerWatcher::new(Api::<K>::all(client))))
+        let without_managed_fields = self.shared.without_managed_fields.load(Ordering::Relaxed);
+        self.informer_with(move || {
+            let lw = ApiListerWatcher::new(Api::<K>::all(client));
+            Arc::new(if without_managed_fields {
+                lw.without_managed_fields()
+            } else {
+                lw
+            })
+        })
     }
 
     /// The shared informer for `K`; if there is none yet, it is built over the lister-watcher

@@ -54,6 +54,7 @@ pub mod reflector;
 pub mod shared_informer;
 pub mod spam_filter;
 pub mod trace;
+pub mod without_managed_fields;
 pub mod workqueue;
 
 pub use client::{ClientConfig, ClusterSource, RateLimit, build_client};

@@ -9,7 +9,9 @@
 //! ```
 //!
 //! [`ApiListerWatcher`] implements them over kube's typed [`Api`] (`Api::list` with
-//! `ListParams`, `Api::watch` with `WatchParams`); tests implement [`ListerWatcher`] with a
+//! `ListParams`, `Api::watch` with `WatchParams`), optionally decoding the objects without
+//! their managedFields (the transform of kube-controller-manager's and kube-scheduler's
+//! informers, see [`crate::without_managed_fields`]); tests implement [`ListerWatcher`] with a
 //! scripted fake. An in-stream `ERROR` event is passed through as
 //! [`WatchEvent::Error`]; the reflector turns a 410 into a relist.
 
@@ -19,12 +21,13 @@ use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use kube::Api;
-use kube::api::{ListParams, WatchParams};
+use kube::api::{ListParams, ObjectList, WatchParams};
 use serde::de::DeserializeOwned;
 
 pub use kube::core::WatchEvent;
 
 use crate::error::{Error, Result};
+use crate::without_managed_fields::WithoutManagedFields;
 
 /// Options of one list request (one page).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -70,12 +73,14 @@ pub trait ListerWatcher<K>: Send + Sync + 'static {
     fn watch(&self, opts: WatchOptions) -> BoxFuture<'_, Result<WatchStream<K>>>;
 }
 
-/// A [`ListerWatcher`] over kube's typed API, optionally filtered by selectors.
+/// A [`ListerWatcher`] over kube's typed API, optionally filtered by selectors and
+/// decoding objects without their managedFields.
 #[derive(Clone)]
 pub struct ApiListerWatcher<K> {
     api: Api<K>,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    without_managed_fields: bool,
 }
 
 impl<K> ApiListerWatcher<K> {
@@ -85,7 +90,16 @@ impl<K> ApiListerWatcher<K> {
             api,
             label_selector: None,
             field_selector: None,
+            without_managed_fields: false,
         }
+    }
+
+    /// Decodes listed and watched objects without `metadata.managedFields`, as the informers
+    /// of kube-controller-manager and kube-scheduler keep them (see
+    /// [`crate::without_managed_fields`]).
+    pub fn without_managed_fields(mut self) -> Self {
+        self.without_managed_fields = true;
+        self
     }
 
     /// Only objects matching this label selector (e.g. `app=web`).
@@ -115,7 +129,21 @@ where
                 resource_version: Some(opts.resource_version).filter(|rv| !rv.is_empty()),
                 ..ListParams::default()
             };
-            let list = self.api.list(&params).await?;
+            let list = if self.without_managed_fields {
+                let mut request = kube::core::Request::new(self.api.resource_url())
+                    .list(&params)
+                    .map_err(kube::Error::BuildRequest)?;
+                request.extensions_mut().insert("list");
+                let list: ObjectList<WithoutManagedFields<K>> =
+                    self.api.clone().into_client().request(request).await?;
+                ObjectList {
+                    types: list.types,
+                    metadata: list.metadata,
+                    items: list.items.into_iter().map(|item| item.0).collect(),
+                }
+            } else {
+                self.api.list(&params).await?
+            };
             Ok(ListPage {
                 items: list.items,
                 resource_version: list.metadata.resource_version.unwrap_or_default(),
@@ -133,8 +161,34 @@ where
                 field_selector: self.field_selector.clone(),
                 ..WatchParams::default()
             };
-            let stream = self.api.watch(&params, &opts.resource_version).await?;
-            Ok(stream.map_err(Error::from).boxed())
+            if !self.without_managed_fields {
+                let stream = self.api.watch(&params, &opts.resource_version).await?;
+                return Ok(stream.map_err(Error::from).boxed());
+            }
+            let mut request = kube::core::Request::new(self.api.resource_url())
+                .watch(&params, &opts.resource_version)
+                .map_err(kube::Error::BuildRequest)?;
+            request.extensions_mut().insert("watch");
+            let stream = self
+                .api
+                .clone()
+                .into_client()
+                .request_events::<WithoutManagedFields<K>>(request)
+                .await?;
+            Ok(stream
+                .map(|event| event.map(unwrap_event).map_err(Error::from))
+                .boxed())
         })
+    }
+}
+
+/// The event with its object taken out of the [`WithoutManagedFields`] wrapper.
+fn unwrap_event<K>(event: WatchEvent<WithoutManagedFields<K>>) -> WatchEvent<K> {
+    match event {
+        WatchEvent::Added(o) => WatchEvent::Added(o.0),
+        WatchEvent::Modified(o) => WatchEvent::Modified(o.0),
+        WatchEvent::Deleted(o) => WatchEvent::Deleted(o.0),
+        WatchEvent::Bookmark(b) => WatchEvent::Bookmark(b),
+        WatchEvent::Error(e) => WatchEvent::Error(e),
     }
 }

@@ -238,3 +238,70 @@ async fn repeated_events_become_one_event_with_a_count() {
     task.await.unwrap();
     server.stop().await;
 }
+
+/// A factory set as kube-controller-manager's keeps objects without managedFields, listed or
+/// watched, and nothing else is lost; the stored object keeps them, and an update written
+/// back from the cache (without them) does not erase them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_factory_without_managed_fields_keeps_everything_else() {
+    let server = start_server().await;
+    let api: Api<ConfigMap> = Api::namespaced(server.client.clone(), "default");
+    let listed = api
+        .create(&PostParams::default(), &config_map("listed", "web"))
+        .await
+        .unwrap();
+    assert!(listed.metadata.managed_fields.is_some(), "stored with them");
+
+    let factory = SharedInformerFactory::new(server.client.clone(), Duration::ZERO);
+    factory.set_without_managed_fields();
+    let informer = factory.informer::<ConfigMap>();
+    let shutdown = CancellationToken::new();
+    factory.start(&shutdown);
+    assert!(factory.wait_for_cache_sync(&shutdown).await);
+    let lister = Lister::new(informer.indexer().clone());
+
+    // From the list: everything but managedFields.
+    let cached = lister.get(Some("default"), "listed").unwrap();
+    let mut want = listed.clone();
+    want.metadata.managed_fields = None;
+    assert_eq!(*cached, want);
+
+    // From the watch.
+    let watched = api
+        .create(&PostParams::default(), &config_map("watched", "db"))
+        .await
+        .unwrap();
+    let cached = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(cm) = lister.get(Some("default"), "watched") {
+                return cm;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the watch delivers the new ConfigMap");
+    let mut want = watched.clone();
+    want.metadata.managed_fields = None;
+    assert_eq!(*cached, want);
+
+    // A write from the cache's copy keeps the stored managedFields.
+    let mut changed = (*cached).clone();
+    changed.data = Some(BTreeMap::from([("k".to_string(), "v2".to_string())]));
+    let replaced = api
+        .replace("watched", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let managers: Vec<_> = replaced
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(!managers.is_empty(), "managedFields kept: {managers:?}");
+
+    shutdown.cancel();
+    factory.shutdown().await;
+    server.stop().await;
+}

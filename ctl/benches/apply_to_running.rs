@@ -25,10 +25,11 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use client::list_watch::{ApiListerWatcher, ListerWatcher, WatchOptions};
+use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ApiResource, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{ApiResource, ListParams, PostParams, WatchEvent};
 use kube::core::Object;
 use kube::{Api, Client, Config};
 use serde::Deserialize;
@@ -59,7 +60,8 @@ struct RunResult {
 }
 
 /// The two fields of a pod the bench follows. Its pod watch decodes only these (and the
-/// metadata), not the whole Pod: the bench shares the 2 cores with what it measures.
+/// metadata but its managedFields), not the whole Pod: the bench shares the 2 cores with what
+/// it measures.
 #[derive(Clone, Debug, Default, Deserialize)]
 struct PodSpecLite {
     #[serde(rename = "nodeName")]
@@ -139,12 +141,15 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pods_lite: Api<PodLite> =
         Api::namespaced_with(client.clone(), "default", &ApiResource::erase::<Pod>(&()));
+    // Decoded without managedFields, as a controller's informer does: the bench reads none.
+    let pods_lite = ApiListerWatcher::new(pods_lite).without_managed_fields();
+    let watch_from = |resource_version: String| WatchOptions {
+        resource_version,
+        timeout_seconds: 290,
+        allow_watch_bookmarks: false,
+    };
     let rv = list_revision(&pods).await;
-    let mut watch = pods_lite
-        .watch(&WatchParams::default().timeout(290), &rv.clone())
-        .await
-        .unwrap()
-        .boxed();
+    let mut watch = pods_lite.watch(watch_from(rv.clone())).await.unwrap();
     let deployment: Deployment = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "bench"},
         "spec": {
@@ -183,10 +188,9 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         let Some(event) = event else {
             // The server ended the watch (timeout, or it cut a slow reader off): resume it.
             watch = pods_lite
-                .watch(&WatchParams::default().timeout(290), &last_rv)
+                .watch(watch_from(last_rv.clone()))
                 .await
-                .expect("resume the pod watch")
-                .boxed();
+                .expect("resume the pod watch");
             continue;
         };
         if let WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) = &event

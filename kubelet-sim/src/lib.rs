@@ -131,11 +131,14 @@ impl Simulator {
         factory.set_tracer(tracer.clone());
         let (recorder, recorder_writer) = recorder::recorder(client.clone());
         // One watch for all simulated nodes: every pod bound to some node (a real kubelet
-        // watches `spec.nodeName=<itself>`); the handler keeps the ones simulated here.
+        // watches `spec.nodeName=<itself>`); the handler keeps the ones simulated here. Pods
+        // are kept without their managedFields, which nothing here reads (a real kubelet
+        // decodes and keeps them).
         let pods = factory.informer_with::<Pod>(|| {
             Arc::new(
                 ApiListerWatcher::new(kube::Api::all(client.clone()))
-                    .field_selector(BOUND_PODS_SELECTOR),
+                    .field_selector(BOUND_PODS_SELECTOR)
+                    .without_managed_fields(),
             )
         });
         let workers = PodWorkers::new(

@@ -351,10 +351,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     let pods = {
         let client = client.clone();
         factory.informer_with::<Pod>(move || {
-            // As kube-scheduler: finished pods hold no resources.
+            // As kube-scheduler (`newPodInformer`): finished pods hold no resources, and the
+            // cache keeps pods without their managedFields.
             Arc::new(
                 ApiListerWatcher::new(Api::<Pod>::all(client))
-                    .field_selector("status.phase!=Succeeded,status.phase!=Failed"),
+                    .field_selector("status.phase!=Succeeded,status.phase!=Failed")
+                    .without_managed_fields(),
             )
         })
     };

@@ -123,8 +123,10 @@ impl GarbageCollector {
             return;
         }
         let api: Api<DynamicObject> = Api::all_with(monitors.client.clone(), &resource);
-        let informer: SharedIndexInformer<DynamicObject> =
-            SharedIndexInformer::new(Arc::new(ApiListerWatcher::new(api)), Duration::ZERO);
+        let informer: SharedIndexInformer<DynamicObject> = SharedIndexInformer::new(
+            Arc::new(ApiListerWatcher::new(api).without_managed_fields()),
+            Duration::ZERO,
+        );
         let (add, update, delete) = (self.clone(), self.clone(), self.clone());
         let (av1, kind1) = (resource.api_version.clone(), resource.kind.clone());
         let (av2, kind2) = (resource.api_version.clone(), resource.kind.clone());

@@ -252,6 +252,8 @@ async fn run_controllers(
     // driven by watch events and the controllers' own requeues.
     let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
     factory.set_tracer(tracer.clone());
+    // As kube-controller-manager's informers (`trim`): no controller reads managedFields.
+    factory.set_without_managed_fields();
     let tracker = TaskTracker::new();
     let executor = |component: &str| {
         let (recorder, broadcaster) = new_recorder(
