@@ -101,6 +101,19 @@ impl WriteTrace {
         set_annotation(obj, Some(&self.traceparent));
     }
 
+    /// A write trace stamping `traceparent` (tests of the storage layer).
+    #[cfg(test)]
+    pub(crate) fn for_tests(traceparent: &str) -> WriteTrace {
+        WriteTrace {
+            traceparent: traceparent.to_owned(),
+            trace_id: SpanContext::parse(traceparent)
+                .map(|c| c.trace_id)
+                .unwrap_or_default(),
+            status_only: false,
+            written: Mutex::new(None),
+        }
+    }
+
     /// Notes that the request stored `name` at `revision`.
     pub fn written(&self, name: &str, revision: u64) {
         *self.written.lock().unwrap_or_else(|p| p.into_inner()) = Some(Written {
@@ -116,6 +129,18 @@ pub fn annotation(obj: &Value) -> Option<&str> {
         .get("annotations")?
         .get(TRACEPARENT_ANNOTATION)?
         .as_str()
+}
+
+/// The trace annotation's value, to change in place (`None` when absent or not a string).
+pub fn annotation_mut(obj: &mut Value) -> Option<&mut String> {
+    match obj
+        .get_mut("metadata")?
+        .get_mut("annotations")?
+        .get_mut(TRACEPARENT_ANNOTATION)?
+    {
+        Value::String(s) => Some(s),
+        _ => None,
+    }
 }
 
 /// Sets (or with `None` removes) the trace annotation, dropping an emptied annotation map.

@@ -140,6 +140,30 @@ fn encode(obj: &Value) -> Result<Bytes> {
         .map_err(|e| ApiError::Internal(format!("encode: {e}")))
 }
 
+/// Whether `old` and `new` differ as stored, that is in anything but
+/// `metadata.resourceVersion`: `new`'s is swapped for `old`'s for the comparison and put back.
+fn differs_but_for_resource_version(old: &Value, new: &mut Value) -> bool {
+    let rv = MetaField::ResourceVersion.json_name();
+    let (Some(old_meta), Some(new_meta)) = (
+        old.get("metadata").and_then(Value::as_object),
+        new.get_mut("metadata").and_then(Value::as_object_mut),
+    ) else {
+        return old != new;
+    };
+    let ours = new_meta.remove(rv);
+    if let Some(theirs) = old_meta.get(rv) {
+        new_meta.insert(rv.to_owned(), theirs.clone());
+    }
+    let differs = old != new;
+    if let Some(new_meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+        new_meta.remove(rv);
+        if let Some(ours) = ours {
+            new_meta.insert(rv.to_owned(), ours);
+        }
+    }
+    differs
+}
+
 /// An object serialized as it is stored: member by member as `serde_json` writes a map, with
 /// `metadata` written without `resourceVersion`.
 struct Stored<'a>(&'a Map<String, Value>);
@@ -245,13 +269,31 @@ impl Storage {
 
     /// Whether `new` differs from `old` in more than the trace annotation (and the
     /// resourceVersion, which is never stored).
-    fn changes(&self, old: &Value, new: &Value) -> Result<bool> {
-        if self.trace.is_none() || request_trace::annotation(old) == request_trace::annotation(new)
+    ///
+    /// In the usual cases (no tracing, equal stamps, or both objects stamped) the objects are
+    /// compared as values with `new`'s resourceVersion and stamp swapped for `old`'s in place
+    /// and put back after: comparing values is comparing their stored encodings (a map's
+    /// members are written in key order), without encoding either. Otherwise the stored
+    /// encodings are compared.
+    fn changes(&self, old: &Value, new: &mut Value) -> Result<bool> {
+        let theirs = request_trace::annotation(old);
+        let same_stamp = self.trace.is_none() || theirs == request_trace::annotation(new);
+        if !same_stamp
+            && let Some(theirs) = theirs
+            && let Some(slot) = request_trace::annotation_mut(new)
         {
-            return Ok(encode(old)? != encode(new)?);
+            let ours = std::mem::replace(slot, theirs.to_owned());
+            let changed = differs_but_for_resource_version(old, new);
+            if let Some(slot) = request_trace::annotation_mut(new) {
+                *slot = ours;
+            }
+            return Ok(changed);
+        }
+        if same_stamp {
+            return Ok(differs_but_for_resource_version(old, new));
         }
         let mut normalized = new.clone();
-        request_trace::set_annotation(&mut normalized, request_trace::annotation(old));
+        request_trace::set_annotation(&mut normalized, theirs);
         Ok(encode(old)? != encode(&normalized)?)
     }
 
@@ -427,7 +469,7 @@ impl Storage {
                 Update::Put(mut obj) => {
                     // Unchanged objects are not rewritten (etcd3 store: no new revision).
                     if let Some(old) = &existing
-                        && !self.changes(old, &obj)?
+                        && !self.changes(old, &mut obj)?
                     {
                         return Ok(Updated {
                             object: old.clone(),
@@ -545,6 +587,102 @@ mod tests {
     use crate::registry::Registry;
     use serde_json::json;
     use store::MemoryBackend;
+
+    /// `changes` as it was: the stored encodings compared, the stamp normalized on a copy.
+    fn changes_by_encoding(traced: bool, old: &Value, new: &Value) -> bool {
+        let mut normalized = new.clone();
+        if traced {
+            request_trace::set_annotation(&mut normalized, request_trace::annotation(old));
+        }
+        encode(old).expect("encode") != encode(&normalized).expect("encode")
+    }
+
+    #[test]
+    fn changes_agree_with_comparing_stored_encodings_and_leave_the_object_as_it_was() {
+        let stamp = |id: &str| format!("00-{id:0>32}-00f067aa0ba902b7-01");
+        let base = json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default", "resourceVersion": "7",
+                "annotations": {"a": "b", trace::TRACEPARENT_ANNOTATION: stamp("1")}},
+            "spec": {"nodeName": "n1"}, "status": {"phase": "Pending"}
+        });
+        type Change = Box<dyn Fn(&mut Value)>;
+        let variants: Vec<(&str, Change)> = vec![
+            ("same", Box::new(|_| {})),
+            (
+                "another resourceVersion",
+                Box::new(|v| v["metadata"]["resourceVersion"] = json!("8")),
+            ),
+            (
+                "no resourceVersion",
+                Box::new(|v| {
+                    v["metadata"]
+                        .as_object_mut()
+                        .expect("map")
+                        .remove("resourceVersion");
+                }),
+            ),
+            (
+                "another stamp",
+                Box::new(move |v| {
+                    v["metadata"]["annotations"][trace::TRACEPARENT_ANNOTATION] = json!(stamp("2"));
+                }),
+            ),
+            (
+                "no stamp",
+                Box::new(|v| {
+                    v["metadata"]["annotations"]
+                        .as_object_mut()
+                        .expect("map")
+                        .remove(trace::TRACEPARENT_ANNOTATION);
+                }),
+            ),
+            (
+                "a status change",
+                Box::new(|v| v["status"]["phase"] = json!("Running")),
+            ),
+            (
+                "a status change and another stamp",
+                Box::new(move |v| {
+                    v["status"]["phase"] = json!("Running");
+                    v["metadata"]["annotations"][trace::TRACEPARENT_ANNOTATION] = json!(stamp("3"));
+                }),
+            ),
+            (
+                "another annotation",
+                Box::new(|v| v["metadata"]["annotations"]["a"] = json!("c")),
+            ),
+            (
+                "a float's sign of zero",
+                Box::new(|v| v["spec"]["x"] = json!(0)),
+            ),
+        ];
+        let plain = Storage::new(Arc::new(MemoryBackend::new()));
+        let traced = plain.traced(Some(Arc::new(request_trace::WriteTrace::for_tests(
+            &stamp("9"),
+        ))));
+        for (name, change) in &variants {
+            let mut new = base.clone();
+            change(&mut new);
+            for (storage, is_traced) in [(&plain, false), (&traced, true)] {
+                let mut compared = new.clone();
+                let got = storage.changes(&base, &mut compared).expect("compare");
+                assert_eq!(
+                    got,
+                    changes_by_encoding(is_traced, &base, &new),
+                    "{name}, traced {is_traced}"
+                );
+                assert_eq!(compared, new, "{name}: the object is left as it was");
+            }
+        }
+        // The cases above do tell writes apart: a real change is one, a new stamp is not.
+        let mut new = base.clone();
+        new["metadata"]["annotations"][trace::TRACEPARENT_ANNOTATION] = json!(stamp("2"));
+        assert!(!traced.changes(&base, &mut new).expect("compare"));
+        assert!(plain.changes(&base, &mut new).expect("compare"));
+        new["status"]["phase"] = json!("Running");
+        assert!(traced.changes(&base, &mut new).expect("compare"));
+    }
 
     fn pod(name: &str) -> ObjectRef {
         let info = Registry::builtin()
