@@ -652,10 +652,7 @@ mod tests {
                 "another annotation",
                 Box::new(|v| v["metadata"]["annotations"]["a"] = json!("c")),
             ),
-            (
-                "a float's sign of zero",
-                Box::new(|v| v["spec"]["x"] = json!(0)),
-            ),
+            ("a new spec field", Box::new(|v| v["spec"]["x"] = json!(0))),
         ];
         let plain = Storage::new(Arc::new(MemoryBackend::new()));
         let traced = plain.traced(Some(Arc::new(request_trace::WriteTrace::for_tests(
