@@ -53,6 +53,96 @@ where
     decode_typed(&obj)
 }
 
+/// [`decode`], also returning the members of `obj` that `K` has no field for (what Go's strict
+/// decoder reports for `fieldValidation=Strict|Warn`), as [`dropped_fields`] names them: the
+/// decoding notes each member it skips (`serde_ignored`), so unknown fields cost no encoding
+/// of the result and no second walk. Explicit `null`s are ignored, as Go ignores them.
+pub fn decode_noting_unknown<K>(obj: &Value) -> Result<(K, Vec<String>), String>
+where
+    K: k8s_openapi::Resource + DeserializeOwned,
+{
+    let typed_in_place = obj.as_object().is_some_and(|map| {
+        let present = |key: &str| map.get(key).is_some_and(|v| !v.is_null());
+        present("apiVersion") && present("kind")
+    });
+    if !typed_in_place {
+        // Rare: bodies past `check_type` carry their type. As `decode` does, fill it in.
+        let mut filled = obj.clone();
+        let Some(map) = filled.as_object_mut() else {
+            return decode::<K>(obj).map(|typed| (typed, Vec::new()));
+        };
+        for (key, value) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
+            if map.get(key).is_none_or(Value::is_null) {
+                map.insert(key.to_owned(), Value::String(value.to_owned()));
+            }
+        }
+        return decode_noting_unknown(&filled);
+    }
+    let mut unknown = Vec::new();
+    let decoded = serde_ignored::deserialize(obj, |path| {
+        let mut steps = Vec::new();
+        steps_of(&path, &mut steps);
+        if lookup(obj, &steps).is_some_and(|v| !v.is_null()) {
+            unknown.push(render(&steps));
+        }
+    });
+    match decoded {
+        Ok(typed) => Ok((typed, unknown)),
+        // The error with Go's wording and path.
+        Err(_) => decode_typed::<K>(obj).map(|typed| (typed, Vec::new())),
+    }
+}
+
+/// One step of a path into a JSON value.
+enum Step {
+    Member(String),
+    Item(usize),
+}
+
+/// The steps of `path` from the root (wrappers such as `Option` are not steps).
+fn steps_of(path: &serde_ignored::Path<'_>, out: &mut Vec<Step>) {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => {}
+        Path::Seq { parent, index } => {
+            steps_of(parent, out);
+            out.push(Step::Item(*index));
+        }
+        Path::Map { parent, key } => {
+            steps_of(parent, out);
+            out.push(Step::Member(key.clone()));
+        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => steps_of(parent, out),
+    }
+}
+
+/// The value at `steps` in `obj`.
+fn lookup<'a>(obj: &'a Value, steps: &[Step]) -> Option<&'a Value> {
+    steps.iter().try_fold(obj, |v, step| match step {
+        Step::Member(key) => v.get(key.as_str()),
+        Step::Item(index) => v.get(*index),
+    })
+}
+
+/// `spec.containers[1].name`, as [`dropped_fields`] writes paths.
+fn render(steps: &[Step]) -> String {
+    let mut out = String::new();
+    for step in steps {
+        match step {
+            Step::Member(key) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(key);
+            }
+            Step::Item(index) => out.push_str(&format!("[{index}]")),
+        }
+    }
+    out
+}
+
 /// [`decode`] of an object with its type filled in.
 fn decode_typed<K>(obj: &Value) -> Result<K, String>
 where
@@ -247,6 +337,64 @@ mod tests {
                 "spec.template.spec.containers[1].imagePullPolicyy",
                 "spec.template.spec.containers[1].ports[0].x",
             ]
+        );
+    }
+
+    /// `decode_noting_unknown` against what it replaces: a decode, an encode of the result and
+    /// the fields the round trip dropped.
+    fn agrees_with_the_round_trip<K>(input: Value)
+    where
+        K: k8s_openapi::Resource + DeserializeOwned + Serialize + PartialEq + std::fmt::Debug,
+    {
+        let typed: K = decode(&input).expect("decodes");
+        let expected = dropped_fields(&input, &encode(&typed).expect("encodes"));
+        let (noted, unknown) = decode_noting_unknown::<K>(&input).expect("decodes");
+        assert_eq!(noted, typed, "the same object for {input}");
+        assert_eq!(unknown, expected, "the same unknown fields for {input}");
+    }
+
+    #[test]
+    fn unknown_fields_noted_while_decoding_are_the_fields_the_round_trip_drops() {
+        use k8s_openapi::api::core::v1::{Event, Pod};
+        agrees_with_the_round_trip::<Deployment>(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "a", "creationTimestamp": null, "foo": 1, "nulled": null},
+            "spec": {"bar": true, "template": {"spec": {"containers": [
+                {"name": "c", "image": "nginx"},
+                {"name": "d", "imagePullPolicyy": "Always", "ports": [{"containerPort": 80, "x": 1}]}
+            ]}}}
+        }));
+        agrees_with_the_round_trip::<Pod>(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"unknown": "a label is no field"}},
+            "spec": {"containers": [{"name": "c", "image": "i",
+                "resources": {"requests": {"cpu": "1"}, "limitz": {}}}],
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                    {"nodeSelectorTerms": [{"matchExpressions": [], "extra": [1, {"deep": 2}]}]}}}},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "c", "image": "i",
+                "imageID": "", "ready": true, "restartCount": 0, "state": {"running": {}, "bogus": 1}}],
+                "whatever": null}
+        }));
+        agrees_with_the_round_trip::<Pod>(
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}}),
+        );
+        agrees_with_the_round_trip::<Event>(json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": "e", "namespace": "d"},
+            "involvedObject": {"kind": "Pod", "name": "p", "fieldX": "y"},
+            "reason": "Started", "count": 1, "unknownTop": {"a": [1]}
+        }));
+    }
+
+    #[test]
+    fn an_object_without_its_type_is_decoded_with_it_and_a_bad_one_fails_as_decode_does() {
+        let input = json!({"metadata": {"name": "a"}, "spec": {"bar": 1}});
+        let (_, unknown) = decode_noting_unknown::<Deployment>(&input).expect("decodes");
+        assert_eq!(unknown, vec!["spec.bar"]);
+        let bad = json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": "3"}});
+        assert_eq!(
+            decode_noting_unknown::<Deployment>(&bad).err(),
+            decode::<Deployment>(&bad).err()
         );
     }
 }

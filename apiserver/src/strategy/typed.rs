@@ -12,7 +12,7 @@
 //! built-in kind also gets `metadata` validation here (`ValidateObjectMeta` with the kind's
 //! [`NameRule`]), so kind files hold only their own rules.
 
-use super::decode::{decode, dropped_fields, encode};
+use super::decode::{decode, decode_noting_unknown, encode};
 use super::human_duration::since;
 use super::meta::{validate_object_meta, validate_object_meta_update};
 use super::names::NameRule;
@@ -210,20 +210,14 @@ impl<R: KindRules> Strategy for Typed<R> {
     }
 
     fn unknown_fields(&self, obj: &Value) -> Vec<String> {
-        match decode::<R::Object>(obj).and_then(|typed| encode(&typed)) {
-            Ok(round_trip) => dropped_fields(obj, &round_trip),
-            Err(_) => Vec::new(),
-        }
+        decode_noting_unknown::<R::Object>(obj)
+            .map(|(_, unknown)| unknown)
+            .unwrap_or_default()
     }
 
     fn check_body(&self, obj: &Value) -> (Vec<String>, Result<(), String>) {
-        match decode::<R::Object>(obj) {
-            Ok(typed) => {
-                let unknown = encode(&typed)
-                    .map(|round_trip| dropped_fields(obj, &round_trip))
-                    .unwrap_or_default();
-                (unknown, Ok(()))
-            }
+        match decode_noting_unknown::<R::Object>(obj) {
+            Ok((_, unknown)) => (unknown, Ok(())),
             Err(e) => (Vec::new(), Err(e)),
         }
     }
