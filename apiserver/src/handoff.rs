@@ -25,6 +25,7 @@
 //! instead of decoding the stored bytes: kube-apiserver's `GuaranteedUpdate` likewise starts
 //! from the watch cache's copy (`cachedExistingObject`).
 
+use crate::stored_json::{ResourceVersionSlot, StoredJson};
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -39,6 +40,8 @@ struct Offer {
     /// Keeps the buffer (and so its address) alive while the offer is held.
     _bytes: Bytes,
     object: Value,
+    /// Where the resourceVersion goes in the bytes.
+    slot: Option<ResourceVersionSlot>,
 }
 
 #[derive(Default)]
@@ -137,15 +140,25 @@ impl Handoff {
         objects.current(key, revision)
     }
 
-    /// Offers `object` (what `bytes` decodes to, whatever its resourceVersion) for the write of
-    /// `key` about to store `bytes`; does nothing for a key no cacher watches.
-    pub fn offer(&self, key: &[u8], bytes: &Bytes, object: &Value) {
+    /// Offers `object` (what `stored` decodes to, whatever its resourceVersion) for the write
+    /// of `key` about to store `stored.bytes`, with the place of its resourceVersion in them;
+    /// does nothing for a key no cacher watches.
+    pub fn offer(&self, key: &[u8], stored: &StoredJson, object: &Value) {
+        if self.wants(key) {
+            self.offer_owned(key, stored, object.clone());
+        }
+    }
+
+    /// [`Handoff::offer`] of an object the writer no longer needs (moved, not copied).
+    pub fn offer_owned(&self, key: &[u8], stored: &StoredJson, object: Value) {
         if !self.wants(key) {
             return;
         }
+        let bytes = &stored.bytes;
         let offer = Offer {
             _bytes: bytes.clone(),
-            object: object.clone(),
+            object,
+            slot: stored.slot,
         };
         let mut offers = self.offers();
         if offers.current.len() >= GENERATION {
@@ -163,15 +176,16 @@ impl Handoff {
         }
     }
 
-    /// The object offered for `bytes`, if any (each offer is taken once).
-    pub fn take(&self, bytes: &Bytes) -> Option<Value> {
+    /// The object offered for `bytes` and the place of its resourceVersion in `bytes`, if
+    /// any (each offer is taken once).
+    pub fn take(&self, bytes: &Bytes) -> Option<(Value, Option<ResourceVersionSlot>)> {
         let mut offers = self.offers();
         let key = address(bytes);
         offers
             .current
             .remove(&key)
             .or_else(|| offers.previous.remove(&key))
-            .map(|o| o.object)
+            .map(|o| (o.object, o.slot))
     }
 
     /// How many offers are held (tests).
@@ -186,21 +200,37 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `bytes` as stored bytes without a resourceVersion slot.
+    fn plain(bytes: &Bytes) -> StoredJson {
+        StoredJson {
+            bytes: bytes.clone(),
+            slot: None,
+        }
+    }
+
     #[test]
     fn only_watched_keys_are_offered_and_each_offer_is_taken_once() {
         let h = Handoff::new();
-        let bytes = Bytes::from_static(b"{\"a\":1}");
-        h.offer(b"/registry/core/pods/default/a", &bytes, &json!({"a": 1}));
+        let object = json!({"metadata": {"name": "a"}});
+        let stored = crate::stored_json::encode(&object).unwrap();
+        let bytes = stored.bytes.clone();
+        h.offer(b"/registry/core/pods/default/a", &stored, &object);
         assert_eq!(h.held(), 0, "no cacher watches pods yet");
         h.watch_prefix("/registry/core/pods/");
-        h.offer(b"/registry/core/pods/default/a", &bytes, &json!({"a": 1}));
-        h.offer(b"/registry/core/nodes/n", &Bytes::from(vec![1]), &json!({}));
+        h.offer(b"/registry/core/pods/default/a", &stored, &object);
+        h.offer(
+            b"/registry/core/nodes/n",
+            &plain(&Bytes::from(vec![1])),
+            &json!({}),
+        );
         assert_eq!(h.held(), 1);
         // Another buffer with the same content is not the same write.
-        assert_eq!(h.take(&Bytes::from(b"{\"a\":1}".to_vec())), None);
-        assert_eq!(h.take(&bytes.clone()), Some(json!({"a": 1})));
+        assert_eq!(h.take(&Bytes::from(bytes.to_vec())), None);
+        // The object comes with the place of its resourceVersion in the bytes.
+        assert_eq!(h.take(&bytes.clone()), Some((object.clone(), stored.slot)));
+        assert!(stored.slot.is_some());
         assert_eq!(h.take(&bytes), None);
-        h.offer(b"/registry/core/pods/default/a", &bytes, &json!({"a": 1}));
+        h.offer(b"/registry/core/pods/default/a", &stored, &object);
         h.withdraw(&bytes);
         assert_eq!(h.take(&bytes), None);
         h.unwatch_prefix("/registry/core/pods/");
@@ -212,15 +242,15 @@ mod tests {
         let h = Handoff::new();
         h.watch_prefix("/k/");
         let first = Bytes::from(vec![0u8; 8]);
-        h.offer(b"/k/first", &first, &json!(0));
+        h.offer(b"/k/first", &plain(&first), &json!(0));
         let later: Vec<Bytes> = (0..2 * GENERATION)
             .map(|i| Bytes::from(i.to_string().into_bytes()))
             .collect();
         for b in &later {
-            h.offer(b"/k/x", b, &json!(1));
+            h.offer(b"/k/x", &plain(b), &json!(1));
         }
         assert!(h.held() <= 2 * GENERATION);
         assert_eq!(h.take(&first), None, "the oldest offer was dropped");
-        assert_eq!(h.take(&later[later.len() - 1]), Some(json!(1)));
+        assert_eq!(h.take(&later[later.len() - 1]), Some((json!(1), None)));
     }
 }

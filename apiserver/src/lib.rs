@@ -41,6 +41,7 @@ pub mod rest;
 pub mod selector;
 pub mod server;
 pub mod storage;
+pub mod stored_json;
 pub mod strategy;
 pub mod subresource;
 pub mod table;

@@ -25,10 +25,10 @@ use crate::handoff::Handoff;
 use crate::meta::{self, MetaField};
 use crate::registry::ResourceInfo;
 use crate::request_trace::{self, WriteTrace};
+use crate::stored_json::{self, StoredJson};
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
-use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::sync::Arc;
 use store::{Backend, Compare, KeyRange, Op, OpResponse, RangeRequest, Revision, Txn};
 
@@ -120,24 +120,15 @@ pub fn decode_as(info: &ResourceInfo, value: &[u8], revision: Revision) -> Resul
     Ok(obj)
 }
 
+/// The stored form of an object: its JSON without `metadata.resourceVersion`, with the place
+/// that member goes (`crate::stored_json`).
+fn encode_stored(obj: &Value) -> Result<StoredJson> {
+    stored_json::encode(obj).map_err(|e| ApiError::Internal(format!("encode: {e}")))
+}
+
 /// The stored form of an object: its JSON without `metadata.resourceVersion`.
 fn encode(obj: &Value) -> Result<Bytes> {
-    let bytes = match obj {
-        // The usual case, written without copying the object.
-        Value::Object(root) if root.get("metadata").is_some_and(Value::is_object) => {
-            // Sized for a typical object, saving the buffer's first reallocations.
-            let mut out = Vec::with_capacity(1024);
-            serde_json::to_writer(&mut out, &Stored(root)).map(|()| out)
-        }
-        _ => {
-            let mut obj = obj.clone();
-            meta::set_meta_str(&mut obj, MetaField::ResourceVersion, None);
-            serde_json::to_vec(&obj)
-        }
-    };
-    bytes
-        .map(Bytes::from)
-        .map_err(|e| ApiError::Internal(format!("encode: {e}")))
+    encode_stored(obj).map(|stored| stored.bytes)
 }
 
 /// Whether `old` and `new` differ as stored, that is in anything but
@@ -164,40 +155,6 @@ fn differs_but_for_resource_version(old: &Value, new: &mut Value) -> bool {
     differs
 }
 
-/// An object serialized as it is stored: member by member as `serde_json` writes a map, with
-/// `metadata` written without `resourceVersion`.
-struct Stored<'a>(&'a Map<String, Value>);
-
-impl Serialize for Stored<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (key, value) in self.0 {
-            match value {
-                Value::Object(metadata) if key == "metadata" => {
-                    map.serialize_entry(key, &WithoutResourceVersion(metadata))?;
-                }
-                _ => map.serialize_entry(key, value)?,
-            }
-        }
-        map.end()
-    }
-}
-
-/// `metadata` without `resourceVersion`.
-struct WithoutResourceVersion<'a>(&'a Map<String, Value>);
-
-impl Serialize for WithoutResourceVersion<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        const RESOURCE_VERSION: &str = "resourceVersion";
-        let len = self.0.len() - usize::from(self.0.contains_key(RESOURCE_VERSION));
-        let mut map = serializer.serialize_map(Some(len))?;
-        for (key, value) in self.0.iter().filter(|(k, _)| *k != RESOURCE_VERSION) {
-            map.serialize_entry(key, value)?;
-        }
-        map.end()
-    }
-}
-
 /// What a read-modify-write decided to do with the current object.
 #[derive(Debug)]
 pub enum Update {
@@ -212,12 +169,16 @@ pub enum Update {
 /// What a read-modify-write did.
 #[derive(Debug)]
 pub struct Updated {
-    /// The resulting object (with its new resourceVersion when written).
+    /// The resulting object (with its new resourceVersion when written); `Value::Null` when
+    /// it was written by a storage [`Storage::answering_with_json`] and `json` holds it.
     pub object: Value,
     /// Whether the object was created by this write.
     pub created: bool,
     /// Whether the object was deleted by this write.
     pub deleted: bool,
+    /// `object` as JSON when this write stored it: the stored bytes with the resourceVersion
+    /// spliced in (`crate::stored_json`), for the response.
+    pub json: Option<Bytes>,
 }
 
 /// A page of a list.
@@ -239,6 +200,8 @@ pub struct Storage {
     trace: Option<Arc<WriteTrace>>,
     /// Where written objects are offered to the watch cache.
     handoff: Arc<Handoff>,
+    /// The caller answers a write with its JSON only ([`Storage::answering_with_json`]).
+    json_only: bool,
 }
 
 impl Storage {
@@ -248,6 +211,31 @@ impl Storage {
             backend,
             trace: None,
             handoff: Arc::new(Handoff::new()),
+            json_only: false,
+        }
+    }
+
+    /// This storage for a caller that needs a written object only as JSON (a plain JSON
+    /// response): when a write returns the object's JSON ([`Updated::json`], the second value
+    /// of [`Storage::create_with_json`]), the object itself is moved to the watch cache
+    /// instead of being copied for it, and the object returned is `Value::Null`.
+    pub fn answering_with_json(&self) -> Storage {
+        Storage {
+            json_only: true,
+            ..self.clone()
+        }
+    }
+
+    /// Offers `obj`, just encoded to `stored` for the write of `key`, to the watch cache: moved
+    /// (leaving `Null`) when the caller wants only JSON and the JSON can be spliced, else
+    /// copied. Returns whether it was moved.
+    fn offer(&self, key: &[u8], stored: &StoredJson, obj: &mut Value) -> bool {
+        if self.json_only && stored.slot.is_some() && self.handoff.wants(key) {
+            self.handoff.offer_owned(key, stored, std::mem::take(obj));
+            true
+        } else {
+            self.handoff.offer(key, stored, obj);
+            false
         }
     }
 
@@ -264,6 +252,7 @@ impl Storage {
             backend: self.backend.clone(),
             trace,
             handoff: self.handoff.clone(),
+            json_only: self.json_only,
         }
     }
 
@@ -370,13 +359,26 @@ impl Storage {
 
     /// Creates an object; 409 AlreadyExists if the name is taken. Returns the stored object
     /// with its resourceVersion.
-    pub async fn create(&self, r: &ObjectRef, mut obj: Value) -> Result<Value> {
+    pub async fn create(&self, r: &ObjectRef, obj: Value) -> Result<Value> {
+        self.create_with_json(r, obj)
+            .await
+            .map(|(object, _)| object)
+    }
+
+    /// [`Storage::create`], also returning the created object as JSON (the stored bytes with
+    /// the resourceVersion spliced in), for the response.
+    pub async fn create_with_json(
+        &self,
+        r: &ObjectRef,
+        mut obj: Value,
+    ) -> Result<(Value, Option<Bytes>)> {
         let key = r.key();
         if let Some(trace) = &self.trace {
             trace.stamp(&mut obj);
         }
-        let value = encode(&obj)?;
-        self.handoff.offer(&key, &value, &obj);
+        let stored = encode_stored(&obj)?;
+        let value = stored.bytes.clone();
+        let moved = self.offer(&key, &stored, &mut obj);
         let resp = self
             .backend
             .txn(Txn {
@@ -400,12 +402,14 @@ impl Storage {
         if let Some(trace) = &self.trace {
             trace.written(&r.name, resp.revision.0);
         }
-        meta::set_meta_str(
-            &mut obj,
-            MetaField::ResourceVersion,
-            Some(&resp.revision.0.to_string()),
-        );
-        Ok(obj)
+        let rv = resp.revision.0.to_string();
+        let json = stored
+            .slot
+            .map(|slot| stored_json::splice(&value, slot, &rv));
+        if !moved {
+            meta::set_meta_str(&mut obj, MetaField::ResourceVersion, Some(&rv));
+        }
+        Ok((obj, json))
     }
 
     /// Reads one object's stored JSON straight into `T` (which sees no resourceVersion): for
@@ -453,6 +457,8 @@ impl Storage {
             };
             let existed = existing.is_some();
             let update = decide(existing.clone())?;
+            let mut stored = None;
+            let mut moved = false;
             let compare = if existed {
                 Compare::mod_revision_eq(key.clone(), read_rev)
             } else {
@@ -464,6 +470,7 @@ impl Storage {
                         object: obj,
                         created: false,
                         deleted: false,
+                        json: None,
                     });
                 }
                 Update::Put(mut obj) => {
@@ -475,15 +482,18 @@ impl Storage {
                             object: old.clone(),
                             created: false,
                             deleted: false,
+                            json: None,
                         });
                     }
                     if let Some(trace) = &self.trace {
                         trace.stamp(&mut obj);
                     }
-                    let value = encode(&obj)?;
+                    let encoded = encode_stored(&obj)?;
                     if !dry_run {
-                        self.handoff.offer(&key, &value, &obj);
+                        moved = self.offer(&key, &encoded, &mut obj);
                     }
+                    let value = encoded.bytes.clone();
+                    stored = Some(encoded);
                     (
                         Op::Put {
                             key: key.clone(),
@@ -505,6 +515,7 @@ impl Storage {
                     object,
                     created: !existed,
                     deleted,
+                    json: None,
                 });
             }
             let offered = match &op {
@@ -531,15 +542,16 @@ impl Storage {
                     trace.written(&r.name, resp.revision.0);
                 }
                 let mut object = object;
-                meta::set_meta_str(
-                    &mut object,
-                    MetaField::ResourceVersion,
-                    Some(&resp.revision.0.to_string()),
-                );
+                let rv = resp.revision.0.to_string();
+                let json = stored.and_then(|s| Some(stored_json::splice(&s.bytes, s.slot?, &rv)));
+                if !moved {
+                    meta::set_meta_str(&mut object, MetaField::ResourceVersion, Some(&rv));
+                }
                 return Ok(Updated {
                     object,
                     created: !existed,
                     deleted,
+                    json,
                 });
             }
             if let Some(OpResponse::Get { kv: None }) = resp.responses.first()
@@ -794,5 +806,58 @@ mod tests {
             .await
             .expect("dry run");
         assert_eq!(storage.handoff().held(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_json_only_write_returns_the_object_as_json_and_moves_it_to_the_watch_cache() {
+        let storage = Storage::new(Arc::new(MemoryBackend::new()));
+        let obj = |v: i64| {
+            json!({"apiVersion": "v1", "kind": "Pod", "v": v,
+                   "metadata": {"name": "a", "namespace": "default", "uid": "u"}})
+        };
+        let stored_bytes = |storage: &Storage| {
+            let storage = storage.clone();
+            async move {
+                let kv = storage.backend().get(&pod("a").key(), None).await;
+                kv.expect("get").kv.expect("stored")
+            }
+        };
+        // Nothing watches pods: the object is returned (there is no cache to move it to).
+        let json_only = storage.answering_with_json();
+        let (object, json) = json_only.create_with_json(&pod("a"), obj(1)).await.unwrap();
+        let json: Value = serde_json::from_slice(&json.expect("json")).expect("JSON");
+        assert_eq!(object, json, "the JSON is the created object");
+        assert!(
+            meta::resource_version(&json).is_some(),
+            "with its resourceVersion"
+        );
+        // Watched: the object is moved to the cache, the JSON is the object with its version.
+        storage.handoff().watch_prefix("/registry/core/pods/");
+        let updated = json_only
+            .guaranteed_update(&pod("a"), false, set_v(2))
+            .await
+            .expect("update");
+        assert_eq!(updated.object, Value::Null, "moved");
+        let kv = stored_bytes(&storage).await;
+        let (mut offered, _) = storage.handoff().take(&kv.value).expect("offered");
+        meta::set_meta_str(
+            &mut offered,
+            MetaField::ResourceVersion,
+            Some(&kv.mod_revision.0.to_string()),
+        );
+        let json = updated.json.expect("json");
+        assert_eq!(serde_json::to_vec(&offered).unwrap(), json.to_vec());
+        assert_eq!(offered["v"], 2);
+        // A storage that needs the object keeps it, and answers with the same JSON.
+        let updated = storage
+            .guaranteed_update(&pod("a"), false, set_v(3))
+            .await
+            .expect("update");
+        assert_eq!(updated.object["v"], 3);
+        assert_eq!(
+            serde_json::to_vec(&updated.object).unwrap(),
+            updated.json.expect("json").to_vec()
+        );
+        assert_eq!(storage.handoff().held(), 1, "and offers a copy");
     }
 }

@@ -261,24 +261,38 @@ impl Cacher {
     /// Applies one store event: updates the objects, appends to the ring, fans out.
     fn apply(&self, e: store::Event) {
         let rev = e.revision();
-        let decoded = match e.kind {
+        let (decoded, encoded) = match e.kind {
             // The writer's own object when it offered one, else the stored bytes decoded.
             EventKind::Put => match self.handoff.take(&e.kv.value) {
-                Some(mut object) => {
+                Some((mut object, slot)) => {
+                    let rv = rev.0.to_string();
                     crate::meta::set_meta_str(
                         &mut object,
                         crate::meta::MetaField::ResourceVersion,
-                        Some(&rev.0.to_string()),
+                        Some(&rv),
                     );
-                    Some(object)
+                    // What watchers are sent: the stored bytes with the resourceVersion
+                    // spliced in, instead of encoding the object again.
+                    let encoded = slot.and_then(|slot| {
+                        Some(EncodedObject {
+                            api_version: object.get("apiVersion")?.as_str()?.to_owned(),
+                            kind: object.get("kind")?.as_str()?.to_owned(),
+                            json: crate::stored_json::splice(&e.kv.value, slot, &rv),
+                        })
+                    });
+                    (Some(object), encoded)
                 }
-                None => decode(&e.kv.value, rev).ok(),
+                None => (decode(&e.kv.value, rev).ok(), None),
             },
-            EventKind::Delete => None,
+            EventKind::Delete => (None, None),
         };
         let mut s = self.lock();
         s.revision = s.revision.max(rev);
         if let Some(ev) = convert_cached(e, decoded, &mut s.objects) {
+            if let Some(encoded) = encoded {
+                // A fresh event: its cell is empty.
+                let _ = ev.encoded.set(encoded);
+            }
             Self::push(&mut s, self.capacity, Arc::new(ev));
         }
     }
@@ -640,7 +654,11 @@ mod tests {
         let bytes = Bytes::from_static(b"{\"metadata\":{\"name\":\"x\"},\"v\":1}");
         let offered =
             serde_json::json!({"metadata": {"name": "x", "resourceVersion": "7"}, "v": "offered"});
-        handoff.offer(b"/r/x", &bytes, &offered);
+        let stored = crate::stored_json::StoredJson {
+            bytes: bytes.clone(),
+            slot: None,
+        };
+        handoff.offer(b"/r/x", &stored, &offered);
         b.put(Bytes::from_static(b"/r/x"), bytes)
             .await
             .expect("put");
@@ -666,6 +684,40 @@ mod tests {
                 .is_none()
         );
         assert!(handoff.current(b"/r/y", ev.revision).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_taken_offer_is_sent_as_its_stored_bytes_with_the_resource_version() {
+        let b = Arc::new(MemoryBackend::new());
+        let handoff = Arc::new(Handoff::new());
+        let wc = cache(b.clone(), 16, 16).with_handoff(handoff.clone());
+        let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
+        let object = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "x", "namespace": "d", "resourceVersion": "3", "uid": "u"},
+            "spec": {"nodeName": "n"}
+        });
+        let stored = crate::stored_json::encode(&object).expect("encode");
+        handoff.offer(b"/r/x", &stored, &object);
+        b.put(Bytes::from_static(b"/r/x"), stored.bytes.clone())
+            .await
+            .expect("put");
+        let ev = w.next().await.expect("event").expect("ok");
+        let sent = ev.encoded_object("v1", "Pod");
+        assert_eq!(
+            serde_json::from_slice::<Value>(&sent).expect("JSON"),
+            *ev.object,
+            "the bytes sent are the event's object"
+        );
+        assert_eq!(
+            sent,
+            stored.with_resource_version(ev.revision.0).expect("a slot"),
+            "the stored bytes with the resourceVersion"
+        );
+        assert_eq!(sent, serde_json::to_vec(&*ev.object).unwrap());
+        // Asked as another type, the object is encoded with that type.
+        let other: Value = serde_json::from_slice(&ev.encoded_object("v2", "Pod")).expect("JSON");
+        assert_eq!(other["apiVersion"], "v2");
     }
 
     #[tokio::test]

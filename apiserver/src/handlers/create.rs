@@ -2,7 +2,7 @@
 //! `Create`), plus the namespace lifecycle admission check (`plugin/pkg/admission/namespace/
 //! lifecycle`): objects may only be created in a namespace that exists and is not terminating.
 
-use super::{RequestContext, object_response};
+use super::{RequestContext, object_response, stored_object_response};
 use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersion;
 use crate::meta;
@@ -149,9 +149,20 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
         if dry_run {
             return object_response(&ctx, &info, StatusCode::CREATED, &obj, &warnings);
         }
-        match ctx.storage().create(&r, obj).await {
-            Ok(stored) => {
-                return object_response(&ctx, &info, StatusCode::CREATED, &stored, &warnings);
+        match ctx
+            .storage_for_written_object()
+            .create_with_json(&r, obj)
+            .await
+        {
+            Ok((stored, json)) => {
+                return stored_object_response(
+                    &ctx,
+                    &info,
+                    StatusCode::CREATED,
+                    &stored,
+                    json.as_ref(),
+                    &warnings,
+                );
             }
             Err(ApiError::AlreadyExists { .. })
                 if generated && attempt < GENERATE_NAME_ATTEMPTS =>

@@ -26,7 +26,7 @@ use crate::server::{AppState, json_response};
 use crate::storage::ObjectRef;
 use crate::table::{self, IncludeObject};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -56,6 +56,17 @@ impl RequestContext {
     /// The store, as this request writes to it.
     pub fn storage(&self) -> &crate::storage::Storage {
         &self.storage
+    }
+
+    /// The storage for a write answered with the written object ([`stored_object_response`]):
+    /// when the answer is the object as plain JSON, the storage returns it as JSON and moves
+    /// the object itself to the watch cache ([`crate::storage::Storage::answering_with_json`]).
+    pub fn storage_for_written_object(&self) -> crate::storage::Storage {
+        if self.accept.table || self.accept.partial_metadata {
+            self.storage.clone()
+        } else {
+            self.storage.answering_with_json()
+        }
     }
 
     /// The field manager of a write.
@@ -160,6 +171,31 @@ pub fn object_response(
     Ok(resp)
 }
 
+/// [`object_response`] for an object just written, whose JSON the storage returned (`json`,
+/// the stored bytes with the resourceVersion spliced in): a plain JSON answer sends those
+/// bytes instead of encoding the object again.
+pub fn stored_object_response(
+    ctx: &RequestContext,
+    info: &ResourceInfo,
+    code: StatusCode,
+    obj: &Value,
+    json: Option<&Bytes>,
+    warnings: &[String],
+) -> Result<Response> {
+    match json {
+        Some(json) if !ctx.accept.table && !ctx.accept.partial_metadata => {
+            let mut resp = (code, json.clone()).into_response();
+            resp.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            add_warnings(&mut resp, warnings);
+            Ok(resp)
+        }
+        _ => object_response(ctx, info, code, obj, warnings),
+    }
+}
+
 /// Answers a read-modify-write: 201 when it created the object, else 200.
 pub fn written_response(
     ctx: &RequestContext,
@@ -172,7 +208,14 @@ pub fn written_response(
     } else {
         StatusCode::OK
     };
-    object_response(ctx, info, code, &updated.object, warnings)
+    stored_object_response(
+        ctx,
+        info,
+        code,
+        &updated.object,
+        updated.json.as_ref(),
+        warnings,
+    )
 }
 
 /// Adds `Warning: 299 - "..."` headers (RFC 7234 warn-code 299, as Kubernetes sends them).
