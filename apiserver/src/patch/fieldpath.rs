@@ -414,6 +414,25 @@ impl Set {
         }
     }
 
+    /// Whether the set `fields_v1` encodes (`FieldsV1` JSON as [`Set::to_fields_v1`] writes
+    /// it) has a member in common with `self`, without decoding it: each of `self`'s paths is
+    /// looked up in the JSON tree.
+    pub fn intersects_fields_v1(&self, fields_v1: &Value) -> bool {
+        let Value::Object(map) = fields_v1 else {
+            return false;
+        };
+        let mut key = String::new();
+        self.children.iter().any(|(element, node)| {
+            key.clear();
+            element.encode_into(&mut key);
+            let Some(inner @ Value::Object(inner_map)) = map.get(&key) else {
+                return false;
+            };
+            let member = inner_map.is_empty() || inner_map.contains_key(".");
+            (node.member && member) || node.set.intersects_fields_v1(inner)
+        })
+    }
+
     /// Encodes the set as `FieldsV1` JSON.
     pub fn to_fields_v1(&self) -> Value {
         let mut map = Map::new();
@@ -578,5 +597,48 @@ mod tests {
     fn bad_fields_v1_is_rejected() {
         assert!(Set::from_fields_v1(&json!({"x:y": {}})).is_err());
         assert!(Set::from_fields_v1(&json!([])).is_err());
+    }
+
+    #[test]
+    fn intersecting_encoded_fields_agrees_with_decoding_them() {
+        let encoded = Set::from_fields_v1(&json!({
+            "f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}}}},
+            "f:status": {"f:conditions": {}}
+        }))
+        .expect("decodes");
+        let paths: Vec<Vec<PathElement>> = vec![
+            vec![field("metadata")],
+            vec![field("metadata"), field("labels")],
+            vec![field("metadata"), field("labels"), field("app")],
+            vec![field("metadata"), field("labels"), field("tier")],
+            vec![field("spec")],
+            vec![field("spec"), field("containers")],
+            vec![field("spec"), field("containers"), key("name", json!("c"))],
+            vec![
+                field("spec"),
+                field("containers"),
+                key("name", json!("c")),
+                field("image"),
+            ],
+            vec![field("spec"), field("containers"), key("name", json!("d"))],
+            vec![field("status"), field("conditions")],
+            vec![field("status"), field("phase")],
+        ];
+        let fields_v1 = encoded.to_fields_v1();
+        // Every subset of up to two of the paths.
+        for (i, a) in paths.iter().enumerate() {
+            for b in &paths[i..] {
+                let mut lost = Set::new();
+                lost.insert(a);
+                lost.insert(b);
+                assert_eq!(
+                    lost.intersects_fields_v1(&fields_v1),
+                    !lost.intersection(&encoded).is_empty(),
+                    "{a:?} and {b:?}"
+                );
+            }
+        }
+        assert!(!Set::new().intersects_fields_v1(&fields_v1));
     }
 }

@@ -439,6 +439,133 @@ fn disown(entries: &mut Vec<ManagedFieldsEntry>, comparison: &Comparison) {
     entries.retain(|e| !e.fields.is_empty());
 }
 
+/// One entry as an update handles it.
+#[derive(Debug)]
+enum Entry<'a> {
+    /// Decoded: sent by the writer, or one the update takes fields from.
+    Decoded(ManagedFieldsEntry),
+    /// A stored entry this update has not changed (so far), kept as its JSON: most updates
+    /// change only their writer's own entry, and the others are written back as they were
+    /// instead of being decoded into field sets and encoded again.
+    Stored(&'a Value),
+}
+
+impl<'a> Entry<'a> {
+    /// A stored entry kept as it is, if it is exactly what [`ManagedFieldsEntry::encode`]
+    /// writes (its members, their types, no empty subresource), so that writing it back equals
+    /// decoding and encoding it. The `fieldsV1` keys are not checked: the server wrote them.
+    fn stored(entry: &'a Value) -> Option<Entry<'a>> {
+        let map = entry.as_object()?;
+        let text = |name: &str| map.get(name).and_then(Value::as_str);
+        let canonical = matches!(text("operation"), Some("Apply" | "Update"))
+            && text("manager").is_some()
+            && text("apiVersion").is_some()
+            && map.get("time").is_none_or(Value::is_string)
+            && map
+                .get("subresource")
+                .is_none_or(|s| s.as_str().is_some_and(|s| !s.is_empty()))
+            && text("fieldsType") == Some("FieldsV1")
+            && map.get("fieldsV1").is_some_and(Value::is_object)
+            && map.keys().all(|k| {
+                matches!(
+                    k.as_str(),
+                    "manager"
+                        | "operation"
+                        | "apiVersion"
+                        | "time"
+                        | "fieldsType"
+                        | "fieldsV1"
+                        | "subresource"
+                )
+            });
+        canonical.then_some(Entry::Stored(entry))
+    }
+
+    /// [`ManagedFieldsEntry::sort_key`], read from either form.
+    fn sort_key(&self) -> (Operation, Option<&str>, &str, &str, Option<&str>) {
+        match self {
+            Entry::Decoded(e) => (
+                e.operation,
+                e.time.as_deref(),
+                &e.manager,
+                &e.api_version,
+                e.subresource.as_deref(),
+            ),
+            Entry::Stored(v) => {
+                let text = |name: &str| v.get(name).and_then(Value::as_str);
+                let operation = match text("operation") {
+                    Some("Apply") => Operation::Apply,
+                    _ => Operation::Update,
+                };
+                (
+                    operation,
+                    text("time"),
+                    text("manager").unwrap_or_default(),
+                    text("apiVersion").unwrap_or_default(),
+                    text("subresource").filter(|s| !s.is_empty()),
+                )
+            }
+        }
+    }
+
+    /// Whether this is `manager`'s `Update` entry through `subresource`.
+    fn is_update_by(&self, manager: &str, subresource: Option<&str>) -> bool {
+        let (operation, _, name, _, sub) = self.sort_key();
+        operation == Operation::Update && name == manager && sub == subresource
+    }
+
+    /// The decoded entry (a stored one that does not decode is dropped, as [`decode`] drops
+    /// it).
+    fn decoded(self) -> Option<ManagedFieldsEntry> {
+        match self {
+            Entry::Decoded(e) => Some(e),
+            Entry::Stored(v) => ManagedFieldsEntry::decode(v),
+        }
+    }
+
+    /// Loses the members of `lost` (others lose what an update changed): a stored entry is
+    /// decoded only if it owns one of them. `None` when nothing is left.
+    fn disowned(self, lost: &Set) -> Option<Entry<'a>> {
+        let fields_v1 = match &self {
+            Entry::Stored(v) => v.get("fieldsV1"),
+            Entry::Decoded(_) => None,
+        };
+        let entry = match self {
+            Entry::Stored(v) if !fields_v1.is_some_and(|f| lost.intersects_fields_v1(f)) => {
+                // `Set::from_fields_v1` of `{}` (or of only `"."`) is empty.
+                let owns_something = fields_v1
+                    .and_then(Value::as_object)
+                    .is_some_and(|m| m.keys().any(|k| k != "."));
+                return owns_something.then_some(Entry::Stored(v));
+            }
+            other => other.decoded()?,
+        };
+        let fields = entry.fields.difference(lost);
+        (!fields.is_empty()).then_some(Entry::Decoded(ManagedFieldsEntry { fields, ..entry }))
+    }
+
+    fn encode(&self) -> Value {
+        match self {
+            Entry::Decoded(e) => e.encode(),
+            Entry::Stored(v) => (*v).clone(),
+        }
+    }
+}
+
+/// Writes `entries` into `obj`'s `metadata.managedFields` as [`encode`] does.
+fn encode_entries(obj: &mut Value, mut entries: Vec<Entry<'_>>) {
+    entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+    let Some(metadata) = metadata_mut(obj) else {
+        return;
+    };
+    if entries.is_empty() {
+        metadata.remove(MANAGED_FIELDS);
+    } else {
+        let encoded = entries.iter().map(Entry::encode).collect();
+        metadata.insert(MANAGED_FIELDS.into(), Value::Array(encoded));
+    }
+}
+
 /// Records a non-apply write (`Updater.Update`): see [`super::update_managed_fields`].
 pub fn update(
     old: Option<&Value>,
@@ -448,13 +575,24 @@ pub fn update(
     subresource: Option<&str>,
     now: jiff::Timestamp,
 ) {
-    // A writer that sends managedFields replaces them; one that leaves them out keeps the
-    // stored ones (Kubernetes' rule for updates).
+    // A writer that sends managedFields replaces them (decoded, so that entries that do not
+    // decode are dropped); one that leaves them out keeps the stored ones (Kubernetes' rule
+    // for updates), which are decoded only as far as this update changes them.
     let sent = managed_fields_of(new).is_some_and(|m| !m.is_empty());
-    let entries = if sent {
-        decode(new)
+    let entries: Vec<Entry<'_>> = if sent {
+        decode(new).into_iter().map(Entry::Decoded).collect()
     } else {
-        old.map(decode).unwrap_or_default()
+        old.and_then(managed_fields_of)
+            .map(|entries| {
+                entries
+                    .iter()
+                    .filter_map(|e| {
+                        Entry::stored(e)
+                            .or_else(|| ManagedFieldsEntry::decode(e).map(Entry::Decoded))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     };
     // Compare the objects without their managedFields: `new`'s are decoded above and are
     // rewritten below; `old`'s metadata is copied without them (not the whole object).
@@ -481,7 +619,7 @@ pub fn update(
     };
     if old.is_some() && apply::equal_replacing(old_obj, replace, new) {
         // A no-op write does not touch ownership or timestamps.
-        encode(new, entries);
+        encode_entries(new, entries);
         return;
     }
     let full = apply::compare_replacing(old_obj, replace, new, schema);
@@ -507,7 +645,7 @@ struct UpdateChanges<'a> {
 /// the writer's `Update` entry gains it, and the entries are written into `new`.
 fn record_update(
     new: &mut Value,
-    mut entries: Vec<ManagedFieldsEntry>,
+    mut entries: Vec<Entry<'_>>,
     full: Comparison,
     who: UpdateChanges<'_>,
 ) {
@@ -522,9 +660,20 @@ fn record_update(
         modified: into_ownable(full.modified, subresource, builtin),
         removed: full.removed,
     };
-    let mine = |e: &ManagedFieldsEntry| e.same_manager(manager, Operation::Update, subresource);
-    let previous = entries.iter().position(mine).map(|i| entries.remove(i));
-    disown(&mut entries, &comparison);
+    let previous = entries
+        .iter()
+        .position(|e| e.is_update_by(manager, subresource))
+        .and_then(|i| entries.remove(i).decoded());
+    // Others lose what this write changed or removed; managers left with nothing are dropped.
+    let mut entries: Vec<Entry<'_>> = if entries.is_empty() {
+        entries
+    } else {
+        let lost = comparison.changed().union(&comparison.removed);
+        entries
+            .into_iter()
+            .filter_map(|e| e.disowned(&lost))
+            .collect()
+    };
     // (its set − removed) ∪ added ∪ modified
     let Comparison {
         added,
@@ -543,16 +692,16 @@ fn record_update(
     }
     fields.union_with(&modified);
     if !fields.is_empty() {
-        entries.push(ManagedFieldsEntry {
+        entries.push(Entry::Decoded(ManagedFieldsEntry {
             manager: manager.to_owned(),
             operation: Operation::Update,
             api_version: api_version(new),
             time: Some(timestamp(now)),
             subresource: subresource.map(str::to_owned),
             fields,
-        });
+        }));
     }
-    encode(new, entries);
+    encode_entries(new, entries);
 }
 
 #[cfg(test)]
