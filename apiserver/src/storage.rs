@@ -431,7 +431,7 @@ impl Storage {
         &self,
         r: &ObjectRef,
         dry_run: bool,
-        mut decide: impl FnMut(Option<Value>) -> Result<Update>,
+        mut decide: impl FnMut(Option<&Value>) -> Result<Update>,
     ) -> Result<Updated> {
         let key = r.key();
         for _ in 0..MAX_UPDATE_ATTEMPTS {
@@ -447,16 +447,17 @@ impl Storage {
                         .is_none()
                         .then(|| self.handoff.current(&key, kv.mod_revision))
                         .flatten();
+                    // Shared with the cache, not copied: `decide` only reads it.
                     let object = match cached {
-                        Some(object) => Value::clone(&object),
-                        None => decode_as(&r.info, &kv.value, kv.mod_revision)?,
+                        Some(object) => object,
+                        None => Arc::new(decode_as(&r.info, &kv.value, kv.mod_revision)?),
                     };
                     (Some(object), kv.mod_revision)
                 }
                 None => (None, Revision::ZERO),
             };
             let existed = existing.is_some();
-            let update = decide(existing.clone())?;
+            let update = decide(existing.as_deref())?;
             let mut stored = None;
             let mut moved = false;
             let compare = if existed {
@@ -479,7 +480,7 @@ impl Storage {
                         && !self.changes(old, &mut obj)?
                     {
                         return Ok(Updated {
-                            object: old.clone(),
+                            object: Value::clone(old),
                             created: false,
                             deleted: false,
                             json: None,
@@ -727,8 +728,8 @@ mod tests {
         let mut seen = None;
         storage
             .guaranteed_update(&pod("a"), true, |cur| {
-                seen = cur.clone();
-                Ok(Update::Keep(cur.expect("exists")))
+                seen = cur.cloned();
+                Ok(Update::Keep(cur.expect("exists").clone()))
             })
             .await
             .expect("update");
@@ -772,9 +773,9 @@ mod tests {
     }
 
     /// A `decide` that sets `v` on the existing object.
-    fn set_v(v: i64) -> impl FnMut(Option<Value>) -> Result<Update> {
+    fn set_v(v: i64) -> impl FnMut(Option<&Value>) -> Result<Update> {
         move |cur| {
-            let mut cur = cur.expect("exists");
+            let mut cur = cur.expect("exists").clone();
             cur["v"] = json!(v);
             Ok(Update::Put(cur))
         }

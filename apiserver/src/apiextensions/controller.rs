@@ -263,7 +263,7 @@ pub async fn sync(state: &AppState) -> Result<SyncOutcome> {
             let written = state
                 .storage()
                 .guaranteed_update(&r, false, |cur| {
-                    let Some(mut obj) = cur else {
+                    let Some(mut obj) = cur.cloned() else {
                         return Ok(Update::Keep(Value::Null));
                     };
                     meta::set_status(&mut obj, Some(status_json.clone()));
@@ -325,7 +325,7 @@ async fn delete_custom_resources(
         let result = state
             .storage()
             .guaranteed_update(&r, false, |cur| {
-                let Some(mut obj) = cur else {
+                let Some(mut obj) = cur.cloned() else {
                     return Ok(Update::Keep(Value::Null));
                 };
                 if meta::finalizers(&obj).is_empty() {
@@ -357,7 +357,7 @@ async fn finish_deletion(state: &AppState, r: &ObjectRef) -> Result<()> {
     let result = state
         .storage()
         .guaranteed_update(r, false, |cur| {
-            let Some(mut obj) = cur else {
+            let Some(mut obj) = cur.cloned() else {
                 return Ok(Update::Keep(Value::Null));
             };
             let left: Vec<String> = meta::finalizers(&obj)

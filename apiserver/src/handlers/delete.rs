@@ -234,7 +234,7 @@ pub async fn delete_object(
     let now = ctx.state.now();
     ctx.storage()
         .guaranteed_update(r, opts.dry_run(), |current| {
-            decide_delete(r, current, opts, now)
+            decide_delete(r, current.cloned(), opts, now)
         })
         .await
 }

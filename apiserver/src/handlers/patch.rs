@@ -86,7 +86,7 @@ fn decide_patch(
     r: &ObjectRef,
     pt: PatchType,
     patch_doc: &Value,
-    current: Option<Value>,
+    current: Option<&Value>,
     manager: &str,
     force: bool,
     wctx: &WriteContext,
@@ -113,19 +113,19 @@ fn decide_patch(
         (_, None) => Err(r.not_found()),
         (PatchType::Apply, Some(old)) => {
             let new =
-                patch::server_side_apply(Some(&old), patch_doc, &gvk, manager, force, wctx.now)
+                patch::server_side_apply(Some(old), patch_doc, &gvk, manager, force, wctx.now)
                     .map_err(err)?;
             let ssa_ctx = WriteContext {
                 manager: None,
                 ..wctx.clone()
             };
-            decide_update(r, &old, new, &ssa_ctx)
+            decide_update(r, old, new, &ssa_ctx)
         }
         (pt, Some(old)) => {
-            let mut new = apply_patch(pt, &old, patch_doc, &gvk).map_err(err)?;
+            let mut new = apply_patch(pt, old, patch_doc, &gvk).map_err(err)?;
             rest::check_type(info, &mut new)?;
             *warnings = rest::unknown_fields(info, &new, mode)?;
-            decide_update(r, &old, new, wctx)
+            decide_update(r, old, new, wctx)
         }
     }
 }

@@ -72,7 +72,7 @@ pub async fn replace(
     let updated = ctx
         .storage_for_written_object()
         .guaranteed_update(&r, dry_run, |current| match current {
-            Some(old) => decide_update(&r, &old, body.clone(), &wctx),
+            Some(old) => decide_update(&r, old, body.clone(), &wctx),
             None if create_allowed => {
                 let mut obj = body.clone();
                 meta::set_meta_str(&mut obj, meta::MetaField::Name, Some(name));

@@ -71,7 +71,7 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
     };
     ctx.storage()
         .guaranteed_update(&r, dry_run, |current| {
-            let mut pod = current.ok_or_else(|| r.not_found())?;
+            let mut pod = current.cloned().ok_or_else(|| r.not_found())?;
             if let Some(uid) = &uid
                 && Some(uid.as_str()) != meta::uid(&pod)
             {

@@ -34,7 +34,7 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
             if let Some(rv) = meta::resource_version(&body) {
                 meta::set_meta_str(&mut new, meta::MetaField::ResourceVersion, Some(rv));
             }
-            decide_update(&r, &old, new, &wctx)
+            decide_update(&r, old, new, &wctx)
         })
         .await?;
     object_response(&ctx, &info, StatusCode::OK, &updated.object, &[])

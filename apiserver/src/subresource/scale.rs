@@ -209,7 +209,7 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
         .storage()
         .guaranteed_update(&r, dry_run, |current| {
             let parent = current.ok_or_else(|| r.not_found())?;
-            decide_scale(&r, &parent, &scale, &wctx)
+            decide_scale(&r, parent, &scale, &wctx)
         })
         .await?;
     Ok(scale_response(&info, &updated.object))
@@ -233,7 +233,7 @@ pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> 
         .storage()
         .guaranteed_update(&r, dry_run, |current| {
             let parent = current.ok_or_else(|| r.not_found())?;
-            let view = scale_of(&info, &parent);
+            let view = scale_of(&info, parent);
             let patched = match apply_patch(pt, &view, &patch_doc, &scale_gvk) {
                 // Work around strategies without a Scale schema: Scale has no merge keys.
                 Err(PatchError::Unsupported(_)) if pt == PatchType::StrategicMerge => {
@@ -241,7 +241,7 @@ pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> 
                 }
                 other => other.map_err(|e| patch_error(&info, name, e))?,
             };
-            decide_scale(&r, &parent, &patched, &wctx)
+            decide_scale(&r, parent, &patched, &wctx)
         })
         .await?;
     Ok(scale_response(&info, &updated.object))
