@@ -145,15 +145,22 @@ impl Handoff {
     /// does nothing for a key no cacher watches.
     pub fn offer(&self, key: &[u8], stored: &StoredJson, object: &Value) {
         if self.wants(key) {
-            self.offer_owned(key, stored, object.clone());
+            self.hold(stored, object.clone());
         }
     }
 
-    /// [`Handoff::offer`] of an object the writer no longer needs (moved, not copied).
-    pub fn offer_owned(&self, key: &[u8], stored: &StoredJson, object: Value) {
-        if !self.wants(key) {
-            return;
+    /// [`Handoff::offer`] of an object the writer no longer needs: moved out of `object`
+    /// (leaving `Null`) instead of copied. Returns whether it was (the key is watched).
+    pub fn offer_moving(&self, key: &[u8], stored: &StoredJson, object: &mut Value) -> bool {
+        let wanted = self.wants(key);
+        if wanted {
+            self.hold(stored, std::mem::take(object));
         }
+        wanted
+    }
+
+    /// Keeps `object` for the cacher that will see `stored.bytes`.
+    fn hold(&self, stored: &StoredJson, object: Value) {
         let bytes = &stored.bytes;
         let offer = Offer {
             _bytes: bytes.clone(),

@@ -217,8 +217,9 @@ impl Storage {
 
     /// This storage for a caller that needs a written object only as JSON (a plain JSON
     /// response): when a write returns the object's JSON ([`Updated::json`], the second value
-    /// of [`Storage::create_with_json`]), the object itself is moved to the watch cache
-    /// instead of being copied for it, and the object returned is `Value::Null`.
+    /// of [`Storage::create_with_json`]) and a watch cache watches its key, the object itself
+    /// is moved to the cache instead of being copied for it, and the object returned is
+    /// `Value::Null`.
     pub fn answering_with_json(&self) -> Storage {
         Storage {
             json_only: true,
@@ -230,9 +231,8 @@ impl Storage {
     /// (leaving `Null`) when the caller wants only JSON and the JSON can be spliced, else
     /// copied. Returns whether it was moved.
     fn offer(&self, key: &[u8], stored: &StoredJson, obj: &mut Value) -> bool {
-        if self.json_only && stored.slot.is_some() && self.handoff.wants(key) {
-            self.handoff.offer_owned(key, stored, std::mem::take(obj));
-            true
+        if self.json_only && stored.slot.is_some() {
+            self.handoff.offer_moving(key, stored, obj)
         } else {
             self.handoff.offer(key, stored, obj);
             false
@@ -402,11 +402,9 @@ impl Storage {
         if let Some(trace) = &self.trace {
             trace.written(&r.name, resp.revision.0);
         }
-        let rv = resp.revision.0.to_string();
-        let json = stored
-            .slot
-            .map(|slot| stored_json::splice(&value, slot, &rv));
+        let json = stored.with_resource_version(resp.revision.0);
         if !moved {
+            let rv = resp.revision.0.to_string();
             meta::set_meta_str(&mut obj, MetaField::ResourceVersion, Some(&rv));
         }
         Ok((obj, json))
@@ -543,9 +541,9 @@ impl Storage {
                     trace.written(&r.name, resp.revision.0);
                 }
                 let mut object = object;
-                let rv = resp.revision.0.to_string();
-                let json = stored.and_then(|s| Some(stored_json::splice(&s.bytes, s.slot?, &rv)));
+                let json = stored.and_then(|s| s.with_resource_version(resp.revision.0));
                 if !moved {
+                    let rv = resp.revision.0.to_string();
                     meta::set_meta_str(&mut object, MetaField::ResourceVersion, Some(&rv));
                 }
                 return Ok(Updated {

@@ -88,13 +88,13 @@ impl ManagedFieldsEntry {
     }
 
     /// `sortEncodedManagedFields`: operation, time, manager, API version, subresource.
-    fn sort_key(&self) -> (Operation, &Option<String>, &str, &str, &Option<String>) {
+    fn sort_key(&self) -> (Operation, Option<&str>, &str, &str, Option<&str>) {
         (
             self.operation,
-            &self.time,
+            self.time.as_deref(),
             &self.manager,
             &self.api_version,
-            &self.subresource,
+            self.subresource.as_deref(),
         )
     }
 
@@ -164,17 +164,8 @@ pub fn decode(obj: &Value) -> Vec<ManagedFieldsEntry> {
 
 /// Writes `entries` into `obj`'s `metadata.managedFields` in Kubernetes' order (Apply before
 /// Update, then by time, manager and subresource); no entries removes the field.
-pub fn encode(obj: &mut Value, mut entries: Vec<ManagedFieldsEntry>) {
-    entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
-    let Some(metadata) = metadata_mut(obj) else {
-        return;
-    };
-    if entries.is_empty() {
-        metadata.remove(MANAGED_FIELDS);
-    } else {
-        let encoded = entries.iter().map(ManagedFieldsEntry::encode).collect();
-        metadata.insert(MANAGED_FIELDS.into(), Value::Array(encoded));
-    }
+pub fn encode(obj: &mut Value, entries: Vec<ManagedFieldsEntry>) {
+    encode_entries(obj, entries.into_iter().map(Entry::Decoded).collect());
 }
 
 /// A copy of `obj` without `metadata.managedFields`.
@@ -484,13 +475,7 @@ impl<'a> Entry<'a> {
     /// [`ManagedFieldsEntry::sort_key`], read from either form.
     fn sort_key(&self) -> (Operation, Option<&str>, &str, &str, Option<&str>) {
         match self {
-            Entry::Decoded(e) => (
-                e.operation,
-                e.time.as_deref(),
-                &e.manager,
-                &e.api_version,
-                e.subresource.as_deref(),
-            ),
+            Entry::Decoded(e) => e.sort_key(),
             Entry::Stored(v) => {
                 let text = |name: &str| v.get(name).and_then(Value::as_str);
                 let operation = match text("operation") {
@@ -552,7 +537,7 @@ impl<'a> Entry<'a> {
     }
 }
 
-/// Writes `entries` into `obj`'s `metadata.managedFields` as [`encode`] does.
+/// [`encode`] of entries in either form: stored ones are written back as they were.
 fn encode_entries(obj: &mut Value, mut entries: Vec<Entry<'_>>) {
     entries.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
     let Some(metadata) = metadata_mut(obj) else {

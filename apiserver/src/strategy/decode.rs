@@ -38,19 +38,26 @@ where
             K::KIND
         ));
     };
+    match with_type_filled::<K>(map) {
+        None => decode_typed(obj),
+        Some(filled) => decode_typed(&filled),
+    }
+}
+
+/// A copy of the object `map` with `apiVersion` and `kind` filled in from `K` where absent or
+/// null, or `None` when it has both (it can then be read in place).
+fn with_type_filled<K: k8s_openapi::Resource>(map: &Map<String, Value>) -> Option<Value> {
     let missing = |key: &str| map.get(key).is_none_or(Value::is_null);
     if !missing("apiVersion") && !missing("kind") {
-        return decode_typed(obj);
+        return None;
     }
-    let mut obj = obj.clone();
-    if let Some(map) = obj.as_object_mut() {
-        for (key, value) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
-            if map.get(key).is_none_or(Value::is_null) {
-                map.insert(key.to_owned(), Value::String(value.to_owned()));
-            }
+    let mut filled = map.clone();
+    for (key, value) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
+        if missing(key) {
+            filled.insert(key.to_owned(), Value::String(value.to_owned()));
         }
     }
-    decode_typed(&obj)
+    Some(Value::Object(filled))
 }
 
 /// [`decode`], also returning the members of `obj` that `K` has no field for (what Go's strict
@@ -61,21 +68,12 @@ pub fn decode_noting_unknown<K>(obj: &Value) -> Result<(K, Vec<String>), String>
 where
     K: k8s_openapi::Resource + DeserializeOwned,
 {
-    let typed_in_place = obj.as_object().is_some_and(|map| {
-        let present = |key: &str| map.get(key).is_some_and(|v| !v.is_null());
-        present("apiVersion") && present("kind")
-    });
-    if !typed_in_place {
-        // Rare: bodies past `check_type` carry their type. As `decode` does, fill it in.
-        let mut filled = obj.clone();
-        let Some(map) = filled.as_object_mut() else {
-            return decode::<K>(obj).map(|typed| (typed, Vec::new()));
-        };
-        for (key, value) in [("apiVersion", K::API_VERSION), ("kind", K::KIND)] {
-            if map.get(key).is_none_or(Value::is_null) {
-                map.insert(key.to_owned(), Value::String(value.to_owned()));
-            }
-        }
+    let Some(map) = obj.as_object() else {
+        // Not an object: `decode`'s error.
+        return decode::<K>(obj).map(|typed| (typed, Vec::new()));
+    };
+    // Rare: bodies past `check_type` carry their type.
+    if let Some(filled) = with_type_filled::<K>(map) {
         return decode_noting_unknown(&filled);
     }
     let mut unknown = Vec::new();
