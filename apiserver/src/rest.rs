@@ -104,8 +104,9 @@ pub fn unknown_fields(
     render_unknown(info, info.strategy.unknown_fields(obj), mode)
 }
 
-/// Unknown fields per `?fieldValidation=` (see [`unknown_fields`]).
-fn render_unknown(
+/// Unknown fields per `?fieldValidation=` (see [`unknown_fields`]): none under `Ignore`, a
+/// 400 under `Strict`, else the warnings.
+pub fn render_unknown(
     info: &ResourceInfo,
     unknown: Vec<String>,
     mode: FieldValidation,
@@ -283,6 +284,21 @@ fn check_path_segment(info: &ResourceInfo, name: &str) -> Result<()> {
 /// (409 on mismatch), keeps server-owned metadata, applies the spec/status split, defaults,
 /// validates, bumps generation on spec changes (kinds with status) and records managedFields.
 pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext) -> Result<Value> {
+    before_update_noting_unknown(r, old, new, ctx, false).map(|(prepared, _)| prepared)
+}
+
+/// [`before_update`], also returning the unknown fields of `new` as sent (what
+/// [`Strategy::unknown_fields`](crate::strategy::Strategy::unknown_fields) gives) when
+/// `note_unknown`. They are noted while `new` is decoded for defaulting; only when the
+/// spec/status split replaced a part of `new` that differs from `old` is `new` decoded once
+/// more for them, as sent.
+pub fn before_update_noting_unknown(
+    r: &ObjectRef,
+    old: &Value,
+    new: Value,
+    ctx: &WriteContext,
+    note_unknown: bool,
+) -> Result<(Value, Vec<String>)> {
     let info = &r.info;
     if let Some(rv) = meta::resource_version(&new)
         && Some(rv) != meta::resource_version(old)
@@ -299,18 +315,24 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
             ),
         });
     }
-    let mut new = match ctx.part {
+    // The part of `new` a write of one part does not change is `old`'s. When that part of
+    // `new` already equals `old`'s, the object decoded below holds every field `new` was sent
+    // with (the metadata copied from `old` after this are scalars, with no fields inside).
+    let (mut new, sent_unknown) = match ctx.part {
         WritePart::Main | WritePart::Scale | WritePart::Finalize => {
+            let sent_unknown =
+                (note_unknown && info.has_status() && meta::status(&new) != meta::status(old))
+                    .then(|| info.strategy.unknown_fields(&new));
             let mut n = new;
             if info.has_status() {
                 meta::set_status(&mut n, meta::status(old).cloned());
             }
-            n
+            (n, sent_unknown)
         }
         WritePart::Status => {
-            let mut n = old.clone();
-            meta::set_status(&mut n, meta::status(&new).cloned());
-            n
+            let sent_unknown = (note_unknown && !equal_but_status(&new, old))
+                .then(|| info.strategy.unknown_fields(&new));
+            (with_status_of(old, new), sent_unknown)
         }
     };
     for f in MetaField::SERVER_OWNED {
@@ -321,10 +343,18 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
     meta::copy_meta(old, &mut new, MetaField::ResourceVersion);
     // default → prepare_for_update → validate_update (and whether the generation moves), in
     // one decoding of each object; the results are used in Kubernetes' order below.
-    let (errors, bumps_generation) = info
-        .strategy
-        .admit_update(&mut new, old, ctx.part.prepares_main_update())
-        .map_err(|msg| decode_error(info, &msg))?;
+    let prepare = ctx.part.prepares_main_update();
+    let (errors, bumps_generation, unknown) = if note_unknown && sent_unknown.is_none() {
+        info.strategy
+            .admit_update_noting_unknown(&mut new, old, prepare)
+            .map_err(|msg| decode_error(info, &msg))?
+    } else {
+        let (errors, bumps) = info
+            .strategy
+            .admit_update(&mut new, old, prepare)
+            .map_err(|msg| decode_error(info, &msg))?;
+        (errors, bumps, sent_unknown.unwrap_or_default())
+    };
     if meta::deletion_timestamp(old).is_some() {
         let before = meta::finalizers(old);
         let added: Vec<String> = meta::finalizers(&new)
@@ -376,7 +406,41 @@ pub fn before_update(r: &ObjectRef, old: &Value, new: Value, ctx: &WriteContext)
             ctx.now,
         );
     }
-    Ok(new)
+    Ok((new, unknown))
+}
+
+/// Whether `a` and `b` are equal but for their top-level `status`.
+fn equal_but_status(a: &Value, b: &Value) -> bool {
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => {
+            let rest = |m: &'_ serde_json::Map<String, Value>| {
+                m.len() - usize::from(m.contains_key("status"))
+            };
+            rest(a) == rest(b)
+                && a.iter()
+                    .filter(|(k, _)| k.as_str() != "status")
+                    .all(|(k, v)| b.get(k) == Some(v))
+        }
+        _ => a == b,
+    }
+}
+
+/// `old` with the `status` of `new` (none when `new` has none), as a status write keeps it.
+/// Built from `new`, whose other members are usually `old`'s already: only those that differ
+/// are copied from `old`.
+fn with_status_of(old: &Value, mut new: Value) -> Value {
+    let (Some(n), Some(o)) = (new.as_object_mut(), old.as_object()) else {
+        let mut n = old.clone();
+        meta::set_status(&mut n, meta::status(&new).cloned());
+        return n;
+    };
+    n.retain(|k, _| k == "status" || o.contains_key(k));
+    for (k, v) in o.iter().filter(|(k, _)| k.as_str() != "status") {
+        if n.get(k) != Some(v) {
+            n.insert(k.clone(), v.clone());
+        }
+    }
+    new
 }
 
 /// Whether an object marked for deletion has no finalizers left and must now be removed

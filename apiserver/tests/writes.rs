@@ -225,3 +225,104 @@ async fn patch_options_are_checked_before_patching() {
     assert_eq!(missing_ns.status, StatusCode::NOT_FOUND);
     assert_eq!(missing_ns.body["message"], "namespaces \"nope\" not found");
 }
+
+/// The `Warning` headers of a response, in order.
+fn warnings(r: &common::Resp) -> Vec<String> {
+    r.headers
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn patches_warn_of_every_unknown_field_they_were_sent_with() {
+    let h = Harness::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    assert_eq!(h.post(pods, &pod).await.status, StatusCode::CREATED);
+    let merge = "application/merge-patch+json";
+    let status = format!("{pods}/p/status");
+    let unknown = |f: &str| format!("299 - \"unknown field \\\"{f}\\\"\"");
+    // A status write whose other parts are the stored ones: the unknown fields are noted
+    // while the patched object is decoded for the update.
+    let r = h
+        .patch(
+            &status,
+            merge,
+            &json!({"status": {"phase": "Running", "bogus": 1}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(warnings(&r), [unknown("status.bogus")]);
+    assert_eq!(r.body["status"]["phase"], "Running");
+    // A status write that also sends other parts (which it drops): their unknown fields
+    // are reported too, as Kubernetes decodes the whole patched object.
+    let r = h
+        .patch(
+            &status,
+            merge,
+            &json!({"metadata": {"labels": {"a": "b"}, "extra": true},
+                    "spec": {"nope": 1}, "status": {"more": 2}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(
+        warnings(&r),
+        [
+            unknown("metadata.extra"),
+            unknown("spec.nope"),
+            unknown("status.more")
+        ]
+    );
+    assert!(r.body["metadata"].get("labels").is_none(), "{}", r.body);
+    // A main write that sends a status (which it drops) with unknown fields, and one that
+    // does not.
+    let main = format!("{pods}/p");
+    let r = h
+        .patch(
+            &main,
+            merge,
+            &json!({"metadata": {"labels": {"a": "b"}}, "status": {"x": 1}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    assert_eq!(warnings(&r), [unknown("status.x")]);
+    assert_eq!(r.body["metadata"]["labels"]["a"], "b");
+    let r = h
+        .patch(
+            &main,
+            merge,
+            &json!({"metadata": {"annotations": {"k": "v"}, "y": 1}}),
+        )
+        .await;
+    assert_eq!(warnings(&r), [unknown("metadata.y")]);
+    // Without unknown fields, no warning; under Strict, the same patch fails unwritten.
+    let r = h
+        .patch(&status, merge, &json!({"status": {"phase": "Running"}}))
+        .await;
+    assert!(warnings(&r).is_empty(), "{:?}", warnings(&r));
+    let strict = h
+        .patch(
+            &format!("{status}?fieldValidation=Strict"),
+            merge,
+            &json!({"status": {"phase": "Failed", "bogus": 1}}),
+        )
+        .await;
+    assert_eq!(strict.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        strict.body["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: strict decoding error: unknown field \"status.bogus\""
+    );
+    assert_eq!(h.get(&main).await.body["status"]["phase"], "Running");
+    let ignored = h
+        .patch(
+            &format!("{status}?fieldValidation=Ignore"),
+            merge,
+            &json!({"status": {"bogus": 1}}),
+        )
+        .await;
+    assert_eq!(ignored.status, StatusCode::OK);
+    assert!(warnings(&ignored).is_empty());
+}

@@ -11,7 +11,7 @@
 //!
 //! The patched object then goes through the same checks as a PUT ([`rest::before_update`]).
 
-use super::update::decide_update;
+use super::update::{decide_update, decide_update_noting_unknown};
 use super::{RequestContext, object_ref, written_response};
 use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersionKind;
@@ -124,8 +124,15 @@ fn decide_patch(
         (pt, Some(old)) => {
             let mut new = apply_patch(pt, old, patch_doc, &gvk).map_err(err)?;
             rest::check_type(info, &mut new)?;
-            *warnings = rest::unknown_fields(info, &new, mode)?;
-            decide_update(r, old, new, wctx)
+            if mode == FieldValidation::Strict {
+                // Unknown fields fail the patch before anything else is checked.
+                rest::unknown_fields(info, &new, mode)?;
+            }
+            // Under `Warn` they are noted while the update decodes the patched object.
+            let note = mode == FieldValidation::Warn;
+            let (update, unknown) = decide_update_noting_unknown(r, old, new, wctx, note)?;
+            *warnings = rest::render_unknown(info, unknown, mode)?;
+            Ok(update)
         }
     }
 }

@@ -23,11 +23,23 @@ pub fn decide_update(
     new: Value,
     wctx: &WriteContext,
 ) -> Result<Update> {
-    let prepared = rest::before_update(r, old, new, wctx)?;
+    decide_update_noting_unknown(r, old, new, wctx, false).map(|(update, _)| update)
+}
+
+/// [`decide_update`], also returning the unknown fields of `new` when `note_unknown` (see
+/// [`rest::before_update_noting_unknown`]).
+pub fn decide_update_noting_unknown(
+    r: &ObjectRef,
+    old: &Value,
+    new: Value,
+    wctx: &WriteContext,
+    note_unknown: bool,
+) -> Result<(Update, Vec<String>)> {
+    let (prepared, unknown) = rest::before_update_noting_unknown(r, old, new, wctx, note_unknown)?;
     if rest::finalized(&r.info, &prepared) {
-        Ok(Update::Delete(prepared))
+        Ok((Update::Delete(prepared), unknown))
     } else {
-        Ok(Update::Put(prepared))
+        Ok((Update::Put(prepared), unknown))
     }
 }
 

@@ -232,7 +232,13 @@ impl Set {
         let Some((first, rest)) = path.split_first() else {
             return;
         };
-        let node = self.children.entry(first.clone()).or_default();
+        // Most inserts walk through elements already present: clone one only when it is new.
+        if !self.children.contains_key(first) {
+            self.children.insert(first.clone(), Node::default());
+        }
+        let Some(node) = self.children.get_mut(first) else {
+            return;
+        };
         if rest.is_empty() {
             node.member = true;
         } else {

@@ -267,6 +267,21 @@ pub trait Strategy: Send + Sync + 'static {
         ))
     }
 
+    /// [`Strategy::admit_update`], also returning [`Strategy::unknown_fields`] of `new` as it
+    /// comes in (before defaulting): built-in kinds note them while decoding `new` for the
+    /// update instead of decoding it once more.
+    #[allow(clippy::type_complexity)]
+    fn admit_update_noting_unknown(
+        &self,
+        new: &mut Value,
+        old: &Value,
+        prepare: bool,
+    ) -> Result<(Vec<FieldError>, bool, Vec<String>), String> {
+        let unknown = self.unknown_fields(new);
+        let (errors, bumps) = self.admit_update(new, old, prepare)?;
+        Ok((errors, bumps, unknown))
+    }
+
     /// Validation on create. Built-in strategies check `metadata` too (see the module docs); the
     /// default checks nothing.
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {

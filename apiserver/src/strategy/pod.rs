@@ -80,6 +80,11 @@ impl KindRules for PodRules {
     type Object = Pod;
     const STATUS_SUBRESOURCE: bool = true;
 
+    fn reset_status(&self, obj: &mut Pod) -> bool {
+        obj.status = Some(Default::default());
+        true
+    }
+
     fn set_defaults(&self, obj: &mut Pod) {
         let spec = obj.spec.get_or_insert_with(Default::default);
         default_pod_spec(spec);
@@ -423,5 +428,45 @@ mod tests {
         obj["status"]["phase"] = json!("Succeeded");
         assert_eq!(s.graceful_delete_period(&obj, None), Some(0));
         assert!(!s.bumps_generation(&obj, &minimal()));
+    }
+
+    /// `PodRules` without its typed status reset: [`Typed`] resets the status on the JSON.
+    struct PodRulesResettingJson;
+
+    impl KindRules for PodRulesResettingJson {
+        type Object = Pod;
+        const STATUS_SUBRESOURCE: bool = true;
+
+        fn set_defaults(&self, obj: &mut Pod) {
+            PodRules.set_defaults(obj)
+        }
+
+        fn prepare_for_create(&self, obj: &mut Pod) {
+            PodRules.prepare_for_create(obj)
+        }
+
+        fn validate(&self, obj: &Pod) -> Vec<FieldError> {
+            PodRules.validate(obj)
+        }
+    }
+
+    #[test]
+    fn the_typed_status_reset_on_create_is_the_json_one() {
+        let mut with_status = minimal();
+        with_status["status"] = json!({"phase": "Running", "podIP": "10.0.0.9",
+            "conditions": [{"type": "Ready", "status": "True"}]});
+        let mut invalid = minimal();
+        invalid["spec"]["containers"][0]["name"] = json!("Not_A_Name");
+        for body in [minimal(), with_status, invalid] {
+            let (mut typed, mut json) = (body.clone(), body.clone());
+            let typed_errors = Typed(PodRules).admit_create(&mut typed).unwrap();
+            let json_errors = Typed(PodRulesResettingJson)
+                .admit_create(&mut json)
+                .unwrap();
+            assert_eq!(typed, json);
+            assert_eq!(typed_errors, json_errors);
+            assert_eq!(typed["status"]["phase"], "Pending", "{typed}");
+            assert!(typed["status"].get("podIP").is_none(), "{typed}");
+        }
     }
 }

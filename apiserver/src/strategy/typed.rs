@@ -54,6 +54,15 @@ pub trait KindRules: Send + Sync + 'static {
         let _ = obj;
     }
 
+    /// Resets the status of a new object to empty (`{}`) on the typed object, as the
+    /// `PrepareForCreate` of a kind with a status subresource does first; `false` leaves it to
+    /// [`Typed`], which does it on the JSON (an encoding and a decoding more). Kinds created
+    /// at volume implement it.
+    fn reset_status(&self, obj: &mut Self::Object) -> bool {
+        let _ = obj;
+        false
+    }
+
     /// `PrepareForUpdate` (see [`Strategy::prepare_for_update`]).
     fn prepare_for_update(&self, new: &mut Self::Object, old: &Self::Object) {
         let _ = (new, old);
@@ -138,6 +147,33 @@ pub struct Typed<R>(pub R);
 impl<R: KindRules> Typed<R> {
     fn namespaced() -> bool {
         TypeId::of::<<R::Object as Resource>::Scope>() == TypeId::of::<NamespaceResourceScope>()
+    }
+
+    /// What an update runs once `new` is decoded (as `typed`): defaults, `PrepareForUpdate`
+    /// (when `prepare`), the encoding back into `new`, validation against `old` and whether
+    /// the generation moves.
+    fn admit_decoded_update(
+        &self,
+        mut typed: R::Object,
+        new: &mut Value,
+        old: &Value,
+        prepare: bool,
+    ) -> Result<(Vec<FieldError>, bool), String> {
+        self.0.set_defaults(&mut typed);
+        let old_typed = Self::decode_or_error(old);
+        if prepare && let Ok(old_typed) = &old_typed {
+            self.0.prepare_for_update(&mut typed, old_typed);
+        }
+        *new = encode(&typed)?;
+        Ok(match &old_typed {
+            Ok(old_typed) => {
+                let mut errs = validate_object_meta_update(typed.metadata(), old_typed.metadata());
+                errs.extend(self.0.validate_update(&typed, old_typed));
+                let bumps = self.0.bumps_generation(&typed, old_typed, (new, old));
+                (errs, bumps)
+            }
+            Err(errs) => (errs.clone(), new.get("spec") != old.get("spec")),
+        })
     }
 
     fn decode_or_error(obj: &Value) -> Result<R::Object, Vec<FieldError>> {
@@ -227,7 +263,7 @@ impl<R: KindRules> Strategy for Typed<R> {
     fn admit_create(&self, obj: &mut Value) -> Result<Vec<FieldError>, String> {
         let mut typed = decode::<R::Object>(obj)?;
         self.0.set_defaults(&mut typed);
-        if R::STATUS_SUBRESOURCE && !R::KEEP_STATUS_ON_CREATE {
+        if R::STATUS_SUBRESOURCE && !R::KEEP_STATUS_ON_CREATE && !self.0.reset_status(&mut typed) {
             // `prepare_for_create` resets the status of the defaulted object to `{}`.
             let mut defaulted = encode(&typed)?;
             if let Some(map) = defaulted.as_object_mut() {
@@ -255,22 +291,20 @@ impl<R: KindRules> Strategy for Typed<R> {
         old: &Value,
         prepare: bool,
     ) -> Result<(Vec<FieldError>, bool), String> {
-        let mut typed = decode::<R::Object>(new)?;
-        self.0.set_defaults(&mut typed);
-        let old_typed = Self::decode_or_error(old);
-        if prepare && let Ok(old_typed) = &old_typed {
-            self.0.prepare_for_update(&mut typed, old_typed);
-        }
-        *new = encode(&typed)?;
-        Ok(match &old_typed {
-            Ok(old_typed) => {
-                let mut errs = validate_object_meta_update(typed.metadata(), old_typed.metadata());
-                errs.extend(self.0.validate_update(&typed, old_typed));
-                let bumps = self.0.bumps_generation(&typed, old_typed, (new, old));
-                (errs, bumps)
-            }
-            Err(errs) => (errs.clone(), new.get("spec") != old.get("spec")),
-        })
+        let typed = decode::<R::Object>(new)?;
+        self.admit_decoded_update(typed, new, old, prepare)
+    }
+
+    /// [`Strategy::admit_update`] noting the unknown fields in its one decoding of `new`.
+    fn admit_update_noting_unknown(
+        &self,
+        new: &mut Value,
+        old: &Value,
+        prepare: bool,
+    ) -> Result<(Vec<FieldError>, bool, Vec<String>), String> {
+        let (typed, unknown) = decode_noting_unknown::<R::Object>(new)?;
+        let (errors, bumps) = self.admit_decoded_update(typed, new, old, prepare)?;
+        Ok((errors, bumps, unknown))
     }
 
     fn validate_create(&self, obj: &Value) -> Vec<FieldError> {
