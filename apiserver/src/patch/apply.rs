@@ -32,6 +32,11 @@ fn list_type(schema: OptSchema<'_>) -> ListType {
     schema.map_or(ListType::Atomic, |s| s.list_type())
 }
 
+/// Whether a list is atomic; without a schema, lists are.
+fn list_is_atomic(schema: OptSchema<'_>) -> bool {
+    schema.is_none_or(|s| s.list_is_atomic())
+}
+
 fn is_atomic_map(schema: OptSchema<'_>) -> bool {
     schema.is_some_and(|s| s.is_atomic())
 }
@@ -43,13 +48,23 @@ pub fn item_element(
     index: usize,
     list: OptSchema<'_>,
 ) -> Result<PathElement, String> {
-    match list_type(list) {
+    element_of(item, index, &list_type(list), list)
+}
+
+/// [`item_element`] for a list whose type (`list_type(list)`) is already known.
+fn element_of(
+    item: &Value,
+    index: usize,
+    kind: &ListType,
+    list: OptSchema<'_>,
+) -> Result<PathElement, String> {
+    match kind {
         ListType::Atomic => Ok(PathElement::Index(index)),
         ListType::Set => Ok(PathElement::Value(item.clone())),
         ListType::Map(keys) => {
             let element = items(list);
             let mut key = Map::new();
-            for name in &keys {
+            for name in keys {
                 let value = item
                     .get(name)
                     .or_else(|| element.and_then(|e| e.default_of(name)))
@@ -67,8 +82,13 @@ pub fn item_element(
 
 /// Like [`item_element`], falling back to the index for elements without their keys (for
 /// bookkeeping of writes that validation will reject anyway).
-fn item_element_lenient(item: &Value, index: usize, list: OptSchema<'_>) -> PathElement {
-    item_element(item, index, list).unwrap_or(PathElement::Index(index))
+fn item_element_lenient(
+    item: &Value,
+    index: usize,
+    kind: &ListType,
+    list: OptSchema<'_>,
+) -> PathElement {
+    element_of(item, index, kind, list).unwrap_or(PathElement::Index(index))
 }
 
 /// How [`walk`] builds a field set.
@@ -120,12 +140,13 @@ fn walk(
                 path.pop();
             }
         }
-        Value::Array(list) if list_type(schema) != ListType::Atomic => {
+        Value::Array(list) if !list_is_atomic(schema) => {
+            let kind = list_type(schema);
             for (index, item) in list.iter().enumerate() {
                 let element = match mode {
-                    Mode::Apply => item_element(item, index, schema)
+                    Mode::Apply => element_of(item, index, &kind, schema)
                         .map_err(|e| format!("{}: {e}", super::fieldpath::path_string(path)))?,
-                    Mode::Compare => item_element_lenient(item, index, schema),
+                    Mode::Compare => item_element_lenient(item, index, &kind, schema),
                 };
                 path.push(element);
                 walk(item, items(schema), path, set, mode)?;
@@ -155,9 +176,7 @@ pub fn merge(lhs: &Value, rhs: &Value, schema: OptSchema<'_>) -> Value {
             }
             Value::Object(out)
         }
-        (Value::Array(l), Value::Array(r))
-            if list_type(schema) != ListType::Atomic && !both_empty =>
-        {
+        (Value::Array(l), Value::Array(r)) if !list_is_atomic(schema) && !both_empty => {
             Value::Array(merge_lists(l, r, schema))
         }
         _ => rhs.clone(),
@@ -178,10 +197,11 @@ fn is_empty(value: &Value) -> bool {
 /// `rhs` has them.
 fn merge_lists(lhs: &[Value], rhs: &[Value], schema: OptSchema<'_>) -> Vec<Value> {
     let element_schema = items(schema);
+    let kind = list_type(schema);
     let name = |list: &[Value]| -> Vec<PathElement> {
         list.iter()
             .enumerate()
-            .map(|(i, v)| item_element_lenient(v, i, schema))
+            .map(|(i, v)| item_element_lenient(v, i, &kind, schema))
             .collect()
     };
     let (l_names, r_names) = (name(lhs), name(rhs));
@@ -247,11 +267,12 @@ pub fn remove_items(value: &mut Value, set: &Set, schema: OptSchema<'_>) {
                 }
             }
         }
-        Value::Array(list) if list_type(schema) != ListType::Atomic => {
+        Value::Array(list) if !list_is_atomic(schema) => {
+            let kind = list_type(schema);
             let names: Vec<PathElement> = list
                 .iter()
                 .enumerate()
-                .map(|(i, v)| item_element_lenient(v, i, schema))
+                .map(|(i, v)| item_element_lenient(v, i, &kind, schema))
                 .collect();
             let mut kept = Vec::with_capacity(list.len());
             for (item, element) in list.drain(..).zip(names) {
@@ -375,7 +396,7 @@ pub fn equal_replacing(
 fn is_leaf_node(value: &Value, schema: OptSchema<'_>) -> bool {
     match value {
         Value::Object(_) => is_atomic_map(schema),
-        Value::Array(_) => list_type(schema) == ListType::Atomic,
+        Value::Array(_) => list_is_atomic(schema),
         _ => true,
     }
 }
@@ -397,7 +418,7 @@ fn has_members_below(value: &Value, schema: OptSchema<'_>) -> bool {
                 || is_leaf_node(child, child_schema)
                 || has_members_below(child, child_schema)
         }),
-        Value::Array(list) if list_type(schema) != ListType::Atomic => !list.is_empty(),
+        Value::Array(list) if !list_is_atomic(schema) => !list.is_empty(),
         _ => false,
     }
 }
@@ -414,11 +435,12 @@ fn compare_children(
         (Value::Object(o), Value::Object(n)) if !is_atomic_map(schema) => {
             compare_members(o, None, n, schema, path, out);
         }
-        (Value::Array(o), Value::Array(n)) if list_type(schema) != ListType::Atomic => {
+        (Value::Array(o), Value::Array(n)) if !list_is_atomic(schema) => {
+            let kind = list_type(schema);
             let names = |list: &[Value]| -> Vec<PathElement> {
                 list.iter()
                     .enumerate()
-                    .map(|(i, v)| item_element_lenient(v, i, schema))
+                    .map(|(i, v)| item_element_lenient(v, i, &kind, schema))
                     .collect()
             };
             let (old_names, new_names) = (names(o), names(n));
@@ -597,10 +619,11 @@ pub fn value_at<'v>(
             value_at(map.get(name)?, rest, field(schema, name))
         }
         (element, Value::Array(list)) => {
+            let kind = list_type(schema);
             let index = list
                 .iter()
                 .enumerate()
-                .position(|(i, v)| item_element_lenient(v, i, schema) == *element)?;
+                .position(|(i, v)| item_element_lenient(v, i, &kind, schema) == *element)?;
             value_at(&list[index], rest, items(schema))
         }
         _ => None,

@@ -216,6 +216,17 @@ struct Node {
     set: Set,
 }
 
+impl Node {
+    /// Adds `rest`, a path relative to this node (empty: the node itself).
+    fn insert(&mut self, rest: &[PathElement]) {
+        if rest.is_empty() {
+            self.member = true;
+        } else {
+            self.set.insert(rest);
+        }
+    }
+}
+
 impl Set {
     /// The empty set.
     pub fn new() -> Self {
@@ -232,18 +243,13 @@ impl Set {
         let Some((first, rest)) = path.split_first() else {
             return;
         };
-        // Most inserts walk through elements already present: clone one only when it is new.
-        if !self.children.contains_key(first) {
-            self.children.insert(first.clone(), Node::default());
-        }
-        let Some(node) = self.children.get_mut(first) else {
+        // Most inserts walk through elements already present: one lookup finds them, and an
+        // element is cloned only when it is new.
+        if let Some(node) = self.children.get_mut(first) {
+            node.insert(rest);
             return;
-        };
-        if rest.is_empty() {
-            node.member = true;
-        } else {
-            node.set.insert(rest);
         }
+        self.children.entry(first.clone()).or_default().insert(rest);
     }
 
     /// Whether `path` is a member.

@@ -31,13 +31,19 @@ pub enum ListType {
 pub struct Schema<'a> {
     definitions: &'a Map<String, Value>,
     node: &'a Value,
+    /// `node` after following its references, resolved once when the cursor moves there.
+    target: &'a Value,
 }
 
 impl<'a> Schema<'a> {
     /// A cursor at `node`, resolving references against `definitions` (keyed by name as in
     /// `components.schemas`).
     pub fn new(definitions: &'a Map<String, Value>, node: &'a Value) -> Self {
-        Schema { definitions, node }
+        Schema {
+            definitions,
+            node,
+            target: resolve(definitions, node),
+        }
     }
 
     /// The root schema of a built-in kind, or None for kinds without one.
@@ -48,28 +54,11 @@ impl<'a> Schema<'a> {
 
     /// The schema this node stands for after following `$ref` and a single-`allOf` wrapper.
     fn target(self) -> &'a Value {
-        let mut node = self.node;
-        // Bounded: a reference cycle must not hang the server.
-        for _ in 0..8 {
-            let next = node
-                .get("$ref")
-                .or_else(|| match node.get("allOf") {
-                    Some(Value::Array(all)) if all.len() == 1 => all[0].get("$ref"),
-                    _ => None,
-                })
-                .and_then(Value::as_str)
-                .and_then(|r| r.strip_prefix(SCHEMA_REF_PREFIX))
-                .and_then(|name| self.definitions.get(name));
-            match next {
-                Some(n) => node = n,
-                None => break,
-            }
-        }
-        node
+        self.target
     }
 
     fn at(self, node: &'a Value) -> Self {
-        Schema { node, ..self }
+        Schema::new(self.definitions, node)
     }
 
     /// The schema of member `name` of an object: a declared property, or the value schema of a
@@ -157,6 +146,16 @@ impl<'a> Schema<'a> {
         }
     }
 
+    /// Whether a list is atomic: [`Schema::list_type`] is [`ListType::Atomic`] (without building
+    /// the key list).
+    pub fn list_is_atomic(self) -> bool {
+        match self.extension(EXT_LIST_TYPE).and_then(Value::as_str) {
+            Some("set" | "map") => false,
+            Some(_) => true,
+            None => !self.merges(),
+        }
+    }
+
     /// Whether a map or struct is owned and replaced as a whole (`x-kubernetes-map-type:
     /// atomic`).
     pub fn is_atomic(self) -> bool {
@@ -167,6 +166,28 @@ impl<'a> Schema<'a> {
     pub fn default_of(self, name: &str) -> Option<&'a Value> {
         self.field(name)?.node.get("default")
     }
+}
+
+/// What `node` stands for after following `$ref` and a single-`allOf` wrapper into
+/// `definitions`.
+fn resolve<'a>(definitions: &'a Map<String, Value>, mut node: &'a Value) -> &'a Value {
+    // Bounded: a reference cycle must not hang the server.
+    for _ in 0..8 {
+        let next = node
+            .get("$ref")
+            .or_else(|| match node.get("allOf") {
+                Some(Value::Array(all)) if all.len() == 1 => all[0].get("$ref"),
+                _ => None,
+            })
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix(SCHEMA_REF_PREFIX))
+            .and_then(|name| definitions.get(name));
+        match next {
+            Some(n) => node = n,
+            None => break,
+        }
+    }
+    node
 }
 
 #[cfg(test)]
