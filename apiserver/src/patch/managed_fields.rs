@@ -562,8 +562,11 @@ pub fn update(
 ) {
     // A writer that sends managedFields replaces them (decoded, so that entries that do not
     // decode are dropped); one that leaves them out keeps the stored ones (Kubernetes' rule
-    // for updates), which are decoded only as far as this update changes them.
-    let sent = managed_fields_of(new).is_some_and(|m| !m.is_empty());
+    // for updates), which are decoded only as far as this update changes them. Sending the
+    // stored ones unchanged (a patch that does not touch them, an update of a read object)
+    // is leaving them as they are.
+    let sent = managed_fields_of(new)
+        .is_some_and(|m| !m.is_empty() && Some(m) != old.and_then(managed_fields_of));
     let entries: Vec<Entry<'_>> = if sent {
         decode(new).into_iter().map(Entry::Decoded).collect()
     } else {

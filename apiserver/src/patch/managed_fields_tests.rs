@@ -619,3 +619,37 @@ fn ownable_in_place_agrees_with_the_filter() {
         PathElement::Field("uid".into())
     ]));
 }
+
+#[test]
+fn sending_the_stored_managed_fields_unchanged_is_leaving_them_out() {
+    let live = client_side_applied();
+    let mut edited = live.clone();
+    edited["spec"]["replicas"] = json!(7);
+    edited["metadata"]["labels"]["tier"] = json!("web");
+    // As a merge patch leaves them: the stored entries, unchanged.
+    let mut sent = edited.clone();
+    update_managed(Some(&live), &mut sent, "editor", None, 500);
+    let mut left_out = edited.clone();
+    left_out["metadata"]
+        .as_object_mut()
+        .map(|m| m.remove("managedFields"));
+    update_managed(Some(&live), &mut left_out, "editor", None, 500);
+    assert_eq!(sent, left_out);
+    let editor = entry(&sent, "editor").expect("the editor's entry");
+    assert_eq!(
+        editor["fieldsV1"],
+        json!({"f:metadata": {"f:labels": {"f:tier": {}}}, "f:spec": {"f:replicas": {}}})
+    );
+    let before = &entry(&live, "kubectl-client-side-apply").expect("entry")["fieldsV1"];
+    let after = &entry(&sent, "kubectl-client-side-apply").expect("entry")["fieldsV1"];
+    assert!(before["f:spec"].get("f:replicas").is_some());
+    assert!(after["f:spec"].get("f:replicas").is_none(), "{after}");
+    // Entries that differ from the stored ones replace them.
+    let mut replaced = edited.clone();
+    replaced["metadata"]["managedFields"] = json!([{"manager": "other", "operation": "Update",
+        "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+        "fieldsV1": {"f:spec": {"f:paused": {}}}}]);
+    update_managed(Some(&live), &mut replaced, "editor", None, 500);
+    assert!(entry(&replaced, "kubectl-client-side-apply").is_none());
+    assert!(entry(&replaced, "other").is_some());
+}
