@@ -343,6 +343,9 @@ pub fn before_update_noting_unknown(
     meta::copy_meta(old, &mut new, MetaField::ResourceVersion);
     // default → prepare_for_update → validate_update (and whether the generation moves), in
     // one decoding of each object; the results are used in Kubernetes' order below.
+    // managedFields sent back as stored (by a patch that does not touch them) were checked when
+    // they were stored: they skip the typed round trip below and are put back as they are.
+    let stored_managed_fields = take_stored_managed_fields(&mut new, old);
     let prepare = ctx.part.prepares_main_update();
     let (errors, bumps_generation, unknown) = if note_unknown && sent_unknown.is_none() {
         info.strategy
@@ -355,6 +358,11 @@ pub fn before_update_noting_unknown(
             .map_err(|msg| decode_error(info, &msg))?;
         (errors, bumps, sent_unknown.unwrap_or_default())
     };
+    if let Some(entries) = stored_managed_fields
+        && let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        metadata.insert(MANAGED_FIELDS.to_owned(), entries);
+    }
     if meta::deletion_timestamp(old).is_some() {
         let before = meta::finalizers(old);
         let added: Vec<String> = meta::finalizers(&new)
@@ -407,6 +415,19 @@ pub fn before_update_noting_unknown(
         );
     }
     Ok((new, unknown))
+}
+
+const MANAGED_FIELDS: &str = "managedFields";
+
+/// Takes `metadata.managedFields` out of `new` when they are `old`'s.
+fn take_stored_managed_fields(new: &mut Value, old: &Value) -> Option<Value> {
+    let stored = old.get("metadata")?.get(MANAGED_FIELDS)?;
+    let metadata = new.get_mut("metadata")?.as_object_mut()?;
+    if metadata.get(MANAGED_FIELDS) == Some(stored) {
+        metadata.remove(MANAGED_FIELDS)
+    } else {
+        None
+    }
 }
 
 /// Whether `a` and `b` are equal but for their top-level `status`.

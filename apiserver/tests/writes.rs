@@ -326,3 +326,51 @@ async fn patches_warn_of_every_unknown_field_they_were_sent_with() {
     assert_eq!(ignored.status, StatusCode::OK);
     assert!(warnings(&ignored).is_empty());
 }
+
+#[tokio::test]
+async fn a_patch_keeps_the_stored_managed_fields_and_refuses_malformed_ones() {
+    let h = Harness::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let pod = json!({"metadata": {"name": "m"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}});
+    let created = h.post(&format!("{pods}?fieldManager=creator"), &pod).await;
+    assert_eq!(created.status, StatusCode::CREATED);
+    let merge = "application/merge-patch+json";
+    let status = h
+        .patch(
+            &format!("{pods}/m/status?fieldManager=node"),
+            merge,
+            &json!({"status": {"phase": "Running"}}),
+        )
+        .await;
+    assert_eq!(status.status, StatusCode::OK, "{:?}", status.body);
+    let entries = status.body["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .clone();
+    let managers: Vec<&str> = entries
+        .iter()
+        .filter_map(|e| e["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["creator", "node"]);
+    assert_eq!(
+        entries[0], created.body["metadata"]["managedFields"][0],
+        "the creator's entry is kept as stored"
+    );
+    assert_eq!(entries[1]["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
+    let malformed = h
+        .patch(
+            &format!("{pods}/m"),
+            merge,
+            &json!({"metadata": {"managedFields": "x"}}),
+        )
+        .await;
+    assert_eq!(
+        malformed.status,
+        StatusCode::BAD_REQUEST,
+        "{:?}",
+        malformed.body
+    );
+    let after = h.get(&format!("{pods}/m")).await;
+    assert_eq!(after.body["metadata"]["managedFields"], json!(entries));
+}
