@@ -226,4 +226,30 @@ mod tests {
         let labels = deployment.field("metadata").and_then(|m| m.field("labels"));
         assert!(labels.and_then(|l| l.field("app")).is_some());
     }
+
+    #[test]
+    fn list_atomicity_is_what_the_list_type_says() {
+        let definitions = &builtin::definitions().schemas;
+        let mut lists = 0;
+        for node in definitions.values() {
+            let schema = Schema::new(definitions, node);
+            for property in node
+                .get("properties")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flat_map(|p| p.values())
+            {
+                let field = schema.at(property);
+                if field.target().get("type").and_then(Value::as_str) == Some("array") {
+                    lists += 1;
+                }
+                assert_eq!(
+                    field.list_is_atomic(),
+                    field.list_type() == ListType::Atomic,
+                    "{property}"
+                );
+            }
+        }
+        assert!(lists > 100, "{lists} lists");
+    }
 }
