@@ -358,10 +358,8 @@ pub fn before_update_noting_unknown(
             .map_err(|msg| decode_error(info, &msg))?;
         (errors, bumps, sent_unknown.unwrap_or_default())
     };
-    if let Some(entries) = stored_managed_fields
-        && let Some(metadata) = new.get_mut("metadata").and_then(Value::as_object_mut)
-    {
-        metadata.insert(MANAGED_FIELDS.to_owned(), entries);
+    if let Some(entries) = stored_managed_fields {
+        meta::metadata_mut(&mut new).insert(MetaField::ManagedFields.json_name().into(), entries);
     }
     if meta::deletion_timestamp(old).is_some() {
         let before = meta::finalizers(old);
@@ -417,14 +415,13 @@ pub fn before_update_noting_unknown(
     Ok((new, unknown))
 }
 
-const MANAGED_FIELDS: &str = "managedFields";
-
 /// Takes `metadata.managedFields` out of `new` when they are `old`'s.
 fn take_stored_managed_fields(new: &mut Value, old: &Value) -> Option<Value> {
-    let stored = old.get("metadata")?.get(MANAGED_FIELDS)?;
+    let field = MetaField::ManagedFields.json_name();
+    let stored = old.get("metadata")?.get(field)?;
     let metadata = new.get_mut("metadata")?.as_object_mut()?;
-    if metadata.get(MANAGED_FIELDS) == Some(stored) {
-        metadata.remove(MANAGED_FIELDS)
+    if metadata.get(field) == Some(stored) {
+        metadata.remove(field)
     } else {
         None
     }
