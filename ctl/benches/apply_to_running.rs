@@ -258,7 +258,12 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // One thread, like the client components: the bench's watch is one more client on the
+    // same cores, and should take from them no more than it must.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let results: Vec<RunResult> = (0..runs)
         .map(|run| {
             let r = runtime.block_on(one_run(node_count, replicas));

@@ -115,7 +115,7 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
 /// Runs the controller-manager until a shutdown signal.
 pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let config = config(args)?;
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = crate::client_runtime()?;
     runtime.block_on(async move {
         let manager = ControllerManager::bind(config).await?;
         match manager.local_addr() {

@@ -138,7 +138,7 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
 pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
     let config = config(args)?;
     let nodes = config.nodes;
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = crate::client_runtime()?;
     runtime.block_on(async move {
         let simulator = Simulator::bind(config).await?;
         let addr = simulator.local_addr();

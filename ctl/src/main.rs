@@ -93,3 +93,17 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
+
+/// The runtime of a client component run as its own process (`kubelet`, `scheduler`,
+/// `controller-manager`): one thread. These processes wait on the API server most of the time
+/// and do a few hundred microseconds of work per pod; on a small machine shared with the API
+/// server, a multi-threaded runtime spends more on waking its idle workers (futex calls,
+/// context switches, work stealing) than it gains from running them side by side. With 1,000
+/// nodes and 10,000 pods on 2 cores, one thread cut these processes' CPU by about 10%
+/// (`docs/benchmarks.md`, session 12). The API server keeps a worker per core: it needs
+/// more than one core at times.
+fn client_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}

@@ -42,7 +42,7 @@ pub struct SchedulerArgs {
 
 /// Runs the scheduler until a shutdown signal.
 pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Runtime::new()?;
+    let runtime = crate::client_runtime()?;
     runtime.block_on(async move {
         let source = match (args.master, args.kubeconfig) {
             (Some(url), _) => client::ClusterSource::Url(url),
