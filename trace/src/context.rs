@@ -78,8 +78,18 @@ fn parse_hex<const N: usize>(field: &'static str, s: &str) -> Result<[u8; N], Pa
     Ok(out)
 }
 
-fn write_hex(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
-    bytes.iter().try_for_each(|b| write!(f, "{b:02x}"))
+/// Writes `bytes` (at most 16) as lowercase hex into `buf` and returns the digits. Ids are
+/// written for every span exported and every traceparent sent: a table lookup per nibble, not
+/// a formatting call per byte.
+fn hex<'a>(buf: &'a mut [u8; 32], bytes: &[u8]) -> &'a str {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let digits = &mut buf[..bytes.len() * 2];
+    for (pair, b) in digits.chunks_exact_mut(2).zip(bytes) {
+        pair[0] = DIGITS[usize::from(b >> 4)];
+        pair[1] = DIGITS[usize::from(b & 0xf)];
+    }
+    // Only ASCII digits were written.
+    std::str::from_utf8(digits).unwrap_or_default()
 }
 
 macro_rules! hex_id {
@@ -108,7 +118,7 @@ macro_rules! hex_id {
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write_hex(f, &self.0)
+                f.write_str(hex(&mut [0; 32], &self.0))
             }
         }
 
@@ -127,14 +137,24 @@ macro_rules! hex_id {
 
         impl Serialize for $name {
             fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
+                s.serialize_str(hex(&mut [0; 32], &self.0))
             }
         }
 
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
+                /// Parses the hex string where it lies, without copying it to a `String`.
+                struct Hex;
+                impl serde::de::Visitor<'_> for Hex {
+                    type Value = $name;
+                    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                        write!(f, "{} lowercase hex digits", $len * 2)
+                    }
+                    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<$name, E> {
+                        s.parse().map_err(E::custom)
+                    }
+                }
+                d.deserialize_str(Hex)
             }
         }
     };
@@ -341,5 +361,29 @@ mod tests {
         let back: (TraceId, SpanId, SpanContext) = serde_json::from_str(&json).unwrap();
         assert_eq!(back.2, ctx);
         assert!(serde_json::from_str::<SpanId>("\"xyz\"").is_err());
+    }
+
+    #[test]
+    fn every_byte_is_written_as_two_lowercase_digits_and_read_back() {
+        for seed in 0u8..=255 {
+            let bytes: [u8; 16] =
+                std::array::from_fn(|i| seed.wrapping_mul(31).wrapping_add(i as u8 * 17));
+            let id = TraceId(bytes);
+            let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(id.to_string(), expected);
+            assert_eq!(
+                serde_json::to_string(&id).unwrap(),
+                format!("\"{expected}\"")
+            );
+            let back: TraceId = serde_json::from_str(&format!("\"{expected}\"")).unwrap();
+            assert_eq!(back, id);
+            // From a reader (no borrowed string) as well as from a slice.
+            let read: TraceId =
+                serde_json::from_reader(format!("\"{expected}\"").as_bytes()).unwrap();
+            assert_eq!(read, id);
+        }
+        for bad in ["\"00F067AA0BA902B7\"", "\"00f067aa0ba902b\"", "7", "null"] {
+            assert!(serde_json::from_str::<SpanId>(bad).is_err(), "{bad}");
+        }
     }
 }
