@@ -99,7 +99,7 @@ fn main() -> std::process::ExitCode {
 /// and do a few hundred microseconds of work per pod; on a small machine shared with the API
 /// server, a multi-threaded runtime spends more on waking its idle workers (futex calls,
 /// context switches, work stealing) than it gains from running them side by side. With 1,000
-/// nodes and 10,000 pods on 2 cores, one thread cut these processes' CPU by about 10%
+/// nodes and 10,000 pods on 2 cores, one thread cut these processes' CPU by about 13%
 /// (`docs/benchmarks.md`, session 12). The API server keeps a worker per core: it needs
 /// more than one core at times.
 fn client_runtime() -> std::io::Result<tokio::runtime::Runtime> {
