@@ -19,7 +19,7 @@
 //! * `CreatePods` follows the slow-start plan (batches 1, 2, 4, ... in parallel, stop after
 //!   the first batch with an error) and tells the [`Expectations`] about every pod that will
 //!   never be observed; `DeletePods` does the same for failed deletions.
-//! * Every request goes through `client::trace::scoped_client`: inside a traced sync it
+//! * Every request goes through a `client::trace::sync_client`: inside a traced sync it
 //!   carries the sync's trace (`traceparent`) and records a client span.
 //! * `Delete` carries a UID precondition, so a re-created namesake is spared; NotFound and a
 //!   failed precondition mean "already gone" and count as success.
@@ -68,6 +68,9 @@ pub struct Failure {
 /// Executes actions for one controller (cheap to clone).
 #[derive(Clone)]
 pub struct Executor {
+    /// The client it was given.
+    base: Client,
+    /// `base`, continuing the trace of the sync that sends each request when tracing.
     client: Client,
     recorder: EventRecorder,
     /// The controller's tracer (its workers record their syncs with it).
@@ -118,6 +121,7 @@ impl Executor {
     /// An executor writing through `client` and recording events with `recorder`.
     pub fn new(client: Client, recorder: EventRecorder) -> Self {
         Executor {
+            base: client.clone(),
             client,
             recorder,
             tracer: Tracer::disabled(),
@@ -126,6 +130,7 @@ impl Executor {
 
     /// The same executor, tracing with `tracer`.
     pub fn with_tracer(mut self, tracer: Tracer) -> Self {
+        self.client = client::trace::sync_client(&tracer, &self.base);
         self.tracer = tracer;
         self
     }
@@ -138,7 +143,7 @@ impl Executor {
     /// The client for requests made now (for the live reads controllers make around their
     /// syncs too): inside a traced sync, one that carries the sync's trace.
     pub fn client(&self) -> Client {
-        client::trace::scoped_client(&self.client)
+        self.client.clone()
     }
 
     /// Records `event` through the event recorder.

@@ -109,6 +109,9 @@ pub fn lookup(table: &NodeTable, name: &str) -> Option<Arc<NodeState>> {
 /// The pod workers (cheap to clone; clones share everything).
 #[derive(Clone)]
 pub struct PodWorkers {
+    /// The client it was given.
+    base: Client,
+    /// `base`, continuing the trace of the sync that sends each request when tracing.
     client: Client,
     pods: SharedIndexInformer<Pod>,
     nodes: NodeTable,
@@ -142,6 +145,7 @@ impl PodWorkers {
     ) -> Self {
         let queue = Queue::with_clock("kubelet_pods", clock.clone());
         PodWorkers {
+            base: client.clone(),
             client,
             pods,
             nodes,
@@ -156,6 +160,7 @@ impl PodWorkers {
 
     /// The same workers, recording their syncs with `tracer`.
     pub fn with_tracer(mut self, tracer: Tracer) -> Self {
+        self.client = client::trace::sync_client(&tracer, &self.base);
         self.tracer = tracer;
         self
     }
@@ -319,7 +324,7 @@ impl PodWorkers {
         client::trace::set_attribute("node", node.name());
         client::trace::set_attribute("stage", result.memory.stage.name());
         let namespace = key.namespace.as_deref().unwrap_or("default");
-        let api: Api<Pod> = Api::namespaced(client::trace::scoped_client(&self.client), namespace);
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         if result.delete {
             let params = DeleteParams {
                 grace_period_seconds: Some(0),
@@ -346,8 +351,9 @@ impl PodWorkers {
         }
         if let Some(status) = &result.status {
             let patch = json!({ "status": status });
-            let client = client::trace::scoped_client(&self.client);
-            if let Err(e) = patch_status_unread(client, namespace, &key.name, &patch).await {
+            if let Err(e) =
+                patch_status_unread(self.client.clone(), namespace, &key.name, &patch).await
+            {
                 if matches!(&e, kube::Error::Api(s) if s.code == 404) {
                     return None;
                 }

@@ -158,6 +158,7 @@ impl Shared {
 /// Talks to the API server for one decision's outcome.
 #[derive(Clone)]
 struct Writer {
+    /// The scheduler's client, continuing the decision's trace inside [`client::trace::under`].
     client: kube::Client,
     recorder: EventRecorder,
     shared: Arc<Shared>,
@@ -241,15 +242,13 @@ impl Writer {
                 body.to_string().into_bytes(),
             )
             .map_err(|e| client::Error::from(kube::Error::BuildRequest(e)))?;
-        let client = match trace {
-            Some(ctx) => client::trace::traced_client(&self.shared.tracer, &self.client, ctx),
-            None => self.client.clone(),
-        };
-        client
-            .request_text(request)
-            .await
-            .map(|_| ())
-            .map_err(client::Error::from)
+        let send = self.client.request_text(request);
+        match trace {
+            Some(ctx) => client::trace::under(&self.shared.tracer, ctx, send).await,
+            None => send.await,
+        }
+        .map(|_| ())
+        .map_err(client::Error::from)
     }
 
     /// `updatePod` with the PodScheduled=False condition, skipped when the pod already has
@@ -290,15 +289,14 @@ impl Writer {
             .clone()
             .unwrap_or_else(|| "default".into());
         let name = pod.metadata.name.clone().unwrap_or_default();
-        let client = match trace {
-            Some(ctx) => client::trace::traced_client(&self.shared.tracer, &self.client, ctx),
-            None => self.client.clone(),
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let (params, patch) = (PatchParams::default(), Patch::Strategic(patch));
+        let patch = api.patch_status(&name, &params, &patch);
+        let patched = match trace {
+            Some(ctx) => client::trace::under(&self.shared.tracer, ctx, patch).await,
+            None => patch.await,
         };
-        let api: Api<Pod> = Api::namespaced(client, &namespace);
-        if let Err(err) = api
-            .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
-            .await
-        {
+        if let Err(err) = patched {
             tracing::warn!(pod = %name, %err, "could not set PodScheduled=False");
         }
     }
@@ -381,7 +379,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     {
         tracing::info!(scheduler_name = %config.scheduler_name, "caches synced, scheduling");
         let writer = Writer {
-            client,
+            // Built once: each binding continues its decision's trace through `under`.
+            client: client::trace::sync_client(&shared.tracer, &client),
             recorder,
             shared: shared.clone(),
         };

@@ -2,17 +2,21 @@
 //! client span (`PUT deployments/status`, with the code the server answered).
 //!
 //! Like OpenTelemetry's `otelhttp.Transport`, which client-go can be given through
-//! `rest.Config.Wrap`. kube-rs sends every request through a `tower::Buffer` whose worker task
-//! calls the inner services, so a layer inside the client cannot see the caller's task;
-//! instead a sync gets a client of its own, built on first use around the shared one:
+//! `rest.Config.Wrap`. A component builds one such client around its own, once; each request
+//! looks up the trace it belongs to when it is sent. kube-rs sends every request through a
+//! `tower::Buffer` whose worker task calls the inner service, but the worker hands the
+//! service's future back to the caller, which polls it in its own task: so the future can read
+//! the caller's task-local scope (the traced sync, or an [`super::under`] block).
 //!
 //! ```text
-//!   scoped_client(&client) ── in a traced sync ──▶ kube::Client(TracedSend { parent: sync span })
-//!                          └─ otherwise ─────────▶ client.clone()            │ traceparent: 00-T-C-01
-//!                                                                            ▼
-//!                                                        client.send(request)  (shared connections,
-//!                                                                               rate limiter)
+//!   sync_client(&tracer, &client)  (once)  ─▶ kube::Client(TracedSend)
+//!   request polled in a traced sync ─▶ span "PUT deployments/status", traceparent: 00-T-C-01
+//!                                   ─▶ client.send(request)  (shared connections, rate limiter)
+//!   request polled outside one      ─▶ client.send(request) as it is
 //! ```
+//!
+//! (It used to build a client per sync: `kube::Client::new` starts a `tower::Buffer` worker
+//! task each time, which cost the kubelet and the scheduler one task and one channel per pod.)
 
 use std::future::Future;
 use std::pin::Pin;
@@ -20,36 +24,20 @@ use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use kube::client::Body;
-use trace::{Span, SpanContext, SpanKind, TRACEPARENT_HEADER, attr};
+use trace::{Span, SpanKind, TRACEPARENT_HEADER, attr};
 
 use super::Tracer;
 use super::propagation::with_scope;
 
-/// A client whose requests continue `parent` (each request is a child span of it). With a
-/// disabled tracer, `base` itself.
-pub fn traced_client(tracer: &Tracer, base: &kube::Client, parent: SpanContext) -> kube::Client {
+/// A client whose requests continue the trace of the sync (or [`super::under`] block) whose
+/// task sends them, and go out untraced outside one. Build it once, around the component's
+/// client; with a disabled tracer it is `base` itself.
+pub fn sync_client(tracer: &Tracer, base: &kube::Client) -> kube::Client {
     if !tracer.is_enabled() {
         return base.clone();
     }
-    let service = TracedSend {
-        base: base.clone(),
-        tracer: tracer.clone(),
-        parent,
-    };
+    let service = TracedSend { base: base.clone() };
     kube::Client::new(service, base.default_namespace().to_owned())
-}
-
-/// The client for requests made now: inside a traced sync, one that continues the sync's
-/// trace (built once per sync); otherwise `base`.
-pub fn scoped_client(base: &kube::Client) -> kube::Client {
-    with_scope(|scope| {
-        let mut state = scope.state();
-        state
-            .client
-            .get_or_insert_with(|| traced_client(&scope.tracer, base, scope.context))
-            .clone()
-    })
-    .unwrap_or_else(|| base.clone())
 }
 
 /// What a request path names: `(verb, resource[/subresource], namespace, name)`.
@@ -86,8 +74,6 @@ pub fn describe(
 #[derive(Clone)]
 struct TracedSend {
     base: kube::Client,
-    tracer: Tracer,
-    parent: SpanContext,
 }
 
 type SendFuture = Pin<Box<dyn Future<Output = Result<Response<Body>, kube::Error>> + Send>>;
@@ -102,22 +88,22 @@ impl tower::Service<Request<Body>> for TracedSend {
     }
 
     fn call(&mut self, mut request: Request<Body>) -> SendFuture {
-        let method = request.method().clone();
-        let path = request.uri().path().to_owned();
-        let (verb, resource, namespace, name) = describe(&method, &path);
-        let span = self.tracer.child(
-            &self.parent,
-            &format!("{method} {resource}"),
-            SpanKind::Client,
-        );
-        if let Some(span) = &span
-            && let Ok(value) = span.context().traceparent().parse()
-        {
-            request.headers_mut().insert(TRACEPARENT_HEADER, value);
-        }
         let base = self.base.clone();
-        let tracer = self.tracer.clone();
+        // `call` runs on the Buffer's worker task; the future runs in the caller's, where its
+        // scope is: look the trace up there.
         Box::pin(async move {
+            let Some((tracer, parent)) = with_scope(|s| (s.tracer.clone(), s.context)) else {
+                return base.send(request).await;
+            };
+            let method = request.method().clone();
+            let path = request.uri().path().to_owned();
+            let (verb, resource, namespace, name) = describe(&method, &path);
+            let span = tracer.child(&parent, &format!("{method} {resource}"), SpanKind::Client);
+            if let Some(span) = &span
+                && let Ok(value) = span.context().traceparent().parse()
+            {
+                request.headers_mut().insert(TRACEPARENT_HEADER, value);
+            }
             let response = base.send(request).await;
             if let Some(mut span) = span {
                 finish(
@@ -159,6 +145,101 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Arc, Mutex};
+    use trace::SpanContext;
+
+    /// A kube client over a fake server that answers 200 `{}` and keeps each request's
+    /// traceparent header (`None` when it had none).
+    fn recording_client() -> (kube::Client, Arc<Mutex<Vec<Option<String>>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let header = request
+                .headers()
+                .get(TRACEPARENT_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            log.lock().expect("not poisoned").push(header);
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    Response::builder()
+                        .status(200)
+                        .body(Body::from(b"{}".to_vec()))
+                        .expect("a response"),
+                )
+            }
+        });
+        (kube::Client::new(service, "default"), seen)
+    }
+
+    fn get(path: &str) -> Request<Vec<u8>> {
+        Request::get(path).body(Vec::new()).expect("a request")
+    }
+
+    #[tokio::test]
+    async fn one_client_continues_the_trace_of_whichever_scope_sends_and_none_outside() {
+        let (base, log) = recording_client();
+        let (tracer, mut exporter) = Tracer::new("test", base.clone(), 16);
+        let client = sync_client(&tracer, &base);
+        let (a, b) = (SpanContext::new_root(), SpanContext::new_root());
+
+        client
+            .request_text(get("/api/v1/nodes"))
+            .await
+            .expect("sent");
+        let (ra, rb) = tokio::join!(
+            super::super::under(
+                &tracer,
+                a,
+                client.request_text(get("/api/v1/namespaces/x/pods/p"))
+            ),
+            super::super::under(&tracer, b, client.request_text(get("/api/v1/nodes/n"))),
+        );
+        ra.expect("sent");
+        rb.expect("sent");
+
+        let seen = log.lock().expect("not poisoned").clone();
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[0], None, "outside a scope: sent as it is");
+        let spans = exporter.try_drain();
+        assert_eq!(spans.len(), 2, "one client span per traced request");
+        // The two scoped requests may reach the server in either order.
+        let sent: Vec<SpanContext> = seen[1..]
+            .iter()
+            .map(|h| {
+                let header = h.as_deref().expect("a traceparent inside a scope");
+                SpanContext::parse(header).expect("a valid traceparent")
+            })
+            .collect();
+        for parent in [a, b] {
+            let mut matching = sent.iter().filter(|c| c.trace_id == parent.trace_id);
+            let sent = matching
+                .next()
+                .expect("a request continued this scope's trace");
+            assert!(matching.next().is_none(), "and only one");
+            let span = spans
+                .iter()
+                .find(|s| s.span_id == sent.span_id)
+                .expect("the header names the request's span");
+            assert_eq!(span.trace_id, parent.trace_id);
+            assert_eq!(span.parent_span_id, Some(parent.span_id));
+            assert_eq!(span.attribute(attr::CODE).as_deref(), Some("200"));
+        }
+
+        // With a disabled tracer the client is the base itself: nothing is added.
+        let plain = sync_client(&Tracer::disabled(), &base);
+        super::super::under(
+            &Tracer::disabled(),
+            a,
+            plain.request_text(get("/api/v1/nodes")),
+        )
+        .await
+        .expect("sent");
+        let seen = log.lock().expect("not poisoned").clone();
+        assert_eq!(seen.len(), 4);
+        assert_eq!(seen[3], None, "a disabled tracer adds no traceparent");
+        assert_eq!(exporter.try_drain().len(), 0);
+    }
 
     #[test]
     fn paths_name_verb_resource_and_object() {

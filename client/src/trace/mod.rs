@@ -12,7 +12,7 @@
 //!                               only if someone reacted)  keys keep them all)  and "sync …")
 //!                                                                                   │ writes
 //!                                                                                   ▼
-//!  the API server continues the trace ◀── traceparent header ◀── http::scoped_client (span per request)
+//!  the API server continues the trace ◀── traceparent header ◀── http::sync_client (span per request)
 //! ```
 //!
 //! | file | what |
@@ -35,9 +35,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::mpsc;
 
 pub use self::exporter::{DEFAULT_BUFFER, Exporter};
-pub use self::http::{scoped_client, traced_client};
+pub use self::http::sync_client;
 pub use self::propagation::{
-    Cause, Work, caused_by, current_context, mark, set_attribute, set_summary, take_cause,
+    Cause, Work, caused_by, current_context, mark, set_attribute, set_summary, take_cause, under,
 };
 pub use trace::{AttributeValue, Span, SpanContext, SpanKind, TRACEPARENT_ANNOTATION, attr};
 

@@ -6,7 +6,7 @@
 //!   informer listener (sync code)                  worker (async code)
 //!   caused_by(ctx, || handler.on_update(..))       work = tracer.begin_work(queue, key, causes, ..)
 //!        └─ queue.add(key) ─▶ take_cause(queue)    work.run(sync(key)).await
-//!             = Cause { ctx, added: now }               └─ scoped_client(&client) sends traceparent
+//!             = Cause { ctx, added: now }               └─ a sync_client's requests send traceparent
 //!             kept with the key until get()              └─ set_summary("desired 3, have 0 → …")
 //!   (thread-local: a handler never awaits)         work.finish(error)   (task-local)
 //! ```
@@ -133,8 +133,6 @@ pub(crate) struct Scope {
 pub(crate) struct ScopeState {
     summary: Option<String>,
     attributes: Vec<(String, AttributeValue)>,
-    /// The traced client of this sync, built on first use.
-    pub(crate) client: Option<kube::Client>,
 }
 
 impl Scope {
@@ -143,7 +141,22 @@ impl Scope {
     }
 }
 
-/// Runs `f` with the current scope (for [`super::http::scoped_client`]).
+/// Runs `fut` as a step of the trace `parent` (the scheduler's decision, say): the requests it
+/// sends through a [`super::sync_client`] are child spans of `parent`. A disabled tracer runs
+/// `fut` as it is.
+pub async fn under<F: Future>(tracer: &Tracer, parent: SpanContext, fut: F) -> F::Output {
+    if !tracer.is_enabled() {
+        return fut.await;
+    }
+    let scope = Arc::new(Scope {
+        tracer: tracer.clone(),
+        context: parent,
+        state: Mutex::default(),
+    });
+    SCOPE.scope(scope, fut).await
+}
+
+/// Runs `f` with the current scope (for [`super::sync_client`]'s requests).
 pub(crate) fn with_scope<R>(f: impl FnOnce(&Arc<Scope>) -> R) -> Option<R> {
     SCOPE.try_with(f).ok()
 }
@@ -290,7 +303,6 @@ impl Work {
         };
         let (summary, attributes) = {
             let mut state = scope.state();
-            state.client = None;
             (state.summary.take(), std::mem::take(&mut state.attributes))
         };
         for (k, v) in attributes {
