@@ -15,6 +15,9 @@
 //!           ─▶ queue.add_after(key, wake_at − now)
 //! ```
 //!
+//! A pod is not synced again for the watch event of its own status write ([`OwnWrites`]), as
+//! a real kubelet's config source only reconciles a change of status alone.
+//!
 //! Traced (unless `--tracing=false`): each sync is a "kubelet sync pod" span under the event
 //! that queued the pod (the binding, or the kubelet's own previous sync for a timed wake-up),
 //! naming the stages it went through; its status write and delete continue the trace.
@@ -69,16 +72,26 @@ fn sync_summary(node: &str, before: &PodMemory, step: &crate::stages::Step) -> S
     line
 }
 
-/// PATCHes (JSON merge patch) `pods/<name>/status` and reads the reply without decoding the
-/// Pod it carries: the kubelet does not use it, and at thousands of pods decoding it is CPU
-/// spent on nothing (client-go's typed client, which the real kubelet uses, decodes it).
-/// Errors are what `Api::patch_status` returns.
+/// PATCHes (JSON merge patch) `pods/<name>/status` and reads from the reply only the
+/// resourceVersion it gave the pod: the kubelet does not use the rest, and at thousands of
+/// pods decoding it is CPU spent on nothing (client-go's typed client, which the real kubelet
+/// uses, decodes it). Errors are what `Api::patch_status` returns.
 async fn patch_status_unread(
     client: Client,
     namespace: &str,
     name: &str,
     patch: &serde_json::Value,
-) -> Result<(), kube::Error> {
+) -> Result<Option<String>, kube::Error> {
+    /// The part of the reply read.
+    #[derive(serde::Deserialize)]
+    struct Written {
+        metadata: WrittenMeta,
+    }
+    #[derive(serde::Deserialize)]
+    struct WrittenMeta {
+        #[serde(rename = "resourceVersion")]
+        resource_version: Option<String>,
+    }
     let mut request = kube::core::Request::new(Pod::url_path(&(), Some(namespace)))
         .patch_subresource(
             "status",
@@ -88,7 +101,47 @@ async fn patch_status_unread(
         )
         .map_err(kube::Error::BuildRequest)?;
     request.extensions_mut().insert("patch_status");
-    client.request_text(request).await.map(drop)
+    let text = client.request_text(request).await?;
+    Ok(serde_json::from_str::<Written>(&text)
+        .ok()
+        .and_then(|w| w.metadata.resource_version))
+}
+
+/// The resourceVersion each pod got from this kubelet's last status write, until the watch
+/// event of that write comes back.
+///
+/// A real kubelet does not sync a pod again when only its status changed: its config source
+/// (`pkg/kubelet/config/config.go`, `checkAndUpdatePod`) turns such an update into a
+/// RECONCILE, not an UPDATE for the pod worker. Here the pod workers skip exactly the echo of
+/// their own status write (the event whose resourceVersion that write returned): any other
+/// change, status included (the node lifecycle controller marking the pod not Ready), has
+/// another resourceVersion and is synced. If the event comes before the write's reply, the
+/// pod is synced once more for nothing, as it always was.
+#[derive(Debug, Default)]
+pub struct OwnWrites(Mutex<HashMap<ObjectKey, String>>);
+
+impl OwnWrites {
+    fn map(&self) -> MutexGuard<'_, HashMap<ObjectKey, String>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records that this kubelet's status write gave `key` the resourceVersion `rv`.
+    pub fn record(&self, key: ObjectKey, rv: String) {
+        self.map().insert(key, rv);
+    }
+
+    /// True when `pod` is exactly what the last recorded write made of it. Any update ends the
+    /// record: a later one is not an echo.
+    pub fn is_echo(&self, pod: &Pod) -> bool {
+        self.map()
+            .remove(&ObjectKey::of(pod))
+            .is_some_and(|rv| pod.metadata.resource_version.as_deref() == Some(rv.as_str()))
+    }
+
+    /// Drops the record of a pod the kubelet forgets.
+    pub fn forget(&self, key: &ObjectKey) {
+        self.map().remove(key);
+    }
 }
 
 /// How soon a pod is retried after a failed API write.
@@ -118,6 +171,8 @@ pub struct PodWorkers {
     queue: Queue<ObjectKey>,
     /// The kubelet's memory of each pod, by key (the UID inside tells reincarnations apart).
     memory: Arc<Mutex<HashMap<ObjectKey, PodMemory>>>,
+    /// The resourceVersion each pod got from this kubelet's last status write.
+    own_writes: Arc<OwnWrites>,
     recorder: Recorder,
     clock: SharedClock,
     stages: Arc<StageConfig>,
@@ -151,6 +206,7 @@ impl PodWorkers {
             nodes,
             queue,
             memory: Arc::new(Mutex::new(HashMap::new())),
+            own_writes: Arc::default(),
             recorder,
             clock,
             stages: Arc::new(stages),
@@ -181,9 +237,18 @@ impl PodWorkers {
         self.pods.add_event_handler(
             ResourceEventHandlerFuncs::new()
                 .on_add(move |pod: Arc<Pod>, _| on_add.enqueue(&pod))
-                .on_update(move |_, pod: Arc<Pod>| on_update.enqueue(&pod))
+                .on_update(move |_, pod: Arc<Pod>| {
+                    if !on_update.is_own_status_write(&pod) {
+                        on_update.enqueue(&pod);
+                    }
+                })
                 .on_delete(move |obj| on_delete.enqueue(obj.object())),
         );
+    }
+
+    /// See [`OwnWrites::is_echo`].
+    fn is_own_status_write(&self, pod: &Pod) -> bool {
+        self.own_writes.is_echo(pod)
     }
 
     fn enqueue(&self, pod: &Pod) {
@@ -244,6 +309,7 @@ impl PodWorkers {
     }
 
     fn forget(&self, key: &ObjectKey, node: Option<&NodeState>) {
+        self.own_writes.forget(key);
         if let Some(memory) = self.memory().remove(key)
             && let Some(node) = node
         {
@@ -351,19 +417,61 @@ impl PodWorkers {
         }
         if let Some(status) = &result.status {
             let patch = json!({ "status": status });
-            if let Err(e) =
-                patch_status_unread(self.client.clone(), namespace, &key.name, &patch).await
-            {
-                if matches!(&e, kube::Error::Api(s) if s.code == 404) {
-                    return None;
+            match patch_status_unread(self.client.clone(), namespace, &key.name, &patch).await {
+                Ok(Some(rv)) => self.own_writes.record(key.clone(), rv),
+                Ok(None) => {}
+                Err(e) => {
+                    if matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                        return None;
+                    }
+                    tracing::warn!(pod = %key, error = %e, "posting pod status failed");
+                    return Some(RETRY_AFTER);
                 }
-                tracing::warn!(pod = %key, error = %e, "posting pod status failed");
-                return Some(RETRY_AFTER);
             }
         }
         result.wake_at.map(|t| {
             let wait = t.duration_since(now);
             Duration::try_from(wait).unwrap_or(Duration::ZERO)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, rv: &str) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("default".into());
+        pod.metadata.name = Some(name.into());
+        pod.metadata.resource_version = Some(rv.into());
+        pod
+    }
+
+    #[test]
+    fn only_the_echo_of_the_last_own_write_is_skipped_and_only_once() {
+        let own = OwnWrites::default();
+        let key = ObjectKey::of(&pod("a", "1"));
+        // Nothing written: every update is synced.
+        assert!(!own.is_echo(&pod("a", "7")));
+
+        own.record(key.clone(), "7".into());
+        assert!(!own.is_echo(&pod("b", "7")), "another pod's event");
+        assert!(own.is_echo(&pod("a", "7")), "the write's own event");
+        assert!(!own.is_echo(&pod("a", "7")), "a record serves once");
+
+        // The event came before the reply: the record is stale, and the next update (someone
+        // else's, at another resourceVersion) is synced and ends it.
+        own.record(key.clone(), "9".into());
+        assert!(!own.is_echo(&pod("a", "10")));
+        assert!(!own.is_echo(&pod("a", "9")), "ended by the update before");
+
+        // A newer write replaces the record; a forgotten pod has none.
+        own.record(key.clone(), "11".into());
+        own.record(key.clone(), "12".into());
+        assert!(!own.is_echo(&pod("a", "11")));
+        own.record(key.clone(), "13".into());
+        own.forget(&key);
+        assert!(!own.is_echo(&pod("a", "13")));
     }
 }
