@@ -238,17 +238,12 @@ impl PodWorkers {
             ResourceEventHandlerFuncs::new()
                 .on_add(move |pod: Arc<Pod>, _| on_add.enqueue(&pod))
                 .on_update(move |_, pod: Arc<Pod>| {
-                    if !on_update.is_own_status_write(&pod) {
+                    if !on_update.own_writes.is_echo(&pod) {
                         on_update.enqueue(&pod);
                     }
                 })
                 .on_delete(move |obj| on_delete.enqueue(obj.object())),
         );
-    }
-
-    /// See [`OwnWrites::is_echo`].
-    fn is_own_status_write(&self, pod: &Pod) -> bool {
-        self.own_writes.is_echo(pod)
     }
 
     fn enqueue(&self, pod: &Pod) {
