@@ -37,7 +37,7 @@ pub mod tree;
 pub mod view;
 
 pub use context::{ParseError, SpanContext, SpanId, TRACEPARENT_HEADER, TraceId};
-pub use span::{AttributeValue, Link, Span, SpanKind};
+pub use span::{AttributeValue, Attributes, Link, Span, SpanKind};
 pub use summary::TraceSummary;
 pub use tree::Tree;
 

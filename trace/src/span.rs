@@ -16,7 +16,6 @@
 //!  "links":[{"traceId":"…","spanId":"…"}]}
 //! ```
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -146,6 +145,125 @@ impl From<u16> for AttributeValue {
     }
 }
 
+/// A span's attributes: each key once, in key order (on the wire a JSON object, as a
+/// `BTreeMap` would write it).
+///
+/// A sorted vector rather than a map: a span carries a handful of attributes, every component
+/// creates spans by the thousand and the collector keeps 100,000 of them, and a `BTreeMap`
+/// allocates a node of eleven entries for the first one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attributes(Vec<(String, AttributeValue)>);
+
+impl Attributes {
+    /// No attributes.
+    pub fn new() -> Self {
+        Attributes(Vec::new())
+    }
+
+    fn position(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    /// Sets `key` to `value`, returning the value it replaces.
+    pub fn insert(&mut self, key: String, value: AttributeValue) -> Option<AttributeValue> {
+        match self.position(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (key, value));
+                None
+            }
+        }
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&AttributeValue> {
+        self.position(key).ok().map(|i| &self.0[i].1)
+    }
+
+    /// Whether `key` is set.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.position(key).is_ok()
+    }
+
+    /// The keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &String> {
+        self.0.iter().map(|(k, _)| k)
+    }
+
+    /// The attributes, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &AttributeValue)> {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Extend<(String, AttributeValue)> for Attributes {
+    fn extend<I: IntoIterator<Item = (String, AttributeValue)>>(&mut self, iter: I) {
+        for (k, v) in iter {
+            self.insert(k, v);
+        }
+    }
+}
+
+impl FromIterator<(String, AttributeValue)> for Attributes {
+    fn from_iter<I: IntoIterator<Item = (String, AttributeValue)>>(iter: I) -> Self {
+        let mut attributes = Attributes::new();
+        attributes.extend(iter);
+        attributes
+    }
+}
+
+impl<'a> IntoIterator for &'a Attributes {
+    type Item = (&'a String, &'a AttributeValue);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, AttributeValue)>,
+        fn(&'a (String, AttributeValue)) -> (&'a String, &'a AttributeValue),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl Serialize for Attributes {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.iter())
+    }
+}
+
+/// Read from a JSON object; a key given twice keeps its last value, as a map would.
+impl<'de> Deserialize<'de> for Attributes {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Attributes;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of attributes")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Attributes, A::Error> {
+                let mut attributes =
+                    Attributes(Vec::with_capacity(map.size_hint().unwrap_or(0).min(64)));
+                while let Some((key, value)) = map.next_entry::<String, AttributeValue>()? {
+                    attributes.insert(key, value);
+                }
+                Ok(attributes)
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
 /// Another span this one was caused by, besides its parent (a work-queue key that merged
 /// several events links to each of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -193,8 +311,8 @@ pub struct Span {
     #[serde(default)]
     pub summary: String,
     /// Details: keys, counts, revisions, reasons.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, AttributeValue>,
+    #[serde(default, skip_serializing_if = "Attributes::is_empty")]
+    pub attributes: Attributes,
     /// Further causes (see [`Link`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<Link>,
@@ -221,7 +339,7 @@ impl Span {
             start_unix_nanos: now,
             end_unix_nanos: now,
             summary: String::new(),
-            attributes: BTreeMap::new(),
+            attributes: Attributes::new(),
             links: Vec::new(),
         }
     }
@@ -314,7 +432,7 @@ mod tests {
 
     #[test]
     fn attribute_values_decode_by_their_json_type() {
-        let v: BTreeMap<String, AttributeValue> =
+        let v: std::collections::BTreeMap<String, AttributeValue> =
             serde_json::from_str(r#"{"b": true, "i": -3, "u": 7, "s": "7", "e": ""}"#).unwrap();
         assert_eq!(v["b"], AttributeValue::Bool(true));
         assert_eq!(v["i"], AttributeValue::Int(-3));
@@ -325,6 +443,61 @@ mod tests {
             let err = serde_json::from_str::<AttributeValue>(bad).unwrap_err();
             assert!(err.to_string().contains("integer"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn attributes_keep_one_value_per_key_in_key_order_and_write_as_a_map_would() {
+        let mut attributes = Attributes::new();
+        for (k, v) in [
+            ("verb", "create"),
+            ("code", "201"),
+            ("name", "web"),
+            ("code", "409"),
+        ] {
+            attributes.insert(k.to_owned(), v.into());
+        }
+        assert_eq!(attributes.len(), 3);
+        assert_eq!(attributes.get("code"), Some(&AttributeValue::from("409")));
+        assert!(attributes.contains_key("name") && !attributes.contains_key("nam"));
+        assert_eq!(
+            attributes.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["code", "name", "verb"]
+        );
+        let as_map: std::collections::BTreeMap<String, AttributeValue> = attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(
+            serde_json::to_string(&attributes).unwrap(),
+            serde_json::to_string(&as_map).unwrap()
+        );
+        // Read back in any order; a repeated key keeps its last value.
+        let read: Attributes =
+            serde_json::from_str(r#"{"verb": "create", "code": 1, "name": "web", "code": 409}"#)
+                .unwrap();
+        assert_eq!(read.keys().collect::<Vec<_>>(), ["code", "name", "verb"]);
+        assert_eq!(read.get("code"), Some(&AttributeValue::Int(409)));
+        let extended: Attributes = [("b".to_owned(), 1.into()), ("a".to_owned(), true.into())]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            (&extended)
+                .into_iter()
+                .map(|(k, _)| k.as_str())
+                .collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+        for bad in [r#"[["a", 1]]"#, r#"{"a": 1.5}"#, r#""a""#] {
+            assert!(serde_json::from_str::<Attributes>(bad).is_err(), "{bad}");
+        }
+        // A span without attributes writes none.
+        let span = Span::start(SpanContext::new_root(), None, "x", SpanKind::Internal, "a");
+        assert!(
+            serde_json::to_value(&span)
+                .unwrap()
+                .get("attributes")
+                .is_none()
+        );
     }
 
     #[test]
