@@ -9,6 +9,7 @@
 //! cargo bench -p ctl --bench apply_to_running
 //! BENCH_NODES=100 BENCH_REPLICAS=1000 BENCH_RUNS=1 cargo bench -p ctl --bench apply_to_running
 //! BENCH_TRACING=0 cargo bench -p ctl --bench apply_to_running   # every component --tracing=false
+//! BENCH_TRACING_OFF=kubelet,scheduler cargo bench ...              # only those --tracing=false
 //! ```
 //!
 //! ```text
@@ -82,10 +83,15 @@ fn is_ready(node: &Node) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// `args`, plus `--tracing=false` when `BENCH_TRACING=0` (every component traces by default).
+/// `args`, plus `--tracing=false` when `BENCH_TRACING=0` or when the comma-separated
+/// `BENCH_TRACING_OFF` names this component (`apiserver`, `controller-manager`, `scheduler`,
+/// `kubelet`: the first argument). Every component traces by default.
 fn component<'a>(args: &[&'a str]) -> Vec<&'a str> {
+    let all_off = std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0");
+    let this_off = std::env::var("BENCH_TRACING_OFF")
+        .is_ok_and(|list| list.split(',').any(|c| Some(&c.trim()) == args.first()));
     let mut args = args.to_vec();
-    if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0") {
+    if all_off || this_off {
         args.push("--tracing=false");
     }
     args
