@@ -239,7 +239,9 @@ impl Serialize for Attributes {
     }
 }
 
-/// Read from a JSON object; a key given twice keeps its last value, as a map would.
+/// Read from a JSON object; a key given twice keeps its last value, as a map would. The
+/// entries are sorted once at the end: a span posted to the collector with its keys in
+/// reverse order must not cost a shift per key.
 impl<'de> Deserialize<'de> for Attributes {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct Visitor;
@@ -252,12 +254,18 @@ impl<'de> Deserialize<'de> for Attributes {
                 self,
                 mut map: A,
             ) -> Result<Attributes, A::Error> {
-                let mut attributes =
-                    Attributes(Vec::with_capacity(map.size_hint().unwrap_or(0).min(64)));
-                while let Some((key, value)) = map.next_entry::<String, AttributeValue>()? {
-                    attributes.insert(key, value);
+                let mut entries: Vec<(String, AttributeValue)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(0).min(64));
+                while let Some(entry) = map.next_entry::<String, AttributeValue>()? {
+                    entries.push(entry);
                 }
-                Ok(attributes)
+                // Stable: equal keys stay in the order given; reversed, the last comes first
+                // and `dedup_by` keeps it.
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                entries.reverse();
+                entries.dedup_by(|later, kept| later.0 == kept.0);
+                entries.reverse();
+                Ok(Attributes(entries))
             }
         }
         deserializer.deserialize_map(Visitor)
@@ -487,6 +495,15 @@ mod tests {
                 .collect::<Vec<_>>(),
             ["a", "b"]
         );
+        let many: String = (0..1000)
+            .rev()
+            .map(|i| format!(r#""k{i:04}": {i}, "k{i:04}": "last {i}""#))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let read: Attributes = serde_json::from_str(&format!("{{{many}}}")).unwrap();
+        assert_eq!(read.len(), 1000);
+        assert!(read.keys().zip(read.keys().skip(1)).all(|(a, b)| a < b));
+        assert_eq!(read.get("k0007"), Some(&AttributeValue::from("last 7")));
         for bad in [r#"[["a", 1]]"#, r#"{"a": 1.5}"#, r#""a""#] {
             assert!(serde_json::from_str::<Attributes>(bad).is_err(), "{bad}");
         }
