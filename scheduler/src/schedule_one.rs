@@ -87,17 +87,7 @@ impl ScheduleResult {
             "{} -> {} ({} evaluated, {} feasible)",
             self.pod, self.suggested_host, self.evaluated_nodes, self.feasible_nodes
         );
-        let mut scored: Vec<&NodeVerdict> =
-            self.nodes.iter().filter(|v| v.scores.is_some()).collect();
-        let best_first =
-            |a: &&NodeVerdict, b: &&NodeVerdict| b.total.cmp(&a.total).then(a.node.cmp(&b.node));
-        // The three best of hundreds: select them, then order only those.
-        if scored.len() > 3 {
-            scored.select_nth_unstable_by(2, best_first);
-            scored.truncate(3);
-        }
-        scored.sort_by(best_first);
-        for v in &scored {
+        for v in &self.best_three() {
             let _ = write!(line, "; {} {} [", v.node, v.total);
             for (i, (plugin, score)) in SCORES.iter().zip(v.scores.iter().flatten()).enumerate() {
                 let sep = if i == 0 { "" } else { " " };
@@ -106,6 +96,23 @@ impl ScheduleResult {
             line.push(']');
         }
         line
+    }
+
+    /// The three best scored nodes, best first: highest total, ties by name. One pass over
+    /// hundreds of verdicts, most of which only meet the third best.
+    fn best_three(&self) -> Vec<&NodeVerdict> {
+        let best_first =
+            |a: &NodeVerdict, b: &NodeVerdict| b.total.cmp(&a.total).then(a.node.cmp(&b.node));
+        let mut best: Vec<&NodeVerdict> = Vec::with_capacity(4);
+        for v in self.nodes.iter().filter(|v| v.scores.is_some()) {
+            if best.len() == 3 && best_first(v, best[2]).is_ge() {
+                continue;
+            }
+            let at = best.partition_point(|b| best_first(b, v).is_lt());
+            best.insert(at, v);
+            best.truncate(3);
+        }
+        best
     }
 }
 

@@ -108,3 +108,28 @@ fn scans_rotate_when_only_part_of_the_nodes_is_evaluated() {
         .expect("fits");
     assert_eq!(&*second.nodes[0].node, "n420");
 }
+
+#[test]
+fn the_three_best_are_those_a_full_sort_puts_first() {
+    // Hundreds of verdicts in scan order, most tied, some filtered out or unscored.
+    let verdict = |i: usize| NodeVerdict {
+        node: format!("node-{:03}", (i * 7919) % 500).into(),
+        filter: Ok(()),
+        scores: (!i.is_multiple_of(11)).then_some([100, 0, 100, 90, 100]),
+        total: [697, 697, 697, 496, 700][(i * 31) % 5] - i64::from(i.is_multiple_of(97)),
+    };
+    for n in [0, 1, 2, 3, 4, 10, 500] {
+        let result = ScheduleResult {
+            pod: ObjectKey::new(Some("default"), "p"),
+            suggested_host: String::new(),
+            evaluated_nodes: n,
+            feasible_nodes: n,
+            nodes: (0..n).map(verdict).collect(),
+        };
+        let mut sorted: Vec<&NodeVerdict> =
+            result.nodes.iter().filter(|v| v.scores.is_some()).collect();
+        sorted.sort_by(|a, b| b.total.cmp(&a.total).then(a.node.cmp(&b.node)));
+        sorted.truncate(3);
+        assert_eq!(result.best_three(), sorted, "{n} verdicts");
+    }
+}
