@@ -192,7 +192,7 @@ impl Attributes {
 
     /// The attributes, in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &AttributeValue)> {
-        self.0.iter().map(|(k, v)| (k, v))
+        self.into_iter()
     }
 
     /// How many there are.
