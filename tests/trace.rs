@@ -8,7 +8,9 @@
 //! * a `kubectl set image` starts a new trace whose syncs scale the new ReplicaSet up and the
 //!   old one down step by step, each step saying why (surge room, unavailable budget);
 //! * the Chrome and OTLP exports have the shape their formats require;
-//! * a scheduler restarted mid-flow continues the trace from the pods' annotations.
+//! * a scheduler restarted mid-flow continues the trace from the pods' annotations;
+//! * a trace past its span budget is cut: its later writes carry it unsampled, no component
+//!   records them, and none starts a trace of its own.
 
 use crate::support;
 
@@ -38,7 +40,10 @@ fn start_scheduler(s: &Server) -> Component {
 
 impl Cluster {
     fn start(with_scheduler: bool) -> Cluster {
-        let s = Server::start();
+        Cluster::start_on(Server::start(), with_scheduler)
+    }
+
+    fn start_on(s: Server, with_scheduler: bool) -> Cluster {
         let kubelet = Component::start(
             &s,
             &["kubelet", "--nodes", "3", "--listen", "127.0.0.1:0"],
@@ -699,4 +704,79 @@ fn a_trace_survives_a_scheduler_restart_mid_flow() {
                 .is_some_and(|r| r.starts_with("create deployments"))
         );
     }
+}
+
+#[test]
+fn a_trace_past_its_span_budget_is_cut_and_carried_on_unrecorded() {
+    const BUDGET: usize = 40;
+    let c = Cluster::start_on(
+        Server::start_with(&["--trace-max-spans-per-trace", &BUDGET.to_string()]),
+        true,
+    );
+    c.apply("big", 12, "nginx:1.27");
+    c.rollout_status("big");
+    let s = &c.s;
+    let context_of = |object: &str| {
+        let json = s.kubectl_ok(&["get", object, "-o", "json"]);
+        let obj: Value = serde_json::from_str(&json).expect("an object");
+        let value = obj["metadata"]["annotations"][trace::TRACEPARENT_ANNOTATION]
+            .as_str()
+            .unwrap_or_else(|| panic!("{object} has no trace annotation: {obj}"))
+            .to_owned();
+        trace::SpanContext::parse(&value).expect("a traceparent")
+    };
+    let deployment = context_of("deploy/big");
+    let id = deployment.trace_id;
+
+    // Every pod went through the whole flow in the same trace; the late ones unrecorded.
+    let pods = s.kubectl_ok(&["get", "pods", "-o", "name"]);
+    let pods: Vec<&str> = pods.lines().collect();
+    assert_eq!(pods.len(), 12, "{pods:?}");
+    let mut unsampled = 0;
+    for pod in &pods {
+        let ctx = context_of(pod);
+        assert_eq!(ctx.trace_id, id, "{pod} is in the apply's trace");
+        unsampled += usize::from(!ctx.sampled);
+        // No write of an unsampled step started a trace of its own.
+        let name = pod.trim_start_matches("pod/");
+        let body = s
+            .get(&format!(
+                "/miniplane/v1/traces?object=pods/default/{name}&limit=10"
+            ))
+            .json();
+        for t in body["traces"].as_array().expect("traces") {
+            assert_eq!(t["traceId"], id.to_string(), "{pod}: {t}");
+        }
+    }
+    assert!(unsampled > 0, "12 pods need more than {BUDGET} spans");
+
+    // The collector kept the budget's worth and says the trace was cut.
+    let body = s.get(&format!("/miniplane/v1/traces/{id}")).json();
+    let kept = body["spans"].as_array().expect("spans").len();
+    assert!(kept <= BUDGET && kept > BUDGET / 2, "{kept} spans kept");
+    assert_eq!(body["cut"], true);
+    let list = s.get("/miniplane/v1/traces?limit=50").json();
+    assert!(list["stats"]["refused"].as_u64().is_some(), "{list}");
+    let listed = list["traces"]
+        .as_array()
+        .expect("traces")
+        .iter()
+        .find(|t| t["traceId"] == id.to_string())
+        .expect("the trace is listed");
+    assert_eq!(listed["cut"], true);
+
+    // `miniplane trace` says so.
+    let out = Command::new(env!("CARGO_BIN_EXE_miniplane"))
+        .args(["trace", "deploy/big", "--master", &s.url()])
+        .output()
+        .expect("run miniplane trace");
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("was cut"), "{stderr}");
+    let list = miniplane_trace(s, &["list"]);
+    let line = list
+        .lines()
+        .find(|l| l.starts_with(&id.to_string()))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert!(line.contains(&format!(" {kept}+ ")), "{line}");
 }

@@ -18,6 +18,18 @@
 //!
 //! Memory is bounded by the capacity (`--trace-max-spans`, 100 000 by default; a span is a
 //! few hundred bytes). Queries scan the buffer: milliseconds at that size, and they are rare.
+//!
+//! **A span budget per trace** (`--trace-max-spans-per-trace`, 20 000 by default, 0 for none):
+//! a `kubectl apply` of a 10 000-replica Deployment makes ~150 000 spans in one trace, more
+//! than the collector keeps, so it would never be shown whole and would evict every other
+//! trace. Once a trace has sent its budget, the collector refuses its further spans, and the
+//! API server ([`crate::request_trace`]) clears the W3C `sampled` flag on the trace's
+//! further writes: the components then carry the trace on without recording it (the
+//! parent-based sampling of OpenTelemetry), which also spares them the work. The trace is
+//! marked `cut` in the list and in its view. Grafana Tempo bounds a trace the same way
+//! (`max_bytes_per_trace`, refusing spans past it); Jaeger and the OpenTelemetry Collector
+//! sample instead. A simplification: the count is of spans received, and forgotten when the
+//! last of a trace's spans is evicted.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -37,15 +49,40 @@ use crate::server::json_response;
 /// Spans kept by default.
 pub const DEFAULT_MAX_SPANS: usize = 100_000;
 
+/// Spans one trace may have by default (see the module docs).
+pub const DEFAULT_MAX_SPANS_PER_TRACE: usize = 20_000;
+
 /// The recent spans of every component.
 #[derive(Debug)]
 pub struct Collector {
     capacity: usize,
-    spans: Mutex<VecDeque<Span>>,
+    /// Spans one trace may have (0: no limit).
+    per_trace: usize,
+    ring: Mutex<Ring>,
     /// Spans evicted to make room.
     evicted: AtomicU64,
     /// Spans received in total.
     received: AtomicU64,
+    /// Spans refused because their trace had used its budget.
+    refused: AtomicU64,
+}
+
+/// The kept spans, and a count for each trace that has some.
+#[derive(Debug, Default)]
+struct Ring {
+    spans: VecDeque<Span>,
+    traces: HashMap<TraceId, TraceCount>,
+}
+
+/// What the collector knows of one trace with spans kept.
+#[derive(Debug, Default, Clone, Copy)]
+struct TraceCount {
+    /// Spans of it in the ring.
+    stored: usize,
+    /// Spans of it accepted (the budget counts these).
+    accepted: usize,
+    /// It reached its budget: spans were refused or writes left unsampled.
+    cut: bool,
 }
 
 /// Counters the collector reports with each list.
@@ -60,22 +97,51 @@ pub struct CollectorStats {
     pub received: u64,
     /// How many were evicted to make room for newer ones.
     pub evicted: u64,
+    /// Spans one trace may have (0: no limit).
+    #[serde(default)]
+    pub max_spans_per_trace: usize,
+    /// How many were refused because their trace had used its budget.
+    #[serde(default)]
+    pub refused: u64,
 }
 
 impl Collector {
-    /// A collector keeping at most `capacity` spans (zero keeps none).
-    pub fn new(capacity: usize) -> Self {
+    /// A collector keeping at most `capacity` spans (zero keeps none), and at most
+    /// `per_trace` of one trace (zero: no limit).
+    pub fn new(capacity: usize, per_trace: usize) -> Self {
         Collector {
             capacity,
-            spans: Mutex::new(VecDeque::with_capacity(capacity.min(4096))),
+            per_trace,
+            ring: Mutex::new(Ring {
+                spans: VecDeque::with_capacity(capacity.min(4096)),
+                traces: HashMap::new(),
+            }),
             evicted: AtomicU64::new(0),
             received: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
         }
     }
 
-    fn spans(&self) -> std::sync::MutexGuard<'_, VecDeque<Span>> {
+    fn ring(&self) -> std::sync::MutexGuard<'_, Ring> {
         // Plain data: a panicking holder cannot leave it torn.
-        self.spans.lock().unwrap_or_else(|p| p.into_inner())
+        self.ring.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether trace `id` may record more spans: false once it has sent its budget (it is
+    /// then marked cut). The API server asks before each traced request, and clears the
+    /// `sampled` flag of the request's context when the answer is no.
+    pub fn samples(&self, id: TraceId) -> bool {
+        if self.per_trace == 0 || self.capacity == 0 {
+            return true;
+        }
+        let mut ring = self.ring();
+        match ring.traces.get_mut(&id) {
+            Some(count) if count.accepted >= self.per_trace => {
+                count.cut = true;
+                false
+            }
+            _ => true,
+        }
     }
 
     /// Keeps `span`, evicting the oldest when full.
@@ -88,75 +154,114 @@ impl Collector {
         if self.capacity == 0 {
             return;
         }
-        let mut buffer = self.spans();
-        let mut received = 0;
-        let mut evicted = 0;
+        let mut ring = self.ring();
+        let Ring {
+            spans: buffer,
+            traces,
+        } = &mut *ring;
+        let (mut received, mut evicted, mut refused) = (0, 0, 0);
         for span in spans {
             received += 1;
-            if buffer.len() == self.capacity {
-                buffer.pop_front();
+            let count = traces.entry(span.trace_id).or_default();
+            if self.per_trace > 0 && count.accepted >= self.per_trace {
+                count.cut = true;
+                refused += 1;
+                if count.stored == 0 {
+                    traces.remove(&span.trace_id);
+                }
+                continue;
+            }
+            count.accepted += 1;
+            count.stored += 1;
+            if buffer.len() == self.capacity
+                && let Some(old) = buffer.pop_front()
+            {
                 evicted += 1;
+                if let Some(count) = traces.get_mut(&old.trace_id) {
+                    count.stored -= 1;
+                    if count.stored == 0 {
+                        traces.remove(&old.trace_id);
+                    }
+                }
             }
             buffer.push_back(span);
         }
-        drop(buffer);
+        drop(ring);
         self.received.fetch_add(received, Ordering::Relaxed);
         self.evicted.fetch_add(evicted, Ordering::Relaxed);
+        self.refused.fetch_add(refused, Ordering::Relaxed);
+    }
+
+    /// Whether trace `id` reached its budget (and is not whole).
+    pub fn is_cut(&self, id: TraceId) -> bool {
+        self.ring().traces.get(&id).is_some_and(|c| c.cut)
     }
 
     /// The counters.
     pub fn stats(&self) -> CollectorStats {
         CollectorStats {
             capacity: self.capacity,
-            stored: self.spans().len(),
+            stored: self.ring().spans.len(),
             received: self.received.load(Ordering::Relaxed),
             evicted: self.evicted.load(Ordering::Relaxed),
+            max_spans_per_trace: self.per_trace,
+            refused: self.refused.load(Ordering::Relaxed),
         }
     }
 
     /// The spans of one trace, in the order they arrived.
     pub fn trace(&self, id: TraceId) -> Vec<Span> {
-        self.spans()
+        self.ring()
+            .spans
             .iter()
             .filter(|s| s.trace_id == id)
             .cloned()
             .collect()
     }
 
-    /// Traces grouped, each with the position of its latest span (for recency).
-    fn grouped(&self, keep: impl Fn(&TraceId, &[&Span]) -> bool) -> Vec<(usize, Vec<Span>)> {
-        let buffer = self.spans();
+    /// Traces grouped, each with the position of its latest span (for recency) and whether
+    /// it was cut.
+    fn grouped(&self, keep: impl Fn(&TraceId, &[&Span]) -> bool) -> Vec<(usize, bool, Vec<Span>)> {
+        let ring = self.ring();
         let mut groups: HashMap<TraceId, (usize, Vec<&Span>)> = HashMap::new();
-        for (i, span) in buffer.iter().enumerate() {
+        for (i, span) in ring.spans.iter().enumerate() {
             let entry = groups.entry(span.trace_id).or_default();
             entry.0 = i;
             entry.1.push(span);
         }
-        let mut out: Vec<(usize, Vec<Span>)> = groups
+        let mut out: Vec<(usize, bool, Vec<Span>)> = groups
             .into_iter()
             .filter(|(id, (_, spans))| keep(id, spans))
-            .map(|(_, (last, spans))| (last, spans.into_iter().cloned().collect()))
+            .map(|(id, (last, spans))| {
+                let cut = ring.traces.get(&id).is_some_and(|c| c.cut);
+                (last, cut, spans.into_iter().cloned().collect())
+            })
             .collect();
-        out.sort_by_key(|(last, _)| std::cmp::Reverse(*last));
+        out.sort_by_key(|(last, _, _)| std::cmp::Reverse(*last));
         out
+    }
+
+    fn summaries(groups: Vec<(usize, bool, Vec<Span>)>, limit: usize) -> Vec<TraceSummary> {
+        groups
+            .into_iter()
+            .filter_map(|(_, cut, spans)| {
+                trace::summary::summarize(&spans).map(|s| TraceSummary { cut, ..s })
+            })
+            .take(limit)
+            .collect()
     }
 
     /// Up to `limit` traces of at least `min_spans` spans, most recently active first.
     pub fn recent(&self, limit: usize, min_spans: usize) -> Vec<TraceSummary> {
-        self.grouped(|_, spans| spans.len() >= min_spans)
-            .into_iter()
-            .filter_map(|(_, spans)| trace::summary::summarize(&spans))
-            .take(limit)
-            .collect()
+        Self::summaries(self.grouped(|_, spans| spans.len() >= min_spans), limit)
     }
 
     /// Up to `limit` traces with an API request on `object`, most recently active first.
     pub fn for_object(&self, object: &ObjectRef, limit: usize) -> Vec<TraceSummary> {
-        self.grouped(|_, spans| spans.iter().any(|s| object.matches(s)))
-            .into_iter()
-            .filter_map(|(_, spans)| trace::summary::summarize(&spans))
-            .take(limit)
-            .collect()
+        Self::summaries(
+            self.grouped(|_, spans| spans.iter().any(|s| object.matches(s))),
+            limit,
+        )
     }
 }
 
@@ -180,9 +285,10 @@ fn trace_not_found(id: &str) -> ApiError {
 /// * `GET` → `{"traces": [TraceSummary...], "stats": ...}`, most recently active first;
 ///   `?limit=N` (20), `?minSpans=N` (1; 2 hides one-request traces such as lease renewals),
 ///   `?object=deployments/default/web` (traces with a request on that object);
-/// * `GET /{traceId}` → `{"traceId": ..., "spans": [...]}`, 404 if none is kept;
-///   `?view=tree` → the rows of the causal tree as the web UI draws them
-///   ([`trace::view::TraceView`]).
+/// * `GET /{traceId}` → `{"traceId": ..., "spans": [...], "cut": bool}`, 404 if none is
+///   kept; `?view=tree` → the rows of the causal tree as the web UI draws them
+///   ([`trace::view::TraceView`]). `cut`: the trace reached its span budget, so later steps
+///   are missing.
 pub fn handle(
     collector: &Collector,
     method: &Method,
@@ -202,7 +308,7 @@ pub fn handle(
             ))
         }
         (&Method::GET, None) if query.get("spans") == Some("all") => {
-            let spans: Vec<Span> = collector.spans().iter().cloned().collect();
+            let spans: Vec<Span> = collector.ring().spans.iter().cloned().collect();
             Ok(json_response(StatusCode::OK, &json!({ "spans": spans })))
         }
         (&Method::GET, None) => {
@@ -236,14 +342,18 @@ pub fn handle(
             if spans.is_empty() {
                 return Err(trace_not_found(id));
             }
+            let cut = collector.is_cut(trace_id);
             match query.non_empty("view") {
                 None => Ok(json_response(
                     StatusCode::OK,
-                    &json!({ "traceId": trace_id, "spans": spans }),
+                    &json!({ "traceId": trace_id, "spans": spans, "cut": cut }),
                 )),
                 Some("tree") => Ok(json_response(
                     StatusCode::OK,
-                    &json!(trace::view::view(trace_id, &spans)),
+                    &json!(trace::view::TraceView {
+                        cut,
+                        ..trace::view::view(trace_id, &spans)
+                    }),
                 )),
                 Some(other) => Err(ApiError::BadRequest(format!(
                     "view: Unsupported value: {other:?}: supported values: \"tree\""
@@ -265,9 +375,30 @@ mod tests {
         Span::start(ctx, None, name, SpanKind::Server, "kube-apiserver")
     }
 
+    /// `GET /miniplane/v1/traces/{id}?{query}`.
+    fn get_trace(c: &Collector, id: TraceId, query: &str) -> Result<Response> {
+        let id = id.to_string();
+        handle(
+            c,
+            &Method::GET,
+            Some(&id),
+            &Query::parse(Some(query)),
+            &Bytes::new(),
+        )
+    }
+
+    /// A 200 response's JSON body.
+    async fn body<T: serde::de::DeserializeOwned>(resp: Response) -> T {
+        assert_eq!(resp.status(), StatusCode::OK);
+        let bytes = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
     #[test]
     fn keeps_the_newest_spans_up_to_its_capacity() {
-        let c = Collector::new(3);
+        let c = Collector::new(3, 0);
         let a = SpanContext::new_root();
         let b = SpanContext::new_root();
         c.record(span(a, "a1"));
@@ -284,14 +415,14 @@ mod tests {
             1,
             "single-span traces can be left out"
         );
-        let none = Collector::new(0);
+        let none = Collector::new(0, 0);
         none.record(span(a, "x"));
         assert_eq!(none.stats().stored, 0);
     }
 
     #[test]
     fn finds_the_traces_that_touched_an_object() {
-        let c = Collector::new(10);
+        let c = Collector::new(10, 0);
         let a = SpanContext::new_root();
         c.record(
             span(a, "create deployments")
@@ -308,7 +439,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_trace_as_the_rows_of_its_tree() {
-        let c = Collector::new(10);
+        let c = Collector::new(10, 0);
         let root = SpanContext::new_root();
         c.record(span(root, "create deployments"));
         c.record(Span::start(
@@ -318,22 +449,8 @@ mod tests {
             SpanKind::Consumer,
             "kube-controller-manager",
         ));
-        let id = root.trace_id.to_string();
-        let get = |q: &str| {
-            handle(
-                &c,
-                &Method::GET,
-                Some(&id),
-                &Query::parse(Some(q)),
-                &Bytes::new(),
-            )
-        };
-        let resp = get("view=tree").unwrap();
-        assert_eq!(resp.status(), StatusCode::OK);
-        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
-            .await
-            .unwrap();
-        let view: trace::view::TraceView = serde_json::from_slice(&body).unwrap();
+        let get = |q: &str| get_trace(&c, root.trace_id, q);
+        let view: trace::view::TraceView = body(get("view=tree").unwrap()).await;
         let rows: Vec<(usize, &str)> = view
             .rows
             .iter()
@@ -341,5 +458,58 @@ mod tests {
             .collect();
         assert_eq!(rows, [(0, "create deployments"), (1, "watch event")]);
         assert!(matches!(get("view=gantt"), Err(ApiError::BadRequest(_))));
+    }
+
+    #[tokio::test]
+    async fn a_trace_keeps_at_most_its_budget_and_is_then_cut() {
+        let c = Collector::new(10, 3);
+        let (a, b) = (SpanContext::new_root(), SpanContext::new_root());
+        assert!(c.samples(a.trace_id), "an unknown trace is sampled");
+        c.record_all((0..2).map(|i| span(a.child(), &format!("a{i}"))));
+        assert!(c.samples(a.trace_id), "under its budget");
+        assert!(!c.is_cut(a.trace_id));
+        c.record_all((2..5).map(|i| span(a.child(), &format!("a{i}"))));
+        c.record(span(b, "b0"));
+        let names: Vec<String> = c.trace(a.trace_id).into_iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            ["a0", "a1", "a2"],
+            "spans past the budget are refused"
+        );
+        assert!(c.is_cut(a.trace_id));
+        assert!(!c.samples(a.trace_id), "its further writes go unsampled");
+        assert!(c.samples(b.trace_id), "other traces are not affected");
+        let stats = c.stats();
+        assert_eq!(
+            (
+                stats.stored,
+                stats.received,
+                stats.refused,
+                stats.max_spans_per_trace
+            ),
+            (4, 6, 2, 3)
+        );
+        let listed = c.recent(10, 1);
+        let cut: Vec<(TraceId, bool)> = listed.iter().map(|t| (t.trace_id, t.cut)).collect();
+        assert_eq!(cut, [(b.trace_id, false), (a.trace_id, true)]);
+
+        let spans: serde_json::Value = body(get_trace(&c, a.trace_id, "").unwrap()).await;
+        assert_eq!(spans["cut"], true);
+        let view: trace::view::TraceView =
+            body(get_trace(&c, a.trace_id, "view=tree").unwrap()).await;
+        assert!(view.cut);
+
+        // Once every span of a trace is evicted, the collector forgets it: its count starts
+        // again (and the map of counts stays bounded by the ring).
+        c.record_all((0..10).map(|i| span(SpanContext::new_root(), &format!("x{i}"))));
+        assert!(c.trace(a.trace_id).is_empty());
+        assert!(!c.is_cut(a.trace_id));
+        assert!(c.samples(a.trace_id));
+        assert_eq!(c.ring().traces.len(), 10);
+        // No budget: nothing refused.
+        let unbounded = Collector::new(10, 0);
+        unbounded.record_all((0..8).map(|i| span(a.child(), &format!("a{i}"))));
+        assert_eq!(unbounded.trace(a.trace_id).len(), 8);
+        assert!(unbounded.samples(a.trace_id));
     }
 }

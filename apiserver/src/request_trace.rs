@@ -53,6 +53,9 @@ pub struct TracingOptions {
     pub enabled: bool,
     /// Spans the collector keeps (`--trace-max-spans`).
     pub max_spans: usize,
+    /// Spans one trace may have before its further writes go unsampled
+    /// (`--trace-max-spans-per-trace`; 0: no limit). See [`crate::collector`].
+    pub max_spans_per_trace: usize,
 }
 
 impl Default for TracingOptions {
@@ -60,6 +63,7 @@ impl Default for TracingOptions {
         TracingOptions {
             enabled: true,
             max_spans: crate::collector::DEFAULT_MAX_SPANS,
+            max_spans_per_trace: crate::collector::DEFAULT_MAX_SPANS_PER_TRACE,
         }
     }
 }
@@ -173,21 +177,28 @@ pub fn set_annotation(obj: &mut Value, value: Option<&str>) {
     }
 }
 
-/// The span of one API request, open until [`RequestTrace::finish`].
+/// The span of one API request, open until [`RequestTrace::finish`]; a request of a trace
+/// that is not sampled has none, but still stamps its context on what it writes.
 #[derive(Debug)]
 pub struct RequestTrace {
-    span: Span,
+    span: Option<Span>,
     write: Arc<WriteTrace>,
 }
 
 /// Starts the span of a resource request, or `None` for what is not traced (watches, and
 /// reads without `traceparent`). An invalid `traceparent` is ignored, as the W3C
 /// recommendation says: the request then starts a new trace.
+///
+/// Sampling: a new trace is sampled. A request that continues a trace is sampled if its
+/// `traceparent` is and `samples(trace id)` (the collector's span budget) says yes; else it
+/// records no span and stamps its context with the `sampled` flag cleared, so that the
+/// components carry the trace on without recording it (see [`crate::collector`]).
 pub fn begin(
     method: &Method,
     path: &ResourcePath,
     watch: bool,
     headers: &HeaderMap,
+    samples: impl FnOnce(trace::TraceId) -> bool,
 ) -> Option<RequestTrace> {
     let parent = headers
         .get(TRACEPARENT_HEADER)
@@ -203,7 +214,19 @@ pub fn begin(
     if !traced {
         return None;
     }
-    let ctx = parent.map_or_else(SpanContext::new_root, |p| p.child());
+    let mut ctx = parent.map_or_else(SpanContext::new_root, |p| p.child());
+    if parent.is_some() && ctx.sampled && !samples(ctx.trace_id) {
+        ctx.sampled = false;
+    }
+    let write = Arc::new(WriteTrace {
+        traceparent: ctx.traceparent(),
+        trace_id: ctx.trace_id,
+        status_only: path.subresource.as_deref() == Some("status"),
+        written: Mutex::new(None),
+    });
+    if !ctx.sampled {
+        return Some(RequestTrace { span: None, write });
+    }
     let resource = match &path.subresource {
         Some(sub) => format!("{}/{sub}", path.resource),
         None => path.resource.clone(),
@@ -233,13 +256,8 @@ pub fn begin(
         span.set("userAgent", agent);
     }
     Some(RequestTrace {
-        write: Arc::new(WriteTrace {
-            traceparent: ctx.traceparent(),
-            trace_id: ctx.trace_id,
-            status_only: path.subresource.as_deref() == Some("status"),
-            written: Mutex::new(None),
-        }),
-        span,
+        write,
+        span: Some(span),
     })
 }
 
@@ -251,18 +269,21 @@ impl RequestTrace {
 
     /// Sets an attribute on the request's span (e.g. `fault` for an injected failure).
     pub fn set_attribute(&mut self, key: &str, value: &str) {
-        self.span.set(key, value);
+        if let Some(span) = &mut self.span {
+            span.set(key, value);
+        }
     }
 
-    /// Ends the span with the response's code (and the error, if the request failed).
-    pub fn finish(mut self, code: StatusCode, error: Option<String>) -> Span {
+    /// Ends the span with the response's code (and the error, if the request failed); `None`
+    /// when the request is not sampled.
+    pub fn finish(self, code: StatusCode, error: Option<String>) -> Option<Span> {
+        let mut span = self.span?;
         let written = self
             .write
             .written
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        let span = &mut self.span;
         if let Some(w) = &written {
             span.set(attr::REVISION, w.revision);
             if !span.attributes.contains_key(attr::NAME) {
@@ -288,7 +309,7 @@ impl RequestTrace {
         }
         span.summary = summary.trim().to_owned();
         span.end();
-        self.span
+        Some(span)
     }
 }
 
@@ -297,6 +318,16 @@ mod tests {
     use super::*;
     use crate::gvk::GroupVersion;
     use serde_json::json;
+
+    /// [`begin`] with a collector whose budget is never reached.
+    fn sampled(
+        method: &Method,
+        path: &ResourcePath,
+        watch: bool,
+        headers: &HeaderMap,
+    ) -> Option<RequestTrace> {
+        begin(method, path, watch, headers, |_| true)
+    }
 
     fn path(name: Option<&str>, sub: Option<&str>) -> ResourcePath {
         ResourcePath {
@@ -311,32 +342,43 @@ mod tests {
     #[test]
     fn writes_start_or_continue_a_trace_reads_only_continue_watches_never() {
         let none = HeaderMap::new();
-        let started = begin(&Method::POST, &path(None, None), false, &none).unwrap();
-        assert_eq!(started.span.parent_span_id, None);
-        assert_eq!(started.span.name, "create deployments");
+        let started = sampled(&Method::POST, &path(None, None), false, &none).unwrap();
+        assert_eq!(started.span.as_ref().unwrap().parent_span_id, None);
+        assert_eq!(started.span.as_ref().unwrap().name, "create deployments");
 
         let parent = SpanContext::new_root();
         let mut headers = HeaderMap::new();
         headers.insert(TRACEPARENT_HEADER, parent.traceparent().parse().unwrap());
-        let cont = begin(
+        let cont = sampled(
             &Method::PUT,
             &path(Some("web"), Some("status")),
             false,
             &headers,
         )
         .unwrap();
-        assert_eq!(cont.span.trace_id, parent.trace_id);
-        assert_eq!(cont.span.parent_span_id, Some(parent.span_id));
-        assert_eq!(cont.span.name, "update deployments/status");
+        assert_eq!(cont.span.as_ref().unwrap().trace_id, parent.trace_id);
+        assert_eq!(
+            cont.span.as_ref().unwrap().parent_span_id,
+            Some(parent.span_id)
+        );
+        assert_eq!(
+            cont.span.as_ref().unwrap().name,
+            "update deployments/status"
+        );
         assert!(
             cont.write()
                 .traceparent()
-                .contains(&cont.span.span_id.to_string())
+                .contains(&cont.span.as_ref().unwrap().span_id.to_string())
         );
 
-        assert!(begin(&Method::GET, &path(Some("web"), None), false, &none).is_none());
-        assert!(begin(&Method::GET, &path(Some("web"), None), false, &headers).is_some());
-        assert!(begin(&Method::GET, &path(None, None), true, &headers).is_none());
+        assert!(
+            begin(&Method::GET, &path(Some("web"), None), false, &none, |_| {
+                true
+            })
+            .is_none()
+        );
+        assert!(sampled(&Method::GET, &path(Some("web"), None), false, &headers).is_some());
+        assert!(sampled(&Method::GET, &path(None, None), true, &headers).is_none());
 
         let lease = ResourcePath {
             gv: GroupVersion::new("coordination.k8s.io", "v1"),
@@ -346,25 +388,72 @@ mod tests {
             subresource: None,
         };
         assert!(
-            begin(&Method::PUT, &lease, false, &none).is_none(),
+            sampled(&Method::PUT, &lease, false, &none).is_none(),
             "a heartbeat"
         );
-        assert!(begin(&Method::PUT, &lease, false, &headers).is_some());
+        assert!(sampled(&Method::PUT, &lease, false, &headers).is_some());
 
         let mut bad = HeaderMap::new();
         bad.insert(TRACEPARENT_HEADER, "00-zz".parse().unwrap());
-        let fresh = begin(&Method::DELETE, &path(Some("web"), None), false, &bad).unwrap();
+        let fresh = sampled(&Method::DELETE, &path(Some("web"), None), false, &bad).unwrap();
         assert_eq!(
-            fresh.span.parent_span_id, None,
+            fresh.span.as_ref().unwrap().parent_span_id,
+            None,
             "invalid traceparent: new trace"
         );
     }
 
     #[test]
+    fn a_trace_past_its_budget_or_unsampled_is_carried_on_without_a_span() {
+        let parent = SpanContext::new_root();
+        let with = |ctx: SpanContext| {
+            let mut headers = HeaderMap::new();
+            headers.insert(TRACEPARENT_HEADER, ctx.traceparent().parse().unwrap());
+            headers
+        };
+        let pods = path(Some("web"), None);
+        let over = begin(&Method::PUT, &pods, false, &with(parent), |id| {
+            assert_eq!(id, parent.trace_id);
+            false
+        })
+        .unwrap();
+        assert!(over.span.is_none(), "no span past the budget");
+        let stamped = SpanContext::parse(over.write().traceparent()).unwrap();
+        assert_eq!(stamped.trace_id, parent.trace_id, "the same trace");
+        assert!(!stamped.sampled, "flagged not sampled");
+        assert!(over.finish(StatusCode::OK, None).is_none());
+
+        let unsampled = SpanContext {
+            sampled: false,
+            ..parent
+        };
+        let carried = begin(&Method::PUT, &pods, false, &with(unsampled), |_| {
+            panic!("an unsampled context is not counted against the budget")
+        })
+        .unwrap();
+        assert!(carried.span.is_none());
+        let stamped = SpanContext::parse(carried.write().traceparent()).unwrap();
+        assert_eq!(
+            (stamped.trace_id, stamped.sampled),
+            (parent.trace_id, false)
+        );
+
+        let fresh = begin(
+            &Method::POST,
+            &path(None, None),
+            false,
+            &HeaderMap::new(),
+            |_| panic!("a new trace is always sampled"),
+        )
+        .unwrap();
+        assert!(fresh.span.is_some());
+    }
+
+    #[test]
     fn finishing_names_the_object_code_and_revision() {
-        let t = begin(&Method::POST, &path(None, None), false, &HeaderMap::new()).unwrap();
+        let t = sampled(&Method::POST, &path(None, None), false, &HeaderMap::new()).unwrap();
         t.write().written("web", 42);
-        let span = t.finish(StatusCode::CREATED, None);
+        let span = t.finish(StatusCode::CREATED, None).unwrap();
         assert_eq!(
             span.summary,
             "default/web → 201 Created, stored at revision 42"
@@ -384,7 +473,7 @@ mod tests {
             SpanContext::new_root().traceparent().parse().unwrap(),
         );
         let status = path(Some("web"), Some("status"));
-        let report = begin(&Method::PUT, &status, false, &other).unwrap();
+        let report = sampled(&Method::PUT, &status, false, &other).unwrap();
         report.write().stamp(&mut obj);
         assert_eq!(
             annotation(&obj),
@@ -396,14 +485,14 @@ mod tests {
             TRACEPARENT_HEADER,
             theirs.child().traceparent().parse().unwrap(),
         );
-        let report = begin(&Method::PUT, &status, false, &same).unwrap();
+        let report = sampled(&Method::PUT, &status, false, &same).unwrap();
         report.write().stamp(&mut obj);
         assert_eq!(
             annotation(&obj),
             Some(report.write().traceparent()),
             "same trace: moves on"
         );
-        let spec = begin(&Method::PUT, &path(Some("web"), None), false, &other).unwrap();
+        let spec = sampled(&Method::PUT, &path(Some("web"), None), false, &other).unwrap();
         spec.write().stamp(&mut obj);
         assert_eq!(
             annotation(&obj),

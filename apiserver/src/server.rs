@@ -143,11 +143,14 @@ impl AppState {
             options.watch_client_buffer,
         )
         .with_handoff(storage.handoff().clone());
-        let collector = Collector::new(if options.tracing.enabled {
-            options.tracing.max_spans
-        } else {
-            0
-        });
+        let collector = Collector::new(
+            if options.tracing.enabled {
+                options.tracing.max_spans
+            } else {
+                0
+            },
+            options.tracing.max_spans_per_trace,
+        );
         AppState(Arc::new(Inner {
             collector,
             faults: FaultTable::default(),
@@ -501,7 +504,9 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 })?;
             let trace = if state.options().tracing.enabled {
                 let watch = query.flag("watch").unwrap_or(false);
-                request_trace::begin(&parts.method, &path, watch, &parts.headers)
+                request_trace::begin(&parts.method, &path, watch, &parts.headers, |id| {
+                    state.collector().samples(id)
+                })
             } else {
                 None
             };
@@ -554,7 +559,9 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                     ),
                     Err(e) => (e.code(), Some(format!("{}: {e}", e.reason()))),
                 };
-                state.collector().record(trace.finish(code, error));
+                if let Some(span) = trace.finish(code, error) {
+                    state.collector().record(span);
+                }
             }
             result
         }

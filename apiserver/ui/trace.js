@@ -186,6 +186,7 @@ export class TracePage {
     const span = to - from;
     mount(this.headEl,
       h("div", { class: "trace-title" }, v.header),
+      v.cut && h("div", { class: "trace-cut" }, "cut: this trace reached the span budget per trace (--trace-max-spans-per-trace); its later steps were not recorded"),
       h("div", { class: "dim" }, "the same trace in a terminal: ", h("code", {}, `miniplane trace --id ${v.traceId}`), " · ",
         h("a", { href: `${COLLECTOR}/${v.traceId}`, target: "_blank" }, "spans as JSON"), " · ",
         ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"].map((c) => h("span", { class: "legend" }, h("span", { class: `dot ${componentClass(c)}` }), c))));

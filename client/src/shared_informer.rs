@@ -33,7 +33,7 @@ use std::any::type_name;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 use kube::{Resource, ResourceExt};
@@ -635,17 +635,26 @@ fn deliver_traced<K: Resource + 'static>(
         Notification::Update { .. } => return deliver(handler, notification),
         Notification::Delete(obj) => ("DELETED", obj.object().meta()),
     };
-    let Some(mut span) = object_context(meta)
-        .and_then(|parent| tracer.child(&parent, "watch event", SpanKind::Consumer))
-    else {
+    let Some(parent) = object_context(meta) else {
         return deliver(handler, notification);
     };
+    if !parent.sampled {
+        // A trace past its span budget: carry it on, record nothing.
+        caused_by(parent, || deliver(handler, notification));
+        return;
+    }
     let object = trace::object_label(meta.namespace.as_deref(), meta.name.as_deref());
     let rv = meta.resource_version.clone().unwrap_or_default();
-    let ((), queues) = caused_by(span.context(), || deliver(handler, notification));
+    let started = SystemTime::now();
+    let context = parent.child();
+    let ((), queues) = caused_by(context, || deliver(handler, notification));
     if queues.is_empty() {
         return; // nobody reacted: nothing to show
     }
+    let Some(span) = tracer.span(context, &parent, "watch event", SpanKind::Consumer) else {
+        return;
+    };
+    let mut span = span.started_at(started);
     span.set("event", event)
         .set("kind", kind)
         .set(attr::KEY, object.as_str())

@@ -307,24 +307,29 @@ async fn slow_handler_does_not_block_others() {
     task.await.expect("informer task");
 }
 
-/// A delivery is traced only when the object carries a trace and a handler queued work for
-/// it: the queue gets the "watch event" span as the key's cause.
-#[tokio::test(start_paused = true)]
-async fn traced_deliveries_hand_the_objects_trace_to_the_queue() {
+/// A traced informer over the ConfigMaps `plain` (no annotation) and `a` (in trace `parent`),
+/// whose handler queues each added name, and the exporter of its spans.
+fn traced_informer(
+    plain: &[&str],
+    parent: trace::SpanContext,
+) -> (
+    SharedIndexInformer<ConfigMap>,
+    crate::Queue<String>,
+    crate::trace::Exporter,
+) {
     use crate::trace::{TRACEPARENT_ANNOTATION, Tracer};
-    let parent = trace::SpanContext::new_root();
     let mut traced = cm("a", "1");
     traced.metadata.annotations = Some(BTreeMap::from([(
         TRACEPARENT_ANNOTATION.to_string(),
         parent.traceparent(),
     )]));
-    let (source, informer) = informer_over(&["plain"]);
+    let (source, informer) = informer_over(plain);
     source.add(traced);
     let client = kube::Client::try_from(kube::Config::new(
         "http://127.0.0.1:1".parse().expect("a URL"),
     ))
     .expect("a client");
-    let (tracer, mut exporter) = Tracer::new("test", client, 16);
+    let (tracer, exporter) = Tracer::new("test", client, 16);
     informer.set_tracer(tracer);
     let queue: crate::Queue<String> = crate::Queue::new("q");
     let q = queue.clone();
@@ -332,6 +337,15 @@ async fn traced_deliveries_hand_the_objects_trace_to_the_queue() {
         ResourceEventHandlerFuncs::new()
             .on_add(move |obj: Arc<ConfigMap>, _| q.add(obj.name_any())),
     );
+    (informer, queue, exporter)
+}
+
+/// A delivery is traced only when the object carries a trace and a handler queued work for
+/// it: the queue gets the "watch event" span as the key's cause.
+#[tokio::test(start_paused = true)]
+async fn traced_deliveries_hand_the_objects_trace_to_the_queue() {
+    let parent = trace::SpanContext::new_root();
+    let (informer, queue, mut exporter) = traced_informer(&["plain"], parent);
     let (recorder, mut events) = Recorder::new();
     informer.add_event_handler(recorder);
     let running = start(&informer).await;
@@ -357,4 +371,26 @@ async fn traced_deliveries_hand_the_objects_trace_to_the_queue() {
     );
     assert_eq!(causes["a"].len(), 1);
     assert_eq!(causes["a"][0].context, span.context());
+}
+
+/// An object whose trace is past its span budget (the W3C sampled flag off): the queue gets
+/// the object's context as the cause, to carry on, and no span is recorded.
+#[tokio::test(start_paused = true)]
+async fn an_unsampled_trace_reaches_the_queue_without_a_span() {
+    let parent = trace::SpanContext {
+        sampled: false,
+        ..trace::SpanContext::new_root()
+    };
+    let (informer, queue, mut exporter) = traced_informer(&[], parent);
+    let running = start(&informer).await;
+    let key = queue.get().await.expect("queued");
+    let causes = queue.take_causes(&key);
+    queue.done(&key);
+    running.stop().await;
+    assert_eq!(key, "a");
+    assert_eq!(
+        causes.iter().map(|c| c.context).collect::<Vec<_>>(),
+        [parent]
+    );
+    assert_eq!(exporter.try_drain().len(), 0, "nothing recorded");
 }

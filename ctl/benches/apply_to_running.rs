@@ -10,6 +10,7 @@
 //! BENCH_NODES=100 BENCH_REPLICAS=1000 BENCH_RUNS=1 cargo bench -p ctl --bench apply_to_running
 //! BENCH_TRACING=0 cargo bench -p ctl --bench apply_to_running   # every component --tracing=false
 //! BENCH_TRACING_OFF=kubelet,scheduler cargo bench ...              # only those --tracing=false
+//! BENCH_APISERVER_ARGS="--trace-max-spans-per-trace 0" cargo bench ... # more API server flags
 //! ```
 //!
 //! ```text
@@ -100,17 +101,10 @@ fn component<'a>(args: &[&'a str]) -> Vec<&'a str> {
 async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (api, line) = spawn(
-        &component(&[
-            "apiserver",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--no-fsync",
-        ]),
-        "listening on",
-    );
+    let extra = std::env::var("BENCH_APISERVER_ARGS").unwrap_or_default();
+    let mut api_args = process::apiserver_args(data.to_str().unwrap());
+    api_args.extend(extra.split_whitespace());
+    let (api, line) = spawn(&component(&api_args), "listening on");
     let url = line.rsplit(' ').next().unwrap().to_owned();
     let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
 

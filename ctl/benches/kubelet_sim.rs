@@ -54,14 +54,7 @@ async fn one_run(node_count: usize, pod_count: usize) -> RunResult {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let (_api, line) = spawn(
-        &[
-            "apiserver",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--no-fsync",
-        ],
+        &process::apiserver_args(data.to_str().unwrap()),
         "listening on",
     );
     let url = line

@@ -90,14 +90,7 @@ async fn populate(client: kube::Client, nodes: usize, pods: usize) {
 fn run_once(nodes: usize, pods: usize) -> (f64, f64, f64) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (apiserver, line) = spawn(&[
-        "apiserver",
-        "--data-dir",
-        data.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--no-fsync",
-    ]);
+    let (apiserver, line) = spawn(&process::apiserver_args(data.to_str().unwrap()));
     let url = line.rsplit(' ').next().unwrap().to_owned();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let result = runtime.block_on(async {

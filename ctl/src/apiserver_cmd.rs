@@ -26,6 +26,10 @@ pub struct ApiserverArgs {
     /// Spans the trace collector keeps in memory (the oldest are evicted).
     #[arg(long, value_name = "N", default_value_t = apiserver::collector::DEFAULT_MAX_SPANS)]
     trace_max_spans: usize,
+    /// Spans one trace may have: past them its further steps go unrecorded (W3C sampled
+    /// flag off) and it is shown as cut; 0 for no limit.
+    #[arg(long, value_name = "N", default_value_t = apiserver::collector::DEFAULT_MAX_SPANS_PER_TRACE)]
+    trace_max_spans_per_trace: usize,
 }
 
 /// Runs the API server until a shutdown signal.
@@ -40,6 +44,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
                 tracing: apiserver::request_trace::TracingOptions {
                     enabled: args.tracing,
                     max_spans: args.trace_max_spans,
+                    max_spans_per_trace: args.trace_max_spans_per_trace,
                 },
                 ..apiserver::ServerOptions::default()
             },

@@ -25,7 +25,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::Value;
 use trace::render::{TreeOptions, format_duration};
-use trace::{COLLECTOR_PATH, ObjectRef, Span, TRACEPARENT_ANNOTATION, TraceId, TraceSummary};
+use trace::{
+    COLLECTOR_PATH, ObjectRef, Span, SpanContext, TRACEPARENT_ANNOTATION, TraceId, TraceSummary,
+};
 
 /// Flags of `miniplane trace`.
 #[derive(Debug, clap::Args)]
@@ -167,17 +169,19 @@ impl Api {
         Ok(serde_json::from_value(body["traces"].clone())?)
     }
 
-    async fn trace(&self, id: TraceId) -> anyhow::Result<Vec<Span>> {
+    /// The spans of trace `id`, and whether it was cut at the collector's span budget.
+    async fn trace(&self, id: TraceId) -> anyhow::Result<(Vec<Span>, bool)> {
         let body = self.get(&format!("{COLLECTOR_PATH}/{id}")).await?;
-        Ok(serde_json::from_value(body["spans"].clone())?)
+        let cut = body["cut"].as_bool().unwrap_or(false);
+        Ok((serde_json::from_value(body["spans"].clone())?, cut))
     }
 
-    /// The trace id on the object's annotation, if the object exists and has one.
-    async fn annotated(&self, object: &Resolved) -> Option<TraceId> {
+    /// The trace context on the object's annotation, if the object exists and has one.
+    async fn annotated(&self, object: &Resolved) -> Option<SpanContext> {
         let path = object.path.as_ref()?;
         let body = self.get(path).await.ok()?;
         let value = body["metadata"]["annotations"][TRACEPARENT_ANNOTATION].as_str()?;
-        trace::SpanContext::parse(value).ok().map(|c| c.trace_id)
+        SpanContext::parse(value).ok()
     }
 }
 
@@ -280,12 +284,18 @@ async fn show(args: TraceArgs) -> anyhow::Result<()> {
     } else {
         pick(&api, object.as_ref(), args.last).await?
     };
-    let spans = if args.follow {
+    let (spans, cut) = if args.follow {
         follow(&api, id, &args).await?
     } else {
         api.trace(id).await?
     };
     println!("{}", render(&spans, args.output, args.width)?.trim_end());
+    if cut {
+        eprintln!(
+            "trace {id} was cut: it reached the API server's span budget per trace \
+             (--trace-max-spans-per-trace), and its later steps were not recorded"
+        );
+    }
     Ok(())
 }
 
@@ -293,9 +303,16 @@ async fn show(args: TraceArgs) -> anyhow::Result<()> {
 async fn pick(api: &Api, object: Option<&Resolved>, last: bool) -> anyhow::Result<TraceId> {
     if let Some(o) = object
         && !last
-        && let Some(id) = api.annotated(o).await
+        && let Some(ctx) = api.annotated(o).await
     {
-        return Ok(id);
+        if !ctx.sampled {
+            eprintln!(
+                "{}'s last write was not recorded (its trace had reached its span budget); \
+                 showing what trace {} recorded",
+                o.object, ctx.trace_id
+            );
+        }
+        return Ok(ctx.trace_id);
     }
     let found = api
         .list(1, object.is_some(), object.map(|o| &o.object))
@@ -337,12 +354,12 @@ async fn wait_for_next_trace(api: &Api, object: Option<&Resolved>) -> anyhow::Re
 
 /// Re-reads the trace until it has not grown for `--quiet`; on a terminal the tree is
 /// redrawn as it grows.
-async fn follow(api: &Api, id: TraceId, args: &TraceArgs) -> anyhow::Result<Vec<Span>> {
+async fn follow(api: &Api, id: TraceId, args: &TraceArgs) -> anyhow::Result<(Vec<Span>, bool)> {
     let live = std::io::stdout().is_terminal() && args.output == Output::Tree;
     let mut spans = Vec::new();
     let mut last_change = Instant::now();
     loop {
-        let now = api.trace(id).await.unwrap_or_default();
+        let (now, cut) = api.trace(id).await.unwrap_or_default();
         if now.len() != spans.len() {
             spans = now;
             last_change = Instant::now();
@@ -359,7 +376,7 @@ async fn follow(api: &Api, id: TraceId, args: &TraceArgs) -> anyhow::Result<Vec<
             if live {
                 print!("\x1b[H\x1b[2J");
             }
-            return Ok(spans);
+            return Ok((spans, cut));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -380,7 +397,7 @@ pub fn render(spans: &[Span], output: Output, width: usize) -> anyhow::Result<St
 fn render_list(traces: &[TraceSummary]) -> String {
     let now = trace::span::unix_nanos(std::time::SystemTime::now());
     let mut out = format!(
-        "{:<32}  {:>5}  {:>9}  {:>8}  {}\n",
+        "{:<32}  {:>6}  {:>9}  {:>8}  {}\n",
         "TRACE ID", "SPANS", "DURATION", "AGE", "ROOT"
     );
     for t in traces {
@@ -390,10 +407,12 @@ fn render_list(traces: &[TraceSummary]) -> String {
         } else {
             format!("{}: {}", t.root, t.root_summary)
         };
+        // A trace cut at its span budget had more steps than it shows.
+        let spans = format!("{}{}", t.spans, if t.cut { "+" } else { "" });
         out.push_str(&format!(
-            "{:<32}  {:>5}  {:>9}  {:>8}  {root} [{}]\n",
+            "{:<32}  {:>6}  {:>9}  {:>8}  {root} [{}]\n",
             t.trace_id.to_string(),
-            t.spans,
+            spans,
             format_duration(t.duration_nanos),
             format_age(age),
             t.components.join(", ")

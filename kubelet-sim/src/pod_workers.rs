@@ -381,9 +381,11 @@ impl PodWorkers {
         for event in &result.events {
             self.recorder.record(&pod, event, node.name(), now);
         }
-        client::trace::set_summary(sync_summary(node.name(), &memory, &result));
-        client::trace::set_attribute("node", node.name());
-        client::trace::set_attribute("stage", result.memory.stage.name());
+        if client::trace::recording() {
+            client::trace::set_summary(sync_summary(node.name(), &memory, &result));
+            client::trace::set_attribute("node", node.name());
+            client::trace::set_attribute("stage", result.memory.stage.name());
+        }
         let namespace = key.namespace.as_deref().unwrap_or("default");
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         if result.delete {

@@ -124,20 +124,33 @@ impl Shared {
         }
     }
 
-    /// Records the span of one decision about `pod` and returns its context (for the
-    /// binding): under the event that queued the pod, else under the pod's last write.
+    /// Where the decision about `pod` goes in a trace: under the event that queued the pod,
+    /// else under the pod's last write, else (`Some(None)`) at the root of a new trace;
+    /// `None` when tracing is off.
+    fn decision_parent(&self, pod: &Pod, key: &ObjectKey) -> Option<Option<SpanContext>> {
+        if !self.tracer.is_enabled() {
+            return None;
+        }
+        Some(
+            self.causes()
+                .remove(key)
+                .map(|c| c.context)
+                .or_else(|| client::trace::object_context(&pod.metadata)),
+        )
+    }
+
+    /// Records the span of one decision under `parent` (from [`Shared::decision_parent`])
+    /// and returns the context the binding continues. A parent that is not sampled is
+    /// carried on with no span, and its decision was not described.
     fn record_decision(
         &self,
-        pod: &Pod,
-        key: &ObjectKey,
+        parent: Option<SpanContext>,
         started: SystemTime,
-        described: (String, Vec<(String, client::trace::AttributeValue)>),
+        described: Option<(String, Vec<(String, client::trace::AttributeValue)>)>,
     ) -> Option<SpanContext> {
-        let parent = self
-            .causes()
-            .remove(key)
-            .map(|c| c.context)
-            .or_else(|| client::trace::object_context(&pod.metadata));
+        if let Some(parent) = parent.filter(|p| !p.sampled) {
+            return Some(parent);
+        }
         let mut span = match parent {
             Some(parent) => self
                 .tracer
@@ -145,7 +158,7 @@ impl Shared {
             None => self.tracer.root("schedule pod", SpanKind::Internal),
         }?
         .started_at(started);
-        let (summary, attributes) = described;
+        let (summary, attributes) = described?;
         span.summary = summary;
         span.attributes.extend(attributes);
         span.end();
@@ -486,14 +499,13 @@ async fn scheduling_loop(
             continue;
         };
         let pod_info = PodInfo::new(pod.clone());
+        let parent = shared.decision_parent(&pod, &key);
+        let recorded = parent.is_some_and(|p| p.is_none_or(|c| c.sampled));
         let decision = {
             let mut state = shared.lock();
             let state = &mut *state;
             let decision = state.algorithm.schedule_pod(&pod_info, state.cache.nodes());
-            let described = shared
-                .tracer
-                .is_enabled()
-                .then(|| decision_trace::describe(&key.to_string(), &decision));
+            let described = recorded.then(|| decision_trace::describe(&key.to_string(), &decision));
             match &decision {
                 Ok(result) => {
                     state.cache.assume_pod(pod_info, &result.suggested_host);
@@ -514,7 +526,7 @@ async fn scheduling_loop(
             (decision, described)
         };
         let (decision, described) = decision;
-        let trace = described.and_then(|d| shared.record_decision(&pod, &key, started, d));
+        let trace = parent.and_then(|p| shared.record_decision(p, started, described));
         let writer = writer.clone();
         match decision {
             Ok(node) => {

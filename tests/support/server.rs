@@ -24,17 +24,30 @@ pub struct Server {
     pub addr: SocketAddr,
     /// Holds data dir, HOME, kubectl cache and kubeconfig; removed on drop.
     dir: tempfile::TempDir,
+    /// Flags given to `miniplane apiserver` beyond the harness's own.
+    extra: Vec<String>,
 }
 
 impl Server {
     /// Starts the binary Cargo built for these tests and waits for its "listening" line.
     pub fn start() -> Server {
+        Server::start_with(&[])
+    }
+
+    /// [`Server::start`] with further `miniplane apiserver` flags (kept on restart).
+    pub fn start_with(extra: &[&str]) -> Server {
         let dir = tempfile::tempdir().expect("a temp dir for the server");
         for sub in ["data", "home", "cache", "tmp"] {
             std::fs::create_dir(dir.path().join(sub)).unwrap();
         }
-        let (child, addr) = spawn(dir.path());
-        let server = Server { child, addr, dir };
+        let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        let (child, addr) = spawn(dir.path(), &extra);
+        let server = Server {
+            child,
+            addr,
+            dir,
+            extra,
+        };
         std::fs::write(server.kubeconfig(), server.kubeconfig_yaml()).unwrap();
         server
     }
@@ -43,7 +56,7 @@ impl Server {
     /// kubeconfig follows). Returns whether the first process exited gracefully.
     pub fn restart(&mut self) -> bool {
         let graceful = self.stop();
-        let (child, addr) = spawn(self.dir.path());
+        let (child, addr) = spawn(self.dir.path(), &self.extra);
         self.child = child;
         self.addr = addr;
         std::fs::write(self.kubeconfig(), self.kubeconfig_yaml()).unwrap();
@@ -136,7 +149,7 @@ impl Drop for Server {
 }
 
 /// Starts `miniplane apiserver` on `<dir>/data`, logging to `<dir>/server.log` (appended).
-fn spawn(dir: &Path) -> (Child, SocketAddr) {
+fn spawn(dir: &Path, extra: &[String]) -> (Child, SocketAddr) {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -147,6 +160,7 @@ fn spawn(dir: &Path) -> (Child, SocketAddr) {
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--listen", "127.0.0.1:0", "--no-fsync"])
+        .args(extra)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -29,6 +29,9 @@ pub struct TraceSummary {
     pub spans: usize,
     /// The components that recorded spans, sorted.
     pub components: Vec<String>,
+    /// It reached the collector's span budget per trace: its later steps were not recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cut: bool,
 }
 
 /// Summarises the spans of one trace (`None` when there are none).
@@ -52,5 +55,6 @@ pub fn summarize(spans: &[Span]) -> Option<TraceSummary> {
             .collect::<BTreeSet<_>>()
             .into_iter()
             .collect(),
+        cut: false,
     })
 }

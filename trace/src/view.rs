@@ -38,6 +38,9 @@ pub struct TraceView {
     pub rows: Vec<ViewRow>,
     /// The store revisions the trace's writes produced, in the order they were answered.
     pub revisions: Vec<RevisionMark>,
+    /// The trace reached the collector's span budget: its later steps were not recorded.
+    #[serde(default)]
+    pub cut: bool,
 }
 
 /// One row of the waterfall.
@@ -74,7 +77,7 @@ pub struct RevisionMark {
     pub row: usize,
 }
 
-/// Builds the view of one trace's spans (any order).
+/// Builds the view of one trace's spans (any order); `cut` is for the collector to set.
 pub fn view(trace_id: TraceId, spans: &[Span]) -> TraceView {
     let tree = Tree::build(spans);
     let rows = tree.rows();
@@ -116,6 +119,7 @@ pub fn view(trace_id: TraceId, spans: &[Span]) -> TraceView {
         end_unix_nanos: end,
         rows: out,
         revisions,
+        cut: false,
     }
 }
 

@@ -95,6 +95,13 @@ impl tower::Service<Request<Body>> for TracedSend {
             let Some((tracer, parent)) = with_scope(|s| (s.tracer.clone(), s.context)) else {
                 return base.send(request).await;
             };
+            if !parent.sampled {
+                // Not recorded, but the API server must know the write continues this trace.
+                if let Ok(value) = parent.traceparent().parse() {
+                    request.headers_mut().insert(TRACEPARENT_HEADER, value);
+                }
+                return base.send(request).await;
+            }
             let method = request.method().clone();
             let path = request.uri().path().to_owned();
             let (verb, resource, namespace, name) = describe(&method, &path);
@@ -239,6 +246,32 @@ mod tests {
         assert_eq!(seen.len(), 4);
         assert_eq!(seen[3], None, "a disabled tracer adds no traceparent");
         assert_eq!(exporter.try_drain().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_unsampled_scope_sends_its_context_and_records_no_span() {
+        let (base, log) = recording_client();
+        let (tracer, mut exporter) = Tracer::new("test", base.clone(), 16);
+        let client = sync_client(&tracer, &base);
+        let unsampled = SpanContext {
+            sampled: false,
+            ..SpanContext::new_root()
+        };
+        super::super::under(
+            &tracer,
+            unsampled,
+            client.request_text(get("/api/v1/nodes")),
+        )
+        .await
+        .expect("sent");
+        let seen = log.lock().expect("not poisoned").clone();
+        assert_eq!(
+            seen,
+            [Some(unsampled.traceparent())],
+            "the trace goes on, flagged not sampled"
+        );
+        assert!(unsampled.traceparent().ends_with("-00"));
+        assert_eq!(exporter.try_drain().len(), 0, "no client span");
     }
 
     #[test]

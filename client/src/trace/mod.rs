@@ -21,6 +21,14 @@
 //! | [`http`] | a kube `Client` that sends `traceparent` and records a span per request |
 //! | [`exporter`] | batches spans and `POST`s them to `/miniplane/v1/traces`; drops (and counts) rather than blocks |
 //!
+//! **Sampling.** A trace context carries the W3C `sampled` flag. The API server clears it on
+//! the writes of a trace that has used up its span budget (`--trace-max-spans-per-trace`) and
+//! on every write that continues a context without it. A component that continues an
+//! unsampled context records no span, as OpenTelemetry's parent-based sampler does, but still
+//! carries the context through its informers, queues and syncs and sends it as
+//! `traceparent`, so that what follows stays in the same (unrecorded) trace instead of each
+//! write starting a trace of its own.
+//!
 //! Tracing is switchable per component ([`crate::ClientConfig::tracing`], `--tracing=false`):
 //! a disabled [`Tracer`] records nothing, and with it no informer sets a cause, no queue keeps
 //! one and no scope is entered, so the hot paths only test an `Option`.
@@ -37,7 +45,8 @@ use tokio::sync::mpsc;
 pub use self::exporter::{DEFAULT_BUFFER, Exporter};
 pub use self::http::sync_client;
 pub use self::propagation::{
-    Cause, Work, caused_by, current_context, mark, set_attribute, set_summary, take_cause, under,
+    Cause, Work, caused_by, current_context, mark, recording, set_attribute, set_summary,
+    take_cause, under,
 };
 pub use trace::{AttributeValue, Span, SpanContext, SpanKind, TRACEPARENT_ANNOTATION, attr};
 
@@ -119,11 +128,28 @@ impl Tracer {
             .map_or(0, |i| i.dropped.load(Ordering::Relaxed))
     }
 
-    /// A new span of this component continuing `parent` (`None` when disabled).
+    /// A new span of this component continuing `parent` (`None` when disabled, or when
+    /// `parent` is not sampled: see [the module docs](self)).
     pub fn child(&self, parent: &SpanContext, name: &str, kind: SpanKind) -> Option<Span> {
+        self.span(parent.child(), parent, name, kind)
+    }
+
+    /// The span `context` (made earlier with [`SpanContext::child`] of `parent`, so that it
+    /// could be handed on before it was known whether the span is worth recording); `None`
+    /// when disabled or when `parent` is not sampled.
+    pub fn span(
+        &self,
+        context: SpanContext,
+        parent: &SpanContext,
+        name: &str,
+        kind: SpanKind,
+    ) -> Option<Span> {
         let inner = self.inner.as_ref()?;
+        if !parent.sampled {
+            return None;
+        }
         Some(Span::start(
-            parent.child(),
+            context,
             Some(parent.span_id),
             name,
             kind,

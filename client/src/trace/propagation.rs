@@ -102,12 +102,26 @@ pub fn current_context() -> Option<SpanContext> {
 
 /// Sets the "what and why" line of the current sync's span (a no-op outside a traced sync).
 pub fn set_summary(summary: impl Into<String>) {
-    let _ = SCOPE.try_with(|s| s.state().summary = Some(summary.into()));
+    let _ = SCOPE.try_with(|s| {
+        if s.context.sampled {
+            s.state().summary = Some(summary.into());
+        }
+    });
+}
+
+/// Whether the current task runs a sync whose span is recorded: a summary or attribute that
+/// costs something to build can be skipped when it is not.
+pub fn recording() -> bool {
+    SCOPE.try_with(|s| s.context.sampled).unwrap_or(false)
 }
 
 /// Sets an attribute of the current sync's span (a no-op outside a traced sync).
 pub fn set_attribute(key: &str, value: impl Into<AttributeValue>) {
-    let _ = SCOPE.try_with(|s| s.state().attributes.push((key.to_owned(), value.into())));
+    let _ = SCOPE.try_with(|s| {
+        if s.context.sampled {
+            s.state().attributes.push((key.to_owned(), value.into()));
+        }
+    });
 }
 
 /// Records a moment of the current sync as a zero-length span `name` under it (the
@@ -178,7 +192,8 @@ impl Tracer {
     ///   late report from an earlier rollout) still works for the object's latest intent;
     /// * else (nothing traced) as a new trace.
     ///
-    /// The other causes are links.
+    /// The other causes are links. A continued context that is not sampled is carried on as
+    /// the sync's scope, with no span.
     pub fn begin_work(
         &self,
         queue: &str,
@@ -204,6 +219,18 @@ impl Tracer {
             .filter(|c| Some(*c) != first)
             .map(|c| c.context.into())
             .collect();
+        let continued = first.map(|c| c.context).or(object);
+        if let Some(context) = continued.filter(|c| !c.sampled) {
+            // Carried on, not recorded (see the module docs of `trace`).
+            return Work {
+                scope: Some(Arc::new(Scope {
+                    tracer: self.clone(),
+                    context,
+                    state: Mutex::new(ScopeState::default()),
+                })),
+                span: None,
+            };
+        }
         let key = key.to_string();
         let sync = match (first, object) {
             (Some(first), _) => {
@@ -444,5 +471,58 @@ mod tests {
         let work = Tracer::disabled().begin_work("q", &"k", &[], 0, "sync", None);
         assert_eq!(work.context(), None);
         work.finish(None);
+    }
+
+    #[tokio::test]
+    async fn an_unsampled_cause_is_carried_through_the_sync_without_spans() {
+        let (tracer, mut exporter) = Tracer::new(
+            "test",
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+                .unwrap(),
+            16,
+        );
+        let unsampled = SpanContext {
+            sampled: false,
+            ..SpanContext::new_root()
+        };
+        assert!(tracer.child(&unsampled, "x", SpanKind::Internal).is_none());
+        let cause = Cause {
+            context: unsampled,
+            added: SystemTime::now(),
+        };
+        let sampled_object = SpanContext::new_root();
+        for object in [None, Some(unsampled)] {
+            let work = tracer.begin_work("q", &"k", &[cause], 0, "sync", object);
+            assert_eq!(work.context(), Some(unsampled));
+            let seen = work
+                .run(async {
+                    set_summary("not kept");
+                    set_attribute("n", 1u32);
+                    (
+                        recording(),
+                        current_context(),
+                        take_cause("q").map(|c| c.context),
+                    )
+                })
+                .await;
+            assert_eq!(
+                seen,
+                (false, Some(unsampled), Some(unsampled)),
+                "not recording; the scope and a requeue carry the unsampled context"
+            );
+            work.finish(None);
+        }
+        // An object with no trace of the cause's: the object's own (sampled) trace is
+        // continued and recorded.
+        let work = tracer.begin_work("q", &"k", &[cause], 0, "sync", Some(sampled_object));
+        assert_eq!(
+            work.context().map(|c| c.trace_id),
+            Some(sampled_object.trace_id)
+        );
+        assert!(work.run(async { recording() }).await);
+        work.finish(None);
+        let spans = exporter.try_drain();
+        assert_eq!(spans.len(), 1, "only the sampled sync: {spans:?}");
+        assert_eq!(spans[0].trace_id, sampled_object.trace_id);
     }
 }

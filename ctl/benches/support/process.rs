@@ -36,6 +36,19 @@ impl Drop for Proc {
     }
 }
 
+/// The arguments every bench starts the API server with: its data in `data`, a free port on
+/// 127.0.0.1, no fsync.
+pub fn apiserver_args(data: &str) -> Vec<&str> {
+    vec![
+        "apiserver",
+        "--data-dir",
+        data,
+        "--listen",
+        "127.0.0.1:0",
+        "--no-fsync",
+    ]
+}
+
 /// Spawns `miniplane <args>` and returns it with the first stdout line containing `marker`
 /// (the rest of stdout is drained so the child never blocks on a full pipe).
 ///
