@@ -162,13 +162,12 @@ impl Collector {
         let (mut received, mut evicted, mut refused) = (0, 0, 0);
         for span in spans {
             received += 1;
+            // An entry has spans in the ring (it goes with its last one), so a new entry is
+            // never over the budget.
             let count = traces.entry(span.trace_id).or_default();
             if self.per_trace > 0 && count.accepted >= self.per_trace {
                 count.cut = true;
                 refused += 1;
-                if count.stored == 0 {
-                    traces.remove(&span.trace_id);
-                }
                 continue;
             }
             count.accepted += 1;
