@@ -7,6 +7,7 @@
 
 use crate::support;
 
+use std::os::unix::process::ExitStatusExt;
 use support::up::{Process, UpEnv, process_alive, signal};
 use support::{DEADLINE, deployment_yaml, eventually};
 
@@ -201,5 +202,22 @@ fn separate_a_killed_controller_manager_stops_replacing_pods_until_restarted() {
     assert!(status.success(), "{status}:\n{}", up.stderr());
     for pid in others {
         assert!(!process_alive(pid), "pid {pid} outlived `up`");
+    }
+}
+
+#[test]
+fn separate_components_stop_when_up_is_killed() {
+    let env = UpEnv::new();
+    let mut up = env.up(&["--port", "0", "--nodes", "1", "--separate"]);
+    let children =
+        ["apiserver", "controller-manager", "scheduler", "kubelet"].map(|c| up.pid_of(c));
+    assert!(children.iter().all(|p| process_alive(*p)));
+    signal(up.pid(), "KILL");
+    let status = up.terminate();
+    assert_eq!(status.signal(), Some(9), "{status}");
+    for pid in children {
+        eventually(&format!("pid {pid} to stop"), DEADLINE, || {
+            (!process_alive(pid)).then_some(())
+        });
     }
 }

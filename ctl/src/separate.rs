@@ -13,7 +13,10 @@
 //! Each child is the same executable (`std::env::current_exe()` for `up`), in its own process
 //! group so that a Ctrl-C in the terminal reaches `up` alone, which then stops the children
 //! in order (SIGTERM, SIGKILL after a deadline). A child that exits while the cluster runs is
-//! reported and not restarted.
+//! reported and not restarted. If `up` itself dies without stopping them (SIGKILL, a crash),
+//! the kernel sends each child SIGTERM (Linux `PR_SET_PDEATHSIG`, as kubelet-managed static
+//! pods' runtimes and `tini -p` do), so no component is left behind holding the port or the
+//! data directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -25,6 +28,33 @@ use crate::cluster::Plan;
 use crate::error::{Error, Result};
 use crate::progress::Component;
 use crate::supervisor::Members;
+
+/// Makes the child get SIGTERM when this process dies (on Linux; elsewhere `kill_on_drop`
+/// and the orderly stop are all there is).
+#[allow(unsafe_code)]
+fn stop_with_parent(command: &mut tokio::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        let Ok(parent) = libc::pid_t::try_from(std::process::id()) else {
+            return;
+        };
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe calls are allowed: `prctl` and `getppid` are system calls that
+        // touch no memory of ours, and nothing is allocated.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The parent may have died before the prctl: then no signal would come.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::other("miniplane up exited"));
+                }
+                Ok(())
+            });
+        }
+    }
+}
 
 /// The line each subcommand prints on stdout once it is up.
 fn start_line(component: Component) -> &'static str {
@@ -56,7 +86,9 @@ impl Launcher {
     async fn spawn(&self, component: Component, args: &[&str]) -> Result<Started> {
         let log_path = self.logs.join(format!("{component}.log"));
         let log = std::fs::File::create(&log_path).map_err(Error::io(&log_path))?;
-        let mut child = tokio::process::Command::new(&self.exe)
+        let mut command = tokio::process::Command::new(&self.exe);
+        stop_with_parent(&mut command);
+        let mut child = command
             .arg(component.name())
             .args(args)
             .stdin(Stdio::null())

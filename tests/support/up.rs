@@ -209,6 +209,11 @@ impl Up {
             .unwrap()
     }
 
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// SIGTERM, then waits for the exit; its status (panics if it had to be killed after
     /// [`STOP_TIMEOUT`]).
     pub fn terminate(&mut self) -> ExitStatus {
