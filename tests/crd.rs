@@ -398,3 +398,33 @@ fn deleting_a_crd_deletes_its_resources_after_their_finalizers() {
     let empty = s.kubectl(&["get", "ws"]);
     assert!(empty.stderr.contains("No resources found"), "{empty}");
 }
+
+#[test]
+fn deleting_a_crd_ends_the_watches_of_its_resources() {
+    let s = Server::start();
+    install_website_crd(&s);
+    s.apply_ok(&website("blog", "  image: nginx\n"), &[]);
+    let addr = s.addr;
+    let watching = std::thread::spawn(move || {
+        let started = std::time::Instant::now();
+        let (status, events) = support::http::watch(
+            addr,
+            "/apis/demo.miniplane.dev/v1/namespaces/default/websites?watch=1",
+            usize::MAX,
+            DEADLINE,
+        )
+        .expect("a watch");
+        (status, events, started.elapsed())
+    });
+    // The watch has sent its initial ADDED when `blog` is deleted with its CRD.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    s.kubectl_ok(&["delete", "crd", "websites.demo.miniplane.dev"]);
+    let (status, events, took) = watching.join().expect("the watch thread");
+    assert_eq!(status, 200);
+    assert!(
+        took < DEADLINE - std::time::Duration::from_secs(5),
+        "the watch outlived its CRD: it ended after {took:?} (events: {events:?})"
+    );
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert_eq!(types, ["ADDED", "DELETED"], "{events:?}");
+}

@@ -15,7 +15,8 @@
 use crate::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
 use crate::strategy::{DefaultStrategy, Strategy, builtin_strategies};
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio_util::sync::CancellationToken;
 
 /// A subresource served under `.../{name}/{subresource}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -345,6 +346,10 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
 #[derive(Debug, Default)]
 pub struct Registry {
     rows: RwLock<Arc<Vec<Arc<ResourceInfo>>>>,
+    /// For each resource served for a CRD, cancelled when it stops being served: its watches
+    /// end then, as kube-apiserver's `crdHandler` stops a removed CRD's storage (and with it
+    /// the watch cache its watches read from).
+    served: Mutex<HashMap<GroupVersionResource, CancellationToken>>,
 }
 
 impl Registry {
@@ -369,6 +374,9 @@ impl Registry {
     /// Replaces every row served for a CustomResourceDefinition by `rows` at once (the CRD
     /// controller's view of the established CRDs), leaving built-in rows alone. Rows keep the
     /// order they are given in, after the built-in ones.
+    ///
+    /// A resource no longer among them stops being served: [`Registry::until_unserved`]'s
+    /// token for it is cancelled.
     pub fn set_custom(&self, rows: Vec<ResourceInfo>) {
         let mut guard = self.rows.write().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<Arc<ResourceInfo>> =
@@ -378,7 +386,31 @@ impl Registry {
                 out.push(Arc::new(row));
             }
         }
+        let mut served = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        served.retain(|gvr, token| {
+            let kept = out.iter().any(|r| r.crd.is_some() && &r.gvr == gvr);
+            if !kept {
+                token.cancel();
+            }
+            kept
+        });
+        for row in out.iter().filter(|r| r.crd.is_some()) {
+            served.entry(row.gvr.clone()).or_default();
+        }
         *guard = Arc::new(out);
+    }
+
+    /// Cancelled when the resource of `info` stops being served (its CRD deleted, or the
+    /// version no longer served); `None` for a built-in resource, which always is. A
+    /// custom resource that is already gone gets a cancelled token.
+    pub fn until_unserved(&self, info: &ResourceInfo) -> Option<CancellationToken> {
+        info.crd.as_ref()?;
+        let served = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        Some(served.get(&info.gvr).cloned().unwrap_or_else(|| {
+            let gone = CancellationToken::new();
+            gone.cancel();
+            gone
+        }))
     }
 
     /// Every row, in registration order.
@@ -448,5 +480,32 @@ mod tests {
             true,
         ));
         assert!(reg.lookup(&gv, "widgets").is_some());
+    }
+
+    #[test]
+    fn a_custom_resource_no_longer_served_cancels_its_token() {
+        let reg = Registry::builtin();
+        let row = |plural: &str| ResourceInfo {
+            crd: Some(format!("{plural}.example.com")),
+            ..ResourceInfo::new("example.com", "v1", "Widget", plural, true)
+        };
+        reg.set_custom(vec![row("widgets"), row("gadgets")]);
+        let widgets = reg.until_unserved(&row("widgets")).unwrap();
+        let gadgets = reg.until_unserved(&row("gadgets")).unwrap();
+        // Each pass of the CRD controller sets the rows again: a kept row keeps its token.
+        reg.set_custom(vec![row("widgets"), row("gadgets")]);
+        assert!(!widgets.is_cancelled() && !gadgets.is_cancelled());
+        reg.set_custom(vec![row("widgets")]);
+        assert!(gadgets.is_cancelled(), "gadgets are no longer served");
+        assert!(!widgets.is_cancelled());
+        assert!(
+            reg.until_unserved(&row("gadgets")).unwrap().is_cancelled(),
+            "a watch that starts after the removal ends at once"
+        );
+        let pods = reg.lookup(&GroupVersion::new("", "v1"), "pods").unwrap();
+        assert!(
+            reg.until_unserved(&pods).is_none(),
+            "built-ins are always served"
+        );
     }
 }

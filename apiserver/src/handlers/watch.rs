@@ -202,6 +202,7 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
     };
     let (tx, rx) = mpsc::channel::<Bytes>(BODY_BUFFER);
     let shutdown = state.shutdown().clone();
+    let unserved = state.registry().until_unserved(&info);
     let bookmark_every = bookmarks.then_some(state.options().bookmark_interval);
     state.tasks().spawn(async move {
         for line in initial {
@@ -217,7 +218,7 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
                     tx,
                     timeout,
                     bookmark_every,
-                    shutdown,
+                    Ends { shutdown, unserved },
                     faults,
                 )
                 .await;
@@ -260,8 +261,19 @@ struct FaultTarget {
     resource: String,
 }
 
+/// Besides its timeout, what ends a watch.
+struct Ends {
+    /// The server shutting down.
+    shutdown: tokio_util::sync::CancellationToken,
+    /// The resource no longer served (a custom resource whose CRD went); `None` for a
+    /// built-in resource.
+    unserved: Option<tokio_util::sync::CancellationToken>,
+}
+
 /// Moves events from the cache to the client until the timeout, shutdown, the client leaving,
-/// or the stream ending (a slow client cut off by the cache). A `WatchEvents` fault in force
+/// the resource no longer being served (the stream then ends as kube-apiserver ends it when
+/// it removes a CRD's storage: cleanly, and the client's next list gets 404), or the stream
+/// ending (a slow client cut off by the cache). A `WatchEvents` fault in force
 /// for this client delays or drops change events (never BOOKMARKs or errors); unlike a real
 /// network fault, the initial ADDEDs of a watch without resourceVersion are not affected.
 async fn pump(
@@ -270,9 +282,17 @@ async fn pump(
     tx: mpsc::Sender<Bytes>,
     timeout: Duration,
     bookmark_every: Option<Duration>,
-    shutdown: tokio_util::sync::CancellationToken,
+    ends: Ends,
     faults: FaultTarget,
 ) {
+    let Ends { shutdown, unserved } = ends;
+    let unserved = async {
+        match unserved {
+            Some(token) => token.cancelled_owned().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(unserved);
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     let period = bookmark_every.unwrap_or(Duration::from_secs(3600));
@@ -280,6 +300,7 @@ async fn pump(
     loop {
         let line = tokio::select! {
             _ = shutdown.cancelled() => return,
+            () = &mut unserved => return,
             _ = &mut deadline => return,
             _ = tx.closed() => return,
             _ = ticker.tick(), if bookmark_every.is_some() => renderer.bookmark(stream.progress(), false),
