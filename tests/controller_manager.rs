@@ -534,3 +534,41 @@ fn leader_election_only_the_leader_acts_and_the_other_takes_over() {
         second.log()
     );
 }
+
+/// The garbage collector covers every built-in kind, not only those its controllers create: a
+/// Service owned by a ConfigMap, and a Secret owned by that Service, go with the ConfigMap.
+#[test]
+fn dependents_of_any_built_in_kind_are_collected() {
+    let s = Server::start();
+    let _cm = ControllerManager::start(&s, "cm", &[]);
+    s.apply_ok(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: owner\ndata:\n  a: b\n",
+        &[],
+    );
+    let owner = s.get("/api/v1/namespaces/default/configmaps/owner").json();
+    let service = format!(
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: owned\n  ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: owner\n    uid: {}\nspec:\n  ports:\n  - port: 80\n",
+        uid(&owner)
+    );
+    s.apply_ok(&service, &[]);
+    let svc = s.get("/api/v1/namespaces/default/services/owned").json();
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: owned-by-service\n  ownerReferences:\n  - apiVersion: v1\n    kind: Service\n    name: owned\n    uid: {}\nstringData:\n  k: v\n",
+        uid(&svc)
+    );
+    s.apply_ok(&secret, &[]);
+    // Nothing is collected while the owners exist.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        s.get("/api/v1/namespaces/default/secrets/owned-by-service")
+            .status,
+        200
+    );
+    s.kubectl_ok(&["delete", "configmap", "owner"]);
+    eventually("the Service and its Secret collected", DEADLINE, || {
+        let gone = |path: &str| s.get(path).status == 404;
+        (gone("/api/v1/namespaces/default/services/owned")
+            && gone("/api/v1/namespaces/default/secrets/owned-by-service"))
+        .then_some(())
+    });
+}

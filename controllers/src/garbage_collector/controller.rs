@@ -3,7 +3,7 @@
 //! `attemptToOrphanWorker`).
 //!
 //! ```text
-//!   informers (Deployments, ReplicaSets, Pods) ─▶ monitor: graph.observe / graph.forget
+//!   informers (every built-in kind but Events) ─▶ monitor: graph.observe / graph.forget
 //!        │ enqueue the UIDs whose decision may have changed:
 //!        │   added/changed object with owners or being deleted → itself, unless its
 //!        │     decision is already known to be "nothing to do" (every owner present)
@@ -16,17 +16,23 @@
 //!           live GET before trusting that an owner is gone)
 //! ```
 //!
-//! Coverage: unlike Kubernetes, whose graph builder watches every deletable resource found by
-//! discovery (as metadata), miniplane's garbage collector watches Deployments, ReplicaSets and
-//! Pods — the kinds its controllers create — and every custom resource of an established CRD
-//! ([`super::custom_resources`]). Dependents of other built-in kinds (a ConfigMap owned by a
-//! Deployment, say) are not collected. One queue serves deletion and orphaning.
+//! Coverage: Kubernetes' graph builder watches every deletable resource found by discovery
+//! (as metadata), except Events (`DefaultIgnoredResources`). miniplane's garbage collector
+//! watches every built-in kind its API server serves but Events — Pods, ReplicaSets,
+//! Deployments, DaemonSets, StatefulSets, Jobs, CronJobs, Services, Endpoints, ConfigMaps,
+//! Secrets, ServiceAccounts, Leases, Nodes and Namespaces — with typed informers shared with
+//! the other controllers, and every custom resource of an established CRD
+//! ([`super::custom_resources`]). One queue serves deletion and orphaning.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use client::{DeltaObject, RateLimitingQueue, SharedInformerFactory};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Endpoints, Namespace, Node, Pod, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -63,6 +69,18 @@ impl GarbageCollector {
         this.monitor::<Deployment>(factory);
         this.monitor::<ReplicaSet>(factory);
         this.monitor::<Pod>(factory);
+        this.monitor::<DaemonSet>(factory);
+        this.monitor::<StatefulSet>(factory);
+        this.monitor::<Job>(factory);
+        this.monitor::<CronJob>(factory);
+        this.monitor::<Service>(factory);
+        this.monitor::<Endpoints>(factory);
+        this.monitor::<ConfigMap>(factory);
+        this.monitor::<Secret>(factory);
+        this.monitor::<ServiceAccount>(factory);
+        this.monitor::<Lease>(factory);
+        this.monitor::<Node>(factory);
+        this.monitor::<Namespace>(factory);
         this.monitor_custom_resources(factory);
         this
     }

@@ -3,7 +3,7 @@
 //!
 //! Kubernetes' graph builder re-reads discovery every 30 seconds and starts a metadata
 //! informer for every deletable resource it finds. miniplane's built-in monitors are typed
-//! (Deployments, ReplicaSets, Pods); for custom resources it watches
+//! (one per built-in kind, [`super::controller`]); for custom resources it watches
 //! CustomResourceDefinitions instead and starts an untyped (`DynamicObject`) informer for each
 //! established CRD — and stops it when the CRD goes:
 //!
@@ -14,8 +14,7 @@
 //! ```
 //!
 //! So a Website owning a Deployment, or a custom resource owned by another, is collected like
-//! any built-in owner or dependent. Unlike Kubernetes, dependents of other built-in kinds
-//! (a ConfigMap, a Service) are still not monitored.
+//! any built-in owner or dependent.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
