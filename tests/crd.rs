@@ -404,26 +404,26 @@ fn deleting_a_crd_ends_the_watches_of_its_resources() {
     let s = Server::start();
     install_website_crd(&s);
     s.apply_ok(&website("blog", "  image: nginx\n"), &[]);
-    let addr = s.addr;
-    let watching = std::thread::spawn(move || {
-        let started = std::time::Instant::now();
-        let (status, events) = support::http::watch(
-            addr,
-            "/apis/demo.miniplane.dev/v1/namespaces/default/websites?watch=1",
-            usize::MAX,
-            DEADLINE,
-        )
-        .expect("a watch");
-        (status, events, started.elapsed())
-    });
-    // The watch has sent its initial ADDED when `blog` is deleted with its CRD.
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    s.kubectl_ok(&["delete", "crd", "websites.demo.miniplane.dev"]);
-    let (status, events, took) = watching.join().expect("the watch thread");
+    // Once the watch has sent its initial ADDED, `blog` is deleted with its CRD.
+    let mut deleted_at = None;
+    let (status, events) = support::http::watch_with(
+        s.addr,
+        "/apis/demo.miniplane.dev/v1/namespaces/default/websites?watch=1",
+        usize::MAX,
+        DEADLINE,
+        |event| {
+            if event["type"] == "ADDED" && deleted_at.is_none() {
+                s.kubectl_ok(&["delete", "crd", "websites.demo.miniplane.dev"]);
+                deleted_at = Some(std::time::Instant::now());
+            }
+        },
+    )
+    .expect("a watch");
     assert_eq!(status, 200);
+    let took = deleted_at.expect("the initial ADDED arrived").elapsed();
     assert!(
         took < DEADLINE - std::time::Duration::from_secs(5),
-        "the watch outlived its CRD: it ended after {took:?} (events: {events:?})"
+        "the watch outlived its CRD: it ended {took:?} after the delete (events: {events:?})"
     );
     let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(types, ["ADDED", "DELETED"], "{events:?}");

@@ -365,6 +365,13 @@ impl Registry {
     /// Adds (or replaces, by group/version/plural) a resource.
     pub fn add(&self, info: ResourceInfo) {
         let mut guard = self.rows.write().unwrap_or_else(|e| e.into_inner());
+        if info.crd.is_some() {
+            self.served
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .entry(info.gvr.clone())
+                .or_default();
+        }
         let mut rows: Vec<Arc<ResourceInfo>> = guard.as_ref().clone();
         rows.retain(|r| r.gvr != info.gvr);
         rows.push(Arc::new(info));
@@ -489,8 +496,12 @@ mod tests {
             crd: Some(format!("{plural}.example.com")),
             ..ResourceInfo::new("example.com", "v1", "Widget", plural, true)
         };
-        reg.set_custom(vec![row("widgets"), row("gadgets")]);
+        // A row added ahead of the controller's pass (served before it is reported
+        // Established) is served from then on.
+        reg.add(row("widgets"));
         let widgets = reg.until_unserved(&row("widgets")).unwrap();
+        assert!(!widgets.is_cancelled());
+        reg.set_custom(vec![row("widgets"), row("gadgets")]);
         let gadgets = reg.until_unserved(&row("gadgets")).unwrap();
         // Each pass of the CRD controller sets the rows again: a kept row keeps its token.
         reg.set_custom(vec![row("widgets"), row("gadgets")]);

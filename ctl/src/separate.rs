@@ -14,9 +14,8 @@
 //! group so that a Ctrl-C in the terminal reaches `up` alone, which then stops the children
 //! in order (SIGTERM, SIGKILL after a deadline). A child that exits while the cluster runs is
 //! reported and not restarted. If `up` itself dies without stopping them (SIGKILL, a crash),
-//! the kernel sends each child SIGTERM (Linux `PR_SET_PDEATHSIG`, as kubelet-managed static
-//! pods' runtimes and `tini -p` do), so no component is left behind holding the port or the
-//! data directory.
+//! the kernel sends each child SIGTERM (Linux `PR_SET_PDEATHSIG`, what `tini -p` sets), so
+//! no component is left behind holding the port or the data directory.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -40,7 +39,8 @@ fn stop_with_parent(command: &mut tokio::process::Command) {
         };
         // SAFETY: the closure runs in the child between fork and exec, where only
         // async-signal-safe calls are allowed: `prctl` and `getppid` are system calls that
-        // touch no memory of ours, and nothing is allocated.
+        // touch no memory of ours, and nothing is allocated (the errors are plain errno
+        // values).
         unsafe {
             command.pre_exec(move || {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) == -1 {
@@ -48,7 +48,7 @@ fn stop_with_parent(command: &mut tokio::process::Command) {
                 }
                 // The parent may have died before the prctl: then no signal would come.
                 if libc::getppid() != parent {
-                    return Err(std::io::Error::other("miniplane up exited"));
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
                 }
                 Ok(())
             });

@@ -248,6 +248,18 @@ pub fn watch(
     count: usize,
     timeout: Duration,
 ) -> std::io::Result<(u16, Vec<serde_json::Value>)> {
+    watch_with(addr, path, count, timeout, |_| {})
+}
+
+/// [`watch`], calling `on_event` with each event as it arrives (to act while the watch is
+/// open).
+pub fn watch_with(
+    addr: SocketAddr,
+    path: &str,
+    count: usize,
+    timeout: Duration,
+    mut on_event: impl FnMut(&serde_json::Value),
+) -> std::io::Result<(u16, Vec<serde_json::Value>)> {
     let deadline = Instant::now() + timeout;
     let mut stream = connect(addr, timeout)?;
     write_request(&mut stream, addr, "GET", path, None, b"")?;
@@ -295,6 +307,7 @@ pub fn watch(
                     String::from_utf8_lossy(&line)
                 ))
             })?;
+            on_event(&event);
             events.push(event);
         }
     }

@@ -209,16 +209,10 @@ impl Tracer {
                 span: None,
             };
         }
-        let now = SystemTime::now();
         let first = match object {
             Some(o) => causes.iter().find(|c| c.context.trace_id == o.trace_id),
             None => causes.first(),
         };
-        let links: Vec<Link> = causes
-            .iter()
-            .filter(|c| Some(*c) != first)
-            .map(|c| c.context.into())
-            .collect();
         let continued = first.map(|c| c.context).or(object);
         if let Some(context) = continued.filter(|c| !c.sampled) {
             // Carried on, not recorded (see the module docs of `trace`).
@@ -231,6 +225,12 @@ impl Tracer {
                 span: None,
             };
         }
+        let now = SystemTime::now();
+        let links: Vec<Link> = causes
+            .iter()
+            .filter(|c| Some(*c) != first)
+            .map(|c| c.context.into())
+            .collect();
         let key = key.to_string();
         let sync = match (first, object) {
             (Some(first), _) => {
