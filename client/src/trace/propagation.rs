@@ -350,6 +350,16 @@ impl Work {
 mod tests {
     use super::*;
 
+    /// An enabled tracer whose exporter is drained by hand (it posts nowhere).
+    fn test_tracer() -> (Tracer, super::super::Exporter) {
+        Tracer::new(
+            "test",
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
+                .unwrap(),
+            16,
+        )
+    }
+
     #[test]
     fn a_handler_hands_its_cause_to_the_queues_it_adds_to() {
         let ctx = SpanContext::new_root();
@@ -379,12 +389,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_sync_scope_names_its_span_and_carries_summary_and_attributes() {
-        let (tracer, mut exporter) = Tracer::new(
-            "test",
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
-                .unwrap(),
-            16,
-        );
+        let (tracer, mut exporter) = test_tracer();
         let first = Cause {
             context: SpanContext::new_root(),
             added: SystemTime::now(),
@@ -435,12 +440,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_sync_continues_its_objects_trace_over_causes_from_other_traces() {
-        let (tracer, mut exporter) = Tracer::new(
-            "test",
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
-                .unwrap(),
-            16,
-        );
+        let (tracer, mut exporter) = test_tracer();
         let object = SpanContext::new_root();
         let stale = Cause {
             context: SpanContext::new_root(),
@@ -475,12 +475,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unsampled_cause_is_carried_through_the_sync_without_spans() {
-        let (tracer, mut exporter) = Tracer::new(
-            "test",
-            kube::Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap()))
-                .unwrap(),
-            16,
-        );
+        let (tracer, mut exporter) = test_tracer();
         let unsampled = SpanContext {
             sampled: false,
             ..SpanContext::new_root()
