@@ -221,3 +221,90 @@ fn separate_components_stop_when_up_is_killed() {
         });
     }
 }
+
+/// The arguments `pid` was started with.
+fn cmdline(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .unwrap()
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect()
+}
+
+/// The trace collector's counters, through kubectl.
+fn trace_stats(env: &UpEnv) -> serde_json::Value {
+    let body = env.kubectl_ok(&["get", "--raw", "/miniplane/v1/traces?limit=1"]);
+    serde_json::from_str::<serde_json::Value>(&body).unwrap()["stats"].clone()
+}
+
+#[test]
+fn up_passes_its_trace_settings_to_every_separate_component() {
+    let env = UpEnv::new();
+    let flags = [
+        "--trace-max-spans",
+        "500",
+        "--trace-max-spans-per-trace",
+        "40",
+    ];
+    let mut args = vec!["--port", "0", "--nodes", "1", "--separate"];
+    args.extend(flags);
+    let mut up = env.up(&args);
+    let stats = trace_stats(&env);
+    assert_eq!(stats["capacity"], 500, "{stats}");
+    assert_eq!(stats["maxSpansPerTrace"], 40, "{stats}");
+    let apiserver = cmdline(up.pid_of("apiserver"));
+    for flag in [
+        "--tracing=true",
+        "--trace-max-spans=500",
+        "--trace-max-spans-per-trace=40",
+    ] {
+        assert!(apiserver.iter().any(|a| a == flag), "{apiserver:?}");
+    }
+    for component in ["controller-manager", "scheduler", "kubelet"] {
+        let args = cmdline(up.pid_of(component));
+        assert!(args.iter().any(|a| a == "--tracing=true"), "{args:?}");
+    }
+
+    // The apply is traced: its pod carries the context, the components' spans arrive.
+    env.apply(&deployment_yaml("web", 1, "nginx:1.27"));
+    let pod = env.running_pods("web", 1).remove(0);
+    assert!(
+        pod["metadata"]["annotations"][trace::TRACEPARENT_ANNOTATION].is_string(),
+        "{pod}"
+    );
+    eventually("spans from the components", DEADLINE, || {
+        let body = env.kubectl_ok(&["get", "--raw", "/miniplane/v1/traces?spans=all"]);
+        let body: serde_json::Value = serde_json::from_str(&body).ok()?;
+        let services: Vec<String> = body["spans"]
+            .as_array()?
+            .iter()
+            .filter_map(|s| s["component"].as_str().map(str::to_owned))
+            .collect();
+        ["kube-controller-manager", "kube-scheduler", "kubelet"]
+            .iter()
+            .all(|c| services.iter().any(|s| s == c))
+            .then_some(())
+    });
+    let status = up.terminate();
+    assert!(status.success(), "{status}:\n{}", up.stderr());
+}
+
+#[test]
+fn up_with_tracing_off_records_and_stamps_nothing() {
+    let env = UpEnv::new();
+    let mut up = env.up(&["--port", "0", "--nodes", "1", "--tracing=false"]);
+    env.apply(&deployment_yaml("web", 2, "nginx:1.27"));
+    for pod in env.running_pods("web", 2) {
+        let annotations = &pod["metadata"]["annotations"];
+        assert!(
+            annotations[trace::TRACEPARENT_ANNOTATION].is_null(),
+            "{pod}"
+        );
+    }
+    let stats = trace_stats(&env);
+    assert_eq!(stats["received"], 0, "{stats}");
+    assert_eq!(stats["stored"], 0, "{stats}");
+    let status = up.terminate();
+    assert!(status.success(), "{status}:\n{}", up.stderr());
+}

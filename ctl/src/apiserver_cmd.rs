@@ -19,8 +19,16 @@ pub struct ApiserverArgs {
     /// Acknowledge writes before they reach the disk (tests and benchmarks only).
     #[arg(long)]
     no_fsync: bool,
+    #[command(flatten)]
+    trace: TraceArgs,
+}
+
+/// The tracing flags of `miniplane apiserver`, also taken by `miniplane up`.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
     /// Record a span per write (and per traced read), stamp the trace context on written
-    /// objects and keep the spans components report (`--tracing=false` turns it off).
+    /// objects and keep the spans components report (`--tracing=false` turns it off; on `up`,
+    /// in every component).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     tracing: bool,
     /// Spans the trace collector keeps in memory (the oldest are evicted).
@@ -32,6 +40,17 @@ pub struct ApiserverArgs {
     trace_max_spans_per_trace: usize,
 }
 
+impl TraceArgs {
+    /// The API server's tracing settings these flags ask for.
+    pub fn options(&self) -> apiserver::request_trace::TracingOptions {
+        apiserver::request_trace::TracingOptions {
+            enabled: self.tracing,
+            max_spans: self.trace_max_spans,
+            max_spans_per_trace: self.trace_max_spans_per_trace,
+        }
+    }
+}
+
 /// Runs the API server until a shutdown signal.
 pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
@@ -41,11 +60,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             listen: args.listen,
             no_fsync: args.no_fsync,
             options: apiserver::ServerOptions {
-                tracing: apiserver::request_trace::TracingOptions {
-                    enabled: args.tracing,
-                    max_spans: args.trace_max_spans,
-                    max_spans_per_trace: args.trace_max_spans_per_trace,
-                },
+                tracing: args.trace.options(),
                 ..apiserver::ServerOptions::default()
             },
         };

@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use apiserver::request_trace::TracingOptions;
 use client::{ClientConfig, ClusterSource};
 use tokio_util::sync::CancellationToken;
 
@@ -72,6 +73,9 @@ pub(crate) struct Plan {
     /// Heartbeats every 200 ms and a 2 s node-monitor grace period (labs and tests of node
     /// failure), instead of Kubernetes' 10 s and 40 s.
     pub(crate) fast_node_lifecycle: bool,
+    /// The API server's tracing settings; with `enabled` off the other components report no
+    /// spans either.
+    pub(crate) tracing: TracingOptions,
 }
 
 impl ClusterBuilder {
@@ -99,6 +103,15 @@ impl ClusterBuilder {
     /// tests of node failure.
     pub fn fast_node_lifecycle(mut self, fast: bool) -> Self {
         self.plan.fast_node_lifecycle = fast;
+        self
+    }
+
+    /// How the cluster traces (default: on, with the collector's default sizes): the API
+    /// server's settings (`miniplane apiserver --tracing`, `--trace-max-spans`,
+    /// `--trace-max-spans-per-trace`); with `enabled` off the other components report no spans
+    /// either.
+    pub fn trace_options(mut self, options: TracingOptions) -> Self {
+        self.plan.tracing = options;
         self
     }
 
@@ -267,6 +280,7 @@ impl Cluster {
                 fsync: false,
                 separate: None,
                 fast_node_lifecycle: false,
+                tracing: TracingOptions::default(),
             },
             data_dir: None,
             fresh: false,
@@ -393,6 +407,7 @@ fn run(
                     nodes: plan.nodes,
                     launcher: plan.separate.clone(),
                     fast_node_lifecycle: plan.fast_node_lifecycle,
+                    tracing: plan.tracing.clone(),
                 };
                 let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));
@@ -440,11 +455,11 @@ async fn start(plan: &Plan, dir: &DataDir, members: &mut Members) -> Result<Read
     let store = dir.store();
     let (url, pid) = match &plan.separate {
         None => {
-            let url = in_process::start_apiserver(members, store, plan.port, plan.fsync);
+            let url = in_process::start_apiserver(members, store, plan);
             (url.await?, None)
         }
         Some(launcher) => {
-            let started = launcher.start_apiserver(members, &store, plan.port, plan.fsync);
+            let started = launcher.start_apiserver(members, &store, plan);
             started.await?
         }
     };

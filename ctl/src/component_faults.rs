@@ -83,6 +83,8 @@ pub(crate) struct Restarter {
     pub(crate) launcher: Option<Launcher>,
     /// The cluster's node timing ([`Plan::fast_node_lifecycle`]).
     pub(crate) fast_node_lifecycle: bool,
+    /// The cluster's tracing settings (a restarted component reports spans as before).
+    pub(crate) tracing: apiserver::request_trace::TracingOptions,
 }
 
 impl Restarter {
@@ -99,6 +101,7 @@ impl Restarter {
             fsync: false,
             separate: None,
             fast_node_lifecycle: self.fast_node_lifecycle,
+            tracing: self.tracing.clone(),
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.url, members).await?,

@@ -26,18 +26,21 @@ pub(crate) const FAST_PERIOD: std::time::Duration = std::time::Duration::from_mi
 /// Node-monitor grace period of [`Plan::fast_node_lifecycle`].
 pub(crate) const FAST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Opens the store in `store`, binds 127.0.0.1:`port` and serves; returns the URL.
+/// Opens the store in `store`, binds 127.0.0.1 on the plan's port and serves; returns the URL.
 pub(crate) async fn start_apiserver(
     members: &mut Members,
     store: PathBuf,
-    port: u16,
-    fsync: bool,
+    plan: &Plan,
 ) -> Result<String> {
+    let port = plan.port;
     let config = apiserver::Config {
         data_dir: store,
         listen: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
-        no_fsync: !fsync,
-        options: apiserver::ServerOptions::default(),
+        no_fsync: !plan.fsync,
+        options: apiserver::ServerOptions {
+            tracing: plan.tracing.clone(),
+            ..apiserver::ServerOptions::default()
+        },
     };
     let server = apiserver::Server::bind(config).await.map_err(|e| match e {
         apiserver::ServeError::Bind { source, .. }
@@ -63,6 +66,7 @@ pub(crate) async fn start_clients(
 ) -> Result<Option<String>> {
     if plan.controller_manager {
         let mut config = controllers::manager::Config::new(ApiServer::Master(url.to_owned()));
+        config.tracing = plan.tracing.enabled;
         if plan.fast_node_lifecycle {
             config.node_lifecycle.node_monitor_grace_period = FAST_GRACE;
             config.node_lifecycle.node_monitor_period = FAST_PERIOD;
@@ -80,7 +84,8 @@ pub(crate) async fn start_clients(
     }
     if plan.scheduler {
         let config = scheduler::Config {
-            client: ClientConfig::new(ClusterSource::Url(url.to_owned())),
+            client: ClientConfig::new(ClusterSource::Url(url.to_owned()))
+                .tracing(plan.tracing.enabled),
             scheduler_name: "default-scheduler".into(),
             listener: None,
             // Random tie-breaking, as kube-scheduler's (and `miniplane scheduler`'s) default.
@@ -98,6 +103,7 @@ pub(crate) async fn start_clients(
         return Ok(None);
     }
     let mut config = kubelet_sim::Config::new(ClusterSource::Url(url.to_owned()), plan.nodes);
+    config.tracing = plan.tracing.enabled;
     if plan.fast_node_lifecycle {
         config.heartbeat.lease_renew_interval = FAST_PERIOD;
         config.heartbeat.status_update_frequency = FAST_PERIOD;

@@ -141,9 +141,9 @@ impl Launcher {
         &self,
         members: &mut Members,
         store: &Path,
-        port: u16,
-        fsync: bool,
+        plan: &Plan,
     ) -> Result<(String, Option<u32>)> {
+        let port = plan.port;
         std::fs::create_dir_all(&self.logs).map_err(Error::io(&self.logs))?;
         if port != 0 {
             // The child would fail with a line in its log; say it as `up` does in one process.
@@ -154,8 +154,18 @@ impl Launcher {
         }
         let listen = format!("127.0.0.1:{port}");
         let store = store.to_string_lossy();
+        let tracing = &plan.tracing;
+        let tracing_flags = [
+            format!("--tracing={}", tracing.enabled),
+            format!("--trace-max-spans={}", tracing.max_spans),
+            format!(
+                "--trace-max-spans-per-trace={}",
+                tracing.max_spans_per_trace
+            ),
+        ];
         let mut args = vec!["--data-dir", &store, "--listen", &listen];
-        if !fsync {
+        args.extend(tracing_flags.iter().map(String::as_str));
+        if !plan.fsync {
             args.push("--no-fsync");
         }
         let started = self.spawn(Component::ApiServer, &args).await?;
@@ -185,8 +195,10 @@ impl Launcher {
         let any_port = "127.0.0.1:0";
         let mut wanted: Vec<(Component, Vec<&str>)> = Vec::new();
         let fast = plan.fast_node_lifecycle;
+        // Whether each component reports spans follows the API server's setting.
+        let tracing = format!("--tracing={}", plan.tracing.enabled);
         if plan.controller_manager {
-            let mut args = vec!["--kubeconfig", &kubeconfig, "--listen", any_port];
+            let mut args = vec!["--kubeconfig", &kubeconfig, "--listen", any_port, &tracing];
             if fast {
                 args.extend([
                     "--node-monitor-grace-period",
@@ -198,7 +210,10 @@ impl Launcher {
             wanted.push((Component::ControllerManager, args));
         }
         if plan.scheduler {
-            wanted.push((Component::Scheduler, vec!["--kubeconfig", &kubeconfig]));
+            wanted.push((
+                Component::Scheduler,
+                vec!["--kubeconfig", &kubeconfig, &tracing],
+            ));
         }
         if plan.nodes > 0 {
             let args = vec![
@@ -208,6 +223,7 @@ impl Launcher {
                 &kubeconfig,
                 "--listen",
                 any_port,
+                &tracing,
             ];
             let mut args = args;
             if fast {

@@ -40,6 +40,8 @@ pub struct UpArgs {
     /// Start from an empty store (deletes the objects kept in the data dir).
     #[arg(long)]
     fresh: bool,
+    #[command(flatten)]
+    trace: crate::apiserver_cmd::TraceArgs,
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM, caught from before the start so that a signal during the
@@ -80,6 +82,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .fresh(args.fresh)
         .port(args.port)
         .nodes(args.nodes)
+        .trace_options(args.trace.options())
         .on_progress(|p| eprintln!("{p}"));
     if args.separate {
         builder = builder.separate(std::env::current_exe()?);
@@ -143,8 +146,13 @@ Then try:
     kubectl scale deploy/nginx --replicas=5
     kubectl set image deploy/nginx nginx=nginx:1.28 && kubectl rollout status deploy/nginx
 
-Watch it in a browser: {url}/ui  (the board, the objects, the events, each trace)
+Watch it in a browser: {url}/ui  (the board, the objects, the events{traces})
 ",
+        traces = if args.trace.options().enabled {
+            ", each trace"
+        } else {
+            ""
+        },
         url = cluster.url(),
         nodes = args.nodes,
         kubeconfig = kubeconfig.display(),
