@@ -58,16 +58,22 @@ impl Requirement {
         values: impl IntoIterator<Item = String>,
     ) -> Result<Self> {
         let values: BTreeSet<String> = values.into_iter().collect();
-        let ok = !key.is_empty()
-            && match operator {
-                Operator::In | Operator::NotIn => !values.is_empty(),
-                Operator::Equals | Operator::NotEquals => values.len() == 1,
-                Operator::Exists | Operator::DoesNotExist => values.is_empty(),
-            };
-        if !ok {
-            return Err(Error::InvalidSelector(format!(
-                "{key} {operator:?} {values:?}"
-            )));
+        // Kubernetes' messages (`selector.go`), after the key they are about.
+        let problem = match operator {
+            _ if key.is_empty() => Some("a label key is required"),
+            Operator::In | Operator::NotIn if values.is_empty() => {
+                Some("for 'in', 'notin' operators, values set can't be empty")
+            }
+            Operator::Equals | Operator::NotEquals if values.len() != 1 => {
+                Some("exact-match compatibility requires one single value")
+            }
+            Operator::Exists | Operator::DoesNotExist if !values.is_empty() => {
+                Some("values set must be empty for exists and does not exist")
+            }
+            _ => None,
+        };
+        if let Some(problem) = problem {
+            return Err(Error::InvalidSelector(format!("{key}: {problem}")));
         }
         Ok(Requirement {
             key: key.to_owned(),
@@ -355,5 +361,91 @@ mod tests {
             Selector::from_label_selector(Some(&bad)).is_err(),
             "In needs values"
         );
+    }
+
+    fn expr(key: &str, op: &str, values: &[&str]) -> LabelSelectorRequirement {
+        LabelSelectorRequirement {
+            key: key.into(),
+            operator: op.into(),
+            values: (!values.is_empty()).then(|| values.iter().map(|v| v.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn match_labels_and_every_expression_operator_are_anded() {
+        let selector = LabelSelector {
+            match_labels: Some(labels(&[("app", "nginx")])),
+            match_expressions: Some(vec![
+                expr("tier", "In", &["web", "api"]),
+                expr("track", "NotIn", &["canary"]),
+                expr("team", "Exists", &[]),
+                expr("legacy", "DoesNotExist", &[]),
+            ]),
+        };
+        let s = Selector::from_label_selector(Some(&selector)).unwrap();
+        let cases: [(&[(&str, &str)], bool); 7] = [
+            (&[("app", "nginx"), ("tier", "web"), ("team", "a")], true),
+            (
+                &[
+                    ("app", "nginx"),
+                    ("tier", "api"),
+                    ("team", "a"),
+                    ("track", "stable"),
+                ],
+                true,
+            ),
+            (&[("app", "nginx"), ("tier", "db"), ("team", "a")], false),
+            (
+                &[
+                    ("app", "nginx"),
+                    ("tier", "web"),
+                    ("team", "a"),
+                    ("track", "canary"),
+                ],
+                false,
+            ),
+            (&[("app", "nginx"), ("tier", "web")], false),
+            (
+                &[
+                    ("app", "nginx"),
+                    ("tier", "web"),
+                    ("team", "a"),
+                    ("legacy", "1"),
+                ],
+                false,
+            ),
+            (&[("app", "apache"), ("tier", "web"), ("team", "a")], false),
+        ];
+        for (pairs, want) in cases {
+            assert_eq!(s.matches(&labels(pairs)), want, "{pairs:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_operators_and_values_are_refused_with_kubernetes_messages() {
+        for (bad, message) in [
+            (
+                expr("a", "Like", &["x"]),
+                "\"Like\" is not a valid label selector operator",
+            ),
+            (
+                expr("a", "In", &[]),
+                "a: for 'in', 'notin' operators, values set can't be empty",
+            ),
+            (
+                expr("a", "Exists", &["x"]),
+                "a: values set must be empty for exists and does not exist",
+            ),
+            (expr("", "Exists", &[]), ": a label key is required"),
+        ] {
+            let selector = LabelSelector {
+                match_expressions: Some(vec![bad]),
+                ..Default::default()
+            };
+            match Selector::from_label_selector(Some(&selector)) {
+                Err(Error::InvalidSelector(m)) => assert_eq!(m, message),
+                other => panic!("{selector:?}: {other:?}"),
+            }
+        }
     }
 }

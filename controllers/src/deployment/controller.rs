@@ -34,7 +34,7 @@ use crate::executor::Executor;
 use crate::lookup::{resolve_controller_ref, selecting_controllers};
 use crate::manager::metrics::ControllerMetrics;
 use crate::owner_ref::get_controller_of;
-use crate::selector::Selector;
+use crate::selector;
 use crate::worker::{SyncResult, Workers};
 
 /// The moments of a Deployment's life a trace marks, as the status it is about to write
@@ -319,7 +319,7 @@ impl DeploymentController {
 
     /// `getReplicaSetsForDeployment`: the namespace's ReplicaSets, claimed for `d`.
     async fn get_replica_sets_for_deployment(&self, d: &Deployment) -> Result<Vec<ReplicaSet>> {
-        let selector = Selector::from_label_selector(d.spec.as_ref().map(|s| &s.selector))?;
+        let selector = selector::from_label_selector(d.spec.as_ref().map(|s| &s.selector))?;
         let candidates: Vec<ReplicaSet> = self
             .replica_sets
             .list(d.namespace().as_deref(), &client::Selector::everything())

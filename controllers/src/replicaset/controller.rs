@@ -41,7 +41,7 @@ use crate::manager::metrics::ControllerMetrics;
 use crate::owner_ref::get_controller_of;
 use crate::pod_readiness::is_pod_ready;
 use crate::replicaset::{ReplicaSetSyncInput, status_after_manage_error, sync_replica_set};
-use crate::selector::Selector;
+use crate::selector;
 use crate::worker::{SyncResult, Workers};
 
 /// The ReplicaSet controller (cheap to clone).
@@ -285,7 +285,7 @@ impl ReplicaSetController {
     /// are taken from the cache as they are; only the rest (orphans to adopt, owned pods no
     /// longer selected, to release) go through [`claim`] and its patches.
     async fn claim_pods(&self, rs: &ReplicaSet) -> Result<Vec<Arc<Pod>>> {
-        let selector = Selector::from_label_selector(rs.spec.as_ref().map(|s| &s.selector))?;
+        let selector = selector::from_label_selector(rs.spec.as_ref().map(|s| &s.selector))?;
         let uid = rs.uid().unwrap_or_default();
         let empty = BTreeMap::new();
         let selects = |p: &Pod| selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty));
