@@ -241,23 +241,25 @@ fn trace_stats(env: &UpEnv) -> serde_json::Value {
 #[test]
 fn up_passes_its_trace_settings_to_every_separate_component() {
     let env = UpEnv::new();
+    // Sizes other than the defaults, but well above the ~50 spans of a one-pod apply: a
+    // budget it reached would refuse the kubelet's spans, the last of the flow to arrive.
     let flags = [
         "--trace-max-spans",
-        "500",
+        "900",
         "--trace-max-spans-per-trace",
-        "40",
+        "600",
     ];
     let mut args = vec!["--port", "0", "--nodes", "1", "--separate"];
     args.extend(flags);
     let mut up = env.up(&args);
     let stats = trace_stats(&env);
-    assert_eq!(stats["capacity"], 500, "{stats}");
-    assert_eq!(stats["maxSpansPerTrace"], 40, "{stats}");
+    assert_eq!(stats["capacity"], 900, "{stats}");
+    assert_eq!(stats["maxSpansPerTrace"], 600, "{stats}");
     let apiserver = cmdline(up.pid_of("apiserver"));
     for flag in [
         "--tracing=true",
-        "--trace-max-spans=500",
-        "--trace-max-spans-per-trace=40",
+        "--trace-max-spans=900",
+        "--trace-max-spans-per-trace=600",
     ] {
         assert!(apiserver.iter().any(|a| a == flag), "{apiserver:?}");
     }
