@@ -60,7 +60,7 @@ impl Requirement {
         let values: BTreeSet<String> = values.into_iter().collect();
         // Kubernetes' messages (`selector.go`), after the key they are about.
         let problem = match operator {
-            _ if key.is_empty() => Some("a label key is required"),
+            _ if key.is_empty() => Some("name part must be non-empty"),
             Operator::In | Operator::NotIn if values.is_empty() => {
                 Some("for 'in', 'notin' operators, values set can't be empty")
             }
@@ -436,7 +436,7 @@ mod tests {
                 expr("a", "Exists", &["x"]),
                 "a: values set must be empty for exists and does not exist",
             ),
-            (expr("", "Exists", &[]), ": a label key is required"),
+            (expr("", "Exists", &[]), ": name part must be non-empty"),
         ] {
             let selector = LabelSelector {
                 match_expressions: Some(vec![bad]),

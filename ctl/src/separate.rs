@@ -10,6 +10,9 @@
 //!        stdout: the start line (read here)   stderr: D/logs/<component>.log
 //! ```
 //!
+//! `up`'s tracing flags go along: `--tracing=…`, `--trace-max-spans=…` and
+//! `--trace-max-spans-per-trace=…` to the API server, `--tracing=…` to the others.
+//!
 //! Each child is the same executable (`std::env::current_exe()` for `up`), in its own process
 //! group so that a Ctrl-C in the terminal reaches `up` alone, which then stops the children
 //! in order (SIGTERM, SIGKILL after a deadline). A child that exits while the cluster runs is
