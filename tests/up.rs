@@ -278,14 +278,14 @@ fn up_passes_its_trace_settings_to_every_separate_component() {
     eventually("spans from the components", DEADLINE, || {
         let body = env.kubectl_ok(&["get", "--raw", "/miniplane/v1/traces?spans=all"]);
         let body: serde_json::Value = serde_json::from_str(&body).ok()?;
-        let services: Vec<String> = body["spans"]
+        let components: Vec<String> = body["spans"]
             .as_array()?
             .iter()
             .filter_map(|s| s["component"].as_str().map(str::to_owned))
             .collect();
         ["kube-controller-manager", "kube-scheduler", "kubelet"]
             .iter()
-            .all(|c| services.iter().any(|s| s == c))
+            .all(|c| components.iter().any(|s| s == c))
             .then_some(())
     });
     let status = up.terminate();
