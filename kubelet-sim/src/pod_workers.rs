@@ -33,7 +33,6 @@ use client::{ObjectKey, ResourceEventHandlerFuncs, SharedClock, Tracer};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, Resource};
-use serde_json::json;
 
 use crate::config::StageConfig;
 use crate::node::NodeState;
@@ -80,7 +79,7 @@ async fn patch_status_unread(
     client: Client,
     namespace: &str,
     name: &str,
-    patch: &serde_json::Value,
+    patch: &impl serde::Serialize,
 ) -> Result<Option<String>, kube::Error> {
     /// The part of the reply read.
     #[derive(serde::Deserialize)]
@@ -413,7 +412,12 @@ impl PodWorkers {
             };
         }
         if let Some(status) = &result.status {
-            let patch = json!({ "status": status });
+            /// `{"status": ...}`, written straight from the typed status (no JSON tree).
+            #[derive(serde::Serialize)]
+            struct StatusPatch<'a> {
+                status: &'a k8s_openapi::api::core::v1::PodStatus,
+            }
+            let patch = StatusPatch { status };
             match patch_status_unread(self.client.clone(), namespace, &key.name, &patch).await {
                 Ok(Some(rv)) => self.own_writes.record(key.clone(), rv),
                 Ok(None) => {}

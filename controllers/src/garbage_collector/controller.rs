@@ -134,7 +134,25 @@ impl GarbageCollector {
         old: Option<&ObjectMeta>,
         meta: &ObjectMeta,
     ) {
-        let Some(uid) = meta.uid.clone() else { return };
+        let Some(uid) = meta.uid.as_deref() else {
+            return;
+        };
+        // Most updates (a pod's binding, its status) change nothing the graph decides on:
+        // only the resourceVersion is recorded, and nothing is queued (as below, where an
+        // update that does not change the owners, the finalizers or the deletion queues
+        // nothing).
+        if let Some(old) = old
+            && old.uid.as_deref() == Some(uid)
+            && old.owner_references == meta.owner_references
+            && old.finalizers == meta.finalizers
+            && old.deletion_timestamp.is_some() == meta.deletion_timestamp.is_some()
+            && self
+                .graph()
+                .observe_resource_version(uid, meta.resource_version.as_deref())
+        {
+            return;
+        }
+        let uid = uid.to_owned();
         let mut to_enqueue = Vec::new();
         let settled = {
             let mut graph = self.graph();

@@ -242,6 +242,26 @@ fn an_object_being_deleted_in_the_background_is_left_alone() {
 }
 
 #[test]
+fn a_resource_version_alone_is_recorded_on_an_observed_node_only() {
+    let mut g = chain(None);
+    let before = g.get("p1").cloned().expect("p1 observed");
+    assert!(g.observe_resource_version("p1", Some("9")));
+    let after = g.get("p1").expect("p1 still observed");
+    assert_eq!(after.resource_version.as_deref(), Some("9"));
+    assert_eq!(
+        Node {
+            resource_version: before.resource_version.clone(),
+            ..after.clone()
+        },
+        before,
+        "nothing else changes"
+    );
+    // A UID the graph has not observed is not made up: the caller records it in full.
+    assert!(!g.observe_resource_version("unseen", Some("9")));
+    assert!(g.get("unseen").is_none());
+}
+
+#[test]
 fn an_update_moves_a_dependent_only_when_its_owners_change() {
     let mut g = chain(None);
     let uids = |g: &OwnerGraph, owner: &str| {
