@@ -371,12 +371,7 @@ mod tests {
                 .contains(&cont.span.as_ref().unwrap().span_id.to_string())
         );
 
-        assert!(
-            begin(&Method::GET, &path(Some("web"), None), false, &none, |_| {
-                true
-            })
-            .is_none()
-        );
+        assert!(sampled(&Method::GET, &path(Some("web"), None), false, &none).is_none());
         assert!(sampled(&Method::GET, &path(Some("web"), None), false, &headers).is_some());
         assert!(sampled(&Method::GET, &path(None, None), true, &headers).is_none());
 

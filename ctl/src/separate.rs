@@ -32,7 +32,10 @@ use crate::progress::Component;
 use crate::supervisor::Members;
 
 /// Makes the child get SIGTERM when this process dies (on Linux; elsewhere `kill_on_drop`
-/// and the orderly stop are all there is).
+/// and the orderly stop are all there is). Linux sends it when the *thread* that spawned the
+/// child ends: here the cluster's own thread or a worker of its runtime, which both live
+/// until the cluster has stopped its children (never spawn from a blocking-pool thread,
+/// which ends when idle).
 #[allow(unsafe_code)]
 fn stop_with_parent(command: &mut tokio::process::Command) {
     #[cfg(target_os = "linux")]

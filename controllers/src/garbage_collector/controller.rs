@@ -138,14 +138,11 @@ impl GarbageCollector {
             return;
         };
         // Most updates (a pod's binding, its status) change nothing the graph decides on:
-        // only the resourceVersion is recorded, and nothing is queued (as below, where an
-        // update that does not change the owners, the finalizers or the deletion queues
-        // nothing).
-        if let Some(old) = old
-            && old.uid.as_deref() == Some(uid)
-            && old.owner_references == meta.owner_references
-            && old.finalizers == meta.finalizers
-            && old.deletion_timestamp.is_some() == meta.deletion_timestamp.is_some()
+        // only the resourceVersion is recorded, and nothing is queued (as below, where such
+        // an update queues nothing).
+        let changed = old.is_none_or(|old| !same_decision_inputs(old, meta));
+        if !changed
+            && old.is_some_and(|old| old.uid.as_deref() == Some(uid))
             && self
                 .graph()
                 .observe_resource_version(uid, meta.resource_version.as_deref())
@@ -175,14 +172,6 @@ impl GarbageCollector {
                     .get(&uid)
                     .is_some_and(|node| attempt_to_delete_item(&graph, node).is_empty())
         };
-        let relevant = |m: &ObjectMeta| {
-            (
-                m.owner_references.clone(),
-                m.deletion_timestamp.is_some(),
-                m.finalizers.clone(),
-            )
-        };
-        let changed = old.is_none_or(|old| relevant(old) != relevant(meta));
         let interesting = meta
             .owner_references
             .as_ref()
@@ -322,6 +311,14 @@ impl GarbageCollector {
     }
 }
 
+/// Whether two versions of an object agree on all the graph decides on: its owners, its
+/// finalizers and whether it is being deleted.
+fn same_decision_inputs(a: &ObjectMeta, b: &ObjectMeta) -> bool {
+    a.owner_references == b.owner_references
+        && a.finalizers == b.finalizers
+        && a.deletion_timestamp.is_some() == b.deletion_timestamp.is_some()
+}
+
 #[cfg(test)]
 mod queue_tests {
     use super::*;
@@ -390,6 +387,31 @@ mod queue_tests {
             gc.queue().len(),
             2,
             "an object being deleted is always queued"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_update_that_changes_nothing_decided_only_records_its_resource_version() {
+        let gc = collector();
+        // An owner the graph has not seen: the pod is queued when it is first observed.
+        let added = meta("p1", Some(("ReplicaSet", "gone")));
+        gc.observe_as("v1", "Pod", None, &added);
+        assert_eq!(gc.queue().len(), 1);
+        let queued = gc.queue().get().await.expect("queued");
+        gc.queue().done(&queued);
+        assert_eq!(gc.queue().len(), 0);
+        let status_write = ObjectMeta {
+            resource_version: Some("42".into()),
+            ..added.clone()
+        };
+        gc.observe_as("v1", "Pod", Some(&added), &status_write);
+        assert_eq!(gc.queue().len(), 0, "nothing it decides on changed");
+        let graph = gc.graph();
+        let node = graph.get("p1").expect("observed");
+        assert_eq!(node.resource_version.as_deref(), Some("42"));
+        assert_eq!(
+            node.owners,
+            added.owner_references.clone().unwrap_or_default()
         );
     }
 }
