@@ -30,16 +30,6 @@ pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector>
     })
 }
 
-/// Convenience: does `selector` select an object with `labels`? A selector that fails to
-/// parse selects nothing, as in Kubernetes' controllers (they log and skip).
-pub fn labels_match(
-    selector: Option<&LabelSelector>,
-    labels: Option<&BTreeMap<String, String>>,
-) -> bool {
-    let empty = BTreeMap::new();
-    Selector::from_label_selector(selector).is_ok_and(|s| s.matches(labels.unwrap_or(&empty)))
-}
-
 /// `labels.SelectorFromSet(set).Matches(labels)`: every key/value of `set` is in `labels`
 /// (used for `fullyLabeledReplicas`: pod labels ⊇ template labels).
 pub fn labels_superset(labels: &BTreeMap<String, String>, set: &BTreeMap<String, String>) -> bool {
@@ -61,16 +51,15 @@ mod tests {
 
     #[test]
     fn none_selects_nothing_and_empty_selects_everything() {
-        assert!(!labels_match(None, Some(&labels(&[("app", "x")]))));
-        assert!(labels_match(
-            Some(&LabelSelector::default()),
-            Some(&labels(&[("app", "x")]))
-        ));
-        assert!(labels_match(Some(&LabelSelector::default()), None));
+        let none = from_label_selector(None).expect("None is a selector");
+        assert!(!none.matches(&labels(&[("app", "x")])));
+        let empty = from_label_selector(Some(&LabelSelector::default())).expect("{} is one");
+        assert!(empty.matches(&labels(&[("app", "x")])));
+        assert!(empty.matches(&BTreeMap::new()));
     }
 
     #[test]
-    fn an_invalid_selector_is_an_error_and_selects_nothing() {
+    fn an_invalid_selector_is_an_error_with_kubernetes_message() {
         let selector = LabelSelector {
             match_expressions: Some(vec![LabelSelectorRequirement {
                 key: "a".into(),
@@ -83,7 +72,6 @@ mod tests {
             Err(Error::InvalidSelector(m)) => assert!(m.contains("values set can't be empty")),
             other => panic!("{other:?}"),
         }
-        assert!(!labels_match(Some(&selector), Some(&labels(&[("a", "x")]))));
     }
 
     #[test]
