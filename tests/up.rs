@@ -2,7 +2,7 @@
 //! through the kubeconfig it writes; graceful stop on SIGTERM; a restart keeps every object
 //! and running pods stay on their nodes; a second `up` on a data dir in use, or on a port in
 //! use, is refused with one clear line; `--separate` runs each component as a process that a
-//! lab can kill.
+//! lab can kill; in one process each client component has a thread of its own.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
@@ -220,6 +220,49 @@ fn separate_components_stop_when_up_is_killed() {
             (!process_alive(pid)).then_some(())
         });
     }
+}
+
+/// The names of `pid`'s threads (`comm`: at most 15 bytes).
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim().to_owned())
+        .collect()
+}
+
+#[test]
+fn up_runs_each_client_component_on_a_thread_of_its_own() {
+    let env = UpEnv::new();
+    let mut up = env.up(&["--port", "0", "--nodes", "1", "--no-fsync"]);
+    let names = thread_names(up.pid());
+    // As their own processes run them: one thread each, apart from the API server's workers.
+    for thread in ["controller-mana", "scheduler", "kubelet"] {
+        assert_eq!(
+            names.iter().filter(|n| *n == thread).count(),
+            1,
+            "{thread}: {names:?}"
+        );
+    }
+    env.apply(&deployment_yaml("web", 2, "nginx:1.27"));
+    assert_eq!(env.running_pods("web", 2).len(), 2);
+    let status = up.terminate();
+    assert!(status.success(), "{status}:\n{}", up.stderr());
+}
+
+#[test]
+fn up_no_fsync_reaches_a_separate_api_server_and_only_when_asked() {
+    let env = UpEnv::new();
+    let mut up = env.up(&["--port", "0", "--nodes", "1", "--separate", "--no-fsync"]);
+    let args = cmdline(up.pid_of("apiserver"));
+    assert!(args.iter().any(|a| a == "--no-fsync"), "{args:?}");
+    let status = up.terminate();
+    assert!(status.success(), "{status}:\n{}", up.stderr());
+    let mut up = env.up(&["--port", "0", "--nodes", "1", "--separate"]);
+    let args = cmdline(up.pid_of("apiserver"));
+    assert!(!args.iter().any(|a| a == "--no-fsync"), "{args:?}");
+    let status = up.terminate();
+    assert!(status.success(), "{status}:\n{}", up.stderr());
 }
 
 /// The arguments `pid` was started with.

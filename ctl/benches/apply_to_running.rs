@@ -11,6 +11,7 @@
 //! BENCH_TRACING=0 cargo bench -p ctl --bench apply_to_running   # every component --tracing=false
 //! BENCH_TRACING_OFF=kubelet,scheduler cargo bench ...              # only those --tracing=false
 //! BENCH_APISERVER_ARGS="--trace-max-spans-per-trace 0" cargo bench ... # more API server flags
+//! BENCH_PROCESSES=one cargo bench -p ctl --bench apply_to_running  # `miniplane up`, one process
 //! ```
 //!
 //! ```text
@@ -18,6 +19,13 @@
 //!       ▲
 //!       └── this bench: POST Deployment (t0) ─▶ one watch on pods: created / bound / Running
 //! ```
+//!
+//! With `BENCH_PROCESSES=one` the cluster is `miniplane up --nodes N --no-fsync` instead, every
+//! component in one process as the README's quick start runs it; the CPU of each component is
+//! then that of its threads (the in-process controller-manager, scheduler and kubelet each run
+//! on a thread named after it; the API server is the rest of the process), and the peak RSS is
+//! the process's. `BENCH_TRACING=0` applies to both; `BENCH_TRACING_OFF` and
+//! `BENCH_APISERVER_ARGS` to four processes only.
 //!
 //! Progress is read from a single pod watch (not by listing, which would load the API server
 //! with 10,000-object lists). Every run starts from a fresh data dir. Not a timed test: it
@@ -38,7 +46,7 @@ use serde::Deserialize;
 
 #[path = "support/process.rs"]
 mod process;
-use process::{cpu_seconds, peak_rss_mib, spawn};
+use process::{Proc, cpu_seconds, peak_rss_mib, spawn, thread_cpu_seconds};
 
 fn env_or(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -52,7 +60,9 @@ struct RunResult {
     created: Duration,
     bound: Duration,
     running: Duration,
-    rss: [f64; 4],
+    /// Peak RSS of apiserver, controller-manager, scheduler, kubelet; in one process, of the
+    /// process (the others `None`).
+    rss: [Option<f64>; 4],
     /// CPU seconds of apiserver, controller-manager, scheduler, kubelet during the apply, then
     /// the bench's own (its pod watch), which shares the cores.
     cpu: [f64; 5],
@@ -98,11 +108,77 @@ fn component<'a>(args: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-async fn one_run(node_count: usize, replicas: usize) -> RunResult {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// The cluster under test.
+enum Under {
+    /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet` as four processes.
+    Separate {
+        api: Proc,
+        cm: Proc,
+        scheduler: Proc,
+        kubelet: Proc,
+    },
+    /// `miniplane up`: every component in one process.
+    One(Proc),
+}
+
+impl Under {
+    /// CPU seconds so far of apiserver, controller-manager, scheduler, kubelet.
+    /// The four processes, in the order of [`RunResult::cpu`].
+    fn processes(&self) -> Option<[&Proc; 4]> {
+        match self {
+            Under::Separate {
+                api,
+                cm,
+                scheduler,
+                kubelet,
+            } => Some([api, cm, scheduler, kubelet]),
+            Under::One(_) => None,
+        }
+    }
+
+    fn cpu(&self) -> [f64; 4] {
+        match self {
+            Under::Separate { .. } => self
+                .processes()
+                .map_or([0.0; 4], |p| p.map(|p| cpu_seconds(p.id()))),
+            Under::One(up) => {
+                let threads = thread_cpu_seconds(up.id());
+                let named = |prefix: &str| -> f64 {
+                    threads
+                        .iter()
+                        .filter(|(name, _)| name.starts_with(prefix))
+                        .map(|(_, cpu)| cpu)
+                        .sum()
+                };
+                // Thread names are cut to 15 bytes: "controller-mana".
+                let (cm, scheduler, kubelet) =
+                    (named("controller-"), named("scheduler"), named("kubelet"));
+                let total = cpu_seconds(up.id());
+                [total - cm - scheduler - kubelet, cm, scheduler, kubelet]
+            }
+        }
+    }
+
+    fn rss(&self) -> [Option<f64>; 4] {
+        match self {
+            Under::Separate { .. } => self
+                .processes()
+                .map_or([None; 4], |p| p.map(|p| Some(peak_rss_mib(p.id())))),
+            Under::One(up) => [Some(peak_rss_mib(up.id())), None, None, None],
+        }
+    }
+}
+
+/// Whether `BENCH_PROCESSES=one` asks for `miniplane up` in one process.
+fn one_process() -> bool {
+    std::env::var("BENCH_PROCESSES").is_ok_and(|v| v == "one")
+}
+
+/// Four processes: the API server, then the kubelets (and every node Ready), the scheduler and
+/// the controller-manager. Returns them, the API server's URL and when the nodes were Ready.
+async fn start_separate(data: &str, node_count: usize) -> (Under, String, Duration) {
     let extra = std::env::var("BENCH_APISERVER_ARGS").unwrap_or_default();
-    let mut api_args = process::apiserver_args(data.to_str().unwrap());
+    let mut api_args = process::apiserver_args(data);
     api_args.extend(extra.split_whitespace());
     let (api, line) = spawn(&component(&api_args), "listening on");
     let url = line.rsplit(' ').next().unwrap().to_owned();
@@ -137,6 +213,53 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         ]),
         "controller-manager",
     );
+    let under = Under::Separate {
+        api,
+        cm,
+        scheduler,
+        kubelet,
+    };
+    (under, url, nodes_ready)
+}
+
+/// `miniplane up --nodes N --no-fsync`, ready (every node Ready) when it prints its URL.
+fn start_one(data: &str, node_count: usize) -> (Under, String, Duration) {
+    let nodes_arg = node_count.to_string();
+    let mut args = vec![
+        "up",
+        "--port",
+        "0",
+        "--nodes",
+        &nodes_arg,
+        "--data-dir",
+        data,
+        "--no-fsync",
+    ];
+    if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0") {
+        args.push("--tracing=false");
+    }
+    let start = Instant::now();
+    let (up, line) = spawn(&args, "miniplane is ready at ");
+    let nodes_ready = start.elapsed();
+    let url = line
+        .split("ready at ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    (Under::One(up), url, nodes_ready)
+}
+
+async fn one_run(node_count: usize, replicas: usize) -> RunResult {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let (under, url, nodes_ready) = if one_process() {
+        start_one(data, node_count)
+    } else {
+        start_separate(data, node_count).await
+    };
+    let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pods_lite: Api<PodLite> =
@@ -163,14 +286,11 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         }
     }))
     .unwrap();
-    let pids = [
-        api.id(),
-        cm.id(),
-        scheduler.id(),
-        kubelet.id(),
-        std::process::id(),
-    ];
-    let cpu_before = pids.map(cpu_seconds);
+    let cpu_of = |under: &Under| {
+        let [a, b, c, d] = under.cpu();
+        [a, b, c, d, cpu_seconds(std::process::id())]
+    };
+    let cpu_before = cpu_of(&under);
     let t0 = Instant::now();
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &deployment)
@@ -219,19 +339,14 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         }
     }
     let running_at = t0.elapsed();
-    let cpu_after = pids.map(cpu_seconds);
+    let cpu_after = cpu_of(&under);
     let rv_after = list_revision(&pods).await;
     RunResult {
         nodes_ready,
         created: t_created.unwrap_or(running_at),
         bound: t_bound.unwrap_or(running_at),
         running: running_at,
-        rss: [
-            peak_rss_mib(api.id()),
-            peak_rss_mib(cm.id()),
-            peak_rss_mib(scheduler.id()),
-            peak_rss_mib(kubelet.id()),
-        ],
+        rss: under.rss(),
         cpu: std::array::from_fn(|i| cpu_after[i] - cpu_before[i]),
         writes: rv_after
             .parse::<u64>()
@@ -252,7 +367,12 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "apply-to-Running bench: {node_count} nodes, a Deployment of {replicas}, {cores} cores, {runs} runs, loadavg {}",
+        "apply-to-Running bench: {node_count} nodes, a Deployment of {replicas}, {cores} cores, {runs} runs, {}, loadavg {}",
+        if one_process() {
+            "one process (miniplane up)"
+        } else {
+            "four processes"
+        },
         load.split_whitespace()
             .take(3)
             .collect::<Vec<_>>()
@@ -268,13 +388,13 @@ fn main() {
         .map(|run| {
             let r = runtime.block_on(one_run(node_count, replicas));
             println!(
-                "run {run}: nodes Ready {:.2}s; pods created {:.2}s, bound {:.2}s, Running {:.2}s ({:.0} pods/s); peak RSS apiserver {:.0} MiB, controller-manager {:.0}, scheduler {:.0}, kubelet {:.0}",
+                "run {run}: nodes Ready {:.2}s; pods created {:.2}s, bound {:.2}s, Running {:.2}s ({:.0} pods/s); {}",
                 r.nodes_ready.as_secs_f64(),
                 r.created.as_secs_f64(),
                 r.bound.as_secs_f64(),
                 r.running.as_secs_f64(),
                 replicas as f64 / r.running.as_secs_f64(),
-                r.rss[0], r.rss[1], r.rss[2], r.rss[3],
+                rss_text(r.rss),
             );
             let per_pod = |s: f64| s * 1000.0 / replicas as f64;
             println!(
@@ -293,17 +413,28 @@ fn main() {
         .collect();
     let m = |f: &dyn Fn(&RunResult) -> f64| median(results.iter().map(f).collect());
     println!(
-        "median: nodes Ready {:.2}s; created {:.2}s, bound {:.2}s, all Running {:.2}s = {:.0} pods/s; peak RSS apiserver {:.0} MiB, controller-manager {:.0}, scheduler {:.0}, kubelet {:.0}",
+        "median: nodes Ready {:.2}s; created {:.2}s, bound {:.2}s, all Running {:.2}s = {:.0} pods/s; {}",
         m(&|r| r.nodes_ready.as_secs_f64()),
         m(&|r| r.created.as_secs_f64()),
         m(&|r| r.bound.as_secs_f64()),
         m(&|r| r.running.as_secs_f64()),
         m(&|r| replicas as f64 / r.running.as_secs_f64()),
-        m(&|r| r.rss[0]),
-        m(&|r| r.rss[1]),
-        m(&|r| r.rss[2]),
-        m(&|r| r.rss[3]),
+        rss_text(std::array::from_fn(|i| {
+            results[0].rss[i].map(|_| m(&|r| r.rss[i].unwrap_or(0.0)))
+        })),
     );
+}
+
+/// "peak RSS apiserver … MiB, controller-manager …, scheduler …, kubelet …", or the one
+/// process's.
+fn rss_text(rss: [Option<f64>; 4]) -> String {
+    match rss {
+        [Some(api), Some(cm), Some(scheduler), Some(kubelet)] => format!(
+            "peak RSS apiserver {api:.0} MiB, controller-manager {cm:.0}, scheduler {scheduler:.0}, kubelet {kubelet:.0}"
+        ),
+        [Some(all), ..] => format!("peak RSS {all:.0} MiB (one process)"),
+        _ => "peak RSS unknown".to_owned(),
+    }
 }
 
 /// The resourceVersion of a one-item list of `pods`: the store's current revision.

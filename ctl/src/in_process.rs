@@ -1,11 +1,15 @@
-//! Every component as a task of one tokio runtime (`miniplane up`'s default and the library's
-//! only mode unless [`crate::ClusterBuilder::separate`]).
+//! Every component in this process (`miniplane up`'s default and the library's only mode
+//! unless [`crate::ClusterBuilder::separate`]): the API server as a task of the cluster's
+//! runtime (two workers, as `miniplane apiserver` has on 2 cores), and the controller-manager,
+//! the scheduler and the kubelets each on a thread of its own with a one-thread runtime, as
+//! each of them runs as a process of its own ([`crate::supervisor::Members::spawn_thread`]).
 //!
 //! Each component is started through its library entry, exactly as its subcommand does
 //! (`apiserver::Server::bind`, `controllers::manager::ControllerManager::bind`,
 //! `scheduler::run`, `kubelet_sim::Simulator::bind`), and each builds its own kube client to
-//! the API server's URL: they share a process, not state. Every request still crosses the
-//! loopback interface as HTTP, so what a trace or a lab shows is what separate processes do.
+//! the API server's URL, inside its own runtime: they share a process, not state or threads.
+//! Every request still crosses the loopback interface as HTTP, so what a trace or a lab shows
+//! is what separate processes do.
 
 use std::hash::BuildHasher;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -14,6 +18,9 @@ use std::path::PathBuf;
 use client::{ClientConfig, ClusterSource};
 use controllers::manager::{ApiServer, ControllerManager};
 use kubelet_sim::Simulator;
+
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
 
 use crate::cluster::Plan;
 use crate::error::{Error, Result};
@@ -72,12 +79,20 @@ pub(crate) async fn start_clients(
             config.node_lifecycle.node_monitor_period = FAST_PERIOD;
             config.node_lifecycle.node_startup_grace_period = FAST_GRACE;
         }
-        let manager = ControllerManager::bind(config)
-            .await
-            .map_err(|e| Error::component(Component::ControllerManager, e))?;
-        members.spawn_task(Component::ControllerManager, |shutdown| {
-            manager.run(shutdown)
-        });
+        let (bound_tx, bound_rx) = oneshot::channel();
+        members.spawn_thread(Component::ControllerManager, move |shutdown| async move {
+            match ControllerManager::bind(config).await {
+                Ok(manager) => {
+                    let _ = bound_tx.send(Ok(()));
+                    manager.run(shutdown).await
+                }
+                Err(e) => {
+                    let _ = bound_tx.send(Err(e.to_string()));
+                    idle_until(shutdown).await
+                }
+            }
+        })?;
+        bound(Component::ControllerManager, bound_rx).await?;
         members
             .reporter()
             .started(Component::ControllerManager, None, None, None);
@@ -92,9 +107,9 @@ pub(crate) async fn start_clients(
             seed: std::collections::hash_map::RandomState::new().hash_one(url),
             clock: client::TokioClock::shared(),
         };
-        members.spawn_task(Component::Scheduler, |shutdown| {
+        members.spawn_thread(Component::Scheduler, |shutdown| {
             scheduler::run(config, shutdown)
-        });
+        })?;
         members
             .reporter()
             .started(Component::Scheduler, None, None, None);
@@ -110,12 +125,21 @@ pub(crate) async fn start_clients(
     }
     // The control API (node faults) on a free port, so that labs and tests can use it.
     config.listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    let simulator = Simulator::bind(config)
-        .await
-        .map_err(|e| Error::component(Component::Kubelet, e))?;
-    let control = simulator.local_addr().map(|a| format!("http://{a}"));
-    let handle = simulator.handle();
-    members.spawn_task(Component::Kubelet, |shutdown| simulator.run(shutdown));
+    let (bound_tx, bound_rx) = oneshot::channel();
+    members.spawn_thread(Component::Kubelet, move |shutdown| async move {
+        match Simulator::bind(config).await {
+            Ok(simulator) => {
+                let control = simulator.local_addr().map(|a| format!("http://{a}"));
+                let _ = bound_tx.send(Ok((control, simulator.handle())));
+                simulator.run(shutdown).await
+            }
+            Err(e) => {
+                let _ = bound_tx.send(Err(e.to_string()));
+                idle_until(shutdown).await
+            }
+        }
+    })?;
+    let (control, handle) = bound(Component::Kubelet, bound_rx).await?;
     if !handle.wait_registered().await {
         return Err(Error::component(
             Component::Kubelet,
@@ -126,4 +150,24 @@ pub(crate) async fn start_clients(
         .reporter()
         .started(Component::Kubelet, control.clone(), None, Some(plan.nodes));
     Ok(control)
+}
+
+/// What a client component's thread reports once it has bound (or why it could not).
+async fn bound<T>(component: Component, rx: oneshot::Receiver<Result<T, String>>) -> Result<T> {
+    match rx.await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(message)) => Err(Error::component(component, message)),
+        Err(_) => Err(Error::component(
+            component,
+            "its thread ended before it bound",
+        )),
+    }
+}
+
+/// A component that could not bind: its start has failed (the caller reports why), and its
+/// thread waits to be stopped with the rest, as a member that ended on its own would be
+/// reported as a second failure.
+async fn idle_until<E>(shutdown: CancellationToken) -> std::result::Result<(), E> {
+    shutdown.cancelled().await;
+    Ok(())
 }

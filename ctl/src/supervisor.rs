@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!   spawn_task(apiserver) ─┐               stop():
-//!   spawn_task(cm) ────────┤  Members        1. kubelet, scheduler, controller-manager
+//!   spawn_thread(cm) ──────┤  Members        1. kubelet, scheduler, controller-manager
 //!   spawn_process(sched) ──┤  (one owner       (cancel / SIGTERM; killed after 10 s)
 //!   ...                    ┘   per member)   2. apiserver (drains, closes the store)
 //! ```
@@ -107,6 +107,40 @@ impl FirstError {
     }
 }
 
+/// What to do when an in-process member's run ends: nothing more if it was asked to stop
+/// (but keep its error), else report it and stop the cluster.
+struct Ending {
+    component: Component,
+    stop: CancellationToken,
+    reporter: Reporter,
+    failed: CancellationToken,
+    first_error: FirstError,
+}
+
+impl Ending {
+    fn record<E: Display>(self, result: Result<(), E>) {
+        let component = self.component;
+        if self.stop.is_cancelled() {
+            if let Err(e) = result {
+                self.first_error.set(Error::component(component, e));
+            }
+            return;
+        }
+        let status = match result {
+            Ok(()) => "returned".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        self.reporter.report(Progress::Exited {
+            component,
+            pid: None,
+            status: status.clone(),
+        });
+        self.first_error
+            .set(Error::component(component, format!("stopped: {status}")));
+        self.failed.cancel();
+    }
+}
+
 /// The components of one cluster, in start order.
 pub(crate) struct Members {
     members: Vec<Member>,
@@ -127,6 +161,17 @@ impl Members {
         }
     }
 
+    /// How the run of `component`, stopped by `stop`, is to be recorded when it ends.
+    fn ending(&self, component: Component, stop: &CancellationToken) -> Ending {
+        Ending {
+            component,
+            stop: stop.clone(),
+            reporter: self.reporter.clone(),
+            failed: self.failed.clone(),
+            first_error: self.first_error.clone(),
+        }
+    }
+
     /// The reporter members report through.
     pub(crate) fn reporter(&self) -> &Reporter {
         &self.reporter
@@ -143,37 +188,80 @@ impl Members {
     {
         let stop = CancellationToken::new();
         let running = run(stop.clone());
-        let (token, reporter, failed, first_error) = (
-            stop.clone(),
-            self.reporter.clone(),
-            self.failed.clone(),
-            self.first_error.clone(),
-        );
-        let task = tokio::spawn(async move {
-            let result = running.await;
-            if token.is_cancelled() {
-                if let Err(e) = result {
-                    first_error.set(Error::component(component, e));
+        let ending = self.ending(component, &stop);
+        let task = tokio::spawn(async move { ending.record(running.await) });
+        self.members.push(Member {
+            component,
+            stop,
+            task,
+        });
+    }
+
+    /// Runs `run(shutdown)` on a thread of its own, in a one-thread runtime: an in-process
+    /// client component (controller-manager, scheduler, kubelet), threaded as its own process
+    /// is (`client_runtime` in `main.rs`). Everything the component builds, its kube client and
+    /// the connections and tasks behind it, lives in that runtime, so the component does its
+    /// work in batches as a process of its own does, instead of on the API server's workers
+    /// (docs/benchmarks.md, session 17: on the cluster's shared runtime a 10,000-pod apply
+    /// took twice the CPU, the ReplicaSet controller syncing ~17 times as often).
+    ///
+    /// Watched and stopped as [`Members::spawn_task`]'s tasks are; when the watching task is
+    /// aborted (a component that does not stop in time), the component's future is dropped on
+    /// its thread, which then ends.
+    pub(crate) fn spawn_thread<Fut, E>(
+        &mut self,
+        component: Component,
+        run: impl FnOnce(CancellationToken) -> Fut + Send + 'static,
+    ) -> Result<(), Error>
+    where
+        Fut: Future<Output = Result<(), E>> + 'static,
+        E: Display,
+    {
+        let stop = CancellationToken::new();
+        let abort = CancellationToken::new();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<Result<(), String>>();
+        let (thread_stop, thread_abort) = (stop.clone(), abort.clone());
+        std::thread::Builder::new()
+            .name(component.name().to_owned())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(e) => {
+                        let _ = done_tx.send(Err(format!("cannot build its runtime: {e}")));
+                        return;
+                    }
+                };
+                let result = runtime.block_on(async move {
+                    tokio::select! {
+                        result = run(thread_stop) => Some(result.map_err(|e| e.to_string())),
+                        () = thread_abort.cancelled() => None,
+                    }
+                });
+                // Tasks the component left behind are dropped without waiting for them.
+                runtime.shutdown_background();
+                if let Some(result) = result {
+                    let _ = done_tx.send(result);
                 }
-                return;
-            }
-            let status = match result {
-                Ok(()) => "returned".to_owned(),
-                Err(e) => e.to_string(),
-            };
-            reporter.report(Progress::Exited {
-                component,
-                pid: None,
-                status: status.clone(),
-            });
-            first_error.set(Error::component(component, format!("stopped: {status}")));
-            failed.cancel();
+            })
+            .map_err(|e| Error::component(component, format!("cannot start its thread: {e}")))?;
+        let ending = self.ending(component, &stop);
+        let task = tokio::spawn(async move {
+            // Dropping this task (aborted) drops the component on its thread.
+            let _abort_on_drop = abort.drop_guard();
+            let result = done_rx
+                .await
+                .unwrap_or_else(|_| Err("its thread ended without a result".to_owned()));
+            ending.record(result);
         });
         self.members.push(Member {
             component,
             stop,
             task,
         });
+        Ok(())
     }
 
     /// Watches a child process running `component`, and stops it with SIGTERM when asked.
@@ -306,5 +394,121 @@ fn describe(status: std::io::Result<ExitStatus>) -> String {
     match status {
         Ok(status) => status.to_string(),
         Err(e) => format!("unknown ({e})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use tokio::runtime::RuntimeFlavor;
+
+    /// Members reporting into a list, on a runtime like the cluster's (two workers).
+    fn members() -> (Members, Arc<Mutex<Vec<Progress>>>, CancellationToken) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let reporter = Reporter::new(Some(Arc::new(move |p: &Progress| {
+            sink.lock().unwrap().push(p.clone());
+        })));
+        let failed = CancellationToken::new();
+        (Members::new(reporter, failed.clone()), seen, failed)
+    }
+
+    /// The cluster is told to stop, and `component` is the one reported, with `status`.
+    async fn assert_cluster_stopped_by(
+        failed: &CancellationToken,
+        seen: &Mutex<Vec<Progress>>,
+        component: Component,
+        status: &str,
+    ) {
+        tokio::time::timeout(Duration::from_secs(10), failed.cancelled())
+            .await
+            .expect("the cluster is told to stop");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![Progress::Exited {
+                component,
+                pid: None,
+                status: status.into(),
+            }]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_threaded_component_runs_on_a_one_thread_runtime_of_its_own_and_stops_when_asked() {
+        let (mut members, seen, failed) = members();
+        let (where_tx, where_rx) = tokio::sync::oneshot::channel();
+        let caller = std::thread::current().id();
+        members
+            .spawn_thread(Component::Scheduler, move |shutdown| async move {
+                let thread = std::thread::current();
+                let flavor = tokio::runtime::Handle::current().runtime_flavor();
+                let _ = where_tx.send((thread.id(), thread.name().map(str::to_owned), flavor));
+                shutdown.cancelled().await;
+                Ok::<(), String>(())
+            })
+            .unwrap();
+        let (thread, name, flavor) = where_rx.await.unwrap();
+        assert_ne!(thread, caller);
+        assert_eq!(name.as_deref(), Some("scheduler"));
+        assert_eq!(flavor, RuntimeFlavor::CurrentThread);
+        assert_eq!(members.components(), vec![Component::Scheduler]);
+        members.stop().await.unwrap();
+        assert!(!failed.is_cancelled());
+        assert!(
+            seen.lock().unwrap().is_empty(),
+            "{:?}",
+            seen.lock().unwrap()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_threaded_component_that_ends_on_its_own_fails_the_cluster_with_its_error() {
+        let (mut members, seen, failed) = members();
+        members
+            .spawn_thread(Component::Kubelet, |_shutdown| async {
+                Err::<(), _>("lost its watch")
+            })
+            .unwrap();
+        assert_cluster_stopped_by(&failed, &seen, Component::Kubelet, "lost its watch").await;
+        let error = members.stop().await.unwrap_err();
+        assert_eq!(error.to_string(), "kubelet: stopped: lost its watch");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_panicking_threaded_component_is_reported_as_stopped() {
+        let (mut members, seen, failed) = members();
+        members
+            .spawn_thread(Component::ControllerManager, |_shutdown| async {
+                if std::hint::black_box(true) {
+                    panic!("a bug");
+                }
+                Ok::<(), String>(())
+            })
+            .unwrap();
+        let status = "its thread ended without a result";
+        assert_cluster_stopped_by(&failed, &seen, Component::ControllerManager, status).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stopping_one_threaded_component_leaves_the_others_running() {
+        let (mut members, _seen, _failed) = members();
+        let (ended_tx, mut ended_rx) = tokio::sync::mpsc::unbounded_channel();
+        for component in [Component::Scheduler, Component::Kubelet] {
+            let ended = ended_tx.clone();
+            members
+                .spawn_thread(component, move |shutdown| async move {
+                    shutdown.cancelled().await;
+                    let _ = ended.send(component);
+                    Ok::<(), String>(())
+                })
+                .unwrap();
+        }
+        members.stop_component(Component::Scheduler).await;
+        assert_eq!(ended_rx.recv().await, Some(Component::Scheduler));
+        assert_eq!(members.components(), vec![Component::Kubelet]);
+        members.stop().await.unwrap();
+        assert_eq!(ended_rx.recv().await, Some(Component::Kubelet));
     }
 }

@@ -40,6 +40,10 @@ pub struct UpArgs {
     /// Start from an empty store (deletes the objects kept in the data dir).
     #[arg(long)]
     fresh: bool,
+    /// Acknowledge writes before they reach the disk (tests and benchmarks only), as
+    /// `miniplane apiserver --no-fsync`.
+    #[arg(long)]
+    no_fsync: bool,
     #[command(flatten)]
     trace: crate::apiserver_cmd::TraceArgs,
 }
@@ -80,6 +84,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
     let mut builder = Cluster::builder()
         .data_dir(&args.data_dir)
         .fresh(args.fresh)
+        .fsync(!args.no_fsync)
         .port(args.port)
         .nodes(args.nodes)
         .trace_options(args.trace.options())

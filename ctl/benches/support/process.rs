@@ -120,3 +120,26 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     };
     (ticks(11) + ticks(12)) / 100.0
 }
+
+/// CPU time (user + system) each thread of a process has used so far, in seconds, with the
+/// thread's name (`/proc/PID/task/TID/comm`, at most 15 bytes): how the one-process benches
+/// tell the components apart (an in-process controller-manager, scheduler and kubelet each
+/// run on a thread named after it).
+pub fn thread_cpu_seconds(pid: u32) -> Vec<(String, f64)> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| {
+            let path = task.path();
+            let name = std::fs::read_to_string(path.join("comm")).ok()?;
+            let stat = std::fs::read_to_string(path.join("stat")).ok()?;
+            let (_, rest) = stat.rsplit_once(')')?;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let ticks =
+                |i: usize| -> Option<f64> { fields.get(i).and_then(|v| v.parse::<f64>().ok()) };
+            Some((name.trim().to_owned(), (ticks(11)? + ticks(12)?) / 100.0))
+        })
+        .collect()
+}
