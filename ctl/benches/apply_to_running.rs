@@ -122,7 +122,6 @@ enum Under {
 }
 
 impl Under {
-    /// CPU seconds so far of apiserver, controller-manager, scheduler, kubelet.
     /// The four processes, in the order of [`RunResult::cpu`].
     fn processes(&self) -> Option<[&Proc; 4]> {
         match self {
@@ -136,6 +135,7 @@ impl Under {
         }
     }
 
+    /// CPU seconds so far of apiserver, controller-manager, scheduler, kubelet.
     fn cpu(&self) -> [f64; 4] {
         match self {
             Under::Separate { .. } => self
@@ -159,6 +159,7 @@ impl Under {
         }
     }
 
+    /// Peak RSS so far, as [`RunResult::rss`].
     fn rss(&self) -> [Option<f64>; 4] {
         match self {
             Under::Separate { .. } => self

@@ -164,8 +164,8 @@ async fn bound<T>(component: Component, rx: oneshot::Receiver<Result<T, String>>
     }
 }
 
-/// A component that could not bind: its start has failed (the caller reports why), and its
-/// thread waits to be stopped with the rest, as a member that ended on its own would be
+/// What the thread of a component that could not bind does: its start has failed (the caller
+/// reports why), so it waits to be stopped with the rest instead of ending, which would be
 /// reported as a second failure.
 async fn idle_until<E>(shutdown: CancellationToken) -> std::result::Result<(), E> {
     shutdown.cancelled().await;

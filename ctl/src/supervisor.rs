@@ -205,9 +205,10 @@ impl Members {
     /// (docs/benchmarks.md, session 17: on the cluster's shared runtime a 10,000-pod apply
     /// took twice the CPU, the ReplicaSet controller syncing ~17 times as often).
     ///
-    /// Watched and stopped as [`Members::spawn_task`]'s tasks are; when the watching task is
-    /// aborted (a component that does not stop in time), the component's future is dropped on
-    /// its thread, which then ends.
+    /// Watched and stopped as [`Members::spawn_task`]'s tasks are, and a panic is reported as
+    /// its end (`panicked: <message>`); when the watching task is aborted (a component that
+    /// does not stop in time), the component's future is dropped on its thread, which then
+    /// ends.
     pub(crate) fn spawn_thread<Fut, E>(
         &mut self,
         component: Component,
@@ -234,11 +235,16 @@ impl Members {
                         return;
                     }
                 };
-                let result = runtime.block_on(async move {
-                    tokio::select! {
-                        result = run(thread_stop) => Some(result.map_err(|e| e.to_string())),
-                        () = thread_abort.cancelled() => None,
-                    }
+                let running = std::panic::AssertUnwindSafe(|| {
+                    runtime.block_on(async move {
+                        tokio::select! {
+                            result = run(thread_stop) => Some(result.map_err(|e| e.to_string())),
+                            () = thread_abort.cancelled() => None,
+                        }
+                    })
+                });
+                let result = std::panic::catch_unwind(running).unwrap_or_else(|panic| {
+                    Some(Err(format!("panicked: {}", panic_text(&*panic))))
                 });
                 // Tasks the component left behind are dropped without waiting for them.
                 runtime.shutdown_background();
@@ -354,6 +360,15 @@ impl Members {
             None => Ok(()),
         }
     }
+}
+
+/// The message a panic was raised with (`panic!("…")`), if it is text.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_DEADLINE`]; `Err` if it had to be killed or exited
@@ -487,7 +502,7 @@ mod tests {
                 Ok::<(), String>(())
             })
             .unwrap();
-        let status = "its thread ended without a result";
+        let status = "panicked: a bug";
         assert_cluster_stopped_by(&failed, &seen, Component::ControllerManager, status).await;
     }
 
