@@ -144,8 +144,8 @@ impl ClusterBuilder {
     }
 
     /// Runs each component as a child process of `exe` (the `miniplane` binary:
-    /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet`) instead of as tasks
-    /// of this process; their stderr goes to `<data dir>/logs/<component>.log`.
+    /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet`) instead of in
+    /// this process; their stderr goes to `<data dir>/logs/<component>.log`.
     pub fn separate(mut self, exe: impl Into<PathBuf>) -> Self {
         self.exe = Some(exe.into());
         self
@@ -378,8 +378,9 @@ fn run(
     stop: CancellationToken,
     stopped: CancellationToken,
 ) -> Result<()> {
-    // Two workers are plenty for one control plane, and a test process that starts many
-    // clusters does not get one thread per core for each.
+    // Two workers are plenty for the API server (the other components run on a thread each,
+    // `Members::spawn_thread`), and a test process that starts many clusters does not get one
+    // thread per core for each.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("miniplane")

@@ -58,7 +58,7 @@
 //! | [`cluster`] | [`Cluster`] and [`ClusterBuilder`]: the runtime thread, start and stop |
 //! | [`progress`] | [`Component`] names and the [`Progress`] a start reports |
 //! | [`kubeconfig`] | the kubeconfig of a cluster and `miniplane kubeconfig --merge` |
-//! | `in_process`, `separate` | components as tasks of one runtime, or as child processes |
+//! | `in_process`, `separate` | components in this process (the API server on the cluster's runtime, each other one on a thread of its own), or as child processes |
 //! | `supervisor` | watching the running components and stopping them in order |
 //! | `readiness` | "ready": the API server serves and every node is `Ready` |
 //! | `data_dir` | the data directory's layout and lock |
