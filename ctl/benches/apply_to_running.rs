@@ -110,12 +110,14 @@ fn component<'a>(args: &[&'a str]) -> Vec<&'a str> {
 
 /// The cluster under test.
 enum Under {
-    /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet` as four processes.
+    /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet` as four processes,
+    /// stopped (dropped) in the order of the fields: the API server last, so that the others
+    /// do not log failed requests as they stop.
     Separate {
-        api: Proc,
-        cm: Proc,
-        scheduler: Proc,
         kubelet: Proc,
+        scheduler: Proc,
+        cm: Proc,
+        api: Proc,
     },
     /// `miniplane up`: every component in one process.
     One(Proc),

@@ -129,7 +129,7 @@ impl Simulator {
         let factory =
             SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());
         factory.set_tracer(tracer.clone());
-        let (recorder, recorder_writer) = recorder::recorder(client.clone());
+        let (recorder, recorder_writer) = recorder::recorder(client.clone(), config.nodes);
         // One watch for all simulated nodes: every pod bound to some node (a real kubelet
         // watches `spec.nodeName=<itself>`); the handler keeps the ones simulated here. Pods
         // are kept without their managedFields, which nothing here reads (a real kubelet

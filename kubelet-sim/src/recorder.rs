@@ -4,7 +4,12 @@
 //!
 //! One bounded queue for all simulated nodes, drained by up to [`WRITERS`] concurrent writes
 //! (a thousand real kubelets would each write their own events, one at a time; one writer
-//! for all of them falls behind a Deployment of thousands of pods). Unlike client-go's
+//! for all of them falls behind a Deployment of thousands of pods). The queue holds
+//! [`QUEUE_CAPACITY_PER_NODE`] events per simulated node, as many as the real kubelets' own
+//! queues would hold together (client-go's broadcaster keeps 1,000 and drops what comes past
+//! them), so that a burst of pods spread over many nodes loses no event, as it would not in a
+//! cluster. (With one queue of 4,096, a 10,000-pod apply on 1,000 nodes dropped ~16,000 of its
+//! 40,000 events.) Unlike client-go's
 //! recorder (miniplane's `client::events`), there is no dedup/aggregation: the simulated
 //! kubelet emits few repeated events, and the client's recorder cannot set `source.host` per
 //! event, which one process simulating many nodes needs.
@@ -22,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::stages::PodEvent;
 
-/// How many events may wait to be written before new ones are dropped.
-pub const QUEUE_CAPACITY: usize = 4096;
+/// How many events may wait to be written, per simulated node, before new ones are dropped:
+/// client-go's `maxQueuedEvents` (`tools/record/event.go`), the queue of one real kubelet.
+pub const QUEUE_CAPACITY_PER_NODE: usize = 1000;
 
 /// How many event writes may be in flight at once.
 pub const WRITERS: usize = 32;
@@ -45,9 +51,13 @@ pub struct RecorderWriter {
     client: kube::Client,
 }
 
-/// A recorder and the writer that drains it.
-pub fn recorder(client: kube::Client) -> (Recorder, RecorderWriter) {
-    let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+/// A recorder for `nodes` simulated nodes and the writer that drains it. (The queue's memory
+/// is taken as events wait, not reserved up front.)
+pub fn recorder(client: kube::Client, nodes: usize) -> (Recorder, RecorderWriter) {
+    let capacity = QUEUE_CAPACITY_PER_NODE
+        .saturating_mul(nodes.max(1))
+        .min(tokio::sync::Semaphore::MAX_PERMITS);
+    let (tx, rx) = mpsc::channel(capacity);
     let sequence = Arc::new(AtomicU64::new(0));
     let recorder = Recorder {
         tx,
@@ -164,5 +174,37 @@ impl RecorderWriter {
             () = shutdown.cancelled() => {}
             () = writes => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn pulled() -> PodEvent {
+        PodEvent {
+            warning: false,
+            reason: "Pulled",
+            message: "Container image \"nginx:1.27\" already present on machine".into(),
+            container: Some("nginx".into()),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_queue_holds_a_real_kubelets_worth_of_events_per_node_then_drops() {
+        // Nothing drains the queue: no request is ever sent to this address.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let (recorder, _writer) = recorder(client, 3);
+        let pod = Pod::default();
+        let now = Timestamp::now();
+        for _ in 0..3 * QUEUE_CAPACITY_PER_NODE {
+            recorder.record(&pod, &pulled(), "node-0", now);
+        }
+        assert_eq!(recorder.dropped_events(), 0);
+        recorder.record(&pod, &pulled(), "node-1", now);
+        assert_eq!(recorder.dropped_events(), 1);
     }
 }
