@@ -5,14 +5,15 @@
 //! One bounded queue for all simulated nodes, drained by up to [`WRITERS`] concurrent writes
 //! (a thousand real kubelets would each write their own events, one at a time; one writer
 //! for all of them falls behind a Deployment of thousands of pods). The queue holds
-//! [`QUEUE_CAPACITY_PER_NODE`] events per simulated node, as many as the real kubelets' own
-//! queues would hold together (client-go's broadcaster keeps 1,000 and drops what comes past
-//! them), so that a burst of pods spread over many nodes loses no event, as it would not in a
-//! cluster. (With one queue of 4,096, a 10,000-pod apply on 1,000 nodes dropped ~16,000 of its
-//! 40,000 events.) Unlike client-go's
-//! recorder (miniplane's `client::events`), there is no dedup/aggregation: the simulated
-//! kubelet emits few repeated events, and the client's recorder cannot set `source.host` per
-//! event, which one process simulating many nodes needs.
+//! [`QUEUE_CAPACITY_PER_NODE`] events per simulated node (at least [`QUEUE_CAPACITY_MIN`]), as
+//! many as the real kubelets' own queues would hold together (client-go's broadcaster keeps
+//! 1,000 and drops what comes past them), so that a burst of pods spread over many nodes loses
+//! no event, as it would not in a cluster. (With one queue of 4,096, a 10,000-pod apply on
+//! 1,000 nodes dropped ~16,000 of its 40,000 events.)
+//!
+//! Unlike client-go's recorder (miniplane's `client::events`), there is no dedup/aggregation:
+//! the simulated kubelet emits few repeated events, and the client's recorder cannot set
+//! `source.host` per event, which one process simulating many nodes needs.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +31,18 @@ use crate::stages::PodEvent;
 /// How many events may wait to be written, per simulated node, before new ones are dropped:
 /// client-go's `maxQueuedEvents` (`tools/record/event.go`), the queue of one real kubelet.
 pub const QUEUE_CAPACITY_PER_NODE: usize = 1000;
+
+/// The queue's size for a few nodes, whatever their number (what one queue held for all of them
+/// before it grew with the nodes).
+pub const QUEUE_CAPACITY_MIN: usize = 4096;
+
+/// How many events may wait for `nodes` simulated nodes: [`QUEUE_CAPACITY_PER_NODE`] each, at
+/// least [`QUEUE_CAPACITY_MIN`], at most what a tokio channel can count.
+pub fn queue_capacity(nodes: usize) -> usize {
+    QUEUE_CAPACITY_PER_NODE
+        .saturating_mul(nodes)
+        .clamp(QUEUE_CAPACITY_MIN, tokio::sync::Semaphore::MAX_PERMITS)
+}
 
 /// How many event writes may be in flight at once.
 pub const WRITERS: usize = 32;
@@ -54,10 +67,7 @@ pub struct RecorderWriter {
 /// A recorder for `nodes` simulated nodes and the writer that drains it. (The queue's memory
 /// is taken as events wait, not reserved up front.)
 pub fn recorder(client: kube::Client, nodes: usize) -> (Recorder, RecorderWriter) {
-    let capacity = QUEUE_CAPACITY_PER_NODE
-        .saturating_mul(nodes.max(1))
-        .min(tokio::sync::Semaphore::MAX_PERMITS);
-    let (tx, rx) = mpsc::channel(capacity);
+    let (tx, rx) = mpsc::channel(queue_capacity(nodes));
     let sequence = Arc::new(AtomicU64::new(0));
     let recorder = Recorder {
         tx,
@@ -192,15 +202,27 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_queue_grows_with_the_nodes_from_a_floor_to_a_ceiling() {
+        assert_eq!(queue_capacity(0), QUEUE_CAPACITY_MIN);
+        assert_eq!(queue_capacity(4), QUEUE_CAPACITY_MIN);
+        assert_eq!(queue_capacity(5), 5_000);
+        assert_eq!(queue_capacity(1_000), 1_000_000);
+        assert_eq!(
+            queue_capacity(usize::MAX),
+            tokio::sync::Semaphore::MAX_PERMITS
+        );
+    }
+
     #[tokio::test]
     async fn the_queue_holds_a_real_kubelets_worth_of_events_per_node_then_drops() {
         // Nothing drains the queue: no request is ever sent to this address.
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
-        let (recorder, _writer) = recorder(client, 3);
+        let (recorder, _writer) = recorder(client, 5);
         let pod = Pod::default();
         let now = Timestamp::now();
-        for _ in 0..3 * QUEUE_CAPACITY_PER_NODE {
+        for _ in 0..5 * QUEUE_CAPACITY_PER_NODE {
             recorder.record(&pod, &pulled(), "node-0", now);
         }
         assert_eq!(recorder.dropped_events(), 0);
