@@ -105,58 +105,91 @@ enum Mode {
 /// list, map or struct, every element of a granular list, and every entry of a map (as opposed
 /// to a struct field, which is only a path to its own fields).
 pub fn field_set(value: &Value, schema: OptSchema<'_>) -> Result<Set, String> {
-    let mut set = Set::new();
-    walk(value, schema, &mut Vec::new(), &mut set, Mode::Apply)?;
-    Ok(set)
+    walk(value, schema, Mode::Apply)
+        .map(|(_, set)| set)
+        .map_err(WalkError::describe)
 }
 
 /// The fields of a stored object, for comparing two versions: like [`field_set`], plus empty
 /// objects and nulls as leaves; never fails (elements without their keys are named by index).
 pub fn field_set_lenient(value: &Value, schema: OptSchema<'_>) -> Set {
-    let mut set = Set::new();
-    // Cannot fail in compare mode.
-    let _ = walk(value, schema, &mut Vec::new(), &mut set, Mode::Compare);
-    set
+    compare_walk(value, schema).1
 }
 
-fn walk(
-    value: &Value,
-    schema: OptSchema<'_>,
-    path: &mut Path,
-    set: &mut Set,
-    mode: Mode,
-) -> Result<(), String> {
+/// Why [`walk`] failed: the message, and the path of the list it failed in, innermost
+/// element first (each enclosing level adds its own element as the error goes up).
+struct WalkError {
+    message: String,
+    reversed_path: Vec<PathElement>,
+}
+
+impl WalkError {
+    /// The same error seen from one level up, below `element`.
+    fn within(mut self, element: PathElement) -> WalkError {
+        self.reversed_path.push(element);
+        self
+    }
+
+    /// `<path of the list>: <message>`.
+    fn describe(self) -> String {
+        let mut path = self.reversed_path;
+        path.reverse();
+        format!("{}: {}", super::fieldpath::path_string(&path), self.message)
+    }
+}
+
+/// The field set of `value` relative to its own place, and whether `value` is a leaf (which
+/// its place then holds as a member; at the root that is the empty path, which a set ignores).
+/// The set is built bottom-up, each node once, instead of inserting every path from the root.
+fn walk(value: &Value, schema: OptSchema<'_>, mode: Mode) -> Result<(bool, Set), WalkError> {
     match value {
-        Value::Object(_) if is_atomic_map(schema) => set.insert(path),
+        Value::Object(_) if is_atomic_map(schema) => Ok((true, Set::new())),
         Value::Object(map) => {
+            let mut set = Set::new();
             for (name, child) in map {
-                path.push(PathElement::Field(name.clone()));
-                walk(child, field(schema, name), path, set, mode)?;
+                let element = PathElement::Field(name.clone());
+                let (leaf, below) = match walk(child, field(schema, name), mode) {
+                    Ok(walked) => walked,
+                    Err(e) => return Err(e.within(element)),
+                };
                 let map_entry = schema.is_some_and(|s| !s.declares(name));
                 let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
-                if map_entry || (mode == Mode::Compare && empty) {
-                    set.insert(path);
-                }
-                path.pop();
+                let member = leaf || map_entry || (mode == Mode::Compare && empty);
+                set.add_child(element, member, below);
             }
+            Ok((false, set))
         }
         Value::Array(list) if !list_is_atomic(schema) => {
             let kind = list_type(schema);
+            let element_schema = items(schema);
+            let mut set = Set::new();
             for (index, item) in list.iter().enumerate() {
                 let element = match mode {
-                    Mode::Apply => element_of(item, index, &kind, schema)
-                        .map_err(|e| format!("{}: {e}", super::fieldpath::path_string(path)))?,
+                    Mode::Apply => {
+                        element_of(item, index, &kind, schema).map_err(|message| WalkError {
+                            message,
+                            reversed_path: Vec::new(),
+                        })?
+                    }
                     Mode::Compare => item_element_lenient(item, index, &kind, schema),
                 };
-                path.push(element);
-                walk(item, items(schema), path, set, mode)?;
-                set.insert(path);
-                path.pop();
+                let (_, below) = match walk(item, element_schema, mode) {
+                    Ok(walked) => walked,
+                    Err(e) => return Err(e.within(element)),
+                };
+                // Every element of a granular list is a member; two elements of one name
+                // share (and merge into) one node.
+                set.add_child(element, true, below);
             }
+            Ok((false, set))
         }
-        _ => set.insert(path),
+        _ => Ok((true, Set::new())),
     }
-    Ok(())
+}
+
+/// [`walk`] in compare mode, which cannot fail.
+fn compare_walk(value: &Value, schema: OptSchema<'_>) -> (bool, Set) {
+    walk(value, schema, Mode::Compare).unwrap_or_default()
 }
 
 /// Merges the applied configuration `rhs` into `lhs` (`typed.Merge`): `rhs` wins on leaves,
@@ -455,11 +488,20 @@ fn compare_children(
             }
             let element_schema = items(schema);
             for (old_item, name) in o.iter().zip(&old_names) {
+                let new_item = new_names.iter().position(|n| n == name).map(|i| &n[i]);
+                if new_item == Some(old_item) {
+                    // Equal elements have equal field sets and equal values at every path.
+                    continue;
+                }
                 path.push(name.clone());
-                match new_names.iter().position(|n| n == name) {
-                    Some(i) => {
-                        compare_node((old_item, true), (&n[i], true), element_schema, path, out)
-                    }
+                match new_item {
+                    Some(new_item) => compare_unequal_node(
+                        (old_item, true),
+                        (new_item, true),
+                        element_schema,
+                        path,
+                        out,
+                    ),
                     None => insert_subtree(old_item, element_schema, true, path, &mut out.removed),
                 }
                 path.pop();
@@ -476,11 +518,9 @@ fn compare_children(
             // Different shapes (or leaves): members are paths of different kinds (fields vs
             // list elements), so whatever one side has below `path` the other lacks.
             let below = |value: &Value, into: &mut Set| {
-                let mut set = Set::new();
-                let _ = walk(value, schema, &mut Vec::new(), &mut set, Mode::Compare);
-                // `walk` marks a leaf by inserting the empty path, which `Set` ignores: what
-                // remains is exactly the members below `path`.
-                into.insert_under(path, &set);
+                // Only the members below `path`: whether `value` is a leaf is `path`'s own
+                // membership, which the caller decides.
+                into.insert_moved_under(path, false, compare_walk(value, schema).1);
             };
             below(old, &mut out.removed);
             below(new, &mut out.added);
@@ -512,13 +552,19 @@ fn compare_members(
         let Some(old_child) = old_member_value(name) else {
             continue;
         };
+        let new_child = n.get(name);
+        if new_child == Some(old_child) {
+            // Equal members have equal field sets and equal values at every path (and the
+            // path of neither is built).
+            continue;
+        }
         let child_schema = field(schema, name);
         path.push(PathElement::Field(name.to_owned()));
         let old_member = member_of_object(name, old_child, schema);
-        match n.get(name) {
+        match new_child {
             Some(new_child) => {
                 let new_member = member_of_object(name, new_child, schema);
-                compare_node(
+                compare_unequal_node(
                     (old_child, old_member),
                     (new_child, new_member),
                     child_schema,
@@ -542,19 +588,16 @@ fn compare_members(
     }
 }
 
-/// Compares one node present on both sides; `.1` says whether the node is a member of its
-/// side's field set by virtue of its place (a map entry, a list element, an empty value).
-fn compare_node(
+/// Compares one node present on both sides with different values (equal ones add nothing,
+/// and their callers skip them); `.1` says whether the node is a member of its side's field
+/// set by virtue of its place (a map entry, a list element, an empty value).
+fn compare_unequal_node(
     (old, old_place): (&Value, bool),
     (new, new_place): (&Value, bool),
     schema: OptSchema<'_>,
     path: &mut Path,
     out: &mut Comparison,
 ) {
-    if old == new {
-        // Equal subtrees have equal field sets and equal values at every path.
-        return;
-    }
     let old_member = old_place || is_leaf_node(old, schema);
     let new_member = new_place || is_leaf_node(new, schema);
     compare_children(old, new, schema, path, out);
@@ -574,11 +617,8 @@ fn insert_subtree(
     path: &mut Path,
     into: &mut Set,
 ) {
-    // Cannot fail in compare mode; inserts `path` itself for a leaf.
-    let _ = walk(value, schema, path, into, Mode::Compare);
-    if member {
-        into.insert(path);
-    }
+    let (leaf, below) = compare_walk(value, schema);
+    into.insert_moved_under(path, member || leaf, below);
 }
 
 fn has_duplicates(names: &[PathElement]) -> bool {

@@ -47,6 +47,16 @@ fn configmap() -> Value {
         "data": {"config.yaml": "x", "other": "y"}, "binaryData": {}})
 }
 
+/// The objects the random tests edit, each with its schema (and a pod without one).
+fn bases() -> [(Value, OptSchema<'static>); 4] {
+    [
+        (pod(), schema("Pod")),
+        (deployment(), schema("Deployment")),
+        (configmap(), schema("ConfigMap")),
+        (pod(), None),
+    ]
+}
+
 fn assert_same(old: &Value, new: &Value, schema: OptSchema<'_>) {
     let fast = compare(old, new, schema);
     let slow = compare_by_sets(old, new, schema);
@@ -164,12 +174,7 @@ fn representative_writes_compare_as_by_sets() {
 #[test]
 fn random_edits_compare_as_by_sets() {
     let mut rng = StdRng::seed_from_u64(0x5eed);
-    let bases = [
-        (pod(), schema("Pod")),
-        (deployment(), schema("Deployment")),
-        (configmap(), schema("ConfigMap")),
-        (pod(), None),
-    ];
+    let bases = bases();
     for _ in 0..400 {
         for (base, s) in &bases {
             let mut old = base.clone();
@@ -215,4 +220,120 @@ fn set_operations_match_their_path_by_path_definitions() {
         let short: Vec<Path> = ap.iter().filter(|p| p.len() < 4).cloned().collect();
         assert_eq!(a.filter(|p| p.len() < 4), rebuilt(short));
     }
+}
+
+/// The field set by its definition, path by path (what [`walk`] built before it built sets
+/// bottom-up): every leaf, map entry, list element and (in compare mode) empty value inserts
+/// its whole path from the root.
+fn paths_by_definition(
+    value: &Value,
+    schema: OptSchema<'_>,
+    mode: Mode,
+    path: &mut Path,
+    out: &mut Set,
+) {
+    match value {
+        Value::Object(_) if is_atomic_map(schema) => out.insert(path),
+        Value::Object(map) => {
+            for (name, child) in map {
+                path.push(PathElement::Field(name.clone()));
+                paths_by_definition(child, field(schema, name), mode, path, out);
+                let map_entry = schema.is_some_and(|s| !s.declares(name));
+                let empty = child.is_null() || child.as_object().is_some_and(Map::is_empty);
+                if map_entry || (mode == Mode::Compare && empty) {
+                    out.insert(path);
+                }
+                path.pop();
+            }
+        }
+        Value::Array(list) if !list_is_atomic(schema) => {
+            let kind = list_type(schema);
+            for (index, item) in list.iter().enumerate() {
+                path.push(item_element_lenient(item, index, &kind, schema));
+                paths_by_definition(item, items(schema), mode, path, out);
+                out.insert(path);
+                path.pop();
+            }
+        }
+        _ => out.insert(path),
+    }
+}
+
+#[test]
+fn field_sets_built_bottom_up_equal_their_path_by_path_definition() {
+    let mut rng = StdRng::seed_from_u64(11);
+    let bases = bases();
+    // Two elements of one name share one node, whose members merge.
+    let mut duplicated = pod();
+    duplicated["spec"]["containers"][1]["name"] = json!("nginx");
+    let mut checked = 0;
+    for round in 0..300 {
+        for (base, s) in &bases {
+            let mut value = if round == 0 {
+                duplicated.clone()
+            } else {
+                base.clone()
+            };
+            for _ in 0..rng.random_range(0..4) {
+                mutate(&mut value, &mut rng);
+            }
+            for mode in [Mode::Apply, Mode::Compare] {
+                let mut expected = Set::new();
+                paths_by_definition(&value, *s, mode, &mut Vec::new(), &mut expected);
+                match walk(&value, *s, mode) {
+                    Ok((_, built)) => {
+                        assert_eq!(built, expected, "{value}");
+                        checked += 1;
+                    }
+                    // Only an applied configuration must name its elements by their keys.
+                    Err(e) => assert!(mode == Mode::Apply, "{}", e.describe()),
+                }
+            }
+        }
+    }
+    assert!(checked > 1_500, "only {checked} walks compared");
+    // The leaf flag is the root's own membership: a scalar is a leaf, an object is not.
+    assert!(walk(&json!(3), None, Mode::Compare).is_ok_and(|(leaf, set)| leaf && set.is_empty()));
+    assert!(walk(&pod(), schema("Pod"), Mode::Compare).is_ok_and(|(leaf, _)| !leaf));
+}
+
+#[test]
+fn moving_set_operations_match_their_copying_ones() {
+    let mut rng = StdRng::seed_from_u64(13);
+    for _ in 0..200 {
+        let (mut a, mut b) = (pod(), pod());
+        for _ in 0..rng.random_range(1..5) {
+            mutate(&mut a, &mut rng);
+            mutate(&mut b, &mut rng);
+        }
+        let a = field_set_lenient(&a, schema("Pod"));
+        let b = field_set_lenient(&b, schema("Pod"));
+        let mut owned = a.clone();
+        owned.union_with_owned(b.clone());
+        assert_eq!(owned, a.union(&b));
+        for prefix in [
+            vec![],
+            vec![PathElement::Field("spec".into())],
+            vec![
+                PathElement::Field("status".into()),
+                PathElement::Field("new".into()),
+            ],
+        ] {
+            for member in [false, true] {
+                let mut moved = a.clone();
+                moved.insert_moved_under(&prefix, member, b.clone());
+                let mut copied = a.clone();
+                copied.insert_under(&prefix, &b);
+                if member {
+                    copied.insert(&prefix);
+                }
+                assert_eq!(moved, copied, "prefix {prefix:?}, member {member}");
+            }
+        }
+    }
+    // Nothing to add adds no node, not even an empty one.
+    let mut set = Set::new();
+    set.insert_moved_under(&[PathElement::Field("a".into())], false, Set::new());
+    set.add_child(PathElement::Field("b".into()), false, Set::new());
+    assert!(set.is_empty());
 }

@@ -21,6 +21,7 @@ use super::PatchError;
 use serde_json::{Map, Value};
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 use std::fmt;
 
 /// One step of a path.
@@ -225,6 +226,16 @@ impl Node {
             self.set.insert(rest);
         }
     }
+
+    /// [`Set::insert_moved_under`] relative to this node.
+    fn insert_moved(&mut self, rest: &[PathElement], member: bool, below: Set) {
+        if rest.is_empty() {
+            self.member |= member;
+            self.set.union_with_owned(below);
+        } else {
+            self.set.insert_moved_under(rest, member, below);
+        }
+    }
 }
 
 impl Set {
@@ -380,6 +391,68 @@ impl Set {
             }
         }
         Set { children }
+    }
+
+    /// Adds every member of `other`, taking its nodes instead of copying them.
+    pub fn union_with_owned(&mut self, other: Set) {
+        if self.children.is_empty() {
+            *self = other;
+            return;
+        }
+        for (element, theirs) in other.children {
+            match self.children.entry(element) {
+                Entry::Vacant(slot) => {
+                    slot.insert(theirs);
+                }
+                Entry::Occupied(slot) => {
+                    let mine = slot.into_mut();
+                    mine.member |= theirs.member;
+                    mine.set.union_with_owned(theirs.set);
+                }
+            }
+        }
+    }
+
+    /// Adds the top-level `element`, a member when `member`, with `below` under it (merged
+    /// into what the element already has). Nothing is added when the element would be neither
+    /// a member nor have anything below it.
+    pub fn add_child(&mut self, element: PathElement, member: bool, below: Set) {
+        if !member && below.is_empty() {
+            return;
+        }
+        match self.children.entry(element) {
+            Entry::Vacant(slot) => {
+                slot.insert(Node { member, set: below });
+            }
+            Entry::Occupied(slot) => {
+                let node = slot.into_mut();
+                node.member |= member;
+                node.set.union_with_owned(below);
+            }
+        }
+    }
+
+    /// Adds `prefix` itself when `member`, and every member of `below` under it, taking
+    /// `below`'s nodes ([`Set::insert`] and [`Set::insert_under`] in one walk down, without
+    /// copying). With an empty `prefix`, `below` is merged at the root and `member` ignored,
+    /// as the empty path is.
+    pub fn insert_moved_under(&mut self, prefix: &[PathElement], member: bool, below: Set) {
+        if !member && below.is_empty() {
+            return;
+        }
+        let Some((first, rest)) = prefix.split_first() else {
+            self.union_with_owned(below);
+            return;
+        };
+        // An element is cloned only when it is new, as in `insert`.
+        if let Some(node) = self.children.get_mut(first) {
+            node.insert_moved(rest, member, below);
+            return;
+        }
+        self.children
+            .entry(first.clone())
+            .or_default()
+            .insert_moved(rest, member, below);
     }
 
     /// Adds every member of `other` below `prefix` (which must not be empty for members of
