@@ -14,6 +14,8 @@ use super::merge_keys::{
 use crate::gvk::GroupVersionKind;
 use crate::openapi::builtin::{self, SCHEMA_REF_PREFIX};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 /// How server-side apply treats a list (`x-kubernetes-list-type`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,6 +172,20 @@ impl<'a> Schema<'a> {
 
 /// What `node` stands for after following `$ref` and a single-`allOf` wrapper into
 /// `definitions`.
+/// The definition `name` of `definitions`; the built-in ones through a hashed index, since a
+/// `$ref` is followed at nearly every step of a walk and the ordered map's lookups compare
+/// long names that share their `io.k8s.api.` prefixes.
+fn definition<'a>(definitions: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
+    static BUILTIN: OnceLock<HashMap<&'static str, &'static Value>> = OnceLock::new();
+    let builtin = &builtin::definitions().schemas;
+    if std::ptr::eq(definitions, builtin) {
+        let index = BUILTIN.get_or_init(|| builtin.iter().map(|(k, v)| (k.as_str(), v)).collect());
+        index.get(name).copied()
+    } else {
+        definitions.get(name)
+    }
+}
+
 fn resolve<'a>(definitions: &'a Map<String, Value>, mut node: &'a Value) -> &'a Value {
     // Bounded: a reference cycle must not hang the server.
     for _ in 0..8 {
@@ -181,7 +197,7 @@ fn resolve<'a>(definitions: &'a Map<String, Value>, mut node: &'a Value) -> &'a 
             })
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix(SCHEMA_REF_PREFIX))
-            .and_then(|name| definitions.get(name));
+            .and_then(|name| definition(definitions, name));
         match next {
             Some(n) => node = n,
             None => break,
