@@ -137,17 +137,20 @@ impl KindRules for PodRules {
     }
 
     fn validate(&self, obj: &Pod) -> Vec<FieldError> {
-        validate_pod_spec(
-            &obj.spec.clone().unwrap_or_default(),
-            &FieldPath::new("spec"),
-        )
+        validate_pod_spec(spec_of(obj).as_ref(), &FieldPath::new("spec"))
     }
 
+    /// `ValidatePodUpdate`'s spec checks. A spec equal to the stored one passed these same
+    /// checks when it was stored, so it is not validated again: a status write (whose spec
+    /// is the stored one, and which Kubernetes' `ValidatePodStatusUpdate` does not validate
+    /// either) or a metadata-only update. Kubernetes revalidates the unchanged spec of a main
+    /// update; only rules that changed since the pod was stored could tell the two apart.
     fn validate_update(&self, new: &Pod, old: &Pod) -> Vec<FieldError> {
+        if new.spec == old.spec {
+            return Vec::new();
+        }
         let mut errs = self.validate(new);
-        let new_spec = new.spec.clone().unwrap_or_default();
-        let old_spec = old.spec.clone().unwrap_or_default();
-        if let Some(err) = validate_spec_update(&new_spec, &old_spec) {
+        if let Some(err) = validate_spec_update(spec_of(new).as_ref(), spec_of(old).as_ref()) {
             errs.push(err);
         }
         errs
@@ -228,6 +231,14 @@ fn add_default_tolerations(spec: &mut PodSpec) {
                 value: None,
             });
         }
+    }
+}
+
+/// The pod's spec, or the default spec for a pod without one (borrowed when it has one).
+fn spec_of(pod: &Pod) -> std::borrow::Cow<'_, PodSpec> {
+    match &pod.spec {
+        Some(spec) => std::borrow::Cow::Borrowed(spec),
+        None => std::borrow::Cow::Owned(PodSpec::default()),
     }
 }
 
