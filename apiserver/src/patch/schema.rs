@@ -170,8 +170,6 @@ impl<'a> Schema<'a> {
     }
 }
 
-/// What `node` stands for after following `$ref` and a single-`allOf` wrapper into
-/// `definitions`.
 /// The definition `name` of `definitions`; the built-in ones through a hashed index, since a
 /// `$ref` is followed at nearly every step of a walk and the ordered map's lookups compare
 /// long names that share their `io.k8s.api.` prefixes.
@@ -186,6 +184,8 @@ fn definition<'a>(definitions: &'a Map<String, Value>, name: &str) -> Option<&'a
     }
 }
 
+/// What `node` stands for after following `$ref` and a single-`allOf` wrapper into
+/// `definitions`.
 fn resolve<'a>(definitions: &'a Map<String, Value>, mut node: &'a Value) -> &'a Value {
     // Bounded: a reference cycle must not hang the server.
     for _ in 0..8 {
@@ -209,6 +209,24 @@ fn resolve<'a>(definitions: &'a Map<String, Value>, mut node: &'a Value) -> &'a 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn definitions_resolve_through_the_builtin_index_as_through_their_map() {
+        let builtin = &builtin::definitions().schemas;
+        for (name, value) in builtin {
+            let found = definition(builtin, name).expect("every built-in name resolves");
+            assert!(std::ptr::eq(found, value), "{name}");
+        }
+        assert!(definition(builtin, "io.k8s.api.core.v1.NoSuchKind").is_none());
+        // Other definitions (a custom resource's) are looked up in their own map.
+        let mut own = Map::new();
+        own.insert(
+            "io.k8s.api.core.v1.Pod".into(),
+            serde_json::json!({"type": "string"}),
+        );
+        let found = definition(&own, "io.k8s.api.core.v1.Pod");
+        assert!(found.is_some_and(|v| std::ptr::eq(v, &own["io.k8s.api.core.v1.Pod"])));
+    }
 
     #[test]
     fn walks_deployment_to_container_ports() {

@@ -406,6 +406,19 @@ mod tests {
             "{msg}"
         );
         assert!(msg.contains("+ \tnodeName: \"node-1\","), "{msg}");
+        // A changed spec is validated whole: an invalid image is reported with the allowed
+        // change; the same spec with only the status changed (a status write) is not.
+        let mut invalid = old.clone();
+        invalid["spec"]["containers"][0]["image"] = json!("");
+        let errs = s.validate_update(&invalid, &old);
+        assert!(
+            errs.iter()
+                .any(|e| e.to_string() == "spec.containers[0].image: Required value"),
+            "{errs:?}"
+        );
+        let mut status = old.clone();
+        status["status"] = json!({"phase": "Running", "podIP": "10.244.0.5"});
+        assert!(s.validate_update(&status, &old).is_empty());
     }
 
     #[test]
