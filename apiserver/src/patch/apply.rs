@@ -481,9 +481,9 @@ fn compare_children(
                 // Two elements with one name share one path: compare this list by its whole
                 // field sets, as `value_at` picks the first of them.
                 let local = compare_by_sets(old, new, schema);
-                out.added.insert_under(path, &local.added);
-                out.removed.insert_under(path, &local.removed);
-                out.modified.insert_under(path, &local.modified);
+                out.added.insert_moved_under(path, false, local.added);
+                out.removed.insert_moved_under(path, false, local.removed);
+                out.modified.insert_moved_under(path, false, local.modified);
                 return;
             }
             let element_schema = items(schema);
@@ -614,7 +614,7 @@ fn insert_subtree(
     value: &Value,
     schema: OptSchema<'_>,
     member: bool,
-    path: &mut Path,
+    path: &[PathElement],
     into: &mut Set,
 ) {
     let (leaf, below) = compare_walk(value, schema);

@@ -433,8 +433,7 @@ impl Set {
     }
 
     /// Adds `prefix` itself when `member`, and every member of `below` under it, taking
-    /// `below`'s nodes ([`Set::insert`] and [`Set::insert_under`] in one walk down, without
-    /// copying). With an empty `prefix`, `below` is merged at the root and `member` ignored,
+    /// `below`'s nodes (one walk down, without copying). With an empty `prefix`, `below` is merged at the root and `member` ignored,
     /// as the empty path is.
     pub fn insert_moved_under(&mut self, prefix: &[PathElement], member: bool, below: Set) {
         if !member && below.is_empty() {
@@ -453,23 +452,6 @@ impl Set {
             .entry(first.clone())
             .or_default()
             .insert_moved(rest, member, below);
-    }
-
-    /// Adds every member of `other` below `prefix` (which must not be empty for members of
-    /// `other` to land anywhere but the root).
-    pub fn insert_under(&mut self, prefix: &[PathElement], other: &Set) {
-        if other.is_empty() {
-            return;
-        }
-        match prefix.split_first() {
-            None => self.union_with(other),
-            Some((first, rest)) => self
-                .children
-                .entry(first.clone())
-                .or_default()
-                .set
-                .insert_under(rest, other),
-        }
     }
 
     /// Keeps only the top-level elements for which `keep` holds (with everything below them).

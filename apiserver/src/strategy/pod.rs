@@ -311,7 +311,7 @@ fn validate_spec_update(new: &PodSpec, old: &PodSpec) -> Option<FieldError> {
 /// period, else the pod's `terminationGracePeriodSeconds`; 0 (delete now) for a pod that was
 /// never scheduled or has finished; negative periods become 1.
 pub fn graceful_delete_period(pod: &Pod, requested: Option<i64>) -> i64 {
-    let spec = pod.spec.clone().unwrap_or_default();
+    let spec = spec_of(pod);
     let mut period = requested
         .or(spec.termination_grace_period_seconds)
         .unwrap_or(0);
