@@ -156,7 +156,7 @@ impl Algorithm {
             return Err(ScheduleError::NoNodesAvailable);
         }
         let to_find = num_feasible_nodes_to_find(nodes.len());
-        let mut verdicts = Vec::new();
+        let mut verdicts = Vec::with_capacity(to_find.min(nodes.len()));
         let mut feasible: Vec<usize> = Vec::new();
         let mut failed: BTreeMap<String, Status> = BTreeMap::new();
         for i in 0..nodes.len() {

@@ -25,13 +25,12 @@ pub fn score(pod: &PodInfo, node: &NodeInfo) -> i64 {
             node.allocatable.memory,
         ),
     ];
-    let fractions: Vec<f64> = pairs
-        .iter()
-        .filter(|(_, capacity)| *capacity != 0)
-        .map(|&(requested, capacity)| (requested as f64 / capacity as f64).min(1.0))
-        .collect();
-    let std = match fractions.as_slice() {
-        [a, b] => ((a - b) / 2.0).abs(),
+    // Computed per feasible node of every pod: no allocation.
+    let fraction = |(requested, capacity): (i64, i64)| {
+        (capacity != 0).then(|| (requested as f64 / capacity as f64).min(1.0))
+    };
+    let std = match (fraction(pairs[0]), fraction(pairs[1])) {
+        (Some(a), Some(b)) => ((a - b) / 2.0).abs(),
         _ => 0.0,
     };
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
@@ -51,5 +50,8 @@ mod tests {
         assert_eq!(score(&info(pod("p", "1", "4Gi")), &n), 100);
         // Over-full fractions are capped at 1: cpu 1.0, memory 0 → 50.
         assert_eq!(score(&info(pod("p", "8", "")), &n), 50);
+        // A resource the node does not report leaves one fraction: nothing to balance, 100.
+        let no_memory = node_info(node("n2", "4", "0", "110"), vec![]);
+        assert_eq!(score(&info(pod("p", "3", "1Gi")), &no_memory), 100);
     }
 }

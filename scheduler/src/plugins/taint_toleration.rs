@@ -82,20 +82,25 @@ pub fn filter(pod: &PodInfo, node: &NodeInfo) -> Result<(), Status> {
 
 /// Counts the node's `PreferNoSchedule` taints the pod does not tolerate (only tolerations
 /// with an empty or `PreferNoSchedule` effect count, as in `getAllTolerationPreferNoSchedule`).
+///
+/// Runs for every feasible node of every pod (hundreds per pod), so it borrows the pod's
+/// tolerations instead of collecting the `PreferNoSchedule` ones per node.
 pub fn score(pod: &PodInfo, node: &NodeInfo) -> i64 {
-    let prefer: Vec<Toleration> = tolerations(pod)
-        .iter()
-        .filter(|t| {
-            matches!(
-                t.effect.as_deref(),
-                None | Some("") | Some("PreferNoSchedule")
-            )
-        })
-        .cloned()
-        .collect();
+    let prefer = |t: &&Toleration| {
+        matches!(
+            t.effect.as_deref(),
+            None | Some("") | Some("PreferNoSchedule")
+        )
+    };
     taints(node)
         .iter()
-        .filter(|taint| taint.effect == "PreferNoSchedule" && !tolerates(&prefer, taint))
+        .filter(|taint| {
+            taint.effect == "PreferNoSchedule"
+                && !tolerations(pod)
+                    .iter()
+                    .filter(prefer)
+                    .any(|t| toleration_matches(t, taint))
+        })
         .count() as i64
 }
 
@@ -166,6 +171,39 @@ mod tests {
         assert_eq!(filter(&info(tolerant.clone()), &n), Ok(()));
         // PreferNoSchedule only scores.
         assert_eq!(score(&info(tolerant), &n), 1);
+    }
+
+    #[test]
+    fn only_tolerations_without_effect_or_with_prefer_no_schedule_lower_the_count() {
+        let mut n = node("n1", "1", "1Gi", "10");
+        n.spec.get_or_insert_default().taints = Some(vec![
+            taint("soft", "", "PreferNoSchedule"),
+            taint("softer", "x", "PreferNoSchedule"),
+            taint("dedicated", "gpu", "NoSchedule"),
+        ]);
+        let n = node_info(n, vec![]);
+        let with = |tolerations: Vec<Toleration>| {
+            let mut p = pod("p", "", "");
+            p.spec.get_or_insert_default().tolerations = Some(tolerations);
+            score(&info(p), &n)
+        };
+        assert_eq!(with(vec![]), 2);
+        // A NoSchedule toleration of the key does not count for scoring.
+        assert_eq!(
+            with(vec![toleration("soft", "Exists", "", "NoSchedule")]),
+            2
+        );
+        assert_eq!(with(vec![toleration("soft", "Exists", "", "")]), 1);
+        assert_eq!(
+            with(vec![
+                toleration("soft", "Exists", "", "PreferNoSchedule"),
+                toleration("softer", "Equal", "x", ""),
+            ]),
+            0
+        );
+        // A node without taints scores 0 whatever the pod tolerates.
+        let plain = node_info(node("n2", "1", "1Gi", "10"), vec![]);
+        assert_eq!(score(&info(pod("p", "", "")), &plain), 0);
     }
 
     #[test]
