@@ -150,14 +150,19 @@ mod tests {
         }
     }
 
+    /// A node with `taints` and no pods.
+    fn tainted(taints: Vec<Taint>) -> NodeInfo {
+        let mut n = node("n1", "1", "1Gi", "10");
+        n.spec.get_or_insert_default().taints = Some(taints);
+        node_info(n, vec![])
+    }
+
     #[test]
     fn untolerated_taints_filter_with_kubernetes_reason() {
-        let mut n = node("n1", "1", "1Gi", "10");
-        n.spec.get_or_insert_default().taints = Some(vec![
+        let n = tainted(vec![
             taint("soft", "", "PreferNoSchedule"),
             taint("dedicated", "gpu", "NoSchedule"),
         ]);
-        let n = node_info(n, vec![]);
         assert_eq!(
             filter(&info(pod("p", "", "")), &n).map_err(|s| (s.code, s.reasons)),
             Err((
@@ -175,13 +180,11 @@ mod tests {
 
     #[test]
     fn only_tolerations_without_effect_or_with_prefer_no_schedule_lower_the_count() {
-        let mut n = node("n1", "1", "1Gi", "10");
-        n.spec.get_or_insert_default().taints = Some(vec![
+        let n = tainted(vec![
             taint("soft", "", "PreferNoSchedule"),
             taint("softer", "x", "PreferNoSchedule"),
             taint("dedicated", "gpu", "NoSchedule"),
         ]);
-        let n = node_info(n, vec![]);
         let with = |tolerations: Vec<Toleration>| {
             let mut p = pod("p", "", "");
             p.spec.get_or_insert_default().tolerations = Some(tolerations);
