@@ -204,7 +204,7 @@ mod tests {
             ]),
             0
         );
-        // A node without taints scores 0 whatever the pod tolerates.
+        // A node without taints scores 0.
         let plain = node_info(node("n2", "1", "1Gi", "10"), vec![]);
         assert_eq!(score(&info(pod("p", "", "")), &plain), 0);
     }
