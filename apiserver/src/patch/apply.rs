@@ -488,7 +488,10 @@ fn compare_children(
             }
             let element_schema = items(schema);
             for (old_item, name) in o.iter().zip(&old_names) {
-                let new_item = new_names.iter().position(|n| n == name).map(|i| &n[i]);
+                let new_item = new_names
+                    .iter()
+                    .position(|new_name| new_name == name)
+                    .map(|i| &n[i]);
                 if new_item == Some(old_item) {
                     // Equal elements have equal field sets and equal values at every path.
                     continue;

@@ -400,16 +400,7 @@ impl Set {
             return;
         }
         for (element, theirs) in other.children {
-            match self.children.entry(element) {
-                Entry::Vacant(slot) => {
-                    slot.insert(theirs);
-                }
-                Entry::Occupied(slot) => {
-                    let mine = slot.into_mut();
-                    mine.member |= theirs.member;
-                    mine.set.union_with_owned(theirs.set);
-                }
-            }
+            self.add_child(element, theirs.member, theirs.set);
         }
     }
 
@@ -433,8 +424,8 @@ impl Set {
     }
 
     /// Adds `prefix` itself when `member`, and every member of `below` under it, taking
-    /// `below`'s nodes (one walk down, without copying). With an empty `prefix`, `below` is merged at the root and `member` ignored,
-    /// as the empty path is.
+    /// `below`'s nodes (one walk down, without copying). With an empty `prefix`, `below` is
+    /// merged at the root and `member` ignored, as the empty path is.
     pub fn insert_moved_under(&mut self, prefix: &[PathElement], member: bool, below: Set) {
         if !member && below.is_empty() {
             return;
