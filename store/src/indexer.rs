@@ -115,6 +115,9 @@ mod tests {
      {
         let dir = tempfile::tempdir().expect("temp dir");
         let kv = Arc::new(KvStore::open(dir.path()).expect("open sled"));
+        // As the store does after recovery: nothing is indexed yet, so `wait_indexed` below
+        // waits for the indexer (a freshly opened `KvStore` counts everything as indexed).
+        kv.reset_indexed(Revision::ZERO);
         let (tx, rx) = sync_channel(256);
         let queued = Arc::new(AtomicUsize::new(0));
         let thread = {
