@@ -5,18 +5,22 @@
 //! hand-written big-/little-endian layouts, so there is no schema compiler:
 //!
 //! ```text
-//! sled `index` escape(key) 00 00 | rev u64 BE       -> Record (every kept version/tombstone)
-//! sled `log`   rev u64 BE | sub u32 BE              -> prev_mod_rev u64 LE | key
-//! Record       kind u8 | create u64 | mod u64 | version u64 | value        (LE integers)
+//! sled `revs`  rev u64 BE                           -> the WAL payload of that revision's write
+//!                                                      (minus changes compaction dropped)
 //! WAL payload  1 | rev u64 | n u32 | n × Change      (a write, one revision)
 //!              2 | compact_rev u64                  (a compaction)
 //! Change       kind u8 | create u64 | version u64 | prev_mod u64 | klen u32 | key | vlen u32 | value
 //! sled `meta`  "compacted"                          -> rev u64 LE
+//!
+//! Written by miniplane before the `revs` tree (read once, to migrate them; `kvstore.rs`):
+//! sled `index` escape(key) 00 00 | rev u64 BE       -> Record (every kept version/tombstone)
+//! sled `log`   rev u64 BE | sub u32 BE              -> prev_mod_rev u64 LE | key
+//! Record       kind u8 | create u64 | mod u64 | version u64 | value        (LE integers)
 //! ```
 //!
 //! `escape` writes every 0x00 byte of a key as `00 FF` and ends the key with `00 00`; that keeps the
-//! byte order of keys (so prefix scans work on the index) and lets the revision follow the key
-//! without ambiguity. Anything that does not decode is [`Error::Corrupt`].
+//! byte order of keys and lets the revision follow the key without ambiguity. Anything that
+//! does not decode is [`Error::Corrupt`].
 
 use crate::{Error, Event, EventKind, KeyValue, Result, Revision};
 use bytes::Bytes;
@@ -138,16 +142,72 @@ pub(crate) fn encode_write(out: &mut Vec<u8>, rev: Revision, events: &[Event]) {
     out.extend_from_slice(&rev.0.to_le_bytes());
     out.extend_from_slice(&(events.len() as u32).to_le_bytes());
     for e in events {
-        out.push(kind_byte(e.kind));
-        out.extend_from_slice(&e.kv.create_revision.0.to_le_bytes());
-        out.extend_from_slice(&e.kv.version.to_le_bytes());
-        let prev = e.prev_kv.as_ref().map_or(0, |p| p.mod_revision.0);
-        out.extend_from_slice(&prev.to_le_bytes());
-        out.extend_from_slice(&(e.kv.key.len() as u32).to_le_bytes());
-        out.extend_from_slice(&e.kv.key);
-        out.extend_from_slice(&(e.kv.value.len() as u32).to_le_bytes());
-        out.extend_from_slice(&e.kv.value);
+        let prev = e
+            .prev_kv
+            .as_ref()
+            .map_or(Revision::ZERO, |p| p.mod_revision);
+        let kv = &e.kv;
+        encode_change(
+            out,
+            e.kind,
+            kv.create_revision,
+            kv.version,
+            prev,
+            &kv.key,
+            &kv.value,
+        );
     }
+}
+
+/// Appends one `Change` (see the module's table).
+fn encode_change(
+    out: &mut Vec<u8>,
+    kind: EventKind,
+    create: Revision,
+    version: u64,
+    prev_mod: Revision,
+    key: &[u8],
+    value: &[u8],
+) {
+    out.push(kind_byte(kind));
+    out.extend_from_slice(&create.0.to_le_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&prev_mod.0.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(key);
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(value);
+}
+
+/// Encodes the changes of revision `rev` for the sled `revs` tree: the layout of a WAL write.
+pub(crate) fn encode_changes(rev: Revision, changes: &[Change]) -> Vec<u8> {
+    let size: usize = changes
+        .iter()
+        .map(|c| 37 + c.key.len() + c.value.len())
+        .sum();
+    let mut out = Vec::with_capacity(13 + size);
+    out.push(WAL_WRITE);
+    out.extend_from_slice(&rev.0.to_le_bytes());
+    out.extend_from_slice(&(changes.len() as u32).to_le_bytes());
+    for c in changes {
+        encode_change(
+            &mut out, c.kind, c.create, c.version, c.prev_mod, &c.key, &c.value,
+        );
+    }
+    out
+}
+
+/// Decodes a value of the sled `revs` tree written by [`encode_changes`].
+pub(crate) fn decode_changes(buf: &[u8]) -> Result<(Revision, Vec<Change>)> {
+    match decode_wal(buf)? {
+        WalEntry::Write { rev, changes } => Ok((rev, changes)),
+        WalEntry::Compact { .. } => Err(corrupt("a compaction record among revisions")),
+    }
+}
+
+/// The sled `revs` key of revision `rev` (big-endian, so keys sort by revision).
+pub(crate) fn rev_key(rev: Revision) -> [u8; 8] {
+    rev.0.to_be_bytes()
 }
 
 /// Appends the WAL payload of a compaction to `out`.
@@ -189,7 +249,9 @@ pub(crate) fn decode_wal(payload: &[u8]) -> Result<WalEntry> {
     }
 }
 
-/// Encodes a stored version: the change's fields at `rev`.
+/// Encodes a version as the `index` tree of the earlier layout stored it (tests of the
+/// migration write that layout).
+#[cfg(test)]
 pub(crate) fn encode_record(c: &Change, rev: Revision) -> Vec<u8> {
     let mut out = Vec::with_capacity(25 + c.value.len());
     out.push(kind_byte(c.kind));
@@ -200,7 +262,7 @@ pub(crate) fn encode_record(c: &Change, rev: Revision) -> Vec<u8> {
     out
 }
 
-/// Decodes a stored version of `key` into its kind and key-value.
+/// Decodes a version of `key` stored in the earlier layout's `index` tree.
 pub(crate) fn decode_record(key: &Bytes, buf: &[u8]) -> Result<(EventKind, KeyValue)> {
     let mut r = Reader { buf };
     let kind = kind_of(r.u8()?)?;
@@ -229,7 +291,7 @@ pub(crate) fn escape_into(out: &mut Vec<u8>, key: &[u8]) {
     }
 }
 
-/// The sled `index` key of `key` at `rev`.
+/// The earlier layout's `index` key of `key` at `rev`.
 pub(crate) fn index_key(key: &[u8], rev: Revision) -> Vec<u8> {
     let mut out = Vec::with_capacity(key.len() + 10);
     escape_into(&mut out, key);
@@ -238,7 +300,7 @@ pub(crate) fn index_key(key: &[u8], rev: Revision) -> Vec<u8> {
     out
 }
 
-/// Splits a sled `index` key into the user key and the revision.
+/// Splits an earlier layout's `index` key into the user key and the revision.
 pub(crate) fn decode_index_key(buf: &[u8]) -> Result<(Bytes, Revision)> {
     let mut key = Vec::with_capacity(buf.len());
     let mut i = 0;
@@ -265,7 +327,9 @@ pub(crate) fn decode_index_key(buf: &[u8]) -> Result<(Bytes, Revision)> {
     Err(corrupt("unterminated index key"))
 }
 
-/// The sled `log` key of the `sub`-th change of revision `rev`.
+/// The earlier layout's `log` key of the `sub`-th change of revision `rev` (tests of the
+/// migration write that layout).
+#[cfg(test)]
 pub(crate) fn log_key(rev: Revision, sub: u32) -> [u8; 12] {
     let mut out = [0u8; 12];
     out[..8].copy_from_slice(&rev.0.to_be_bytes());
@@ -273,7 +337,7 @@ pub(crate) fn log_key(rev: Revision, sub: u32) -> [u8; 12] {
     out
 }
 
-/// The revision of a sled `log` key.
+/// The revision of an earlier layout's `log` key.
 pub(crate) fn decode_log_key(buf: &[u8]) -> Result<Revision> {
     let rev: [u8; 8] = buf
         .get(..8)
@@ -282,7 +346,9 @@ pub(crate) fn decode_log_key(buf: &[u8]) -> Result<Revision> {
     Ok(Revision(u64::from_be_bytes(rev)))
 }
 
-/// The sled `log` value: the replaced version's revision and the key.
+/// The earlier layout's `log` value: the replaced version's revision and the key (tests of the
+/// migration write that layout).
+#[cfg(test)]
 pub(crate) fn encode_log_value(prev_mod: Revision, key: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + key.len());
     out.extend_from_slice(&prev_mod.0.to_le_bytes());
@@ -290,7 +356,7 @@ pub(crate) fn encode_log_value(prev_mod: Revision, key: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Splits a sled `log` value into the replaced version's revision and the key.
+/// Splits an earlier layout's `log` value into the replaced version's revision and the key.
 pub(crate) fn decode_log_value(buf: &[u8]) -> Result<(Revision, Bytes)> {
     let mut r = Reader { buf };
     let prev = Revision(r.u64()?);

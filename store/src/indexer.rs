@@ -1,11 +1,11 @@
-//! The indexer: writes acknowledged changes into sled's `index` and `log` trees, off the
-//! write path (etcd's backend does the same with its batch transaction: writes are visible
-//! from an in-memory buffer at once and committed to bbolt in the background,
-//! `server/storage/backend/batch_tx.go`, `tx_buffer.go`).
+//! The indexer: writes acknowledged revisions into sled's `revs` tree and the keys' in-memory
+//! revisions (`kvstore.rs`), off the write path (etcd's backend does the same with its batch
+//! transaction: writes are visible from an in-memory buffer at once and committed to bbolt in
+//! the background, `server/storage/backend/batch_tx.go`, `tx_buffer.go`).
 //!
 //! ```text
 //!   syncer: fdatasync ─▶ apply to `latest` (memory) ─▶ publish ─▶ ack ─▶ send (rev, changes) ─┐
-//!   indexer thread:  sled insert index + log for each revision, in order ◀───────────────────┘
+//!   indexer thread:  for each revision in order: sled insert into revs, note its keys ◀─────────┘
 //!                    └▶ indexed = rev, wake readers of history waiting for it
 //! ```
 //!

@@ -1,34 +1,38 @@
-//! The indexed state: every kept version and the change log on sled, the latest version of each
-//! key in memory, and compaction (etcd's `server/storage/mvcc/kvstore.go`,
+//! The indexed state: every kept version on sled, keyed by revision; each key's revisions and
+//! its latest version in memory; and compaction (etcd's `server/storage/mvcc/kvstore.go`,
 //! `kvstore_compaction.go`, `index.go` + `key_index.go` and the bbolt `key` bucket).
 //!
 //! ```text
-//!   memory  key             -> latest version           latest get/range, committer lookups
-//!   index   (key, rev)      -> version or tombstone     get/range at an older revision
-//!   log     (rev, sub)      -> (prev_mod_rev, key)      watch replay: the changes of each rev
+//!   memory  key             -> latest version            latest get/range, committer lookups
+//!   memory  key             -> its kept revisions         get/range at an older revision
+//!   revs    rev             -> that revision's changes    values of older versions, watch replay
 //!   meta    "compacted"     -> rev
 //! ```
 //!
-//! etcd keeps one bbolt bucket keyed by revision plus an in-memory B-tree from each key to its
-//! revisions, rebuilt at start-up. Here the per-key history is a sled tree (`index`), and what
-//! is rebuilt at start-up (from `index`) is a map of every key's latest version, values
-//! included: unlike etcd, the current data set must fit in memory (as it does in the API
-//! server's watch cache anyway). It makes latest reads and the committer's lookups cheap, and
-//! each change costs two sled inserts instead of three.
+//! This is etcd's layout: bbolt's `key` bucket holds every kept revision under the revision,
+//! and an in-memory B-tree (`treeIndex`) maps each key to its revisions; both in-memory maps are
+//! rebuilt from `revs` at start-up. Unlike etcd, the latest value of every key is in memory too
+//! (the current data set must fit in memory, as it does in the API server's watch cache
+//! anyway): latest reads and the committer's lookups never touch sled. Each revision costs
+//! one sled insert, appended at the end of the tree. (An earlier layout kept a sled tree keyed
+//! by (key, revision) with the values, plus a change log keyed by revision: two inserts per
+//! change, one of them with the whole value at a random place in the tree, whose node splits
+//! were most of sled's ~15% of the API server's CPU in a 10,000-pod apply. A store in that
+//! layout is migrated when opened: `migrate_earlier_layout`.)
 //!
 //! Only the syncer writes `latest`, under its write half; readers hold the read half, so a read
-//! never sees half of a batch and the revision it reports matches the data it read. sled's
-//! trees are written after the writers are acknowledged, by the indexer thread (`indexer.rs`,
-//! as etcd's backend commits its batch transaction in the background while reads see the
-//! buffered writes); reads of history wait until the indexer has reached their revision.
-//! sled is not trusted for durability (the WAL is); see `checkpoint.rs`.
+//! never sees half of a batch and the revision it reports matches the data it read. `revs` and
+//! the per-key revisions are written after the writers are acknowledged, by the indexer thread
+//! (`indexer.rs`, as etcd's backend commits its batch transaction in the background while reads
+//! see the buffered writes); reads of history wait until the indexer has reached their
+//! revision. sled is not trusted for durability (the WAL is); see `checkpoint.rs`.
 
 use crate::codec::{self, Change};
 use crate::range::Page;
 use crate::watch_hub::EventSource;
 use crate::{Error, Event, EventKind, KeyRange, KeyValue, RangeResponse, Result, Revision};
 use bytes::Bytes;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -38,14 +42,27 @@ const META_COMPACTED: &[u8] = b"compacted";
 /// The latest version of every existing key.
 pub(crate) type Latest = BTreeMap<Bytes, KeyValue>;
 
-/// sled trees, the latest versions, and the current and compacted revisions.
+/// One kept version of a key: its revision, and whether it is a tombstone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct KeyRev {
+    rev: Revision,
+    delete: bool,
+}
+
+/// Every key with kept history, to its kept versions in ascending revision order (etcd's
+/// `keyIndex`, without its generations: a tombstone is a version with `delete`).
+type KeyIndex = BTreeMap<Bytes, Vec<KeyRev>>;
+
+/// sled trees, the latest versions, each key's revisions, and the current and compacted
+/// revisions.
 pub(crate) struct KvStore {
     db: sled::Db,
-    index: sled::Tree,
-    log: sled::Tree,
+    revs: sled::Tree,
     meta: sled::Tree,
     /// Readers share, the committer's apply and compaction are exclusive.
     latest: RwLock<Latest>,
+    /// Written by the indexer (after `revs`) and by compaction; read by history reads.
+    history: RwLock<KeyIndex>,
     /// Revision of the last applied write (set under the write guard).
     current: AtomicU64,
     /// The compaction point (set under the write guard).
@@ -81,26 +98,112 @@ fn open_sled(dir: &Path) -> Result<sled::Db> {
     }
 }
 
-/// Rebuilds the latest version of every key from the index (the last entry of each key).
-fn load_latest(index: &sled::Tree) -> Result<Latest> {
+/// Adds version `at` of `c.key` to `history` (idempotent: a WAL replay may repeat revisions).
+fn note_version(history: &mut KeyIndex, at: Revision, c: &Change) {
+    let entry = KeyRev {
+        rev: at,
+        delete: c.kind == EventKind::Delete,
+    };
+    let versions = history.entry(c.key.clone()).or_default();
+    match versions.last() {
+        None => versions.push(entry),
+        Some(last) if last.rev < at => versions.push(entry),
+        Some(_) => {
+            let i = versions.partition_point(|v| v.rev < at);
+            if versions.get(i).is_none_or(|v| v.rev != at) {
+                versions.insert(i, entry);
+            }
+        }
+    }
+}
+
+/// Rebuilds the latest version of every key and every key's revisions from `revs`.
+fn load(revs: &sled::Tree) -> Result<(Latest, KeyIndex)> {
     let mut latest = Latest::new();
-    let mut last: Option<(Bytes, EventKind, KeyValue)> = None;
+    let mut history = KeyIndex::new();
+    for entry in revs.iter() {
+        let (_, v) = entry?;
+        let (rev, changes) = codec::decode_changes(&v)?;
+        KvStore::apply_latest(&mut latest, rev, &changes);
+        for c in &changes {
+            note_version(&mut history, rev, c);
+        }
+    }
+    Ok((latest, history))
+}
+
+/// Moves a store written in the earlier layout (an `index` tree of versions by key and
+/// revision, a `log` tree of changes by revision) into `revs`, then drops the old trees. The
+/// change log gives each revision's changes in order and each change's replaced revision; a
+/// version that compaction kept after its log entry was removed becomes a revision of its own
+/// change (no replaced revision: it lies below the compaction point, where nothing is replayed).
+fn migrate_earlier_layout(db: &sled::Db, revs: &sled::Tree) -> Result<()> {
+    let names = db.tree_names();
+    if !names.iter().any(|n| n.as_ref() == b"index") {
+        return Ok(());
+    }
+    let index = db.open_tree("index")?;
+    let log = db.open_tree("log")?;
+    let mut by_rev: BTreeMap<Revision, Vec<Change>> = BTreeMap::new();
+    let mut logged: BTreeSet<(Bytes, Revision)> = BTreeSet::new();
+    for entry in log.iter() {
+        let (lk, lv) = entry?;
+        let at = codec::decode_log_key(&lk)?;
+        let (prev_mod, key) = codec::decode_log_value(&lv)?;
+        let Some(record) = index.get(codec::index_key(&key, at))? else {
+            continue; // compacted away
+        };
+        let (kind, kv) = codec::decode_record(&key, &record)?;
+        logged.insert((key, at));
+        by_rev
+            .entry(at)
+            .or_default()
+            .push(change_of(kind, kv, prev_mod));
+    }
     for entry in index.iter() {
         let (k, v) = entry?;
-        let (key, _) = codec::decode_index_key(&k)?;
-        if let Some((prev, kind, kv)) = last.take()
-            && prev != key
-            && kind == EventKind::Put
-        {
-            latest.insert(prev, kv);
+        let (key, at) = codec::decode_index_key(&k)?;
+        if logged.contains(&(key.clone(), at)) {
+            continue;
         }
         let (kind, kv) = codec::decode_record(&key, &v)?;
-        last = Some((key, kind, kv));
+        by_rev
+            .entry(at)
+            .or_default()
+            .push(change_of(kind, kv, Revision::ZERO));
     }
-    if let Some((key, EventKind::Put, kv)) = last {
-        latest.insert(key, kv);
+    for (at, changes) in &by_rev {
+        revs.insert(codec::rev_key(*at), codec::encode_changes(*at, changes))?;
     }
-    Ok(latest)
+    // sled makes the new tree and the drops durable together at the next flush; until then a
+    // crash leaves the old trees, and the migration runs again.
+    db.drop_tree("index")?;
+    db.drop_tree("log")?;
+    db.flush()?;
+    Ok(())
+}
+
+/// The change that produced `kv` (a version in the earlier layout).
+fn change_of(kind: EventKind, kv: KeyValue, prev_mod: Revision) -> Change {
+    Change {
+        kind,
+        key: kv.key,
+        value: kv.value,
+        create: kv.create_revision,
+        version: kv.version,
+        prev_mod,
+    }
+}
+
+/// The version of `key` that change `c` of revision `at` wrote.
+fn version_of(at: Revision, c: Change) -> KeyValue {
+    KeyValue {
+        key: c.key,
+        value: c.value,
+        create_revision: c.create,
+        mod_revision: at,
+        version: c.version,
+    }
 }
 
 impl KvStore {
@@ -112,14 +215,15 @@ impl KvStore {
             Some(v) => codec::decode_rev(&v)?,
             None => Revision::ZERO,
         };
-        let index = db.open_tree("index")?;
-        let latest = load_latest(&index)?;
+        let revs = db.open_tree("revs")?;
+        migrate_earlier_layout(&db, &revs)?;
+        let (latest, history) = load(&revs)?;
         Ok(KvStore {
-            index,
-            log: db.open_tree("log")?,
+            revs,
             meta,
             db,
             latest: RwLock::new(latest),
+            history: RwLock::new(history),
             current: AtomicU64::new(1),
             compacted: AtomicU64::new(compacted.0),
             // No indexer runs yet: recovery writes sled directly (see `reset_indexed`).
@@ -198,15 +302,14 @@ impl KvStore {
         }
     }
 
-    /// Writes the changes of revision `rev` to sled's `index` and `log` trees. Idempotent.
+    /// Writes the changes of revision `rev` to sled's `revs` tree and notes them in each key's
+    /// revisions. Idempotent.
     pub(crate) fn index(&self, rev: Revision, changes: &[Change]) -> Result<()> {
-        for (sub, c) in changes.iter().enumerate() {
-            let record = codec::encode_record(c, rev);
-            self.index.insert(codec::index_key(&c.key, rev), record)?;
-            self.log.insert(
-                codec::log_key(rev, sub as u32),
-                codec::encode_log_value(c.prev_mod, &c.key),
-            )?;
+        self.revs
+            .insert(codec::rev_key(rev), codec::encode_changes(rev, changes))?;
+        let mut history = self.history.write().unwrap_or_else(PoisonError::into_inner);
+        for c in changes {
+            note_version(&mut history, rev, c);
         }
         Ok(())
     }
@@ -249,20 +352,35 @@ impl KvStore {
         }
         Ok(())
     }
+    /// The version of `key` that revision `at` wrote, from `revs`.
+    fn version_written(&self, key: &[u8], at: Revision) -> Result<KeyValue> {
+        let missing =
+            || Error::Corrupt(format!("no change of a key at revision {at} in the store"));
+        let v = self.revs.get(codec::rev_key(at))?.ok_or_else(missing)?;
+        let (_, changes) = codec::decode_changes(&v)?;
+        let c = changes
+            .into_iter()
+            .find(|c| c.key.as_ref() == key)
+            .ok_or_else(missing)?;
+        Ok(version_of(at, c))
+    }
 
-    /// The version of `key` live at `rev`, from the index. Call under the read guard.
+    /// The kept version of a key live at `rev`: the last one at or below it, unless that is a
+    /// tombstone.
+    fn live_at(versions: &[KeyRev], rev: Revision) -> Option<Revision> {
+        let i = versions.partition_point(|v| v.rev <= rev);
+        let v = versions.get(i.checked_sub(1)?)?;
+        (!v.delete).then_some(v.rev)
+    }
+
+    /// The version of `key` live at `rev`, from the history. Call under the read guard.
     fn version_at(&self, key: &[u8], rev: Revision) -> Result<Option<KeyValue>> {
         self.wait_indexed(rev)?;
-        let lo = codec::index_key(key, Revision::ZERO);
-        let hi = codec::index_key(key, rev);
-        match self.index.range(lo..=hi).next_back() {
-            Some(entry) => {
-                let (_, v) = entry?;
-                let (kind, kv) = codec::decode_record(&Bytes::copy_from_slice(key), &v)?;
-                Ok((kind == EventKind::Put).then_some(kv))
-            }
-            None => Ok(None),
-        }
+        let at = {
+            let history = self.history.read().unwrap_or_else(PoisonError::into_inner);
+            history.get(key).and_then(|v| Self::live_at(v, rev))
+        };
+        at.map(|at| self.version_written(key, at)).transpose()
     }
 
     /// One key at `rev` (already resolved against current/compacted), with `latest` read-locked.
@@ -299,32 +417,18 @@ impl KvStore {
             }
             return Ok(page.finish(rev));
         }
-        // Older revision: walk every kept version of the keys in range, keeping per key the
-        // last one at or below `rev`.
+        // Older revision: each key's version live then, read from `revs`.
         self.wait_indexed(rev)?;
-        let mut lo = Vec::new();
-        codec::escape_into(&mut lo, &from);
-        let mut candidate: Option<(Bytes, Option<KeyValue>)> = None;
-        for entry in self.index.range(lo..) {
-            let (k, v) = entry?;
-            let (key, at) = codec::decode_index_key(&k)?;
-            if !range.contains(&key) {
-                break;
-            }
-            if candidate.as_ref().is_some_and(|(ck, _)| *ck != key)
-                && let Some((_, Some(kv))) = candidate.take()
-            {
-                page.push(kv);
-            }
-            if at <= rev {
-                let (kind, kv) = codec::decode_record(&key, &v)?;
-                candidate = Some((key, (kind == EventKind::Put).then_some(kv)));
-            } else if candidate.is_none() {
-                candidate = Some((key, None));
-            }
-        }
-        if let Some((_, Some(kv))) = candidate {
-            page.push(kv);
+        let live: Vec<(Bytes, Revision)> = {
+            let history = self.history.read().unwrap_or_else(PoisonError::into_inner);
+            history
+                .range(from..)
+                .take_while(|(k, _)| range.contains(k))
+                .filter_map(|(k, v)| Some((k.clone(), Self::live_at(v, rev)?)))
+                .collect()
+        };
+        for (key, at) in live {
+            page.push(self.version_written(&key, at)?);
         }
         Ok(page.finish(rev))
     }
@@ -334,32 +438,30 @@ impl KvStore {
     /// change). Call under the write guard; idempotent.
     pub(crate) fn compact(&self, rev: Revision) -> Result<()> {
         self.wait_indexed(self.current())?;
-        for entry in self.log.range(..codec::log_key(rev, 0)) {
-            let (lk, lv) = entry?;
-            let at = codec::decode_log_key(&lk)?;
-            let (_, key) = codec::decode_log_value(&lv)?;
-            let ik = codec::index_key(&key, at);
-            let superseded = self
-                .index
-                .range(codec::index_key(&key, at.next())..codec::index_key(&key, rev))
-                .next()
-                .transpose()?
-                .is_some();
-            let remove = superseded
-                || match self.index.get(&ik)? {
-                    Some(v) => codec::decode_record(&key, &v)?.0 == EventKind::Delete,
-                    None => false,
-                };
-            if remove {
-                self.index.remove(ik)?;
+        let mut history = self.history.write().unwrap_or_else(PoisonError::into_inner);
+        // Which keys' versions each revision loses.
+        let mut dropped: BTreeMap<Revision, BTreeSet<Bytes>> = BTreeMap::new();
+        history.retain(|key, versions| {
+            let below = versions.partition_point(|v| v.rev < rev);
+            let keep_last = below > 0 && !versions[below - 1].delete;
+            let remove = if keep_last { below - 1 } else { below };
+            for v in versions.drain(..remove) {
+                dropped.entry(v.rev).or_default().insert(key.clone());
             }
-            // Versions an earlier compaction kept (their log entries are gone) are superseded
-            // by this one now.
-            let older = codec::index_key(&key, Revision::ZERO)..codec::index_key(&key, at);
-            for entry in self.index.range(older) {
-                self.index.remove(entry?.0)?;
+            !versions.is_empty()
+        });
+        for (at, keys) in dropped {
+            let Some(v) = self.revs.get(codec::rev_key(at))? else {
+                continue;
+            };
+            let (_, mut changes) = codec::decode_changes(&v)?;
+            changes.retain(|c| !keys.contains(&c.key));
+            if changes.is_empty() {
+                self.revs.remove(codec::rev_key(at))?;
+            } else {
+                self.revs
+                    .insert(codec::rev_key(at), codec::encode_changes(at, &changes))?;
             }
-            self.log.remove(lk)?;
         }
         if rev > self.compacted() {
             self.meta.insert(META_COMPACTED, &codec::encode_rev(rev))?;
@@ -381,38 +483,179 @@ impl EventSource for KvStore {
             });
         }
         let mut events = Vec::new();
-        for entry in self
-            .log
-            .range(codec::log_key(from, 0)..=codec::log_key(to, u32::MAX))
-        {
-            let (lk, lv) = entry?;
-            let at = codec::decode_log_key(&lk)?;
-            let (prev_mod, key) = codec::decode_log_value(&lv)?;
-            if !range.contains(&key) {
-                continue;
+        for entry in self.revs.range(codec::rev_key(from)..=codec::rev_key(to)) {
+            let (_, v) = entry?;
+            let (at, changes) = codec::decode_changes(&v)?;
+            for c in changes {
+                if !range.contains(&c.key) {
+                    continue;
+                }
+                let prev_kv = if c.prev_mod == Revision::ZERO {
+                    None
+                } else {
+                    Some(self.version_written(&c.key, c.prev_mod)?)
+                };
+                let kind = c.kind;
+                let kv = match kind {
+                    EventKind::Put => version_of(at, c),
+                    EventKind::Delete => crate::mvcc::tombstone(c.key, at),
+                };
+                events.push(Event { kind, kv, prev_kv });
             }
-            let missing =
-                || Error::Corrupt(format!("index has no version at {at} for a logged change"));
-            let v = self
-                .index
-                .get(codec::index_key(&key, at))?
-                .ok_or_else(missing)?;
-            let (kind, kv) = codec::decode_record(&key, &v)?;
-            let prev_kv = if prev_mod == Revision::ZERO {
-                None
-            } else {
-                let pv = self
-                    .index
-                    .get(codec::index_key(&key, prev_mod))?
-                    .ok_or_else(missing)?;
-                Some(codec::decode_record(&key, &pv)?.1)
-            };
-            let kv = match kind {
-                EventKind::Put => kv,
-                EventKind::Delete => crate::mvcc::tombstone(key, at),
-            };
-            events.push(Event { kind, kv, prev_kv });
         }
         Ok(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(
+        kind: EventKind,
+        key: &str,
+        value: &str,
+        create: u64,
+        version: u64,
+        prev: u64,
+    ) -> Change {
+        Change {
+            kind,
+            key: Bytes::from(key.to_owned()),
+            value: Bytes::from(value.to_owned()),
+            create: Revision(create),
+            version,
+            prev_mod: Revision(prev),
+        }
+    }
+
+    /// Writes `changes` at `at` as the earlier layout did: a version in `index`, a change in
+    /// `log` (unless compaction had removed it).
+    fn write_earlier(db: &sled::Db, at: u64, changes: &[Change], logged: bool) {
+        let (index, log) = (db.open_tree("index").unwrap(), db.open_tree("log").unwrap());
+        for (sub, c) in changes.iter().enumerate() {
+            let rev = Revision(at);
+            let k = codec::index_key(&c.key, rev);
+            index.insert(k, codec::encode_record(c, rev)).unwrap();
+            if logged {
+                let v = codec::encode_log_value(c.prev_mod, &c.key);
+                log.insert(codec::log_key(rev, sub as u32), v).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_store_in_the_earlier_layout_is_migrated_with_its_history_and_kept_versions() {
+        use EventKind::{Delete, Put};
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = open_sled(dir.path()).unwrap();
+            // Compacted at 4: a@2 is kept as the value at 4 (its log entry is gone), a@1 is gone.
+            write_earlier(&db, 2, &[change(Put, "/a", "a2", 1, 2, 1)], false);
+            write_earlier(&db, 4, &[change(Put, "/b", "b4", 4, 1, 0)], true);
+            let two = [
+                change(Put, "/a", "a5", 1, 3, 2),
+                change(Delete, "/b", "", 0, 0, 4),
+            ];
+            write_earlier(&db, 5, &two, true);
+            write_earlier(&db, 6, &[change(Put, "/c", "c6", 6, 1, 0)], true);
+            let meta = db.open_tree("meta").unwrap();
+            meta.insert(META_COMPACTED, &codec::encode_rev(Revision(4)))
+                .unwrap();
+            db.flush().unwrap();
+        }
+        let kv = KvStore::open(dir.path()).unwrap();
+        kv.set_current(Revision(6));
+        let names = kv.db().tree_names();
+        assert!(
+            !names
+                .iter()
+                .any(|n| n.as_ref() == b"index" || n.as_ref() == b"log")
+        );
+        assert_eq!(kv.compacted(), Revision(4));
+        let latest = kv.read();
+        let keys: Vec<&[u8]> = latest.keys().map(|k| k.as_ref()).collect();
+        assert_eq!(keys, [b"/a".as_ref(), b"/c".as_ref()]);
+        let value = |key: &str, rev: u64| {
+            let found = kv.get(&latest, key.as_bytes(), Revision(rev)).unwrap();
+            found.map(|v| {
+                (
+                    String::from_utf8(v.value.to_vec()).unwrap(),
+                    v.mod_revision.0,
+                )
+            })
+        };
+        assert_eq!(value("/a", 4), Some(("a2".into(), 2)));
+        assert_eq!(value("/b", 4), Some(("b4".into(), 4)));
+        assert_eq!(value("/b", 5), None);
+        assert_eq!(value("/a", 6), Some(("a5".into(), 5)));
+        drop(latest);
+        // Replay from the compaction point: each change in order, with the version it replaced.
+        let all = KeyRange::Prefix(Bytes::new());
+        let events = kv.events(&all, Revision(4), Revision(6)).unwrap();
+        let seen: Vec<(EventKind, &[u8], u64, Option<u64>)> = events
+            .iter()
+            .map(|e| {
+                let prev = e.prev_kv.as_ref().map(|p| p.mod_revision.0);
+                (e.kind, e.kv.key.as_ref(), e.kv.mod_revision.0, prev)
+            })
+            .collect();
+        let want: [(EventKind, &[u8], u64, Option<u64>); 4] = [
+            (Put, b"/b", 4, None),
+            (Put, b"/a", 5, Some(2)),
+            (Delete, b"/b", 5, Some(4)),
+            (Put, b"/c", 6, None),
+        ];
+        assert_eq!(seen, want);
+        drop(kv);
+        // Opened again, the migrated store reads the same.
+        let kv = KvStore::open(dir.path()).unwrap();
+        kv.set_current(Revision(6));
+        assert_eq!(kv.events(&all, Revision(4), Revision(6)).unwrap(), events);
+    }
+
+    #[test]
+    fn compaction_keeps_each_keys_value_at_the_point_and_drops_emptied_revisions() {
+        use EventKind::{Delete, Put};
+        let dir = tempfile::tempdir().unwrap();
+        let kv = KvStore::open(dir.path()).unwrap();
+        let writes = [
+            (
+                2,
+                vec![
+                    change(Put, "/a", "a2", 2, 1, 0),
+                    change(Put, "/b", "b2", 2, 1, 0),
+                ],
+            ),
+            (3, vec![change(Put, "/a", "a3", 2, 2, 2)]),
+            (4, vec![change(Delete, "/b", "", 0, 0, 2)]),
+            (5, vec![change(Put, "/a", "a5", 2, 3, 3)]),
+        ];
+        for (at, changes) in &writes {
+            kv.apply(&mut kv.write(), Revision(*at), changes).unwrap();
+        }
+        kv.set_current(Revision(5));
+        kv.compact(Revision(5)).unwrap();
+        // a@3 is a's value at 5's compaction point; b's tombstone and everything older went.
+        let kept: Vec<u64> = kv
+            .revs
+            .iter()
+            .keys()
+            .map(|k| u64::from_be_bytes(k.unwrap().as_ref().try_into().unwrap()))
+            .collect();
+        assert_eq!(kept, [3, 5]);
+        let history = kv.history.read().unwrap();
+        let revs: Vec<u64> = history[b"/a".as_ref()].iter().map(|v| v.rev.0).collect();
+        assert_eq!(
+            (revs, history.contains_key(b"/b".as_ref())),
+            (vec![3, 5], false)
+        );
+        drop(history);
+        let latest = kv.read();
+        let at4 = kv
+            .get(&latest, b"/a", Revision(4))
+            .unwrap()
+            .map(|v| v.value);
+        assert_eq!(at4, Some(Bytes::from_static(b"a3")));
     }
 }
