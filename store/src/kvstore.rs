@@ -428,7 +428,11 @@ impl KvStore {
                 .collect()
         };
         for (key, at) in live {
-            page.push(self.version_written(&key, at)?);
+            if page.is_full() {
+                page.count();
+            } else {
+                page.push(self.version_written(&key, at)?);
+            }
         }
         Ok(page.finish(rev))
     }

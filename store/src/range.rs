@@ -108,6 +108,16 @@ impl Page {
         }
     }
 
+    /// Whether the page holds `limit` keys: later matches are only counted ([`Page::count`]).
+    pub(crate) fn is_full(&self) -> bool {
+        self.kvs.len() >= self.limit
+    }
+
+    /// Counts a matching key past the page's limit without reading its value.
+    pub(crate) fn count(&mut self) {
+        self.count += 1;
+    }
+
     /// The response, served at `revision`.
     pub(crate) fn finish(self, revision: Revision) -> RangeResponse {
         RangeResponse {
