@@ -183,7 +183,7 @@ fn encode_change(
 pub(crate) fn encode_changes(rev: Revision, changes: &[Change]) -> Vec<u8> {
     let size: usize = changes
         .iter()
-        .map(|c| 37 + c.key.len() + c.value.len())
+        .map(|c| 33 + c.key.len() + c.value.len())
         .sum();
     let mut out = Vec::with_capacity(13 + size);
     out.push(WAL_WRITE);
