@@ -105,15 +105,10 @@ fn note_version(history: &mut KeyIndex, at: Revision, c: &Change) {
         delete: c.kind == EventKind::Delete,
     };
     let versions = history.entry(c.key.clone()).or_default();
-    match versions.last() {
-        None => versions.push(entry),
-        Some(last) if last.rev < at => versions.push(entry),
-        Some(_) => {
-            let i = versions.partition_point(|v| v.rev < at);
-            if versions.get(i).is_none_or(|v| v.rev != at) {
-                versions.insert(i, entry);
-            }
-        }
+    // Usually past the last one (an insert at the end is a push).
+    let i = versions.partition_point(|v| v.rev < at);
+    if versions.get(i).is_none_or(|v| v.rev != at) {
+        versions.insert(i, entry);
     }
 }
 
@@ -286,14 +281,7 @@ impl KvStore {
         for c in changes {
             match c.kind {
                 EventKind::Put => {
-                    let kv = KeyValue {
-                        key: c.key.clone(),
-                        value: c.value.clone(),
-                        create_revision: c.create,
-                        mod_revision: rev,
-                        version: c.version,
-                    };
-                    latest.insert(c.key.clone(), kv);
+                    latest.insert(c.key.clone(), version_of(rev, c.clone()));
                 }
                 EventKind::Delete => {
                     latest.remove(&c.key);
