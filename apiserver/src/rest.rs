@@ -330,9 +330,17 @@ pub fn before_update_noting_unknown(
             (n, sent_unknown)
         }
         WritePart::Status => {
-            let sent_unknown = (note_unknown && !equal_but_status(&new, old))
-                .then(|| info.strategy.unknown_fields(&new));
-            (with_status_of(old, new), sent_unknown)
+            // Usually (a status PATCH) only the status was sent different: then `new` is
+            // already what the write keeps, and it is compared with `old` once.
+            let differs = !equal_but_status(&new, old);
+            let sent_unknown =
+                (note_unknown && differs).then(|| info.strategy.unknown_fields(&new));
+            let kept = if differs {
+                with_status_of(old, new)
+            } else {
+                new
+            };
+            (kept, sent_unknown)
         }
     };
     for f in MetaField::SERVER_OWNED {

@@ -66,6 +66,10 @@ struct RunResult {
     /// CPU seconds of apiserver, controller-manager, scheduler, kubelet during the apply, then
     /// the bench's own (its pod watch), which shares the cores.
     cpu: [f64; 5],
+    /// The host's CPU time during the apply, from `/proc/stat`: (all of it, stolen), in
+    /// seconds. Steal is time the hypervisor gave this machine's vCPUs to someone else: a run
+    /// with much of it is the host's slow phase, not the code's.
+    host: (f64, f64),
     /// Writes to the store during the apply (revisions from before the Deployment's creation
     /// to the last pod Running).
     writes: u64,
@@ -294,6 +298,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         [a, b, c, d, cpu_seconds(std::process::id())]
     };
     let cpu_before = cpu_of(&under);
+    let host_before = host_cpu();
     let t0 = Instant::now();
     Api::<Deployment>::namespaced(client.clone(), "default")
         .create(&PostParams::default(), &deployment)
@@ -343,6 +348,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     }
     let running_at = t0.elapsed();
     let cpu_after = cpu_of(&under);
+    let host_after = host_cpu();
     let rv_after = list_revision(&pods).await;
     RunResult {
         nodes_ready,
@@ -351,6 +357,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         running: running_at,
         rss: under.rss(),
         cpu: std::array::from_fn(|i| cpu_after[i] - cpu_before[i]),
+        host: (host_after.0 - host_before.0, host_after.1 - host_before.1),
         writes: rv_after
             .parse::<u64>()
             .unwrap_or(0)
@@ -407,9 +414,12 @@ fn main() {
                 per_pod(r.cpu[..4].iter().sum()), r.cpu[4],
             );
             println!(
-                "run {run}: store writes during the apply: {} ({:.1} per pod)",
+                "run {run}: store writes during the apply: {} ({:.1} per pod); host CPU time {:.1} s, of it stolen by the hypervisor {:.2} s ({:.1}%)",
                 r.writes,
-                r.writes as f64 / replicas as f64
+                r.writes as f64 / replicas as f64,
+                r.host.0,
+                r.host.1,
+                100.0 * r.host.1 / r.host.0.max(f64::MIN_POSITIVE),
             );
             r
         })
@@ -438,6 +448,24 @@ fn rss_text(rss: [Option<f64>; 4]) -> String {
         [Some(all), ..] => format!("peak RSS {all:.0} MiB (one process)"),
         _ => "peak RSS unknown".to_owned(),
     }
+}
+
+/// The machine's CPU time so far from the first line of `/proc/stat` (user, nice, system,
+/// idle, iowait, irq, softirq, steal; in `USER_HZ` = 100 ticks per second): (all, steal) in
+/// seconds. Zeros where `/proc/stat` cannot be read.
+fn host_cpu() -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<f64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let steal = ticks.get(7).copied().unwrap_or(0.0);
+    (ticks.iter().sum::<f64>() / 100.0, steal / 100.0)
 }
 
 /// The resourceVersion of a one-item list of `pods`: the store's current revision.

@@ -353,6 +353,11 @@ impl Comparison {
     pub fn changed(&self) -> Set {
         self.added.union(&self.modified)
     }
+
+    /// Whether no field was added, modified or removed (`Comparison.IsSame`).
+    pub fn is_same(&self) -> bool {
+        self.added.is_empty() && self.modified.is_empty() && self.removed.is_empty()
+    }
 }
 
 /// Compares two versions of an object (`typed.Compare`).
@@ -401,26 +406,6 @@ pub fn compare_replacing(
         );
     }
     comparison
-}
-
-/// Whether `old` with its top-level member `name` replaced by `replacement` equals `new`.
-pub fn equal_replacing(
-    old: &Value,
-    (name, replacement): (&str, Option<&Value>),
-    new: &Value,
-) -> bool {
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
-            let old_len =
-                o.len() - usize::from(o.contains_key(name)) + usize::from(replacement.is_some());
-            old_len == n.len()
-                && n.iter().all(|(k, v)| {
-                    let old_value = if k == name { replacement } else { o.get(k) };
-                    old_value == Some(v)
-                })
-        }
-        _ => false,
-    }
 }
 
 /// Whether walking `value` inserts its own path ([`walk`] in compare mode): scalars, nulls,

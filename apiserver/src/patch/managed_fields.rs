@@ -605,12 +605,13 @@ pub fn update(
         (Some(o), None) => (o, (METADATA, o.get(METADATA))),
         (None, _) => (&empty, (METADATA, None)),
     };
-    if old.is_some() && apply::equal_replacing(old_obj, replace, new) {
-        // A no-op write does not touch ownership or timestamps.
+    let full = apply::compare_replacing(old_obj, replace, new, schema);
+    if old.is_some() && full.is_same() {
+        // A write that changes no field (`Comparison.IsSame`: equal objects, or only the
+        // order of a keyed list's elements) does not touch ownership or timestamps.
         encode_entries(new, entries);
         return;
     }
-    let full = apply::compare_replacing(old_obj, replace, new, schema);
     let changes = UpdateChanges {
         manager,
         subresource,

@@ -280,6 +280,36 @@ fn main_resource_update_skips_server_fields_and_noops() {
 }
 
 #[test]
+fn reordering_a_keyed_list_changes_no_field() {
+    // Two containers (a list keyed by name): swapping them changes no field, so (as
+    // `Comparison.IsSame` in structured-merge-diff) the write leaves ownership and the
+    // writer's timestamp as they were, though the object differs.
+    let mut live = config("nginx:1.14.2", 3);
+    live["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(json!({"name": "sidecar", "image": "busybox"}));
+    update_managed(None, &mut live, "kubectl-edit", None, 0);
+    let mut reordered = live.clone();
+    reordered["spec"]["template"]["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .reverse();
+    update_managed(Some(&live), &mut reordered, "kubectl-edit", None, 60);
+    assert_eq!(
+        reordered["metadata"]["managedFields"], live["metadata"]["managedFields"],
+        "no timestamp bump for a write that changes no field"
+    );
+    assert_ne!(reordered, live, "the order itself is written");
+    // A write that does change a field still bumps it.
+    let mut changed = reordered.clone();
+    changed["spec"]["replicas"] = json!(4);
+    update_managed(Some(&reordered), &mut changed, "kubectl-edit", None, 120);
+    let time = |obj: &Value| entry(obj, "kubectl-edit").expect("entry")["time"].clone();
+    assert_ne!(time(&changed), time(&reordered));
+}
+
+#[test]
 fn custom_resources_have_atomic_lists() {
     let crd = GroupVersionKind::new("stable.example.com", "v1", "CronTab");
     let obj = crate::patch::server_side_apply(

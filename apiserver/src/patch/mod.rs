@@ -237,7 +237,8 @@ pub fn server_side_apply_subresource(
 ///
 /// `old` is the stored object (None on create). If `new` carries a non-empty `managedFields`
 /// (the writer sent them, or a patch kept the stored ones) they are the starting point, else
-/// `old`'s are. A write that changes nothing but `managedFields` leaves them as they are (no
+/// `old`'s are. A write that changes no field (but maybe `managedFields`, or the order of a
+/// keyed list: structured-merge-diff's `Comparison.IsSame`) leaves them as they are (no
 /// timestamp bump), so no-op updates stay no-ops. Server-set metadata (`name`, `uid`,
 /// `resourceVersion`, ...) is never owned; for built-in kinds main-resource writes own nothing
 /// under `status` and `/status` writes only that.
