@@ -12,6 +12,7 @@
 //! BENCH_TRACING_OFF=kubelet,scheduler cargo bench ...              # only those --tracing=false
 //! BENCH_APISERVER_ARGS="--trace-max-spans-per-trace 0" cargo bench ... # more API server flags
 //! BENCH_PROCESSES=one cargo bench -p ctl --bench apply_to_running  # `miniplane up`, one process
+//! BENCH_WATCH=running cargo bench -p ctl --bench apply_to_running    # a lighter observer (below)
 //! ```
 //!
 //! ```text
@@ -28,7 +29,10 @@
 //! `BENCH_APISERVER_ARGS` to four processes only.
 //!
 //! Progress is read from a single pod watch (not by listing, which would load the API server
-//! with 10,000-object lists). Every run starts from a fresh data dir. Not a timed test: it
+//! with 10,000-object lists). That watch is a fifth client on the same cores: it gets every
+//! pod event (~3 per pod). `BENCH_WATCH=running` watches with `fieldSelector=status.phase=Running`
+//! instead, ~1 event per pod, to measure what the observer costs; it cannot see when the pods
+//! were created or bound (printed as `-`). The figure of record uses the full watch. Every run starts from a fresh data dir. Not a timed test: it
 //! prints figures for `docs/benchmarks.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -57,8 +61,9 @@ fn env_or(name: &str, default: usize) -> usize {
 
 struct RunResult {
     nodes_ready: Duration,
-    created: Duration,
-    bound: Duration,
+    /// When every pod was seen created and bound (`None` with `BENCH_WATCH=running`).
+    created: Option<Duration>,
+    bound: Option<Duration>,
     running: Duration,
     /// Peak RSS of apiserver, controller-manager, scheduler, kubelet; in one process, of the
     /// process (the others `None`).
@@ -273,6 +278,11 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         Api::namespaced_with(client.clone(), "default", &ApiResource::erase::<Pod>(&()));
     // Decoded without managedFields, as a controller's informer does: the bench reads none.
     let pods_lite = ApiListerWatcher::new(pods_lite).without_managed_fields();
+    let pods_lite = if running_only() {
+        pods_lite.field_selector("status.phase=Running")
+    } else {
+        pods_lite
+    };
     let watch_from = |resource_version: String| WatchOptions {
         resource_version,
         timeout_seconds: 290,
@@ -352,8 +362,8 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
     let rv_after = list_revision(&pods).await;
     RunResult {
         nodes_ready,
-        created: t_created.unwrap_or(running_at),
-        bound: t_bound.unwrap_or(running_at),
+        created: t_created,
+        bound: t_bound,
         running: running_at,
         rss: under.rss(),
         cpu: std::array::from_fn(|i| cpu_after[i] - cpu_before[i]),
@@ -363,6 +373,22 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
             .unwrap_or(0)
             .saturating_sub(rv_before),
     }
+}
+
+/// `1.23s`, or `-` for a time not observed.
+fn seconds(d: Option<Duration>) -> String {
+    d.map_or_else(|| "-".to_owned(), |d| format!("{:.2}s", d.as_secs_f64()))
+}
+
+/// The median of times all observed (`None` if any was not).
+fn median_of(times: impl Iterator<Item = Option<Duration>>) -> Option<Duration> {
+    let times: Option<Vec<f64>> = times.map(|t| t.map(|d| d.as_secs_f64())).collect();
+    times.map(|t| Duration::from_secs_f64(median(t)))
+}
+
+/// Whether `BENCH_WATCH=running` asks for the observer that sees only Running pods.
+fn running_only() -> bool {
+    std::env::var("BENCH_WATCH").is_ok_and(|v| v == "running")
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -377,11 +403,16 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "apply-to-Running bench: {node_count} nodes, a Deployment of {replicas}, {cores} cores, {runs} runs, {}, loadavg {}",
+        "apply-to-Running bench: {node_count} nodes, a Deployment of {replicas}, {cores} cores, {runs} runs, {}, {}, loadavg {}",
         if one_process() {
             "one process (miniplane up)"
         } else {
             "four processes"
+        },
+        if running_only() {
+            "watching Running pods only"
+        } else {
+            "watching every pod event"
         },
         load.split_whitespace()
             .take(3)
@@ -398,10 +429,10 @@ fn main() {
         .map(|run| {
             let r = runtime.block_on(one_run(node_count, replicas));
             println!(
-                "run {run}: nodes Ready {:.2}s; pods created {:.2}s, bound {:.2}s, Running {:.2}s ({:.0} pods/s); {}",
+                "run {run}: nodes Ready {:.2}s; pods created {}, bound {}, Running {:.2}s ({:.0} pods/s); {}",
                 r.nodes_ready.as_secs_f64(),
-                r.created.as_secs_f64(),
-                r.bound.as_secs_f64(),
+                seconds(r.created),
+                seconds(r.bound),
                 r.running.as_secs_f64(),
                 replicas as f64 / r.running.as_secs_f64(),
                 rss_text(r.rss),
@@ -426,10 +457,10 @@ fn main() {
         .collect();
     let m = |f: &dyn Fn(&RunResult) -> f64| median(results.iter().map(f).collect());
     println!(
-        "median: nodes Ready {:.2}s; created {:.2}s, bound {:.2}s, all Running {:.2}s = {:.0} pods/s; {}",
+        "median: nodes Ready {:.2}s; created {}, bound {}, all Running {:.2}s = {:.0} pods/s; {}",
         m(&|r| r.nodes_ready.as_secs_f64()),
-        m(&|r| r.created.as_secs_f64()),
-        m(&|r| r.bound.as_secs_f64()),
+        seconds(median_of(results.iter().map(|r| r.created))),
+        seconds(median_of(results.iter().map(|r| r.bound))),
         m(&|r| r.running.as_secs_f64()),
         m(&|r| replicas as f64 / r.running.as_secs_f64()),
         rss_text(std::array::from_fn(|i| {
