@@ -30,10 +30,11 @@
 //!
 //! Progress is read from a single pod watch (not by listing, which would load the API server
 //! with 10,000-object lists). That watch is a fifth client on the same cores: it gets every
-//! pod event (~3 per pod). `BENCH_WATCH=running` watches with `fieldSelector=status.phase=Running`
-//! instead, ~1 event per pod, to measure what the observer costs; it cannot see when the pods
-//! were created or bound (printed as `-`). The figure of record uses the full watch. Every run starts from a fresh data dir. Not a timed test: it
-//! prints figures for `docs/benchmarks.md`.
+//! pod event (~3 per pod). `BENCH_WATCH=running` watches with
+//! `fieldSelector=status.phase=Running` instead, ~1 event per pod, to measure what the
+//! observer costs; it cannot see when the pods were created or bound (printed as `-`). The
+//! figure of record uses the full watch. Every run starts from a fresh data dir. Not a timed
+//! test: it prints figures for `docs/benchmarks.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashSet;
@@ -278,7 +279,8 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         Api::namespaced_with(client.clone(), "default", &ApiResource::erase::<Pod>(&()));
     // Decoded without managedFields, as a controller's informer does: the bench reads none.
     let pods_lite = ApiListerWatcher::new(pods_lite).without_managed_fields();
-    let pods_lite = if running_only() {
+    let running_only = running_only();
+    let pods_lite = if running_only {
         pods_lite.field_selector("status.phase=Running")
     } else {
         pods_lite
@@ -342,9 +344,13 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
             _ => continue,
         };
         let name = pod.metadata.name.clone().unwrap_or_default();
-        created.insert(name.clone());
-        if pod.spec.node_name.is_some() {
-            bound.insert(name.clone());
+        // A watch of Running pods only sees pods once they run: creation and binding are
+        // not observed (left `None`).
+        if !running_only {
+            created.insert(name.clone());
+            if pod.spec.node_name.is_some() {
+                bound.insert(name.clone());
+            }
         }
         if pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running") {
             running.insert(name);
