@@ -3,7 +3,8 @@
 //!
 //! Objects are stored by [`ObjectKey`] as `Arc<K>`: readers share them and nobody mutates a
 //! cached object (clone it first; client-go says "DeepCopy"). Named index functions map an
-//! object to index values; the store keeps, per index, value → set of keys, updated on every
+//! object to index values; the store keeps, per index, value → the objects with it (by key:
+//! client-go keeps the keys only, and `ByIndex` looks each up again), updated on every
 //! add/update/delete:
 //!
 //! ```text
@@ -17,7 +18,7 @@
 //! garbage-collector controllers index pods) and [`pod_node_name_index_func`]
 //! (`spec.nodeName`, as the kubelet and scheduler do).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -86,27 +87,48 @@ impl<K> Clone for Indexer<K> {
 struct ThreadSafeStore<K> {
     items: HashMap<ObjectKey, Arc<K>>,
     indexers: BTreeMap<String, IndexFunc<K>>,
-    /// index name → index value → keys.
-    indices: HashMap<String, HashMap<String, HashSet<ObjectKey>>>,
+    /// index name → index value → the objects with that value, by key. The objects are held
+    /// here as well as in `items` (client-go's index holds keys only), so that
+    /// [`Indexer::by_index`] does not look each key up again: a controller reads thousands of
+    /// pods by owner on every sync.
+    indices: HashMap<String, Index<K>>,
 }
 
+/// One index: index value → the objects with that value, by key.
+type Index<K> = HashMap<String, HashMap<ObjectKey, Arc<K>>>;
+
 impl<K> ThreadSafeStore<K> {
-    fn update_indices(&mut self, old: Option<&K>, new: Option<&K>, key: &ObjectKey) {
+    /// Moves `key` from the index values of `old` to those of `new` (either may be absent).
+    /// A value both have (an update that does not change it, the usual case) only has its
+    /// object replaced.
+    fn update_indices(&mut self, old: Option<&K>, new: Option<&Arc<K>>, key: &ObjectKey) {
         for (name, index_fn) in &self.indexers {
-            let index = self.indices.entry(name.clone()).or_default();
-            if let Some(old) = old {
-                for value in index_fn(old) {
-                    if let Some(keys) = index.get_mut(&value) {
-                        keys.remove(key);
-                        if keys.is_empty() {
-                            index.remove(&value);
-                        }
+            if !self.indices.contains_key(name) {
+                self.indices.insert(name.clone(), HashMap::new());
+            }
+            let Some(index) = self.indices.get_mut(name) else {
+                continue;
+            };
+            let old_values = old.map(|o| index_fn(o)).unwrap_or_default();
+            let new_values = new.map(|n| index_fn(n)).unwrap_or_default();
+            for value in old_values.iter().filter(|v| !new_values.contains(v)) {
+                if let Some(objects) = index.get_mut(value) {
+                    objects.remove(key);
+                    if objects.is_empty() {
+                        index.remove(value);
                     }
                 }
             }
-            if let Some(new) = new {
-                for value in index_fn(new) {
-                    index.entry(value).or_default().insert(key.clone());
+            let Some(new) = new else {
+                continue;
+            };
+            for value in new_values {
+                let objects = index.entry(value).or_default();
+                match objects.get_mut(key) {
+                    Some(object) => *object = new.clone(),
+                    None => {
+                        objects.insert(key.clone(), new.clone());
+                    }
                 }
             }
         }
@@ -145,10 +167,13 @@ impl<K: Resource + 'static> Indexer<K> {
     pub fn add_indexer(&self, name: &str, index_fn: IndexFunc<K>) {
         let mut store = self.write();
         store.indexers.insert(name.to_owned(), index_fn.clone());
-        let mut index: HashMap<String, HashSet<ObjectKey>> = HashMap::new();
+        let mut index: Index<K> = HashMap::new();
         for (key, obj) in &store.items {
             for value in index_fn(obj) {
-                index.entry(value).or_default().insert(key.clone());
+                index
+                    .entry(value)
+                    .or_default()
+                    .insert(key.clone(), obj.clone());
             }
         }
         store.indices.insert(name.to_owned(), index);
@@ -230,10 +255,8 @@ impl<K: Resource + 'static> Indexer<K> {
             .ok_or_else(|| Error::IndexNotFound(index_name.to_owned()))?;
         Ok(index
             .get(value)
-            .into_iter()
-            .flatten()
-            .filter_map(|key| store.items.get(key).cloned())
-            .collect())
+            .map(|objects| objects.values().cloned().collect())
+            .unwrap_or_default())
     }
 
     /// The keys whose index `index_name` contains `value` (client-go's `IndexKeys`).
@@ -243,7 +266,10 @@ impl<K: Resource + 'static> Indexer<K> {
             .indices
             .get(index_name)
             .ok_or_else(|| Error::IndexNotFound(index_name.to_owned()))?;
-        Ok(index.get(value).into_iter().flatten().cloned().collect())
+        Ok(index
+            .get(value)
+            .map(|objects| objects.keys().cloned().collect())
+            .unwrap_or_default())
     }
 
     /// The values present in index `index_name` (client-go's `ListIndexFuncValues`).
@@ -296,6 +322,42 @@ mod tests {
     fn names(mut pods: Vec<Arc<Pod>>) -> Vec<String> {
         pods.sort_by_key(|p| p.name_any());
         pods.iter().map(|p| p.name_any()).collect()
+    }
+
+    #[test]
+    fn an_index_gives_the_newest_version_of_each_object_it_holds() {
+        let indexer = Indexer::<Pod>::new();
+        indexer.add_indexer(NODE_NAME_INDEX, Arc::new(pod_node_name_index_func));
+        indexer.add(pod("default", "a", None, Some("rs-1")));
+        indexer.add(pod("default", "b", Some("n1"), None));
+        // An update that keeps the index value: the index holds the new version.
+        let a_owned_elsewhere = pod("default", "a", None, Some("rs-2"));
+        indexer.update(a_owned_elsewhere.clone());
+        let in_namespace = indexer.by_index(NAMESPACE_INDEX, "default").unwrap();
+        assert_eq!(names(in_namespace.clone()), ["a", "b"]);
+        let a = in_namespace.iter().find(|p| p.name_any() == "a").unwrap();
+        assert!(Arc::ptr_eq(a, &a_owned_elsewhere), "the version last added");
+        // An update that changes it: the object moves from one value to the other.
+        indexer.update(pod("default", "a", Some("n1"), Some("rs-2")));
+        assert_eq!(
+            names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()),
+            ["a", "b"]
+        );
+        assert_eq!(
+            indexer.index_keys(NODE_NAME_INDEX, "n1").unwrap().len(),
+            2,
+            "keys and objects agree"
+        );
+        // A delete takes it out of every index.
+        indexer.delete(&ObjectKey::of(a_owned_elsewhere.as_ref()));
+        assert_eq!(
+            names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()),
+            ["b"]
+        );
+        assert_eq!(
+            names(indexer.by_index(NAMESPACE_INDEX, "default").unwrap()),
+            ["b"]
+        );
     }
 
     #[test]

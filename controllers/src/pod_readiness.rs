@@ -22,15 +22,18 @@ pub fn get_pod_ready_condition(pod: &Pod) -> Option<&PodCondition> {
 
 /// `IsPodReady`: the `Ready` condition is `True`.
 pub fn is_pod_ready(pod: &Pod) -> bool {
-    get_pod_ready_condition(pod).is_some_and(|c| c.status == "True")
+    get_pod_ready_condition(pod).is_some_and(is_ready)
+}
+
+/// Whether a `Ready` condition says ready (`IsPodReadyConditionTrue`).
+pub fn is_ready(condition: &PodCondition) -> bool {
+    condition.status == "True"
 }
 
 /// When the pod became ready (the Ready condition's `lastTransitionTime`), if it is ready.
 pub fn pod_ready_time(pod: &Pod) -> Option<Timestamp> {
-    if !is_pod_ready(pod) {
-        return None;
-    }
-    get_pod_ready_condition(pod)?
+    get_pod_ready_condition(pod)
+        .filter(|c| is_ready(c))?
         .last_transition_time
         .as_ref()
         .map(|t| t.0)
@@ -39,16 +42,21 @@ pub fn pod_ready_time(pod: &Pod) -> Option<Timestamp> {
 /// `IsPodAvailable`: ready, and either `minReadySeconds` is 0 or the pod has been ready for
 /// strictly longer than `minReadySeconds` at `now`.
 pub fn is_pod_available(pod: &Pod, min_ready_seconds: i32, now: Timestamp) -> bool {
-    if !is_pod_ready(pod) {
-        return false;
-    }
+    get_pod_ready_condition(pod)
+        .filter(|c| is_ready(c))
+        .is_some_and(|c| ready_long_enough(c, min_ready_seconds, now))
+}
+
+/// The second half of `IsPodAvailable`, for a `Ready` condition that is `True`:
+/// `minReadySeconds` is 0, or it turned true strictly more than `minReadySeconds` before `now`.
+pub fn ready_long_enough(ready: &PodCondition, min_ready_seconds: i32, now: Timestamp) -> bool {
     if min_ready_seconds == 0 {
         return true;
     }
-    match pod_ready_time(pod) {
-        Some(since) => since + SignedDuration::from_secs(i64::from(min_ready_seconds)) < now,
-        None => false,
-    }
+    ready
+        .last_transition_time
+        .as_ref()
+        .is_some_and(|t| t.0 + SignedDuration::from_secs(i64::from(min_ready_seconds)) < now)
 }
 
 /// The pod's `status.phase`, or `""`.

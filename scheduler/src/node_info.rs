@@ -8,7 +8,7 @@
 //!     requested          cpu 1000m, memory 256Mi, pods 2      ← filters (NodeResourcesFit)
 //!     non_zero_requested cpu 1000m, memory 256Mi              ← scores (100m/200Mi if unset)
 //!     used_ports {TCP 0.0.0.0:8080}                           ← NodePorts
-//!     owners {rs-uid: 2}                                      ← ControllerSpread
+//!     owners {hash(rs-uid): 2}                                ← ControllerSpread
 //! ```
 //!
 //! Pods and nodes are parsed once, when they enter the cache ([`PodInfo::new`],
@@ -105,8 +105,8 @@ pub struct PodInfo {
     pub non_zero_requests: Resources,
     /// Host ports of containers and sidecar init containers (`GetHostPorts`).
     pub host_ports: Vec<HostPort>,
-    /// UID of the controlling owner (a ReplicaSet...), for spreading.
-    pub controller_uid: Option<String>,
+    /// The controlling owner (a ReplicaSet...), for spreading.
+    pub controller: Option<ControllerId>,
 }
 
 impl PodInfo {
@@ -116,20 +116,20 @@ impl PodInfo {
         let requests = pod_requests(&pod, false);
         let non_zero_requests = pod_requests(&pod, true);
         let host_ports = host_ports(&pod);
-        let controller_uid = pod
+        let controller = pod
             .metadata
             .owner_references
             .iter()
             .flatten()
             .find(|o| o.controller == Some(true))
-            .map(|o| o.uid.clone());
+            .map(|o| ControllerId::of(&o.uid));
         PodInfo {
             key,
             pod,
             requests,
             non_zero_requests,
             host_ports,
-            controller_uid,
+            controller,
         }
     }
 }
@@ -220,44 +220,90 @@ fn host_ports(pod: &Pod) -> Vec<HostPort> {
         .collect()
 }
 
-/// How many pods of each controller (by UID) a node holds. A node holds the pods of a few
-/// controllers, and the spreading score looks this up for every evaluated node of every pod
-/// (hundreds per pod): a short list compared by UID costs less than hashing the UID each time.
+/// A controller, by a 64-bit hash of its UID, so that the spreading score compares integers
+/// held in each node's own record instead of reading a UID string elsewhere in memory for every
+/// evaluated node (hundreds per pod; on a busy host those reads were most of the score's
+/// time). Two controllers are only confused if their UIDs' hashes collide (odds of about
+/// 2^-64 per pair), and then only their spreading preference is shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ControllerId(u64);
+
+impl ControllerId {
+    /// The id of the controller with this UID.
+    pub fn of(uid: &str) -> Self {
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same UID gives the same id in every process.
+        let mut hasher = std::hash::DefaultHasher::new();
+        uid.hash(&mut hasher);
+        ControllerId(hasher.finish())
+    }
+}
+
+/// How many pods of each controller a node holds. A node holds the pods of one controller or
+/// a few, and the spreading score looks this up for every evaluated node of every pod: the
+/// first controller's count is kept inline (in the node's record, which the filters have just
+/// read), the others in a short list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ControllerCounts(Vec<(String, u32)>);
+pub struct ControllerCounts {
+    /// The first controller and its count (a count of 0: none).
+    first: Option<(ControllerId, u32)>,
+    /// The others.
+    more: Vec<(ControllerId, u32)>,
+}
 
 impl ControllerCounts {
-    /// The count for `uid` (0 when the node holds none of its pods).
-    pub fn get(&self, uid: &str) -> u32 {
-        self.0.iter().find(|(u, _)| u == uid).map_or(0, |(_, n)| *n)
-    }
-
-    /// One more pod of `uid`.
-    pub fn add(&mut self, uid: &str) {
-        match self.0.iter_mut().find(|(u, _)| u == uid) {
-            Some((_, n)) => *n += 1,
-            None => self.0.push((uid.to_owned(), 1)),
+    /// The count for `id` (0 when the node holds none of its pods).
+    pub fn get(&self, id: ControllerId) -> u32 {
+        match self.first {
+            Some((first, n)) if first == id => n,
+            _ if self.more.is_empty() => 0,
+            _ => self
+                .more
+                .iter()
+                .find(|(c, _)| *c == id)
+                .map_or(0, |(_, n)| *n),
         }
     }
 
-    /// One pod of `uid` fewer (the entry goes at zero).
-    pub fn remove(&mut self, uid: &str) {
-        if let Some(i) = self.0.iter().position(|(u, _)| u == uid) {
-            self.0[i].1 = self.0[i].1.saturating_sub(1);
-            if self.0[i].1 == 0 {
-                self.0.swap_remove(i);
+    /// One more pod of `id`.
+    pub fn add(&mut self, id: ControllerId) {
+        match &mut self.first {
+            Some((first, n)) if *first == id => *n += 1,
+            None => self.first = Some((id, 1)),
+            Some(_) => match self.more.iter_mut().find(|(c, _)| *c == id) {
+                Some((_, n)) => *n += 1,
+                None => self.more.push((id, 1)),
+            },
+        }
+    }
+
+    /// One pod of `id` fewer (the entry goes at zero).
+    pub fn remove(&mut self, id: ControllerId) {
+        if let Some((first, n)) = &mut self.first
+            && *first == id
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.first = self.more.pop();
+            }
+            return;
+        }
+        if let Some(i) = self.more.iter().position(|(c, _)| *c == id) {
+            self.more[i].1 = self.more[i].1.saturating_sub(1);
+            if self.more[i].1 == 0 {
+                self.more.swap_remove(i);
             }
         }
     }
 
     /// How many controllers have pods here.
     pub fn len(&self) -> usize {
-        self.0.len()
+        usize::from(self.first.is_some()) + self.more.len()
     }
 
     /// Whether no controller has pods here.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.first.is_none()
     }
 }
 
@@ -321,8 +367,8 @@ impl NodeInfo {
         for port in &pod.host_ports {
             *self.used_ports.entry(port.clone()).or_default() += 1;
         }
-        if let Some(uid) = &pod.controller_uid {
-            self.pods_by_controller.add(uid);
+        if let Some(id) = pod.controller {
+            self.pods_by_controller.add(id);
         }
         self.pods.insert(pod.key.clone(), pod);
     }
@@ -340,8 +386,8 @@ impl NodeInfo {
                 }
             }
         }
-        if let Some(uid) = &pod.controller_uid {
-            self.pods_by_controller.remove(uid);
+        if let Some(id) = pod.controller {
+            self.pods_by_controller.remove(id);
         }
         Some(pod)
     }
@@ -353,23 +399,33 @@ mod tests {
 
     #[test]
     fn controller_counts_go_up_and_down_and_forget_a_controller_at_zero() {
+        let [a, b, c] = ["rs-1", "rs-2", "rs-3"].map(ControllerId::of);
+        assert_ne!(a, b, "different UIDs, different ids");
+        assert_eq!(a, ControllerId::of("rs-1"), "the same UID, the same id");
         let mut counts = ControllerCounts::default();
-        assert_eq!(counts.get("rs-1"), 0);
-        counts.add("rs-1");
-        counts.add("rs-2");
-        counts.add("rs-1");
+        assert_eq!(counts.get(a), 0);
+        counts.add(a);
+        counts.add(b);
+        counts.add(a);
+        counts.add(c);
         assert_eq!(
-            (counts.get("rs-1"), counts.get("rs-2"), counts.len()),
-            (2, 1, 2)
+            (counts.get(a), counts.get(b), counts.get(c), counts.len()),
+            (2, 1, 1, 3)
         );
-        counts.remove("rs-2");
-        assert_eq!((counts.get("rs-2"), counts.len()), (0, 1));
-        counts.remove("rs-1");
-        counts.remove("rs-1");
-        counts.remove("rs-1");
+        counts.remove(b);
+        assert_eq!((counts.get(b), counts.len()), (0, 2));
+        // The inline first entry goes: the last of the others takes its place.
+        counts.remove(a);
+        counts.remove(a);
+        assert_eq!((counts.get(a), counts.get(c), counts.len()), (0, 1, 1));
+        counts.remove(a);
+        counts.remove(c);
+        counts.remove(c);
         assert!(
-            counts.is_empty(),
+            counts.is_empty() && counts.len() == 0,
             "no count below zero, no entry left at zero"
         );
+        counts.add(b);
+        assert_eq!((counts.get(b), counts.len()), (1, 1));
     }
 }

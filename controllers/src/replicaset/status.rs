@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStat
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::pod_readiness::{is_pod_available, is_pod_ready};
+use crate::pod_readiness::{get_pod_ready_condition, is_ready, ready_long_enough};
 use crate::selector::labels_superset;
 
 /// Condition type set when creating or deleting pods fails.
@@ -31,29 +31,31 @@ pub fn calculate_status(
     now: Timestamp,
 ) -> ReplicaSetStatus {
     let mut status = rs.status.clone().unwrap_or_default();
-    let spec = rs.spec.clone().unwrap_or_default();
-    let template_labels = spec
-        .template
-        .as_ref()
-        .and_then(|t| t.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    let min_ready = spec.min_ready_seconds.unwrap_or(0);
+    let spec = rs.spec.as_ref();
     let empty = Default::default();
-    let fully_labeled = active
-        .iter()
-        .filter(|p| {
-            labels_superset(
-                p.metadata.labels.as_ref().unwrap_or(&empty),
-                &template_labels,
-            )
-        })
-        .count();
-    let ready = active.iter().filter(|p| is_pod_ready(p)).count();
-    let available = active
-        .iter()
-        .filter(|p| is_pod_available(p, min_ready, now))
-        .count();
+    let template_labels = spec
+        .and_then(|s| s.template.as_ref())
+        .and_then(|t| t.metadata.as_ref())
+        .and_then(|m| m.labels.as_ref())
+        .unwrap_or(&empty);
+    let min_ready = spec.and_then(|s| s.min_ready_seconds).unwrap_or(0);
+    // One pass, reading each pod's labels and Ready condition once: a ReplicaSet's pods are
+    // thousands of separate allocations, and this runs on every sync.
+    let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
+    for pod in active {
+        if labels_superset(
+            pod.metadata.labels.as_ref().unwrap_or(&empty),
+            template_labels,
+        ) {
+            fully_labeled += 1;
+        }
+        if let Some(condition) = get_pod_ready_condition(pod).filter(|c| is_ready(c)) {
+            ready += 1;
+            if ready_long_enough(condition, min_ready, now) {
+                available += 1;
+            }
+        }
+    }
 
     let has_failure = status
         .conditions
@@ -62,7 +64,7 @@ pub fn calculate_status(
         .any(|c| c.type_ == REPLICA_SET_REPLICA_FAILURE);
     match manage_error {
         Some(error) if !has_failure => {
-            let diff = active.len() as i64 - i64::from(spec.replicas.unwrap_or(1));
+            let diff = active.len() as i64 - i64::from(spec.and_then(|s| s.replicas).unwrap_or(1));
             let reason = match diff {
                 d if d < 0 => "FailedCreate",
                 d if d > 0 => "FailedDelete",
@@ -87,9 +89,9 @@ pub fn calculate_status(
         _ => {}
     }
     status.replicas = active.len() as i32;
-    status.fully_labeled_replicas = Some(fully_labeled as i32);
-    status.ready_replicas = Some(ready as i32);
-    status.available_replicas = Some(available as i32);
+    status.fully_labeled_replicas = Some(fully_labeled);
+    status.ready_replicas = Some(ready);
+    status.available_replicas = Some(available);
     status
 }
 

@@ -22,9 +22,8 @@ pub const NAME: &str = "ControllerSpread";
 
 /// How many pods of the pod's controller the node already holds (0 for a pod without one).
 pub fn score(pod: &PodInfo, node: &NodeInfo) -> i64 {
-    pod.controller_uid
-        .as_ref()
-        .map_or(0, |uid| i64::from(node.pods_by_controller.get(uid)))
+    pod.controller
+        .map_or(0, |id| i64::from(node.pods_by_controller.get(id)))
 }
 
 /// Fewer sibling pods is better: `100 * (max - count) / max`, all 100 when no node has any.
