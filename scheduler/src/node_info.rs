@@ -422,9 +422,10 @@ mod tests {
         counts.remove(c);
         counts.remove(c);
         assert!(
-            counts.is_empty() && counts.len() == 0,
+            counts.is_empty(),
             "no count below zero, no entry left at zero"
         );
+        assert_eq!(counts.len(), 0);
         counts.add(b);
         assert_eq!((counts.get(b), counts.len()), (1, 1));
     }
