@@ -232,7 +232,8 @@ impl ControllerId {
     /// The id of the controller with this UID.
     pub fn of(uid: &str) -> Self {
         use std::hash::{Hash, Hasher};
-        // SipHash with fixed keys: the same UID gives the same id in every process.
+        // `DefaultHasher::new()` always starts from the same keys: every pod of a controller
+        // gets the same id (ids are compared within this process only).
         let mut hasher = std::hash::DefaultHasher::new();
         uid.hash(&mut hasher);
         ControllerId(hasher.finish())
@@ -245,7 +246,8 @@ impl ControllerId {
 /// read), the others in a short list.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ControllerCounts {
-    /// The first controller and its count (a count of 0: none).
+    /// The first controller and its count (`None` when the node holds no controller's pods;
+    /// a count that reaches 0 is replaced by one of `more`).
     first: Option<(ControllerId, u32)>,
     /// The others.
     more: Vec<(ControllerId, u32)>,
