@@ -35,6 +35,11 @@
 //! observer costs; it cannot see when the pods were created or bound (printed as `-`). The
 //! figure of record uses the full watch. Every run starts from a fresh data dir. Not a timed
 //! test: it prints figures for `docs/benchmarks.md`.
+//!
+//! Before each run the bench also times dependent reads at random places in 64 MiB (a pointer
+//! chase, ~0.2 s, outside the apply's window): the host's memory latency at that moment, to
+//! set beside the run's CPU per pod, as the stolen time is (the host's speed varies by
+//! hours, by up to 3×; see `docs/benchmarks.md`).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashSet;
@@ -433,6 +438,7 @@ fn main() {
         .unwrap();
     let results: Vec<RunResult> = (0..runs)
         .map(|run| {
+            let latency = memory_latency_ns();
             let r = runtime.block_on(one_run(node_count, replicas));
             println!(
                 "run {run}: nodes Ready {:.2}s; pods created {}, bound {}, Running {:.2}s ({:.0} pods/s); {}",
@@ -451,7 +457,7 @@ fn main() {
                 per_pod(r.cpu[..4].iter().sum()), r.cpu[4],
             );
             println!(
-                "run {run}: store writes during the apply: {} ({:.1} per pod); host CPU time {:.1} s, of it stolen by the hypervisor {:.2} s ({:.1}%)",
+                "run {run}: store writes during the apply: {} ({:.1} per pod); host CPU time {:.1} s, of it stolen by the hypervisor {:.2} s ({:.1}%); host memory before the run: {latency:.0} ns per random read",
                 r.writes,
                 r.writes as f64 / replicas as f64,
                 r.host.0,
@@ -485,6 +491,36 @@ fn rss_text(rss: [Option<f64>; 4]) -> String {
         [Some(all), ..] => format!("peak RSS {all:.0} MiB (one process)"),
         _ => "peak RSS unknown".to_owned(),
     }
+}
+
+/// The mean time of one dependent read at a random place in 64 MiB, in nanoseconds: a chase
+/// through the 64-byte lines of a buffer far larger than the caches, linked in a random cycle
+/// (each read's address comes from the one before, so they cannot overlap; TLB misses are
+/// part of it, as they are of the components' work).
+fn memory_latency_ns() -> f64 {
+    const LINES: usize = 1 << 20; // 64 MiB of 64-byte lines
+    let mut lines = vec![[0u32; 16]; LINES];
+    // A random order of the lines (Fisher-Yates with xorshift; no seed needed), linked in a
+    // cycle: each line holds the index of the next.
+    let mut order: Vec<u32> = (0..LINES as u32).collect();
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for i in (1..LINES).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    for k in 0..LINES {
+        lines[order[k] as usize][0] = order[(k + 1) % LINES];
+    }
+    let mut at = order[0] as usize;
+    let started = Instant::now();
+    for _ in 0..LINES {
+        at = lines[at][0] as usize;
+    }
+    let elapsed = started.elapsed();
+    std::hint::black_box(at);
+    elapsed.as_nanos() as f64 / LINES as f64
 }
 
 /// The machine's CPU time so far from the first line of `/proc/stat` (user, nice, system,
