@@ -103,9 +103,7 @@ impl<K> ThreadSafeStore<K> {
     /// object replaced.
     fn update_indices(&mut self, old: Option<&K>, new: Option<&Arc<K>>, key: &ObjectKey) {
         for (name, index_fn) in &self.indexers {
-            if !self.indices.contains_key(name) {
-                self.indices.insert(name.clone(), HashMap::new());
-            }
+            // Every indexer has its index: `add_indexer` makes it, `replace` empties it.
             let Some(index) = self.indices.get_mut(name) else {
                 continue;
             };
@@ -210,7 +208,9 @@ impl<K: Resource + 'static> Indexer<K> {
             .into_iter()
             .map(|obj| (ObjectKey::of(obj.as_ref()), obj))
             .collect();
-        store.indices.clear();
+        for index in store.indices.values_mut() {
+            index.clear();
+        }
         let items: Vec<(ObjectKey, Arc<K>)> = store
             .items
             .iter()
@@ -356,6 +356,20 @@ mod tests {
         );
         assert_eq!(
             names(indexer.by_index(NAMESPACE_INDEX, "default").unwrap()),
+            ["b"]
+        );
+    }
+
+    #[test]
+    fn an_index_outlives_a_replace_that_empties_the_cache() {
+        let indexer = Indexer::<Pod>::new();
+        indexer.add_indexer(NODE_NAME_INDEX, Arc::new(pod_node_name_index_func));
+        indexer.add(pod("default", "a", Some("n1"), None));
+        indexer.replace(Vec::new());
+        assert!(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap().is_empty());
+        indexer.replace(vec![pod("default", "b", Some("n1"), None)]);
+        assert_eq!(
+            names(indexer.by_index(NODE_NAME_INDEX, "n1").unwrap()),
             ["b"]
         );
     }
