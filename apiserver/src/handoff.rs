@@ -1,18 +1,16 @@
-//! What a writer knows of the object it has just stored, handed to the watch cache so that it
-//! does not decode the bytes it receives from the store's watch again.
+//! Objects a writer has just stored, handed to the watch cache so that it does not decode the
+//! bytes it receives from the store's watch again.
 //!
 //! kube-apiserver has no such step: its cacher decodes every event from etcd
 //! (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/watcher.go`, `decodeObj`). Here the
 //! store runs in the same process, and the value a watch event carries is the very buffer the
-//! writer passed to the transaction (`Bytes` is reference counted), so what the writer knows
-//! of its object can travel with it: where the resourceVersion goes in the bytes, and the
-//! [`ObjectSummary`] the cache keeps for selectors (taken by the writer, from the object it
-//! holds anyway):
+//! writer passed to the transaction (`Bytes` is reference counted), so the writer's decoded
+//! object can travel with it:
 //!
 //! ```text
-//!   writer:  encode(obj) = bytes ──offer(bytes, summary(obj))──▶ Handoff { address → summary }
+//!   writer:  encode(obj) = bytes ──offer(bytes, obj)──▶ Handoff { address of bytes → obj }
 //!            txn put bytes ──▶ store ──watch event (the same bytes)──▶ cacher
-//!   cacher:  take(bytes) → summary; bytes + resourceVersion  │ nothing offered → decode(bytes)
+//!   cacher:  take(bytes) → obj (set resourceVersion)  │ nothing offered → decode(bytes)
 //! ```
 //!
 //! An offer is keyed by the buffer's address and holds a clone of the buffer, so the address
@@ -22,25 +20,26 @@
 //! [`GENERATION`] newer ones, and the cacher then simply decodes. Taking an offer is an
 //! optimization only; the result is the same object either way.
 //!
-//! (Until session 23 the writer's decoded object itself was handed over and kept by the
-//! cacher, and a read-modify-write started from the cacher's copy, as kube-apiserver's
-//! `GuaranteedUpdate` does with `cachedExistingObject`. The cacher now keeps objects encoded,
-//! so an update decodes the stored bytes it read.)
+//! The other way round, a read-modify-write starts from the cacher's current object when the
+//! cacher holds the key at the revision just read from the store ([`Handoff::current`]),
+//! instead of decoding the stored bytes: kube-apiserver's `GuaranteedUpdate` likewise starts
+//! from the watch cache's copy (`cachedExistingObject`).
 
 use crate::stored_json::{ResourceVersionSlot, StoredJson};
-use crate::watch_cache::ObjectSummary;
 use bytes::Bytes;
+use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use store::Revision;
 
 /// Offers kept per generation; the older generation is dropped when the newer one fills.
 pub const GENERATION: usize = 2048;
 
-/// What is known of one object, offered with the stored bytes it was encoded to.
+/// One object offered with the stored bytes it was encoded to.
 struct Offer {
     /// Keeps the buffer (and so its address) alive while the offer is held.
     _bytes: Bytes,
-    summary: ObjectSummary,
+    object: Value,
     /// Where the resourceVersion goes in the bytes.
     slot: Option<ResourceVersionSlot>,
 }
@@ -51,11 +50,26 @@ struct Generations {
     previous: HashMap<(usize, usize), Offer>,
 }
 
-/// The objects writers have stored and the watch cache has not yet taken.
+/// The current objects a cacher holds, for writers to start a read-modify-write from
+/// (kube-apiserver's `GuaranteedUpdate` starts from the watch cache's copy of the object).
+pub trait CurrentObjects: Send + Sync {
+    /// The object at `key` if the cache holds it as of exactly `revision` (the key's
+    /// mod revision just read from the store), else `None`.
+    fn current(&self, key: &[u8], revision: Revision) -> Option<Arc<Value>>;
+}
+
+/// A prefix a cacher watches, and where its current objects can be read.
+struct Watched {
+    prefix: String,
+    objects: Option<Weak<dyn CurrentObjects>>,
+}
+
+/// The objects writers have stored and the watch cache has not yet taken, and the watch
+/// cache's current objects for writers to start from.
 #[derive(Default)]
 pub struct Handoff {
     /// Key prefixes that a cacher watches (only writes under them are offered).
-    watched: RwLock<Vec<String>>,
+    watched: RwLock<Vec<Watched>>,
     offers: Mutex<Generations>,
 }
 
@@ -75,11 +89,24 @@ impl Handoff {
         self.offers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A cacher now watches `prefix`: writes of keys under it are offered.
-    pub fn watch_prefix(&self, prefix: &str) {
+    /// Writes of keys under `prefix` are offered, with no cached objects to read (tests).
+    #[cfg(test)]
+    pub(crate) fn watch_prefix(&self, prefix: &str) {
+        self.register(prefix, None);
+    }
+
+    /// A cacher now watches `prefix` and holds the current objects under it in `objects`.
+    pub fn watch_prefix_with(&self, prefix: &str, objects: Weak<dyn CurrentObjects>) {
+        self.register(prefix, Some(objects));
+    }
+
+    fn register(&self, prefix: &str, objects: Option<Weak<dyn CurrentObjects>>) {
         let mut watched = self.watched.write().unwrap_or_else(|p| p.into_inner());
-        watched.retain(|w| w != prefix);
-        watched.push(prefix.to_string());
+        watched.retain(|w| w.prefix != prefix);
+        watched.push(Watched {
+            prefix: prefix.to_string(),
+            objects,
+        });
     }
 
     /// The cacher of `prefix` stopped.
@@ -87,7 +114,7 @@ impl Handoff {
         self.watched
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|w| w != prefix);
+            .retain(|w| w.prefix != prefix);
     }
 
     /// Whether a write of `key` would be taken by a cacher.
@@ -96,20 +123,48 @@ impl Handoff {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .any(|w| key.starts_with(w.as_bytes()))
+            .any(|w| key.starts_with(w.prefix.as_bytes()))
     }
 
-    /// Offers the summary of the object that `stored.bytes` encode (`summary` is called only
-    /// when a cacher watches `key`) for the write of `key` about to store them, with the place
-    /// of its resourceVersion in them.
-    pub fn offer(&self, key: &[u8], stored: &StoredJson, summary: impl FnOnce() -> ObjectSummary) {
-        if !self.wants(key) {
-            return;
+    /// The watch cache's object at `key` as of `revision`, if a cacher holds exactly that.
+    pub fn current(&self, key: &[u8], revision: Revision) -> Option<Arc<Value>> {
+        let objects = self
+            .watched
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|w| key.starts_with(w.prefix.as_bytes()))?
+            .objects
+            .as_ref()?
+            .upgrade()?;
+        objects.current(key, revision)
+    }
+
+    /// Offers `object` (what `stored` decodes to, whatever its resourceVersion) for the write
+    /// of `key` about to store `stored.bytes`, with the place of its resourceVersion in them;
+    /// does nothing for a key no cacher watches.
+    pub fn offer(&self, key: &[u8], stored: &StoredJson, object: &Value) {
+        if self.wants(key) {
+            self.hold(stored, object.clone());
         }
+    }
+
+    /// [`Handoff::offer`] of an object the writer no longer needs: moved out of `object`
+    /// (leaving `Null`) instead of copied. Returns whether it was (the key is watched).
+    pub fn offer_moving(&self, key: &[u8], stored: &StoredJson, object: &mut Value) -> bool {
+        let wanted = self.wants(key);
+        if wanted {
+            self.hold(stored, std::mem::take(object));
+        }
+        wanted
+    }
+
+    /// Keeps `object` for the cacher that will see `stored.bytes`.
+    fn hold(&self, stored: &StoredJson, object: Value) {
         let bytes = &stored.bytes;
         let offer = Offer {
             _bytes: bytes.clone(),
-            summary: summary(),
+            object,
             slot: stored.slot,
         };
         let mut offers = self.offers();
@@ -128,16 +183,16 @@ impl Handoff {
         }
     }
 
-    /// The summary offered for `bytes` and the place of its resourceVersion in `bytes`, if
+    /// The object offered for `bytes` and the place of its resourceVersion in `bytes`, if
     /// any (each offer is taken once).
-    pub fn take(&self, bytes: &Bytes) -> Option<(ObjectSummary, Option<ResourceVersionSlot>)> {
+    pub fn take(&self, bytes: &Bytes) -> Option<(Value, Option<ResourceVersionSlot>)> {
         let mut offers = self.offers();
         let key = address(bytes);
         offers
             .current
             .remove(&key)
             .or_else(|| offers.previous.remove(&key))
-            .map(|o| (o.summary, o.slot))
+            .map(|o| (o.object, o.slot))
     }
 
     /// How many offers are held (tests).
@@ -160,42 +215,29 @@ mod tests {
         }
     }
 
-    /// A summary told apart by its name.
-    fn named(name: &str) -> ObjectSummary {
-        ObjectSummary {
-            name: name.to_string(),
-            ..ObjectSummary::default()
-        }
-    }
-
     #[test]
     fn only_watched_keys_are_offered_and_each_offer_is_taken_once() {
         let h = Handoff::new();
         let object = json!({"metadata": {"name": "a"}});
         let stored = crate::stored_json::encode(&object).unwrap();
         let bytes = stored.bytes.clone();
-        let mut asked = 0;
-        h.offer(b"/registry/core/pods/default/a", &stored, || {
-            asked += 1;
-            named("a")
-        });
+        h.offer(b"/registry/core/pods/default/a", &stored, &object);
         assert_eq!(h.held(), 0, "no cacher watches pods yet");
-        assert_eq!(asked, 0, "nor was the summary taken");
         h.watch_prefix("/registry/core/pods/");
-        h.offer(b"/registry/core/pods/default/a", &stored, || named("a"));
+        h.offer(b"/registry/core/pods/default/a", &stored, &object);
         h.offer(
             b"/registry/core/nodes/n",
             &plain(&Bytes::from(vec![1])),
-            || named("n"),
+            &json!({}),
         );
         assert_eq!(h.held(), 1);
         // Another buffer with the same content is not the same write.
         assert_eq!(h.take(&Bytes::from(bytes.to_vec())), None);
-        // The summary comes with the place of its resourceVersion in the bytes.
-        assert_eq!(h.take(&bytes.clone()), Some((named("a"), stored.slot)));
+        // The object comes with the place of its resourceVersion in the bytes.
+        assert_eq!(h.take(&bytes.clone()), Some((object.clone(), stored.slot)));
         assert!(stored.slot.is_some());
         assert_eq!(h.take(&bytes), None);
-        h.offer(b"/registry/core/pods/default/a", &stored, || named("a"));
+        h.offer(b"/registry/core/pods/default/a", &stored, &object);
         h.withdraw(&bytes);
         assert_eq!(h.take(&bytes), None);
         h.unwatch_prefix("/registry/core/pods/");
@@ -207,15 +249,15 @@ mod tests {
         let h = Handoff::new();
         h.watch_prefix("/k/");
         let first = Bytes::from(vec![0u8; 8]);
-        h.offer(b"/k/first", &plain(&first), || named("first"));
+        h.offer(b"/k/first", &plain(&first), &json!(0));
         let later: Vec<Bytes> = (0..2 * GENERATION)
             .map(|i| Bytes::from(i.to_string().into_bytes()))
             .collect();
         for b in &later {
-            h.offer(b"/k/x", &plain(b), || named("x"));
+            h.offer(b"/k/x", &plain(b), &json!(1));
         }
         assert!(h.held() <= 2 * GENERATION);
         assert_eq!(h.take(&first), None, "the oldest offer was dropped");
-        assert_eq!(h.take(&later[later.len() - 1]), Some((named("x"), None)));
+        assert_eq!(h.take(&later[later.len() - 1]), Some((json!(1), None)));
     }
 }

@@ -26,7 +26,6 @@ use crate::meta::{self, MetaField};
 use crate::registry::ResourceInfo;
 use crate::request_trace::{self, WriteTrace};
 use crate::stored_json::{self, StoredJson};
-use crate::watch_cache::ObjectSummary;
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -170,7 +169,8 @@ pub enum Update {
 /// What a read-modify-write did.
 #[derive(Debug)]
 pub struct Updated {
-    /// The resulting object (with its new resourceVersion when written).
+    /// The resulting object (with its new resourceVersion when written); `Value::Null` when
+    /// it was written by a storage [`Storage::answering_with_json`] and `json` holds it.
     pub object: Value,
     /// Whether the object was created by this write.
     pub created: bool,
@@ -200,6 +200,8 @@ pub struct Storage {
     trace: Option<Arc<WriteTrace>>,
     /// Where written objects are offered to the watch cache.
     handoff: Arc<Handoff>,
+    /// The caller answers a write with its JSON only ([`Storage::answering_with_json`]).
+    json_only: bool,
 }
 
 impl Storage {
@@ -209,14 +211,32 @@ impl Storage {
             backend,
             trace: None,
             handoff: Arc::new(Handoff::new()),
+            json_only: false,
         }
     }
 
-    /// Offers what the watch cache keeps of `obj` (its [`ObjectSummary`], with `info`'s
-    /// selectable fields), just encoded to `stored` for the write of `key`.
-    fn offer(&self, key: &[u8], stored: &StoredJson, obj: &Value, info: &ResourceInfo) {
-        self.handoff
-            .offer(key, stored, || ObjectSummary::of(obj, &info.strategy));
+    /// This storage for a caller that needs a written object only as JSON (a plain JSON
+    /// response): when a write returns the object's JSON ([`Updated::json`], the second value
+    /// of [`Storage::create_with_json`]) and a watch cache watches its key, the object itself
+    /// is moved to the cache instead of being copied for it, and the object returned is
+    /// `Value::Null`.
+    pub fn answering_with_json(&self) -> Storage {
+        Storage {
+            json_only: true,
+            ..self.clone()
+        }
+    }
+
+    /// Offers `obj`, just encoded to `stored` for the write of `key`, to the watch cache: moved
+    /// (leaving `Null`) when the caller wants only JSON and the JSON can be spliced, else
+    /// copied. Returns whether it was moved.
+    fn offer(&self, key: &[u8], stored: &StoredJson, obj: &mut Value) -> bool {
+        if self.json_only && stored.slot.is_some() {
+            self.handoff.offer_moving(key, stored, obj)
+        } else {
+            self.handoff.offer(key, stored, obj);
+            false
+        }
     }
 
     /// Where this storage offers the objects it writes to the watch cache
@@ -232,6 +252,7 @@ impl Storage {
             backend: self.backend.clone(),
             trace,
             handoff: self.handoff.clone(),
+            json_only: self.json_only,
         }
     }
 
@@ -357,7 +378,7 @@ impl Storage {
         }
         let stored = encode_stored(&obj)?;
         let value = stored.bytes.clone();
-        self.offer(&key, &stored, &obj, &r.info);
+        let moved = self.offer(&key, &stored, &mut obj);
         let resp = self
             .backend
             .txn(Txn {
@@ -382,8 +403,10 @@ impl Storage {
             trace.written(&r.name, resp.revision.0);
         }
         let json = stored.with_resource_version(resp.revision.0);
-        let rv = resp.revision.0.to_string();
-        meta::set_meta_str(&mut obj, MetaField::ResourceVersion, Some(&rv));
+        if !moved {
+            let rv = resp.revision.0.to_string();
+            meta::set_meta_str(&mut obj, MetaField::ResourceVersion, Some(&rv));
+        }
         Ok((obj, json))
     }
 
@@ -413,16 +436,28 @@ impl Storage {
             let current = self.backend.get(&key, None).await?;
             let (existing, read_rev) = match current.kv {
                 Some(kv) => {
-                    // The watch cache keeps objects encoded (`watch_cache`): the bytes just
-                    // read are decoded, not a cached copy taken.
-                    let object = decode_as(&r.info, &kv.value, kv.mod_revision)?;
+                    // The watch cache's copy of this very revision, when it holds it, instead
+                    // of decoding the stored bytes again (`GuaranteedUpdate`'s cached object).
+                    // Custom resources are decoded: their apiVersion depends on the request.
+                    let cached = r
+                        .info
+                        .crd
+                        .is_none()
+                        .then(|| self.handoff.current(&key, kv.mod_revision))
+                        .flatten();
+                    // Shared with the cache, not copied: `decide` only reads it.
+                    let object = match cached {
+                        Some(object) => object,
+                        None => Arc::new(decode_as(&r.info, &kv.value, kv.mod_revision)?),
+                    };
                     (Some(object), kv.mod_revision)
                 }
                 None => (None, Revision::ZERO),
             };
             let existed = existing.is_some();
-            let update = decide(existing.as_ref())?;
+            let update = decide(existing.as_deref())?;
             let mut stored = None;
+            let mut moved = false;
             let compare = if existed {
                 Compare::mod_revision_eq(key.clone(), read_rev)
             } else {
@@ -443,7 +478,7 @@ impl Storage {
                         && !self.changes(old, &mut obj)?
                     {
                         return Ok(Updated {
-                            object: existing.unwrap_or_default(),
+                            object: Value::clone(old),
                             created: false,
                             deleted: false,
                             json: None,
@@ -454,7 +489,7 @@ impl Storage {
                     }
                     let encoded = encode_stored(&obj)?;
                     if !dry_run {
-                        self.offer(&key, &encoded, &obj, &r.info);
+                        moved = self.offer(&key, &encoded, &mut obj);
                     }
                     let value = encoded.bytes.clone();
                     stored = Some(encoded);
@@ -507,8 +542,10 @@ impl Storage {
                 }
                 let mut object = object;
                 let json = stored.and_then(|s| s.with_resource_version(resp.revision.0));
-                let rv = resp.revision.0.to_string();
-                meta::set_meta_str(&mut object, MetaField::ResourceVersion, Some(&rv));
+                if !moved {
+                    let rv = resp.revision.0.to_string();
+                    meta::set_meta_str(&mut object, MetaField::ResourceVersion, Some(&rv));
+                }
                 return Ok(Updated {
                     object,
                     created: !existed,
@@ -666,6 +703,73 @@ mod tests {
         }
     }
 
+    /// A cache holding one object for every key, as of one revision.
+    struct FixedCache {
+        revision: Revision,
+        object: Arc<Value>,
+    }
+
+    impl crate::handoff::CurrentObjects for FixedCache {
+        fn current(&self, _key: &[u8], revision: Revision) -> Option<Arc<Value>> {
+            (revision == self.revision).then(|| self.object.clone())
+        }
+    }
+
+    /// The object a (dry-run) update of pod `a` starts from, with `cache` holding the pods.
+    async fn starting_object(
+        storage: &Storage,
+        cache: &Arc<dyn crate::handoff::CurrentObjects>,
+    ) -> Value {
+        storage
+            .handoff()
+            .watch_prefix_with("/registry/core/pods/", Arc::downgrade(cache));
+        let mut seen = None;
+        storage
+            .guaranteed_update(&pod("a"), true, |cur| {
+                seen = cur.cloned();
+                Ok(Update::Keep(cur.expect("exists").clone()))
+            })
+            .await
+            .expect("update");
+        seen.expect("seen")
+    }
+
+    #[tokio::test]
+    async fn an_update_starts_from_the_cached_object_of_the_revision_it_read() {
+        let storage = Storage::new(Arc::new(MemoryBackend::new()));
+        let created = storage
+            .create(
+                &pod("a"),
+                json!({"metadata": {"name": "a", "namespace": "default"}, "v": 1}),
+            )
+            .await
+            .expect("create");
+        let rev = Revision(
+            meta::resource_version(&created)
+                .expect("rv")
+                .parse()
+                .expect("n"),
+        );
+        // The "cached" object differs from the stored one (no cache would) to show which of
+        // the two the update starts from.
+        let marked = |v: &str| {
+            let mut o = created.clone();
+            o["cached"] = json!(v);
+            Arc::new(o)
+        };
+        let at_rev: Arc<dyn crate::handoff::CurrentObjects> = Arc::new(FixedCache {
+            revision: rev,
+            object: marked("yes"),
+        });
+        assert_eq!(starting_object(&storage, &at_rev).await["cached"], "yes");
+        // A cache at another revision (lagging) is not used: the stored bytes are decoded.
+        let stale: Arc<dyn crate::handoff::CurrentObjects> = Arc::new(FixedCache {
+            revision: Revision(rev.0 - 1),
+            object: marked("stale"),
+        });
+        assert_eq!(starting_object(&storage, &stale).await, created);
+    }
+
     /// A `decide` that sets `v` on the existing object.
     fn set_v(v: i64) -> impl FnMut(Option<&Value>) -> Result<Update> {
         move |cur| {
@@ -704,57 +808,55 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_write_returns_its_object_and_json_and_offers_the_watch_cache_its_summary() {
+    async fn a_json_only_write_returns_the_object_as_json_and_moves_it_to_the_watch_cache() {
         let storage = Storage::new(Arc::new(MemoryBackend::new()));
         let obj = |v: i64| {
             json!({"apiVersion": "v1", "kind": "Pod", "v": v,
-                   "metadata": {"name": "a", "namespace": "default", "uid": "u",
-                                "labels": {"app": "web"}},
-                   "spec": {"nodeName": "n1"}})
+                   "metadata": {"name": "a", "namespace": "default", "uid": "u"}})
         };
-        let (object, json) = storage.create_with_json(&pod("a"), obj(1)).await.unwrap();
+        let stored_bytes = |storage: &Storage| {
+            let storage = storage.clone();
+            async move {
+                let kv = storage.backend().get(&pod("a").key(), None).await;
+                kv.expect("get").kv.expect("stored")
+            }
+        };
+        // Nothing watches pods: the object is returned (there is no cache to move it to).
+        let json_only = storage.answering_with_json();
+        let (object, json) = json_only.create_with_json(&pod("a"), obj(1)).await.unwrap();
         let json: Value = serde_json::from_slice(&json.expect("json")).expect("JSON");
         assert_eq!(object, json, "the JSON is the created object");
         assert!(
             meta::resource_version(&json).is_some(),
             "with its resourceVersion"
         );
+        // Watched: the object is moved to the cache, the JSON is the object with its version.
         storage.handoff().watch_prefix("/registry/core/pods/");
-        let updated = storage
+        let updated = json_only
             .guaranteed_update(&pod("a"), false, set_v(2))
             .await
             .expect("update");
-        assert_eq!(updated.object["v"], 2);
+        assert_eq!(updated.object, Value::Null, "moved");
+        let kv = stored_bytes(&storage).await;
+        let (mut offered, _) = storage.handoff().take(&kv.value).expect("offered");
+        meta::set_meta_str(
+            &mut offered,
+            MetaField::ResourceVersion,
+            Some(&kv.mod_revision.0.to_string()),
+        );
+        let json = updated.json.expect("json");
+        assert_eq!(serde_json::to_vec(&offered).unwrap(), json.to_vec());
+        assert_eq!(offered["v"], 2);
+        // A storage that needs the object keeps it, and answers with the same JSON.
+        let updated = storage
+            .guaranteed_update(&pod("a"), false, set_v(3))
+            .await
+            .expect("update");
+        assert_eq!(updated.object["v"], 3);
         assert_eq!(
             serde_json::to_vec(&updated.object).unwrap(),
             updated.json.expect("json").to_vec()
         );
-        let kv = storage
-            .backend()
-            .get(&pod("a").key(), None)
-            .await
-            .expect("get")
-            .kv
-            .expect("stored");
-        let (summary, slot) = storage.handoff().take(&kv.value).expect("offered");
-        assert!(
-            slot.is_some(),
-            "the place of the resourceVersion comes along"
-        );
-        assert_eq!(
-            (summary.api_version.as_str(), summary.kind.as_str()),
-            ("v1", "Pod")
-        );
-        assert_eq!(
-            (summary.name.as_str(), summary.namespace.as_str()),
-            ("a", "default")
-        );
-        assert_eq!(summary.labels, vec![("app".to_string(), "web".to_string())]);
-        assert_eq!(
-            summary.field("spec.nodeName"),
-            Some("n1"),
-            "the pod's fields"
-        );
-        assert_eq!(summary.field("spec.unknown"), None);
+        assert_eq!(storage.handoff().held(), 1, "and offers a copy");
     }
 }

@@ -23,18 +23,9 @@
 //! event's previous object (`PrevObject`, which selectors are evaluated on) is the one already
 //! held there, shared, instead of being decoded again from the store's `prev_kv` for every
 //! event.
-//!
-//! Objects are kept **encoded** ([`CachedObject`]: the JSON every plain watcher is sent, plus
-//! what selectors read of it, taken once when the event arrives), not as decoded trees:
-//! kube-apiserver's cacher keeps decoded Go objects, but a `serde_json::Value` of a running
-//! pod is ~35 KB in ~300 allocations against ~4 KB of JSON, and holding one per key and per
-//! event of the ring made every write allocate fresh memory and free cold memory
-//! (docs/benchmarks.md, "Session 23"). What needs the whole object (a table watch, a watch at
-//! another apiVersion, a delete's last state) decodes the JSON.
 
-use crate::handoff::Handoff;
+use crate::handoff::{CurrentObjects, Handoff};
 use crate::storage::decode;
-use crate::strategy::Strategy;
 use bytes::Bytes;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -75,116 +66,6 @@ impl EventType {
     }
 }
 
-/// A strategy's identity: the address of the one instance a registry row holds.
-pub fn strategy_id(strategy: &Arc<dyn Strategy>) -> usize {
-    Arc::as_ptr(strategy) as *const () as usize
-}
-
-/// What the watch cache keeps of an object besides its JSON: its type and everything a
-/// label or field selector reads (`storage.AttrFunc`: labels and fields, which kube-apiserver's
-/// cacher also computes once per event, `watchCacheEvent.ObjLabels`/`ObjFields`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ObjectSummary {
-    /// `apiVersion` as stored.
-    pub api_version: String,
-    /// `kind` as stored.
-    pub kind: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.namespace`.
-    pub namespace: String,
-    /// `metadata.labels`.
-    pub labels: Vec<(String, String)>,
-    /// The kind's selectable fields ([`Strategy::selectable_fields`]).
-    pub fields: Vec<(&'static str, String)>,
-    /// The [`strategy_id`] of the strategy that gave `fields`: a watcher served by another one
-    /// (events.k8s.io and core Events share their objects) evaluates its field selector on
-    /// the decoded object instead.
-    pub fields_by: usize,
-}
-
-impl ObjectSummary {
-    /// The summary of `obj`, with the selectable fields of `strategy`.
-    pub fn of(obj: &Value, strategy: &Arc<dyn Strategy>) -> ObjectSummary {
-        let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
-        ObjectSummary {
-            api_version: text(obj.get("apiVersion")),
-            kind: text(obj.get("kind")),
-            name: crate::meta::name(obj).unwrap_or_default().to_string(),
-            namespace: crate::meta::namespace(obj).unwrap_or_default().to_string(),
-            labels: crate::meta::labels(obj)
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            fields: strategy.selectable_fields(obj),
-            fields_by: strategy_id(strategy),
-        }
-    }
-
-    /// The value of field `field` (`metadata.name`, `metadata.namespace` or one of the
-    /// kind's selectable fields), `None` when the kind has no such field.
-    pub fn field(&self, field: &str) -> Option<&str> {
-        match field {
-            "metadata.name" => Some(&self.name),
-            "metadata.namespace" => Some(&self.namespace),
-            other => self
-                .fields
-                .iter()
-                .find(|(f, _)| *f == other)
-                .map(|(_, v)| v.as_str()),
-        }
-    }
-}
-
-/// One version of one object as the watch cache holds it: its JSON (with its
-/// resourceVersion) and its [`ObjectSummary`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CachedObject {
-    json: Bytes,
-    summary: ObjectSummary,
-}
-
-impl CachedObject {
-    /// `object` (with its resourceVersion set), encoded, with the selectable fields of
-    /// `strategy`. `None` if it does not encode.
-    pub fn from_value(object: &Value, strategy: &Arc<dyn Strategy>) -> Option<CachedObject> {
-        Some(CachedObject {
-            json: Bytes::from(serde_json::to_vec(object).ok()?),
-            summary: ObjectSummary::of(object, strategy),
-        })
-    }
-
-    /// The object as JSON, as stored (with its resourceVersion).
-    pub fn json(&self) -> &Bytes {
-        &self.json
-    }
-
-    /// What selectors read of the object.
-    pub fn summary(&self) -> &ObjectSummary {
-        &self.summary
-    }
-
-    /// The object decoded (`None` only if the JSON does not decode, which the cache never
-    /// stores).
-    pub fn value(&self) -> Option<Value> {
-        serde_json::from_slice(&self.json).ok()
-    }
-
-    /// The same object with another resourceVersion (a delete's last state).
-    fn with_resource_version(&self, rev: Revision) -> Option<CachedObject> {
-        let mut object = self.value()?;
-        crate::meta::set_meta_str(
-            &mut object,
-            crate::meta::MetaField::ResourceVersion,
-            Some(&rev.0.to_string()),
-        );
-        Some(CachedObject {
-            json: Bytes::from(serde_json::to_vec(&object).ok()?),
-            summary: self.summary.clone(),
-        })
-    }
-}
-
 /// One change to one object, decoded.
 #[derive(Debug, Clone)]
 pub struct CachedEvent {
@@ -193,118 +74,114 @@ pub struct CachedEvent {
     /// The store key (for namespace filtering).
     pub key: Bytes,
     /// The object after the change (for a delete: its last state, with the delete's RV).
-    pub object: Arc<CachedObject>,
+    pub object: Arc<Value>,
     /// The object before the change, if it existed.
-    pub prev: Option<Arc<CachedObject>>,
+    pub prev: Option<Arc<Value>>,
     /// The revision of the change.
     pub revision: Revision,
+    /// `object` as JSON with its apiVersion and kind set, encoded by the first watcher that
+    /// needs it and shared by the rest: a write fanned out to N plain watchers costs one
+    /// encode, not N (the apiserver's `cachingObject` does the same per event).
+    encoded: OnceLock<EncodedObject>,
     /// The `PartialObjectMetadata` of `object`, encoded once for every metadata-only watcher
     /// (the garbage collector's informers).
     encoded_metadata: OnceLock<Bytes>,
 }
 
-impl CachedEvent {
-    fn new(
-        kind: EventType,
-        key: Bytes,
-        object: Arc<CachedObject>,
-        prev: Option<Arc<CachedObject>>,
-        revision: Revision,
-    ) -> CachedEvent {
-        CachedEvent {
-            kind,
-            key,
-            object,
-            prev,
-            revision,
-            encoded_metadata: OnceLock::new(),
-        }
-    }
+/// The object of an event, encoded for one apiVersion/kind.
+#[derive(Debug, Clone)]
+struct EncodedObject {
+    api_version: String,
+    kind: String,
+    json: Bytes,
+}
 
+impl CachedEvent {
     /// The event's object as a `PartialObjectMetadata` (what `Accept: ...;as=PartialObjectMetadata`
-    /// watchers receive), encoded once per event: the object's `metadata` is copied from its
-    /// JSON as it is (a compact, key-ordered encoding, as `serde_json` writes it), not decoded.
+    /// watchers receive), encoded once per event.
     pub fn encoded_partial_metadata(&self) -> Bytes {
         self.encoded_metadata
-            .get_or_init(|| partial_metadata_json(&self.object.json))
+            .get_or_init(|| {
+                let partial = crate::meta::partial_object_metadata(&self.object);
+                Bytes::from(serde_json::to_vec(&partial).unwrap_or_default())
+            })
             .clone()
     }
 
-    /// The event's object as JSON with `apiVersion` and `kind` set to these: the cached JSON
-    /// itself when the object already has them (stored objects nearly always do), else
-    /// decoded and encoded afresh with them.
+    /// The event's object as JSON with `apiVersion` and `kind` set to these. Encoded once per
+    /// event (for the first apiVersion/kind asked; another pair is encoded afresh each time).
     pub fn encoded_object(&self, api_version: &str, kind: &str) -> Bytes {
-        let summary = &self.object.summary;
-        if summary.api_version == api_version && summary.kind == kind {
-            return self.object.json.clone();
-        }
-        let Some(mut object) = self.object.value() else {
-            return self.object.json.clone();
+        let encode = || {
+            let typed = self.object.get("apiVersion").and_then(Value::as_str) == Some(api_version)
+                && self.object.get("kind").and_then(Value::as_str) == Some(kind);
+            if typed {
+                // Stored objects nearly always carry their type already: no copy needed.
+                return Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default());
+            }
+            let mut object = (*self.object).clone();
+            crate::meta::set_type(&mut object, api_version, kind);
+            Bytes::from(serde_json::to_vec(&object).unwrap_or_default())
         };
-        crate::meta::set_type(&mut object, api_version, kind);
-        Bytes::from(serde_json::to_vec(&object).unwrap_or_default())
+        let cached = self.encoded.get_or_init(|| EncodedObject {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            json: encode(),
+        });
+        if cached.api_version == api_version && cached.kind == kind {
+            cached.json.clone()
+        } else {
+            encode()
+        }
     }
-}
-
-/// `{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":…}` of an object
-/// given as JSON, with its `metadata` member's text as it is there (`{}` when it has none).
-fn partial_metadata_json(json: &[u8]) -> Bytes {
-    /// The one member read, borrowed from the JSON.
-    #[derive(serde::Deserialize)]
-    struct MetadataOnly<'a> {
-        #[serde(borrow, default)]
-        metadata: Option<&'a serde_json::value::RawValue>,
-    }
-    let metadata = serde_json::from_slice::<MetadataOnly<'_>>(json)
-        .ok()
-        .and_then(|m| m.metadata)
-        .map_or("{}", |raw| raw.get());
-    const HEAD: &str =
-        r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":"#;
-    let mut out = Vec::with_capacity(HEAD.len() + metadata.len() + 1);
-    out.extend_from_slice(HEAD.as_bytes());
-    out.extend_from_slice(metadata.as_bytes());
-    out.push(b'}');
-    Bytes::from(out)
 }
 
 /// A store event as a [`CachedEvent`], decoding its previous value too (a watch served from the
 /// store's history, which has no cached objects to take it from).
-fn convert(e: store::Event, strategy: &Arc<dyn Strategy>) -> Option<CachedEvent> {
+fn convert(e: store::Event) -> Option<CachedEvent> {
     let rev = e.revision();
     let prev = e
         .prev_kv
         .as_ref()
         .and_then(|kv| decode(&kv.value, kv.mod_revision).ok())
-        .and_then(|obj| CachedObject::from_value(&obj, strategy))
         .map(Arc::new);
-    let (kind, object) = match e.kind {
-        EventKind::Put => (
-            if prev.is_some() {
+    match e.kind {
+        EventKind::Put => Some(CachedEvent {
+            kind: if prev.is_some() {
                 EventType::Modified
             } else {
                 EventType::Added
             },
-            decode(&e.kv.value, rev).ok()?,
-        ),
-        EventKind::Delete => (
-            EventType::Deleted,
-            decode(&e.prev_kv.as_ref()?.value, rev).ok()?,
-        ),
-    };
-    let object = Arc::new(CachedObject::from_value(&object, strategy)?);
-    Some(CachedEvent::new(kind, e.kv.key.clone(), object, prev, rev))
+            key: e.kv.key.clone(),
+            object: Arc::new(decode(&e.kv.value, rev).ok()?),
+            prev,
+            revision: rev,
+            encoded: OnceLock::new(),
+            encoded_metadata: OnceLock::new(),
+        }),
+        EventKind::Delete => {
+            let last = e.prev_kv.as_ref()?;
+            Some(CachedEvent {
+                kind: EventType::Deleted,
+                key: e.kv.key.clone(),
+                object: Arc::new(decode(&last.value, rev).ok()?),
+                prev,
+                revision: rev,
+                encoded: OnceLock::new(),
+                encoded_metadata: OnceLock::new(),
+            })
+        }
+    }
 }
 
-/// A store event as a [`CachedEvent`] for the cacher: the new object is given by the caller
-/// (made outside the cacher's lock: `cached`, for a put); the previous one is
-/// `objects[key]`, which is then updated (`watchCache.processEvent`). Returns `None` for an
-/// event the cacher cannot use (a value that is not JSON; a delete of a key it never saw).
+/// A store event as a [`CachedEvent`] for the cacher: only the new object is decoded (by the
+/// caller, outside the cacher's lock: `decoded`, for a put); the previous one is
+/// `objects[key]`, which is then updated (`watchCache.processEvent`). Returns
+/// `None` for an event the cacher cannot use (a value that is not JSON; a delete of a key it
+/// never saw).
 fn convert_cached(
     e: store::Event,
-    cached: Option<CachedObject>,
-    objects: &mut BTreeMap<Bytes, Arc<CachedObject>>,
-    strategy: &Arc<dyn Strategy>,
+    decoded: Option<Value>,
+    objects: &mut BTreeMap<Bytes, Arc<Value>>,
 ) -> Option<CachedEvent> {
     let rev = e.revision();
     let key = e.kv.key.clone();
@@ -314,25 +191,45 @@ fn convert_cached(
         e.prev_kv
             .as_ref()
             .and_then(|kv| decode(&kv.value, kv.mod_revision).ok())
-            .and_then(|obj| CachedObject::from_value(&obj, strategy))
             .map(Arc::new)
     });
     match e.kind {
         EventKind::Put => {
-            let object = Arc::new(cached?);
+            let object = Arc::new(decoded?);
             objects.insert(key.clone(), object.clone());
-            let kind = if prev.is_some() {
-                EventType::Modified
-            } else {
-                EventType::Added
-            };
-            Some(CachedEvent::new(kind, key, object, prev, rev))
+            Some(CachedEvent {
+                kind: if prev.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                },
+                key,
+                object,
+                prev,
+                revision: rev,
+                encoded: OnceLock::new(),
+                encoded_metadata: OnceLock::new(),
+            })
         }
         EventKind::Delete => {
             objects.remove(&key);
+            let last = prev.clone()?;
             // The deleted object as last seen, with the delete's resourceVersion.
-            let object = Arc::new(prev.as_ref()?.with_resource_version(rev)?);
-            Some(CachedEvent::new(EventType::Deleted, key, object, prev, rev))
+            let mut object = (*last).clone();
+            crate::meta::set_meta_str(
+                &mut object,
+                crate::meta::MetaField::ResourceVersion,
+                Some(&rev.0.to_string()),
+            );
+            Some(CachedEvent {
+                kind: EventType::Deleted,
+                key,
+                object: Arc::new(object),
+                prev,
+                revision: rev,
+                encoded: OnceLock::new(),
+                encoded_metadata: OnceLock::new(),
+            })
         }
     }
 }
@@ -342,7 +239,7 @@ struct CacherState {
     /// Every event with a revision above this one is in `ring` (or still on its way).
     complete_after: Revision,
     /// The current object of every key, as of `revision` (`watchCache.store`).
-    objects: BTreeMap<Bytes, Arc<CachedObject>>,
+    objects: BTreeMap<Bytes, Arc<Value>>,
     /// The revision `objects` reflects: the last event applied, or the initial list's.
     revision: Revision,
     subscribers: Vec<mpsc::Sender<Arc<CachedEvent>>>,
@@ -352,10 +249,8 @@ struct CacherState {
 struct Cacher {
     state: Mutex<CacherState>,
     capacity: usize,
-    /// What writers offer instead of the bytes being decoded again.
+    /// Objects writers offer instead of the bytes being decoded again.
     handoff: Arc<Handoff>,
-    /// The selectable fields of the resource's objects.
-    strategy: Arc<dyn Strategy>,
 }
 
 impl Cacher {
@@ -366,23 +261,38 @@ impl Cacher {
     /// Applies one store event: updates the objects, appends to the ring, fans out.
     fn apply(&self, e: store::Event) {
         let rev = e.revision();
-        let cached = match e.kind {
-            // What the writer offered: the stored bytes with the resourceVersion spliced in,
-            // and the summary it took of the object, so nothing is decoded or encoded here.
+        let (decoded, encoded) = match e.kind {
+            // The writer's own object when it offered one, else the stored bytes decoded.
             EventKind::Put => match self.handoff.take(&e.kv.value) {
-                Some((summary, Some(slot))) => Some(CachedObject {
-                    json: crate::stored_json::splice(&e.kv.value, slot, &rev.0.to_string()),
-                    summary,
-                }),
-                _ => decode(&e.kv.value, rev)
-                    .ok()
-                    .and_then(|obj| CachedObject::from_value(&obj, &self.strategy)),
+                Some((mut object, slot)) => {
+                    let rv = rev.0.to_string();
+                    crate::meta::set_meta_str(
+                        &mut object,
+                        crate::meta::MetaField::ResourceVersion,
+                        Some(&rv),
+                    );
+                    // What watchers are sent: the stored bytes with the resourceVersion
+                    // spliced in, instead of encoding the object again.
+                    let encoded = slot.and_then(|slot| {
+                        Some(EncodedObject {
+                            api_version: object.get("apiVersion")?.as_str()?.to_owned(),
+                            kind: object.get("kind")?.as_str()?.to_owned(),
+                            json: crate::stored_json::splice(&e.kv.value, slot, &rv),
+                        })
+                    });
+                    (Some(object), encoded)
+                }
+                None => (decode(&e.kv.value, rev).ok(), None),
             },
-            EventKind::Delete => None,
+            EventKind::Delete => (None, None),
         };
         let mut s = self.lock();
         s.revision = s.revision.max(rev);
-        if let Some(ev) = convert_cached(e, cached, &mut s.objects, &self.strategy) {
+        if let Some(ev) = convert_cached(e, decoded, &mut s.objects) {
+            if let Some(encoded) = encoded {
+                // A fresh event: its cell is empty.
+                let _ = ev.encoded.set(encoded);
+            }
             Self::push(&mut s, self.capacity, Arc::new(ev));
         }
     }
@@ -429,6 +339,16 @@ impl Cacher {
         let mut s = self.lock();
         s.broken = true;
         s.subscribers.clear();
+    }
+}
+
+impl CurrentObjects for Cacher {
+    fn current(&self, key: &[u8], revision: Revision) -> Option<Arc<Value>> {
+        let s = self.lock();
+        let object = s.objects.get(key)?;
+        // The cache may lag the store: only the object of the revision just read will do.
+        let cached = crate::meta::resource_version(object)?.parse::<u64>().ok()?;
+        (cached == revision.0).then(|| object.clone())
     }
 }
 
@@ -495,10 +415,7 @@ impl EventStream {
                         None => match watcher.recv().await? {
                             Ok(resp) => {
                                 pending.extend(
-                                    resp.events
-                                        .into_iter()
-                                        .filter_map(|e| convert(e, &cacher.strategy))
-                                        .map(Arc::new),
+                                    resp.events.into_iter().filter_map(convert).map(Arc::new),
                                 );
                                 continue;
                             }
@@ -566,11 +483,7 @@ impl WatchCache {
         self
     }
 
-    async fn cacher(
-        &self,
-        prefix: &str,
-        strategy: &Arc<dyn Strategy>,
-    ) -> store::Result<Arc<Cacher>> {
+    async fn cacher(&self, prefix: &str) -> store::Result<Arc<Cacher>> {
         {
             let map = self.cachers.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(c) = map.get(prefix)
@@ -585,12 +498,12 @@ impl WatchCache {
             .range(RangeRequest::prefix(prefix.to_string()))
             .await?;
         let start = list.revision;
-        let objects: BTreeMap<Bytes, Arc<CachedObject>> = list
+        let objects: BTreeMap<Bytes, Arc<Value>> = list
             .kvs
             .into_iter()
             .filter_map(|kv| {
                 let obj = decode(&kv.value, kv.mod_revision).ok()?;
-                Some((kv.key, Arc::new(CachedObject::from_value(&obj, strategy)?)))
+                Some((kv.key, Arc::new(obj)))
             })
             .collect();
         let watcher = self
@@ -611,7 +524,6 @@ impl WatchCache {
             }),
             capacity: self.ring_capacity,
             handoff: self.handoff.clone(),
-            strategy: strategy.clone(),
         });
         {
             let mut map = self.cachers.lock().unwrap_or_else(|e| e.into_inner());
@@ -623,7 +535,8 @@ impl WatchCache {
             }
             map.insert(prefix.to_string(), cacher.clone());
         }
-        self.handoff.watch_prefix(prefix);
+        let objects: std::sync::Weak<dyn CurrentObjects> = Arc::downgrade(&cacher) as _;
+        self.handoff.watch_prefix_with(prefix, objects);
         let task_cacher = cacher.clone();
         let shutdown = self.shutdown.clone();
         let prefix = prefix.to_string();
@@ -633,15 +546,9 @@ impl WatchCache {
     }
 
     /// Events under `prefix` with a revision above `after`, from the cache when it reaches back
-    /// that far, else from the store's history. `strategy` (the resource's) gives the
-    /// selectable fields of its objects; the first watch of a prefix starts its cacher with it.
-    pub async fn watch(
-        &self,
-        prefix: &str,
-        after: Revision,
-        strategy: &Arc<dyn Strategy>,
-    ) -> store::Result<EventStream> {
-        let cacher = self.cacher(prefix, strategy).await?;
+    /// that far, else from the store's history.
+    pub async fn watch(&self, prefix: &str, after: Revision) -> store::Result<EventStream> {
+        let cacher = self.cacher(prefix).await?;
         if let Some(source) = cacher.subscribe(after, self.client_buffer) {
             return Ok(EventStream {
                 source,
@@ -711,27 +618,6 @@ mod tests {
             .expect("put");
     }
 
-    /// A kind without selectable fields of its own.
-    fn strategy() -> Arc<dyn Strategy> {
-        Arc::new(crate::strategy::DefaultStrategy {
-            gvk: crate::gvk::GroupVersionKind::new("", "v1", "ConfigMap"),
-        })
-    }
-
-    /// The pods' strategy (selectable fields such as `spec.nodeName`).
-    fn pod_strategy() -> Arc<dyn Strategy> {
-        crate::registry::Registry::builtin()
-            .lookup(&crate::gvk::GroupVersion::parse_api_version("v1"), "pods")
-            .expect("pods are built in")
-            .strategy
-            .clone()
-    }
-
-    /// A cached object, decoded.
-    fn value(object: &CachedObject) -> Value {
-        object.value().expect("the cache holds JSON")
-    }
-
     fn cache(b: Arc<MemoryBackend>, cap: usize, buf: usize) -> WatchCache {
         WatchCache::new(b, TaskTracker::new(), CancellationToken::new(), cap, buf)
     }
@@ -741,112 +627,97 @@ mod tests {
         let b = Arc::new(MemoryBackend::new());
         let wc = cache(b.clone(), 16, 16);
         let start = b.current_revision();
-        let mut a = wc.watch("/r/", start, &strategy()).await.expect("watch");
+        let mut a = wc.watch("/r/", start).await.expect("watch");
         put(&b, "/r/x", "{\"metadata\":{\"name\":\"x\"}}").await;
         let ev = a.next().await.expect("event").expect("ok");
         assert_eq!(ev.kind, EventType::Added);
         assert_eq!(
-            value(&ev.object)["metadata"]["resourceVersion"],
+            ev.object["metadata"]["resourceVersion"],
             ev.revision.0.to_string()
         );
         // A second client from the same start gets the event from the ring.
-        let mut c = wc.watch("/r/", start, &strategy()).await.expect("watch");
+        let mut c = wc.watch("/r/", start).await.expect("watch");
         let ev2 = c.next().await.expect("event").expect("ok");
         assert_eq!(ev2.revision, ev.revision);
     }
 
     #[tokio::test]
-    async fn a_put_takes_the_summary_its_writer_offered() {
+    async fn a_put_takes_the_object_its_writer_offered() {
         let b = Arc::new(MemoryBackend::new());
         let handoff = Arc::new(Handoff::new());
         let wc = cache(b.clone(), 16, 16).with_handoff(handoff.clone());
-        let mut w = wc
-            .watch("/r/", b.current_revision(), &strategy())
-            .await
-            .expect("watch");
+        let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
         assert!(handoff.wants(b"/r/x"), "the cacher registered its prefix");
         assert!(!handoff.wants(b"/other/x"));
-        let object = serde_json::json!({"metadata": {"name": "x"}, "v": 1});
-        let stored = crate::stored_json::encode(&object).expect("encode");
-        // The offered summary differs from the object (which no writer would do) to show
-        // which of the two the event carries.
-        let offered = ObjectSummary {
-            name: "offered".into(),
-            ..ObjectSummary::default()
+        // The offered object differs from the bytes (which no writer would do) to show which
+        // of the two the event carries.
+        let bytes = Bytes::from_static(b"{\"metadata\":{\"name\":\"x\"},\"v\":1}");
+        let offered =
+            serde_json::json!({"metadata": {"name": "x", "resourceVersion": "7"}, "v": "offered"});
+        let stored = crate::stored_json::StoredJson {
+            bytes: bytes.clone(),
+            slot: None,
         };
-        handoff.offer(b"/r/x", &stored, || offered.clone());
-        b.put(Bytes::from_static(b"/r/x"), stored.bytes.clone())
+        handoff.offer(b"/r/x", &stored, &offered);
+        b.put(Bytes::from_static(b"/r/x"), bytes)
             .await
             .expect("put");
         let ev = w.next().await.expect("event").expect("ok");
-        assert_eq!(ev.object.summary(), &offered);
+        assert_eq!(ev.object["v"], "offered");
         assert_eq!(
-            ev.object.json(),
-            &stored.with_resource_version(ev.revision.0).expect("a slot"),
-            "the stored bytes with the write's resourceVersion"
+            ev.object["metadata"]["resourceVersion"],
+            ev.revision.0.to_string(),
+            "the offer's stale resourceVersion is replaced by the write's"
         );
         assert_eq!(handoff.held(), 0, "the offer was taken");
-        // Bytes nobody offered are decoded, and summarized by the cacher's strategy.
+        // Bytes nobody offered are decoded.
         put(&b, "/r/x", "{\"metadata\":{\"name\":\"x\"},\"v\":2}").await;
         let ev = w.next().await.expect("event").expect("ok");
-        assert_eq!(value(&ev.object)["v"], 2);
-        assert_eq!(
-            value(&ev.object)["metadata"]["resourceVersion"],
-            ev.revision.0.to_string()
+        assert_eq!(ev.object["v"], 2);
+        // Writers can start from the cacher's object of the revision they read, and only
+        // that revision's.
+        let current = handoff.current(b"/r/x", ev.revision).expect("cached");
+        assert!(Arc::ptr_eq(&current, &ev.object));
+        assert!(
+            handoff
+                .current(b"/r/x", Revision(ev.revision.0 - 1))
+                .is_none()
         );
-        assert_eq!(ev.object.summary().name, "x");
+        assert!(handoff.current(b"/r/y", ev.revision).is_none());
     }
 
     #[tokio::test]
-    async fn events_are_sent_as_cached_json_and_summarized_for_selectors() {
+    async fn a_taken_offer_is_sent_as_its_stored_bytes_with_the_resource_version() {
         let b = Arc::new(MemoryBackend::new());
         let handoff = Arc::new(Handoff::new());
         let wc = cache(b.clone(), 16, 16).with_handoff(handoff.clone());
-        let pods = pod_strategy();
-        let mut w = wc
-            .watch("/r/", b.current_revision(), &pods)
-            .await
-            .expect("watch");
+        let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
         let object = serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "x", "namespace": "d", "resourceVersion": "3", "uid": "u",
-                         "labels": {"app": "web"}},
+            "metadata": {"name": "x", "namespace": "d", "resourceVersion": "3", "uid": "u"},
             "spec": {"nodeName": "n"}
         });
         let stored = crate::stored_json::encode(&object).expect("encode");
-        handoff.offer(b"/r/x", &stored, || ObjectSummary::of(&object, &pods));
+        handoff.offer(b"/r/x", &stored, &object);
         b.put(Bytes::from_static(b"/r/x"), stored.bytes.clone())
             .await
             .expect("put");
         let ev = w.next().await.expect("event").expect("ok");
         let sent = ev.encoded_object("v1", "Pod");
-        assert_eq!(&sent, ev.object.json(), "the cached JSON itself");
-        let mut expected = object.clone();
-        expected["metadata"]["resourceVersion"] = ev.revision.0.to_string().into();
         assert_eq!(
             serde_json::from_slice::<Value>(&sent).expect("JSON"),
-            expected
+            *ev.object,
+            "the bytes sent are the event's object"
         );
+        assert_eq!(
+            sent,
+            stored.with_resource_version(ev.revision.0).expect("a slot"),
+            "the stored bytes with the resourceVersion"
+        );
+        assert_eq!(sent, serde_json::to_vec(&*ev.object).unwrap());
         // Asked as another type, the object is encoded with that type.
         let other: Value = serde_json::from_slice(&ev.encoded_object("v2", "Pod")).expect("JSON");
         assert_eq!(other["apiVersion"], "v2");
-        assert_eq!(other["spec"], expected["spec"]);
-        // Metadata-only watchers get the object's metadata, whole.
-        let partial: Value = serde_json::from_slice(&ev.encoded_partial_metadata()).expect("JSON");
-        assert_eq!(
-            ev.encoded_partial_metadata(),
-            serde_json::to_vec(&crate::meta::partial_object_metadata(&expected)).unwrap(),
-            "byte for byte what encoding the decoded object's metadata gives"
-        );
-        assert_eq!(partial["kind"], "PartialObjectMetadata");
-        assert_eq!(partial["metadata"], expected["metadata"]);
-        assert!(partial.get("spec").is_none());
-        // The summary answers selectors as the object would.
-        let summary = ev.object.summary();
-        assert_eq!(summary.field("spec.nodeName"), Some("n"));
-        assert_eq!(summary.field("metadata.namespace"), Some("d"));
-        assert_eq!(summary.labels, vec![("app".into(), "web".into())]);
-        assert_eq!(summary.fields_by, strategy_id(&pods));
     }
 
     #[tokio::test]
@@ -855,10 +726,7 @@ mod tests {
         // Written before the cacher starts: known from its initial list.
         put(&b, "/r/old", "{\"metadata\":{\"name\":\"old\"},\"v\":1}").await;
         let wc = cache(b.clone(), 16, 16);
-        let mut w = wc
-            .watch("/r/", b.current_revision(), &strategy())
-            .await
-            .expect("watch");
+        let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
         put(&b, "/r/old", "{\"metadata\":{\"name\":\"old\"},\"v\":2}").await;
         put(&b, "/r/new", "{\"metadata\":{\"name\":\"new\"},\"v\":1}").await;
         put(&b, "/r/new", "{\"metadata\":{\"name\":\"new\"},\"v\":2}").await;
@@ -870,10 +738,7 @@ mod tests {
         assert_eq!(modified.kind, EventType::Modified);
         let prev = modified.prev.as_ref().expect("prev from the initial list");
         assert_eq!(
-            (
-                value(prev)["v"].clone(),
-                value(&modified.object)["v"].clone()
-            ),
+            (prev["v"].clone(), modified.object["v"].clone()),
             (1.into(), 2.into())
         );
 
@@ -889,13 +754,9 @@ mod tests {
 
         let deleted = w.next().await.expect("event").expect("ok");
         assert_eq!(deleted.kind, EventType::Deleted);
+        assert_eq!(deleted.object["v"], 2, "a delete carries the last state");
         assert_eq!(
-            value(&deleted.object)["v"],
-            2,
-            "a delete carries the last state"
-        );
-        assert_eq!(
-            value(&deleted.object)["metadata"]["resourceVersion"],
+            deleted.object["metadata"]["resourceVersion"],
             deleted.revision.0.to_string(),
             "with the delete's resourceVersion"
         );
@@ -903,10 +764,7 @@ mod tests {
         // (From revision 0: older than the cacher's start, so served from the store's history,
         // beginning with the first put.)
         let mut h = Vec::new();
-        let mut from_store = wc
-            .watch("/r/", Revision(0), &strategy())
-            .await
-            .expect("watch");
+        let mut from_store = wc.watch("/r/", Revision(0)).await.expect("watch");
         while h.len() < 5 {
             let ev = from_store.next().await.expect("event").expect("ok");
             h.push((ev.kind, ev.object.clone(), ev.prev.clone()));
@@ -925,15 +783,9 @@ mod tests {
         put(&b, "/r/a", "{\"v\":2}").await;
         let wc = cache(b.clone(), 16, 16);
         // Starts the cacher at the current revision; then a client from before it.
-        let mut live = wc
-            .watch("/r/", b.current_revision(), &strategy())
-            .await
-            .expect("watch");
+        let mut live = wc.watch("/r/", b.current_revision()).await.expect("watch");
         let base = b.current_revision().0 - 2;
-        let mut old = wc
-            .watch("/r/", Revision(base), &strategy())
-            .await
-            .expect("watch");
+        let mut old = wc.watch("/r/", Revision(base)).await.expect("watch");
         put(&b, "/r/b", "{\"v\":1}").await;
         let mut kinds = Vec::new();
         for _ in 0..3 {
@@ -965,10 +817,7 @@ mod tests {
     async fn slow_clients_are_cut_off() {
         let b = Arc::new(MemoryBackend::new());
         let wc = cache(b.clone(), 64, 2);
-        let mut slow = wc
-            .watch("/r/", b.current_revision(), &strategy())
-            .await
-            .expect("watch");
+        let mut slow = wc.watch("/r/", b.current_revision()).await.expect("watch");
         for i in 0..10 {
             put(&b, &format!("/r/{i}"), "{}").await;
         }
@@ -988,7 +837,7 @@ mod tests {
         put(&b, "/r/a", "{}").await;
         let wc = cache(b.clone(), 16, 16);
         b.compact(b.current_revision()).await.expect("compact");
-        match wc.watch("/r/", Revision(1), &strategy()).await {
+        match wc.watch("/r/", Revision(1)).await {
             Err(store::Error::Compacted { .. }) => {}
             Ok(mut s) => assert!(matches!(
                 s.next().await,

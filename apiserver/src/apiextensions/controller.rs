@@ -389,7 +389,7 @@ pub async fn run(state: AppState, mut outcome: SyncOutcome) {
         };
         match state
             .watch_cache()
-            .watch(&crd_prefix, outcome.revision, &info.strategy)
+            .watch(&crd_prefix, outcome.revision)
             .await
         {
             Ok(mut events) => {

@@ -149,7 +149,11 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
         if dry_run {
             return object_response(&ctx, &info, StatusCode::CREATED, &obj, &warnings);
         }
-        match ctx.storage().create_with_json(&r, obj).await {
+        match ctx
+            .storage_for_written_object()
+            .create_with_json(&r, obj)
+            .await
+        {
             Ok((stored, json)) => {
                 return stored_object_response(
                     &ctx,

@@ -22,7 +22,6 @@ use crate::server::json_response;
 use crate::storage::prefix;
 use crate::strategy::{FieldError, FieldErrorKind};
 use crate::table;
-use crate::watch_cache::{CachedObject, strategy_id};
 use axum::http::StatusCode;
 use axum::response::Response;
 use base64::Engine;
@@ -64,30 +63,6 @@ impl Filter {
         // without collecting the labels.
         (self.labels.is_empty() || self.labels.matches(&meta::labels(obj)))
             && self.fields.matches(obj, info.strategy.as_ref())
-    }
-
-    /// [`Filter::matches`] on an object of the watch cache, from its summary (decoded only
-    /// when a field selector asks for fields another strategy summarized).
-    pub fn matches_cached(&self, info: &ResourceInfo, obj: &CachedObject) -> bool {
-        let summary = obj.summary();
-        if !self.labels.is_empty() {
-            let labels: Vec<(&str, &str)> = summary
-                .labels
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            if !self.labels.matches(&labels) {
-                return false;
-            }
-        }
-        if self.fields.requirements.is_empty() {
-            return true;
-        }
-        if summary.fields_by == strategy_id(&info.strategy) || self.fields.generic_only() {
-            return self.fields.matches_with(|field| summary.field(field));
-        }
-        obj.value()
-            .is_some_and(|o| self.fields.matches(&o, info.strategy.as_ref()))
     }
 }
 

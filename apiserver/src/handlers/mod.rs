@@ -58,6 +58,17 @@ impl RequestContext {
         &self.storage
     }
 
+    /// The storage for a write answered with the written object ([`stored_object_response`]):
+    /// when the answer is the object as plain JSON, the storage returns it as JSON and moves
+    /// the object itself to the watch cache ([`crate::storage::Storage::answering_with_json`]).
+    pub fn storage_for_written_object(&self) -> crate::storage::Storage {
+        if self.accept.table || self.accept.partial_metadata {
+            self.storage.clone()
+        } else {
+            self.storage.answering_with_json()
+        }
+    }
+
     /// The field manager of a write.
     pub fn field_manager(&self) -> String {
         field_manager(&self.query, &self.headers)

@@ -196,7 +196,7 @@ pub async fn patch_part(
         part,
     };
     let updated = ctx
-        .storage()
+        .storage_for_written_object()
         .guaranteed_update(&r, dry_run, |current| {
             let current = match (part, current) {
                 // Apply to /status of a missing object is a 404, not a create.

@@ -82,7 +82,7 @@ pub async fn replace(
         part,
     };
     let updated = ctx
-        .storage()
+        .storage_for_written_object()
         .guaranteed_update(&r, dry_run, |current| match current {
             Some(old) => decide_update(&r, old, body.clone(), &wctx),
             None if create_allowed => {

@@ -93,17 +93,14 @@ impl Renderer {
 
     /// The event a client sees for a change, after selectors (None: not for this client).
     fn event(&mut self, ev: &CachedEvent) -> Option<Bytes> {
-        let (kind, key) = (ev.kind, &ev.key[..]);
+        let (kind, key, obj, prev) = (ev.kind, &ev.key[..], &*ev.object, ev.prev.as_deref());
         if let Some(p) = &self.namespace_prefix
             && !key.starts_with(p.as_bytes())
         {
             return None;
         }
-        let now = self.filter.matches_cached(&self.info, &ev.object);
-        let before = ev
-            .prev
-            .as_ref()
-            .is_some_and(|p| self.filter.matches_cached(&self.info, p));
+        let now = self.filter.matches(&self.info, obj);
+        let before = prev.is_some_and(|p| self.filter.matches(&self.info, p));
         let out = match kind {
             EventType::Deleted if before || now => "DELETED",
             EventType::Deleted => return None,
@@ -123,7 +120,7 @@ impl Renderer {
             // Metadata only (the garbage collector): shared by every such watcher too.
             return Some(plain_line(out, &ev.encoded_partial_metadata()));
         }
-        let typed = self.typed(&ev.object.value()?);
+        let typed = self.typed(obj);
         Some(self.line(out, typed))
     }
 }
@@ -195,7 +192,7 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
             page.revision
         }
     };
-    let stream = match state.watch_cache().watch(&pfx, start, &info.strategy).await {
+    let stream = match state.watch_cache().watch(&pfx, start).await {
         Ok(s) => Ok(s),
         Err(store::Error::Compacted { compacted, .. }) => Err(StreamEnd::TooOld {
             requested: start,

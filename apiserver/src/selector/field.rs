@@ -159,22 +159,6 @@ impl FieldSelector {
         })
     }
 
-    /// Whether every requirement is on `metadata.name` or `metadata.namespace` (fields every
-    /// kind has).
-    pub fn generic_only(&self) -> bool {
-        self.requirements
-            .iter()
-            .all(|r| matches!(r.field.as_str(), "metadata.name" | "metadata.namespace"))
-    }
-
-    /// [`FieldSelector::matches`] with the fields read through `field` (`None`, or a field the
-    /// kind lacks, reads as empty, as in `matches`).
-    pub fn matches_with<'a>(&self, field: impl Fn(&str) -> Option<&'a str>) -> bool {
-        self.requirements
-            .iter()
-            .all(|r| (field(&r.field).unwrap_or_default() == r.value) != r.negate)
-    }
-
     /// The name this selector pins (`metadata.name=x`), if any: a watch on one object.
     pub fn single_name(&self) -> Option<&str> {
         self.requirements

@@ -69,8 +69,9 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
         target: conflict_target.clone(),
         detail,
     };
-    // The answer is a Status, not the pod.
+    // The answer is a Status, not the pod: the bound pod is moved to the watch cache.
     ctx.storage()
+        .answering_with_json()
         .guaranteed_update(&r, dry_run, |current| {
             let mut pod = current.cloned().ok_or_else(|| r.not_found())?;
             if let Some(uid) = &uid
