@@ -288,21 +288,37 @@ impl Cacher {
         };
         let mut s = self.lock();
         s.revision = s.revision.max(rev);
-        if let Some(ev) = convert_cached(e, decoded, &mut s.objects) {
-            if let Some(encoded) = encoded {
-                // A fresh event: its cell is empty.
-                let _ = ev.encoded.set(encoded);
-            }
-            Self::push(&mut s, self.capacity, Arc::new(ev));
+        let Some(ev) = convert_cached(e, decoded, &mut s.objects) else {
+            return;
+        };
+        if let Some(encoded) = encoded {
+            // A fresh event: its cell is empty.
+            let _ = ev.encoded.set(encoded);
         }
+        let evicted = Self::push(&mut s, self.capacity, Arc::new(ev));
+        drop(s);
+        // The event that left the ring is often the last holder of an old object version:
+        // freeing those trees (cold memory, ~300 allocations each) is done after the lock is
+        // released, so that writers reading the current objects do not wait for it.
+        drop(evicted);
     }
 
-    fn push(s: &mut CacherState, capacity: usize, ev: Arc<CachedEvent>) {
+    /// Appends `ev` to the ring and sends it to every subscriber; returns the event that left
+    /// the ring (it holds at most `capacity`, one more each push), for the caller to drop
+    /// outside the lock.
+    fn push(
+        s: &mut CacherState,
+        capacity: usize,
+        ev: Arc<CachedEvent>,
+    ) -> Option<Arc<CachedEvent>> {
         s.ring.push_back(ev.clone());
-        while s.ring.len() > capacity {
-            if let Some(old) = s.ring.pop_front() {
-                s.complete_after = old.revision;
-            }
+        let evicted = if s.ring.len() > capacity {
+            s.ring.pop_front()
+        } else {
+            None
+        };
+        if let Some(old) = &evicted {
+            s.complete_after = old.revision;
         }
         // A full buffer means a slow client: drop it (its stream ends) rather than wait.
         let before = s.subscribers.len();
@@ -314,6 +330,7 @@ impl Cacher {
                 "watch cache cut off watchers that did not keep up"
             );
         }
+        evicted
     }
 
     /// A subscription for a client that has seen every event up to `after`: the ring's events
