@@ -831,6 +831,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_ring_keeps_the_newest_events_and_older_starts_read_the_history() {
+        let b = Arc::new(MemoryBackend::new());
+        let wc = cache(b.clone(), 2, 16);
+        let start = b.current_revision();
+        let mut live = wc.watch("/r/", start).await.expect("watch");
+        for i in 0..5 {
+            put(&b, &format!("/r/{i}"), "{}").await;
+        }
+        let mut revisions = Vec::new();
+        for _ in 0..5 {
+            revisions.push(live.next().await.expect("event").expect("ok").revision);
+        }
+        // The ring holds the last two events: a watch after the third is served from it.
+        let mut recent = wc.watch("/r/", revisions[2]).await.expect("watch");
+        let ev = recent.next().await.expect("event").expect("ok");
+        assert_eq!(ev.revision, revisions[3]);
+        // One from before them reads the store's history, without a gap.
+        let mut old = wc.watch("/r/", start).await.expect("watch");
+        for want in &revisions {
+            let ev = old.next().await.expect("event").expect("ok");
+            assert_eq!(ev.revision, *want);
+        }
+        let s = wc
+            .cachers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get("/r/")
+            .expect("cacher")
+            .clone();
+        let state = s.lock();
+        assert_eq!(state.ring.len(), 2);
+        assert_eq!(state.complete_after, revisions[2]);
+    }
+
+    #[tokio::test]
     async fn slow_clients_are_cut_off() {
         let b = Arc::new(MemoryBackend::new());
         let wc = cache(b.clone(), 64, 2);
