@@ -298,7 +298,7 @@ impl Cacher {
         let evicted = Self::push(&mut s, self.capacity, Arc::new(ev));
         drop(s);
         // The event that left the ring is often the last holder of an old object version:
-        // freeing those trees (cold memory, ~300 allocations each) is done after the lock is
+        // freeing its trees (cold memory, ~300 allocations each) is done after the lock is
         // released, so that writers reading the current objects do not wait for it.
         drop(evicted);
     }
