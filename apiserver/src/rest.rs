@@ -435,19 +435,35 @@ fn take_stored_managed_fields(new: &mut Value, old: &Value) -> Option<Value> {
     }
 }
 
-/// Whether `a` and `b` are equal but for their top-level `status`.
-fn equal_but_status(a: &Value, b: &Value) -> bool {
-    match (a.as_object(), b.as_object()) {
-        (Some(a), Some(b)) => {
+/// Whether `new` and `old` are equal but for their top-level `status`, and but for `old`'s
+/// `metadata.managedFields` when `new` has none (a write that leaves them out keeps the stored
+/// ones: a merge patch's result leaves them out, [`crate::patch::json_merge_patch_of_stored`]).
+fn equal_but_status(new: &Value, old: &Value) -> bool {
+    match (new.as_object(), old.as_object()) {
+        (Some(n), Some(o)) => {
             let rest = |m: &'_ serde_json::Map<String, Value>| {
                 m.len() - usize::from(m.contains_key("status"))
             };
-            rest(a) == rest(b)
-                && a.iter()
+            rest(n) == rest(o)
+                && n.iter()
                     .filter(|(k, _)| k.as_str() != "status")
-                    .all(|(k, v)| b.get(k) == Some(v))
+                    .all(|(k, v)| match o.get(k) {
+                        Some(ov) if k == "metadata" => metadata_equal(v, ov),
+                        ov => ov == Some(v),
+                    })
         }
-        _ => a == b,
+        _ => new == old,
+    }
+}
+
+/// Whether `new`'s metadata equals `old`'s, `old`'s managedFields aside when `new` has none.
+fn metadata_equal(new: &Value, old: &Value) -> bool {
+    let field = MetaField::ManagedFields.json_name();
+    match (new.as_object(), old.as_object()) {
+        (Some(n), Some(o)) if !n.contains_key(field) && o.contains_key(field) => {
+            n.len() + 1 == o.len() && n.iter().all(|(k, v)| o.get(k) == Some(v))
+        }
+        _ => new == old,
     }
 }
 
@@ -495,6 +511,110 @@ mod tests {
                 .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c))
         );
         assert_eq!(generate_name(&"x".repeat(80)).len(), 63);
+    }
+
+    /// A merge patch's result without the stored managedFields
+    /// (`json_merge_patch_of_stored`) is written exactly as the full result with them: the
+    /// same object, the same managedFields.
+    #[test]
+    fn a_merge_patch_without_the_stored_managed_fields_writes_what_one_with_them_does() {
+        use crate::gvk::GroupVersion;
+        use crate::patch::{json_merge_patch, json_merge_patch_of_stored};
+        let info = crate::registry::Registry::builtin()
+            .lookup(&GroupVersion::new("", "v1"), "pods")
+            .expect("pods are built in");
+        let r = ObjectRef {
+            info,
+            namespace: Some("default".into()),
+            name: "web".into(),
+        };
+        let ctx = |manager: &str, part| WriteContext {
+            manager: Some(manager.into()),
+            now: "2026-12-02T23:00:00Z".parse().expect("a time"),
+            part,
+        };
+        // A pod created by one manager and bound, then written by the kubelet.
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}});
+        before_create(
+            &r.info,
+            Some("default"),
+            &mut pod,
+            &ctx("rs", WritePart::Main),
+        )
+        .expect("creates");
+        meta::set_meta_str(&mut pod, MetaField::ResourceVersion, Some("5"));
+        let running = json!({"status": {"phase": "Running", "podIP": "10.0.0.5",
+            "conditions": [{"type": "Ready", "status": "True"}]}});
+        let kubelet = before_update(
+            &r,
+            &pod,
+            json_merge_patch(&pod, &running),
+            &ctx("kubelet", WritePart::Status),
+        )
+        .expect("the kubelet's write");
+        let patches = [
+            (
+                "a status write",
+                json!({"status": {"podIP": "10.0.0.6"}}),
+                WritePart::Status,
+            ),
+            (
+                "a status write that changes nothing",
+                json!({"status": {"phase": "Running"}}),
+                WritePart::Status,
+            ),
+            (
+                "a status write with metadata",
+                json!({"metadata": {"labels": {"b": "c"}}, "status": {"phase": "Failed"}}),
+                WritePart::Status,
+            ),
+            (
+                "a label",
+                json!({"metadata": {"labels": {"tier": "web"}}}),
+                WritePart::Main,
+            ),
+            (
+                "an image",
+                json!({"spec": {"containers": [{"name": "nginx", "image": "nginx:1.28"}]}}),
+                WritePart::Main,
+            ),
+            (
+                "managedFields removed",
+                json!({"metadata": {"managedFields": null}}),
+                WritePart::Main,
+            ),
+            (
+                "managedFields set",
+                json!({"metadata": {"managedFields": [{"manager": "x", "operation": "Update", "apiVersion": "v1", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}}]}}),
+                WritePart::Main,
+            ),
+        ];
+        for (what, patch, part) in patches {
+            let full = before_update(
+                &r,
+                &kubelet,
+                json_merge_patch(&kubelet, &patch),
+                &ctx("me", part),
+            );
+            let lean = before_update(
+                &r,
+                &kubelet,
+                json_merge_patch_of_stored(&kubelet, &patch),
+                &ctx("me", part),
+            );
+            match (full, lean) {
+                (Ok(full), Ok(lean)) => {
+                    assert_eq!(lean, full, "{what}");
+                    assert!(
+                        lean["metadata"]["managedFields"].is_array(),
+                        "{what}: {lean}"
+                    );
+                }
+                (full, lean) => assert_eq!(full.is_ok(), lean.is_ok(), "{what}"),
+            }
+        }
     }
 
     #[test]

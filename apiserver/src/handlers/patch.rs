@@ -63,7 +63,9 @@ pub fn patch_body(ctx: &RequestContext, pt: PatchType, kind: &str) -> Result<Val
     }
 }
 
-/// Applies a non-apply patch to `original` (of kind `gvk`).
+/// Applies a non-apply patch to `original` (of kind `gvk`). A merge patch's result leaves out
+/// `original`'s managedFields unless the patch sets them
+/// ([`patch::json_merge_patch_of_stored`]): the update keeps the stored ones.
 pub fn apply_patch(
     pt: PatchType,
     original: &Value,
@@ -72,7 +74,7 @@ pub fn apply_patch(
 ) -> Result<Value, PatchError> {
     match pt {
         PatchType::Json => patch::json_patch(original, patch_doc),
-        PatchType::Merge => Ok(patch::json_merge_patch(original, patch_doc)),
+        PatchType::Merge => Ok(patch::json_merge_patch_of_stored(original, patch_doc)),
         PatchType::StrategicMerge => patch::strategic_merge_patch(original, patch_doc, gvk),
         PatchType::Apply => Err(PatchError::BadRequest(
             "apply patches are handled by server-side apply".into(),

@@ -157,9 +157,15 @@ pub enum PatchError {
 
 /// Applies an RFC 7386 JSON merge patch.
 pub fn json_merge_patch(original: &Value, patch: &Value) -> Value {
-    let mut merged = original.clone();
-    merge::merge_patch(&mut merged, patch);
-    merged
+    merge::merged(original, patch, &[])
+}
+
+/// [`json_merge_patch`] of a stored object, without its `metadata.managedFields` unless the
+/// patch sets them. A write that leaves them out keeps the stored ones
+/// ([`crate::rest::before_update`]), so the result is written as if they had been copied, and
+/// they are not copied only to be compared with the stored ones and put back.
+pub fn json_merge_patch_of_stored(original: &Value, patch: &Value) -> Value {
+    merge::merged(original, patch, &["metadata", "managedFields"])
 }
 
 /// Applies an RFC 6902 JSON patch (a list of operations).

@@ -9,6 +9,7 @@
 use crate::meta;
 use crate::strategy::Strategy;
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// One `field=value` or `field!=value` term.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,11 +152,11 @@ impl FieldSelector {
         }
         self.requirements.iter().all(|r| {
             let actual = match r.field.as_str() {
-                "metadata.name" => meta::name(obj).unwrap_or_default().to_string(),
-                "metadata.namespace" => meta::namespace(obj).unwrap_or_default().to_string(),
+                "metadata.name" => Cow::Borrowed(meta::name(obj).unwrap_or_default()),
+                "metadata.namespace" => Cow::Borrowed(meta::namespace(obj).unwrap_or_default()),
                 other => strategy.selectable_field(obj, other).unwrap_or_default(),
             };
-            (actual == r.value) != r.negate
+            (*actual == *r.value) != r.negate
         })
     }
 

@@ -157,6 +157,16 @@ pub fn encode<K: Serialize>(obj: &K) -> Result<Value, String> {
     serde_json::to_value(obj).map_err(|e| format!("encoding: {e}"))
 }
 
+/// Encodes a typed object into `target`, which is left as it is when it already is that
+/// encoding ([`super::same::serializes_to`]): the typed round trip of an update usually
+/// changes nothing, and the comparison allocates nothing where encoding builds a new tree.
+pub fn encode_over<K: Serialize>(obj: &K, target: &mut Value) -> Result<(), String> {
+    if !super::same::serializes_to(obj, target) {
+        *target = encode(obj)?;
+    }
+    Ok(())
+}
+
 /// The fields of `input` that the typed round trip `output` dropped, as dotted paths with list
 /// indexes (`spec.foo`, `spec.containers[0].bar`). Explicit `null`s are ignored, as Go ignores
 /// them.

@@ -48,6 +48,7 @@ pub mod pod_spec;
 pub mod qos;
 pub mod quantity;
 pub mod replicaset;
+pub mod same;
 pub mod secret;
 pub mod selector;
 pub mod service;
@@ -304,9 +305,9 @@ pub trait Strategy: Send + Sync + 'static {
 
     /// One of [`Strategy::selectable_fields`], by name (`None`: not a selectable field of
     /// the kind). Evaluated for every event of every watch with a field selector; a kind
-    /// watched so at volume reads just the field asked for.
-    fn selectable_field(&self, obj: &Value, field: &str) -> Option<String> {
-        field_named(self.selectable_fields(obj), field)
+    /// watched so at volume reads just the field asked for, borrowed from `obj` where it can.
+    fn selectable_field<'a>(&self, obj: &'a Value, field: &str) -> Option<Cow<'a, str>> {
+        field_named(self.selectable_fields(obj), field).map(Cow::Owned)
     }
 
     /// Table columns after `Name` (kubectl's familiar columns for the kind). The registry adds

@@ -20,6 +20,7 @@ use super::typed::KindRules;
 use super::{FieldError, TableColumn};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Toleration};
 use serde_json::Value;
+use std::borrow::Cow;
 
 /// The Pod rules.
 #[derive(Debug, Default, Clone, Copy)]
@@ -44,12 +45,13 @@ const POD_SELECTABLE_FIELDS: [&str; 8] = [
 /// One selectable field of a pod read straight from its JSON (`None`: not a selectable
 /// field). Evaluated for every pod watch event of every watcher with a field selector: plain
 /// `get`s (a JSON pointer allocates for each of its tokens), and only the field asked for.
-fn pod_selectable_field(obj: &Value, field: &str) -> Option<String> {
-    let text = |part: Option<&Value>, key: &str| {
-        part.and_then(|p| p.get(key))
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
+fn pod_selectable_field<'a>(obj: &'a Value, field: &str) -> Option<Cow<'a, str>> {
+    let text = |part: Option<&'a Value>, key: &str| {
+        Cow::Borrowed(
+            part.and_then(|p| p.get(key))
+                .and_then(Value::as_str)
+                .unwrap_or_default(),
+        )
     };
     let spec = || obj.get("spec");
     let status = || obj.get("status");
@@ -62,7 +64,8 @@ fn pod_selectable_field(obj: &Value, field: &str) -> Option<String> {
             .and_then(|s| s.get("hostNetwork"))
             .and_then(Value::as_bool)
             .unwrap_or(false)
-            .to_string(),
+            .to_string()
+            .into(),
         "status.phase" => text(status(), "phase"),
         // The first of `status.podIPs`, as the printer reads it.
         "status.podIP" => text(
@@ -168,12 +171,19 @@ impl KindRules for PodRules {
         Some(
             POD_SELECTABLE_FIELDS
                 .iter()
-                .map(|&name| (name, pod_selectable_field(obj, name).unwrap_or_default()))
+                .map(|&name| {
+                    let value = pod_selectable_field(obj, name).unwrap_or_default();
+                    (name, value.into_owned())
+                })
                 .collect(),
         )
     }
 
-    fn selectable_field_json(&self, obj: &Value, field: &str) -> Option<Option<String>> {
+    fn selectable_field_json<'a>(
+        &self,
+        obj: &'a Value,
+        field: &str,
+    ) -> Option<Option<Cow<'a, str>>> {
         Some(pod_selectable_field(obj, field))
     }
 
@@ -437,8 +447,8 @@ mod tests {
         assert_eq!(fields.len(), POD_SELECTABLE_FIELDS.len());
         for (name, value) in &fields {
             assert_eq!(
-                Typed(PodRules).selectable_field(&obj, name).as_ref(),
-                Some(value)
+                Typed(PodRules).selectable_field(&obj, name).as_deref(),
+                Some(value.as_str())
             );
         }
         assert_eq!(Typed(PodRules).selectable_field(&obj, "spec.nope"), None);

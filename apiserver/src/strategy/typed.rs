@@ -12,7 +12,7 @@
 //! built-in kind also gets `metadata` validation here (`ValidateObjectMeta` with the kind's
 //! [`NameRule`]), so kind files hold only their own rules.
 
-use super::decode::{decode, decode_noting_unknown, encode};
+use super::decode::{decode, decode_noting_unknown, encode, encode_over};
 use super::human_duration::since;
 use super::meta::{validate_object_meta, validate_object_meta_update};
 use super::names::NameRule;
@@ -26,6 +26,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::any::TypeId;
+use std::borrow::Cow;
 
 /// The rules of one built-in kind, over its typed object. Every method but the object type has
 /// a default for a kind without special rules.
@@ -119,7 +120,11 @@ pub trait KindRules: Send + Sync + 'static {
     /// One of [`KindRules::selectable_fields_json`] by name, without the others: `None` to
     /// fall back to the whole list (the default), `Some(None)` for a field the kind does not
     /// have.
-    fn selectable_field_json(&self, obj: &Value, field: &str) -> Option<Option<String>> {
+    fn selectable_field_json<'a>(
+        &self,
+        obj: &'a Value,
+        field: &str,
+    ) -> Option<Option<Cow<'a, str>>> {
         let _ = (obj, field);
         None
     }
@@ -164,7 +169,7 @@ impl<R: KindRules> Typed<R> {
         if prepare && let Ok(old_typed) = &old_typed {
             self.0.prepare_for_update(&mut typed, old_typed);
         }
-        *new = encode(&typed)?;
+        encode_over(&typed, new)?;
         Ok(match &old_typed {
             Ok(old_typed) => {
                 let mut errs = validate_object_meta_update(typed.metadata(), old_typed.metadata());
@@ -200,8 +205,7 @@ impl<R: KindRules> Strategy for Typed<R> {
     fn default(&self, obj: &mut Value) -> Result<(), String> {
         let mut typed = decode::<R::Object>(obj)?;
         self.0.set_defaults(&mut typed);
-        *obj = encode(&typed)?;
-        Ok(())
+        encode_over(&typed, obj)
     }
 
     fn prepare_for_create(&self, obj: &mut Value) {
@@ -222,9 +226,8 @@ impl<R: KindRules> Strategy for Typed<R> {
     fn prepare_for_update(&self, new: &mut Value, old: &Value) {
         if let (Ok(mut typed), Ok(old)) = (decode::<R::Object>(new), decode::<R::Object>(old)) {
             self.0.prepare_for_update(&mut typed, &old);
-            if let Ok(v) = encode(&typed) {
-                *new = v;
-            }
+            // A failed encoding leaves `new` as it was.
+            let _ = encode_over(&typed, new);
         }
     }
 
@@ -329,11 +332,11 @@ impl<R: KindRules> Strategy for Typed<R> {
         errs
     }
 
-    fn selectable_field(&self, obj: &Value, field: &str) -> Option<String> {
+    fn selectable_field<'a>(&self, obj: &'a Value, field: &str) -> Option<Cow<'a, str>> {
         if let Some(value) = self.0.selectable_field_json(obj, field) {
             return value;
         }
-        super::field_named(self.selectable_fields(obj), field)
+        super::field_named(self.selectable_fields(obj), field).map(Cow::Owned)
     }
 
     fn selectable_fields(&self, obj: &Value) -> Vec<(&'static str, String)> {
