@@ -67,10 +67,24 @@ pub(crate) struct KvStore {
     current: AtomicU64,
     /// The compaction point (set under the write guard).
     compacted: AtomicU64,
-    /// The revision up to which sled's trees are written, and whether indexing failed.
-    indexed: Mutex<(u64, bool)>,
-    /// Signalled when `indexed` changes.
+    /// The revision up to which sled's trees are written, whether indexing failed, and who
+    /// waits for it.
+    indexed: Mutex<Indexed>,
+    /// Signalled when `indexed` changes and someone waits.
     indexed_changed: Condvar,
+}
+
+/// How far the indexer has written sled (see [`KvStore::wait_indexed`]).
+#[derive(Debug)]
+struct Indexed {
+    /// Every revision up to this one is in sled.
+    rev: u64,
+    /// Indexing failed: history reads fail.
+    failed: bool,
+    /// Readers blocked in [`KvStore::wait_indexed`]. The indexer moves `rev` after every batch
+    /// (thousands of times a second under load) and wakes the condition variable only when
+    /// someone waits: a wake is a system call even with no one to wake.
+    waiters: usize,
 }
 
 /// Opens sled. The caller holds the directory lock, so sled's own file lock can only be held by
@@ -222,7 +236,11 @@ impl KvStore {
             current: AtomicU64::new(1),
             compacted: AtomicU64::new(compacted.0),
             // No indexer runs yet: recovery writes sled directly (see `reset_indexed`).
-            indexed: Mutex::new((u64::MAX, false)),
+            indexed: Mutex::new(Indexed {
+                rev: u64::MAX,
+                failed: false,
+                waiters: 0,
+            }),
             indexed_changed: Condvar::new(),
         })
     }
@@ -307,13 +325,15 @@ impl KvStore {
     pub(crate) fn set_indexed(&self, rev: Result<Revision>) {
         let mut state = self.indexed.lock().unwrap_or_else(PoisonError::into_inner);
         match rev {
-            Ok(rev) => state.0 = state.0.max(rev.0),
+            Ok(rev) => state.rev = state.rev.max(rev.0),
             Err(e) => {
                 tracing::error!(error = %e, "store indexing failed; reads of history fail");
-                state.1 = true;
+                state.failed = true;
             }
         }
-        self.indexed_changed.notify_all();
+        if state.waiters > 0 {
+            self.indexed_changed.notify_all();
+        }
     }
 
     /// Sets the indexed revision after recovery, before the indexer starts.
@@ -321,7 +341,7 @@ impl KvStore {
         self.indexed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .0 = rev.0;
+            .rev = rev.0;
     }
 
     /// Waits until sled holds every revision up to `rev`: history reads (older revisions,
@@ -329,14 +349,16 @@ impl KvStore {
     /// a batch or two behind the acknowledged writes) and never depends on the caller's thread.
     pub(crate) fn wait_indexed(&self, rev: Revision) -> Result<()> {
         let mut state = self.indexed.lock().unwrap_or_else(PoisonError::into_inner);
-        while state.0 < rev.0 {
-            if state.1 {
+        while state.rev < rev.0 {
+            if state.failed {
                 return Err(Error::Corrupt("store indexing failed".into()));
             }
+            state.waiters += 1;
             state = self
                 .indexed_changed
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
+            state.waiters -= 1;
         }
         Ok(())
     }
@@ -604,6 +626,32 @@ mod tests {
         let kv = KvStore::open(dir.path()).unwrap();
         kv.set_current(Revision(6));
         assert_eq!(kv.events(&all, Revision(4), Revision(6)).unwrap(), events);
+    }
+
+    #[test]
+    fn a_reader_waiting_for_the_indexer_is_woken_by_its_progress_or_failure() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = std::sync::Arc::new(KvStore::open(dir.path()).unwrap());
+        kv.reset_indexed(Revision(1));
+        // No one waits: moving the revision wakes no one and is remembered.
+        kv.set_indexed(Ok(Revision(2)));
+        assert!(kv.wait_indexed(Revision(2)).is_ok());
+        let waits = |rev: u64| {
+            let waiting = kv.clone();
+            let reader = std::thread::spawn(move || waiting.wait_indexed(Revision(rev)));
+            while kv.indexed.lock().unwrap().waiters == 0 {
+                std::thread::yield_now();
+            }
+            reader
+        };
+        let reader = waits(5);
+        kv.set_indexed(Ok(Revision(4)));
+        kv.set_indexed(Ok(Revision(5)));
+        assert!(reader.join().unwrap().is_ok());
+        assert_eq!(kv.indexed.lock().unwrap().waiters, 0);
+        let reader = waits(9);
+        kv.set_indexed(Err(Error::Corrupt("disk gone".into())));
+        assert!(matches!(reader.join().unwrap(), Err(Error::Corrupt(_))));
     }
 
     #[test]
