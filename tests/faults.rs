@@ -14,22 +14,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, Wat
 use miniplane::admin_client::AdminClient;
 use miniplane::{Cluster, Component, Progress};
 
-use crate::support::DEADLINE;
-
-/// Polls `check` every 20 ms until it returns `Some` (panics after [`DEADLINE`]).
-async fn until<T, F: std::future::Future<Output = Option<T>>>(
-    what: &str,
-    mut check: impl FnMut() -> F,
-) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+use crate::support::{DEADLINE, until};
 
 fn deployment(name: &str, replicas: i32) -> Deployment {
     serde_json::from_value(serde_json::json!({

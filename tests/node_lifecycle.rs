@@ -1,14 +1,21 @@
 //! End to end: node failure. The kubelet simulator's fault API stops a node's heartbeats; the
 //! controller-manager's node lifecycle controller marks it Unknown (NotReady), taints it
 //! `node.kubernetes.io/unreachable`, evicts pods after their `tolerationSeconds`; heartbeats
-//! come back and the node is Ready and untainted again.
+//! come back and the node is Ready and untainted again; and, on an in-process cluster with a
+//! scheduler, a Deployment's pod on the failed node is replaced on a healthy one.
 // Helpers outside #[test] fns unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support;
 
+use admin::FaultSpec;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use miniplane::Cluster;
+use miniplane::admin_client::AdminClient;
 use support::component::Component;
-use support::{DEADLINE, Server, eventually, http};
+use support::{DEADLINE, Server, eventually, http, until};
 
 fn kubelet(s: &Server, nodes: &str) -> Component {
     Component::start(
@@ -183,4 +190,141 @@ fn removed_node_and_stopped_kubelet() {
         DEADLINE,
         || (node_status(&s, "node-0") == "NotReady").then_some(()),
     );
+}
+
+/// The pods of `app=web`: (name, node, phase, terminating).
+async fn web_pods(pods: &Api<Pod>) -> Vec<(String, String, String, bool)> {
+    let list = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    list.items
+        .into_iter()
+        .map(|p| {
+            let spec = p.spec.unwrap_or_default();
+            let phase = p.status.and_then(|s| s.phase).unwrap_or_default();
+            (
+                p.metadata.name.unwrap_or_default(),
+                spec.node_name.unwrap_or_default(),
+                phase,
+                p.metadata.deletion_timestamp.is_some(),
+            )
+        })
+        .collect()
+}
+
+/// The node failure with a workload, every component in one process: a Deployment's
+/// pods tolerate `unreachable` for 1 s; a node stops heartbeating, so its pods are evicted
+/// (marked for deletion, `TaintManagerEviction`) and the ReplicaSet's replacements are
+/// scheduled onto the healthy node and run there; the failed node's pods stay Terminating
+/// until its kubelet is back, which then finishes their deletion.
+#[tokio::test]
+async fn a_deployment_pod_on_a_failed_node_is_replaced_on_a_healthy_one() {
+    let cluster = Cluster::builder()
+        .nodes(2)
+        .fast_node_lifecycle(true)
+        .start()
+        .unwrap();
+    let client = cluster.client();
+    let deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 4,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "tolerations": [
+                        {"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                         "effect": "NoExecute", "tolerationSeconds": 1},
+                        {"key": "node.kubernetes.io/not-ready", "operator": "Exists",
+                         "effect": "NoExecute", "tolerationSeconds": 1}
+                    ],
+                    "containers": [{"name": "web", "image": "nginx:1.27"}]
+                }
+            }
+        }
+    }))
+    .unwrap();
+    Api::<Deployment>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    let pods = Api::<Pod>::default_namespaced(client.clone());
+    let running = until("4 pods of web Running", || async {
+        let all = web_pods(&pods).await;
+        (all.len() == 4 && all.iter().all(|p| p.2 == "Running")).then_some(all)
+    })
+    .await;
+    // The node with the most of them fails (the spreading score puts pods on both).
+    let on = |node: &str| running.iter().filter(|p| p.1 == node).count();
+    let (failed, healthy) = if on("node-0") >= on("node-1") {
+        ("node-0", "node-1")
+    } else {
+        ("node-1", "node-0")
+    };
+    let doomed: Vec<String> = running
+        .iter()
+        .filter(|p| p.1 == failed)
+        .map(|p| p.0.clone())
+        .collect();
+    assert!(!doomed.is_empty(), "a pod on {failed}: {running:?}");
+
+    let admin = AdminClient::new(client.clone());
+    let stop = admin
+        .inject(FaultSpec::StopHeartbeats {
+            node: failed.into(),
+        })
+        .await
+        .unwrap();
+    let nodes = Api::<Node>::all(client.clone());
+    until("the failed node tainted unreachable:NoExecute", || async {
+        let node = nodes.get(failed).await.unwrap();
+        let taints = node.spec.and_then(|s| s.taints).unwrap_or_default();
+        taints
+            .iter()
+            .any(|t| t.key == "node.kubernetes.io/unreachable" && t.effect == "NoExecute")
+            .then_some(())
+    })
+    .await;
+    let after = until("4 live pods of web Running on the healthy node", || async {
+        let all = web_pods(&pods).await;
+        let live: Vec<_> = all.iter().filter(|p| !p.3).collect();
+        let evicted = doomed
+            .iter()
+            .all(|name| all.iter().any(|p| &p.0 == name && p.3));
+        (evicted && live.len() == 4 && live.iter().all(|p| p.1 == healthy && p.2 == "Running"))
+            .then_some(all)
+    })
+    .await;
+    // The evicted pods are the failed node's, still there (Terminating), and nothing else is.
+    let terminating: Vec<&String> = after.iter().filter(|p| p.3).map(|p| &p.0).collect();
+    assert_eq!(terminating.len(), doomed.len(), "{after:?}");
+    let events = Api::<Event>::default_namespaced(client.clone());
+    for name in &doomed {
+        let list = events
+            .list(&ListParams::default().fields(&format!("involvedObject.name={name}")))
+            .await
+            .unwrap();
+        assert!(
+            list.items
+                .iter()
+                .any(|e| e.reason.as_deref() == Some("TaintManagerEviction")
+                    && e.message.as_deref()
+                        == Some(&format!("Marking for deletion Pod default/{name}"))),
+            "{name}: {:?}",
+            list.items
+                .iter()
+                .map(|e| (&e.reason, &e.message))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    // The kubelet comes back: it finishes the graceful deletion of the evicted pods.
+    admin.clear(&stop.name).await.unwrap();
+    until("the evicted pods gone", || async {
+        let all = web_pods(&pods).await;
+        (all.len() == 4 && all.iter().all(|p| !doomed.contains(&p.0))).then_some(())
+    })
+    .await;
 }

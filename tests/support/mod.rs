@@ -50,6 +50,21 @@ pub fn eventually<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> O
     }
 }
 
+/// [`eventually`] for async checks (kube-rs calls), polling every 20 ms up to [`DEADLINE`].
+pub async fn until<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// A Deployment manifest (YAML) named `name` with label `app=<name>`, `replicas` and `image`.
 pub fn deployment_yaml(name: &str, replicas: u32, image: &str) -> String {
     format!(
