@@ -256,7 +256,7 @@ async fn a_deployment_pod_on_a_failed_node_is_replaced_on_a_healthy_one() {
         (all.len() == 4 && all.iter().all(|p| p.2 == "Running")).then_some(all)
     })
     .await;
-    // The node with the most of them fails (the spreading score puts pods on both).
+    // The node with the most of them fails (any split of the four works).
     let on = |node: &str| running.iter().filter(|p| p.1 == node).count();
     let (failed, healthy) = if on("node-0") >= on("node-1") {
         ("node-0", "node-1")
