@@ -74,6 +74,31 @@ fn is_private_struct(name: &str) -> bool {
     name.starts_with("$serde_json::private::")
 }
 
+/// Enum variants with fields (tuple or struct variants), which neither serializer compares:
+/// "different", always safe.
+macro_rules! refuse_variants_with_fields {
+    () => {
+        fn serialize_tuple_variant(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeTupleVariant, Differs> {
+            Err(Differs)
+        }
+        fn serialize_struct_variant(
+            self,
+            _name: &'static str,
+            _index: u32,
+            _variant: &'static str,
+            _len: usize,
+        ) -> Result<Self::SerializeStructVariant, Differs> {
+            Err(Differs)
+        }
+    };
+}
+
 /// Booleans and numbers, which `serde_json::to_value` turns into `Value::from(v)` (a float
 /// that is not finite into `null`).
 macro_rules! scalars {
@@ -190,15 +215,6 @@ impl<'a> ser::Serializer for Same<'a> {
     ) -> Result<SameSeq<'a>, Differs> {
         self.serialize_seq(Some(len))
     }
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, Differs> {
-        Err(Differs)
-    }
     fn serialize_map(self, _len: Option<usize>) -> Result<SameMap<'a>, Differs> {
         Ok(SameMap {
             map: self.object()?,
@@ -212,15 +228,7 @@ impl<'a> ser::Serializer for Same<'a> {
         }
         self.serialize_map(Some(len))
     }
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, Differs> {
-        Err(Differs)
-    }
+    refuse_variants_with_fields!();
 }
 
 /// The elements of a sequence, compared in order with the tree's array.
@@ -429,15 +437,6 @@ impl<'a> ser::Serializer for KeyOf<'a> {
     ) -> Result<Self::SerializeTupleStruct, Differs> {
         Err(Differs)
     }
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, Differs> {
-        Err(Differs)
-    }
     fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Differs> {
         Err(Differs)
     }
@@ -448,15 +447,7 @@ impl<'a> ser::Serializer for KeyOf<'a> {
     ) -> Result<Self::SerializeStruct, Differs> {
         Err(Differs)
     }
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, Differs> {
-        Err(Differs)
-    }
+    refuse_variants_with_fields!();
 }
 
 #[cfg(test)]
