@@ -23,6 +23,7 @@ mod labs;
 mod library;
 mod node_lifecycle;
 mod operator;
+mod rollouts;
 mod scheduler_e2e;
 mod trace;
 mod ui;

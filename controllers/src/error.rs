@@ -73,6 +73,9 @@ pub enum Error {
         /// The OS error.
         message: String,
     },
+    /// The sync panicked (a bug): the worker caught it and requeues the key with back-off.
+    #[error("observed a panic: {0}")]
+    Panicked(String),
     /// Leader election was lost; like kube-controller-manager, the process must exit.
     #[error("leaderelection lost")]
     LeaderElectionLost,

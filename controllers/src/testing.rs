@@ -65,3 +65,38 @@ pub fn pod_template(
 pub fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
     meta.annotations.as_ref()?.get(key).map(String::as_str)
 }
+
+/// The first way `cmp` fails to be a total order over `items` (reflexive, antisymmetric,
+/// transitive), as a message naming the items' indices; `None` when it is one. Rust's sorts
+/// need a total order and may panic without one.
+pub fn total_order_violation<T>(
+    items: &[T],
+    cmp: impl Fn(&T, &T) -> std::cmp::Ordering,
+) -> Option<String> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let n = items.len();
+    for a in 0..n {
+        if cmp(&items[a], &items[a]) != Equal {
+            return Some(format!("{a} is not equal to itself"));
+        }
+        for b in 0..n {
+            let ab = cmp(&items[a], &items[b]);
+            if ab != cmp(&items[b], &items[a]).reverse() {
+                return Some(format!("{a} vs {b} is {ab:?} both ways round"));
+            }
+            for c in 0..n {
+                let (bc, ac) = (cmp(&items[b], &items[c]), cmp(&items[a], &items[c]));
+                let broken = match (ab, bc) {
+                    (Less, Less) | (Less, Equal) | (Equal, Less) => ac != Less,
+                    (Greater, Greater) | (Greater, Equal) | (Equal, Greater) => ac != Greater,
+                    (Equal, Equal) => ac != Equal,
+                    _ => false,
+                };
+                if broken {
+                    return Some(format!("{a} {ab:?} {b} {bc:?} {c} but {a} {ac:?} {c}"));
+                }
+            }
+        }
+    }
+    None
+}

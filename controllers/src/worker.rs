@@ -18,22 +18,31 @@
 //! `max_retries` is 15 for the Deployment controller and unbounded for the ReplicaSet
 //! controller, as in Kubernetes.
 //!
+//! A sync that panics counts as a sync that failed ([`Error::Panicked`]): the panic is logged
+//! (`Observed a panic`, as client-go's `HandleCrash` logs it) and counted
+//! (`miniplane_controller_sync_panics_total`), the key is requeued with back-off and marked
+//! done, and the worker goes on with the next key. Unlike kube-controller-manager, whose
+//! `HandleCrash` re-panics and so restarts the whole process, one bad key never takes a
+//! controller down: the other keys keep being synced.
+//!
 //! Traced (a [`Tracer`] that is enabled): each key's handling records its wait in the queue
 //! and a `sync <controller>` span under the event that queued it (linked to every other event
 //! the queue merged into it); the sync runs in that span's scope, so its writes carry the
 //! trace, and a requeue is caused by the sync (`client::trace`).
 
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
 use client::workqueue::queue::QueueItem;
 use client::{RateLimitingQueue, Tracer};
+use futures::FutureExt as _;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::manager::metrics::ControllerMetrics;
 
 /// What one sync asks for: `Some(after)` to look at the key again later.
@@ -102,7 +111,15 @@ impl<T: QueueItem + std::fmt::Display> Workers<T> {
                 object,
             );
             let span = self.queue.work_span(&key);
-            let result = work.run(sync(key.clone()).instrument(span)).await;
+            let result = work
+                .run(AssertUnwindSafe(sync(key.clone()).instrument(span)).catch_unwind())
+                .await
+                .unwrap_or_else(|payload| {
+                    let message = panic_message(payload.as_ref());
+                    tracing::error!(controller = %self.metrics.name(), %key, panic = %message, "Observed a panic");
+                    self.metrics.observe_panic();
+                    Err(Error::Panicked(message))
+                });
             self.metrics.observe(result.is_ok());
             match &result {
                 Ok(after) => {
@@ -126,5 +143,85 @@ impl<T: QueueItem + std::fmt::Display> Workers<T> {
             work.finish(result.as_ref().err().map(|e| e as &dyn std::fmt::Display));
             self.queue.done(&key);
         }
+    }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or a formatted message).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic with a non-string payload".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::manager::metrics::ControllerMetrics;
+
+    /// A sync that panics on its first two tries of key "bad" neither loses that key nor
+    /// stops the worker: "bad" is retried until it succeeds, "good" (queued behind it) is
+    /// synced, and both panics are counted as failed syncs.
+    #[tokio::test]
+    async fn a_panicking_sync_is_retried_and_the_worker_goes_on() {
+        let queue: RateLimitingQueue<String> = RateLimitingQueue::new("test");
+        let metrics = Arc::new(ControllerMetrics::new("test"));
+        let workers = Workers {
+            queue: queue.clone(),
+            count: 1,
+            max_retries: None,
+            metrics: metrics.clone(),
+            tracer: Tracer::disabled(),
+            object_context: None,
+        };
+        let synced: Arc<Mutex<Vec<String>>> = Arc::default();
+        let tracker = TaskTracker::new();
+        let shutdown = CancellationToken::new();
+        let log = synced.clone();
+        workers.spawn(&tracker, shutdown.clone(), move |key: String| {
+            let log = log.clone();
+            async move {
+                let tries = {
+                    let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                    log.push(key.clone());
+                    log.iter().filter(|k| **k == key).count()
+                };
+                if key == "bad" && tries <= 2 {
+                    panic!("comparison function does not implement a total order");
+                }
+                Ok(None)
+            }
+        });
+        queue.add("bad".to_string());
+        queue.add("good".to_string());
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = synced.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let count = |k: &str| log.iter().filter(|x| *x == k).count();
+            if count("bad") == 3 && count("good") == 1 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "syncs so far: {log:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(metrics.panics(), 2);
+        assert_eq!(metrics.errors(), 2);
+        assert_eq!(metrics.syncs(), 4);
+        assert_eq!(
+            queue.num_requeues(&"bad".to_string()),
+            0,
+            "forgotten once it succeeded"
+        );
+        shutdown.cancel();
+        tracker.close();
+        tokio::time::timeout(Duration::from_secs(10), tracker.wait())
+            .await
+            .expect("the workers exit after shutdown");
     }
 }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::deployment::fixtures::{annotate, at, deployment, intstr, recreate_deployment, rs};
 use crate::testing::annotation;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 #[test]
 fn resolve_fenceposts_table() {
@@ -277,4 +278,44 @@ fn saturation_and_active_or_latest() {
     let old2 = rs("old2", "v0", 1, 1, 5);
     assert!(find_active_or_latest(Some(&new), &[&old2]).is_none());
     let _ = at(0);
+}
+
+/// A comparator the Deployment controller sorts ReplicaSets with.
+type ReplicaSetOrder = fn(&ReplicaSet, &ReplicaSet) -> Ordering;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+    /// Every comparator the Deployment controller sorts ReplicaSets with is a total order
+    /// over random sets (few names, sizes, times and revisions, so ties are common).
+    #[test]
+    fn replica_set_orders_are_total_orders(
+        sets in proptest::collection::vec(
+            (0usize..3, 0i32..3, proptest::option::of(0i64..3), proptest::option::of(0u8..3)),
+            1..10,
+        ),
+    ) {
+        let rss: Vec<ReplicaSet> = sets
+            .iter()
+            .map(|&(name, replicas, created, revision)| {
+                let mut r = rs(&format!("rs-{name}"), "nginx", replicas, replicas, 0);
+                r.metadata.creation_timestamp = created.map(|c| Time(at(c)));
+                if let Some(revision) = revision {
+                    annotate(&mut r.metadata, REVISION_ANNOTATION, &revision.to_string());
+                }
+                r
+            })
+            .collect();
+        let orders: [(&str, ReplicaSetOrder); 4] = [
+            ("by_creation_timestamp", by_creation_timestamp),
+            ("by_size_older", by_size_older),
+            ("by_size_newer", by_size_newer),
+            ("by_revision", by_revision),
+        ];
+        for (name, order) in orders {
+            if let Some(violation) = crate::testing::total_order_violation(&rss, order) {
+                proptest::prop_assert!(false, "{name}: {violation}");
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! ```text
 //!   miniplane_controller_syncs_total{controller="deployment"} 42
 //!   miniplane_controller_sync_errors_total{controller="deployment"} 1
+//!   miniplane_controller_sync_panics_total{controller="deployment"} 0
 //!   leader_election_master_status{name="kube-controller-manager"} 1
 //!   workqueue_depth{name="deployment"} 0      ... (client::workqueue::metrics)
 //! ```
@@ -25,6 +26,7 @@ pub struct ControllerMetrics {
     name: String,
     syncs: AtomicU64,
     errors: AtomicU64,
+    panics: AtomicU64,
 }
 
 impl ControllerMetrics {
@@ -34,6 +36,7 @@ impl ControllerMetrics {
             name: name.into(),
             syncs: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
         }
     }
 
@@ -48,6 +51,16 @@ impl ControllerMetrics {
         if !ok {
             self.errors.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Counts one sync that panicked (it is also observed as a failed sync).
+    pub fn observe_panic(&self) {
+        self.panics.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Syncs that panicked so far.
+    pub fn panics(&self) -> u64 {
+        self.panics.load(Ordering::Relaxed)
     }
 
     /// Syncs so far.
@@ -110,7 +123,7 @@ impl Registry {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let mut out = String::new();
-        let families: [CounterFamily; 2] = [
+        let families: [CounterFamily; 3] = [
             (
                 "miniplane_controller_syncs_total",
                 "Number of syncs (processed work-queue keys) per controller",
@@ -120,6 +133,11 @@ impl Registry {
                 "miniplane_controller_sync_errors_total",
                 "Number of syncs that returned an error per controller",
                 ControllerMetrics::errors,
+            ),
+            (
+                "miniplane_controller_sync_panics_total",
+                "Number of syncs that panicked (caught, logged and retried) per controller",
+                ControllerMetrics::panics,
             ),
         ];
         for (name, help, read) in families {

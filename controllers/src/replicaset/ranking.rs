@@ -21,8 +21,27 @@
 //! With `now` (as the ReplicaSet controller always passes, `LogarithmicScaleDown`), times in
 //! the same power-of-two age bucket count as equal and the pod UID breaks the tie, so
 //! scale-down is spread over pods of similar age instead of always taking the very newest.
+//!
+//! Unlike Kubernetes, the order is a total order, as Rust's sort requires (it panics on a
+//! comparator that is not one; Go's `sort.Sort` silently returns some permutation). Go's
+//! `Less` is not transitive: two ready pods whose ready times fall in the same bucket are
+//! ordered by UID when the times differ, but go on to rules 7 and 8 when the times are equal,
+//! so with three pods `a < b`, `b < c` and `c < a` can all hold. Here each pod gets a
+//! [`DeletionRank`] key, one field per rule, and keys compare field by field:
+//!
+//! ```text
+//!   (assigned, phase, ready, cost, Reverse(crowding),
+//!    ready for: Zero < Bucket(log2 age) | Exact(later first),
+//!    Reverse(restarts), created: likewise, uid)
+//! ```
+//!
+//! Same-bucket times count as equal for rule 6 *and* 8, so rule 7 (restarts) decides between
+//! ready pods of one bucket, and the UID only breaks the ties that remain. This agrees with
+//! Go's `Less` wherever Go's answer does not depend on the comparison order (every pair of
+//! different buckets, phases, readiness, costs or crowding), and for pods ready at the same
+//! second, the common case for pods of one rollout.
 
-use std::cmp::Ordering;
+use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use jiff::Timestamp;
@@ -87,95 +106,79 @@ fn max_container_restarts(pod: &Pod) -> (i32, i32) {
     (regular, sidecar)
 }
 
-/// `logarithmicRankDiff`: ⌊log2(age in ns)⌋ of `t1` minus that of `t2` (age ≤ 0 ranks -1).
-fn logarithmic_rank_diff(t1: Timestamp, t2: Timestamp, now: Timestamp) -> i64 {
-    let rank = |t: Timestamp| {
-        let ns = now.duration_since(t).as_nanos();
-        if ns > 0 {
-            i64::from(127 - ns.leading_zeros() as i32)
-        } else {
-            -1
-        }
-    };
-    rank(t1) - rank(t2)
+/// How long ago something happened, in the order "newer first": a missing (zero) time first
+/// (`afterOrZero`), then by power-of-two age bucket when `now` is given
+/// (`logarithmicRankDiff`), else by the exact time, later first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Recency {
+    Zero,
+    Bucket(i64),
+    Exact(Reverse<Timestamp>),
 }
 
-/// Orders two times "newer first" (`afterOrZero`, or by log buckets when `now` is given);
-/// `None` when they are the same, or in the same bucket with the same UID.
-fn newer_first(
-    t1: Option<Timestamp>,
-    t2: Option<Timestamp>,
-    uids: (&str, &str),
-    now: Option<Timestamp>,
-) -> Option<bool> {
-    if t1 == t2 {
-        return None;
+impl Recency {
+    fn of(t: Option<Timestamp>, now: Option<Timestamp>) -> Recency {
+        match (t, now) {
+            (None, _) => Recency::Zero,
+            (Some(t), Some(now)) => Recency::Bucket(log2_age(t, now)),
+            (Some(t), None) => Recency::Exact(Reverse(t)),
+        }
     }
-    match (t1, t2, now) {
-        (Some(a), Some(b), Some(now)) => match logarithmic_rank_diff(a, b, now) {
-            0 => (uids.0 != uids.1).then(|| uids.0 < uids.1),
-            diff => Some(diff < 0),
-        },
-        // afterOrZero: a missing (zero) time sorts first; else the later time first.
-        (None, _, _) => Some(true),
-        (_, None, _) => Some(false),
-        (Some(a), Some(b), None) => Some(a > b),
+}
+
+/// ⌊log2(age in ns)⌋ of `t` at `now` (an age ≤ 0 ranks -1): one side of `logarithmicRankDiff`.
+fn log2_age(t: Timestamp, now: Timestamp) -> i64 {
+    let ns = now.duration_since(t).as_nanos();
+    if ns > 0 {
+        i64::from(127 - ns.leading_zeros() as i32)
+    } else {
+        -1
+    }
+}
+
+/// A pod's place in the deletion order, compared field by field (derived `Ord`): the smaller
+/// goes first. One field per rule of the module's table.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DeletionRank<'a> {
+    assigned: bool,
+    phase: u8,
+    ready: bool,
+    cost: i32,
+    crowding: Reverse<usize>,
+    /// Only for ready pods (rule 6 compares two ready pods); `None` for the others.
+    ready_for: Option<Recency>,
+    /// Regular containers' restarts, then sidecars': more first.
+    restarts: Reverse<(i32, i32)>,
+    created: Recency,
+    /// The last tie-break, so the order is total: two distinct pods never compare equal.
+    uid: &'a str,
+}
+
+/// The [`DeletionRank`] of `pod`, with `crowding` related pods on its node.
+pub fn deletion_rank(pod: &Pod, crowding: usize, now: Option<Timestamp>) -> DeletionRank<'_> {
+    let ready = is_pod_ready(pod);
+    DeletionRank {
+        assigned: !node_name(pod).is_empty(),
+        phase: phase_ordinal(pod),
+        ready,
+        cost: deletion_cost(pod),
+        crowding: Reverse(crowding),
+        ready_for: ready.then(|| Recency::of(pod_ready_time(pod), now)),
+        restarts: Reverse(max_container_restarts(pod)),
+        created: Recency::of(pod.metadata.creation_timestamp.as_ref().map(|t| t.0), now),
+        uid: pod.metadata.uid.as_deref().unwrap_or(""),
     }
 }
 
 /// `ActivePodsWithRanks.Less`: should pod `i` (with `rank_i` related pods on its node) be
 /// deleted before pod `j`?
 pub fn less(i: &Pod, rank_i: usize, j: &Pod, rank_j: usize, now: Option<Timestamp>) -> bool {
-    let (node_i, node_j) = (node_name(i), node_name(j));
-    if node_i != node_j && (node_i.is_empty() || node_j.is_empty()) {
-        return node_i.is_empty();
-    }
-    if phase_ordinal(i) != phase_ordinal(j) {
-        return phase_ordinal(i) < phase_ordinal(j);
-    }
-    let (ready_i, ready_j) = (is_pod_ready(i), is_pod_ready(j));
-    if ready_i != ready_j {
-        return !ready_i;
-    }
-    if deletion_cost(i) != deletion_cost(j) {
-        return deletion_cost(i) < deletion_cost(j);
-    }
-    if rank_i != rank_j {
-        return rank_i > rank_j;
-    }
-    let uids = (
-        i.metadata.uid.as_deref().unwrap_or(""),
-        j.metadata.uid.as_deref().unwrap_or(""),
-    );
-    if ready_i
-        && ready_j
-        && let Some(first) = newer_first(pod_ready_time(i), pod_ready_time(j), uids, now)
-    {
-        return first;
-    }
-    let (restarts_i, restarts_j) = (max_container_restarts(i), max_container_restarts(j));
-    if restarts_i.0 != restarts_j.0 {
-        return restarts_i.0 > restarts_j.0;
-    }
-    if restarts_i.1 != restarts_j.1 {
-        return restarts_i.1 > restarts_j.1;
-    }
-    let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    newer_first(created(i), created(j), uids, now).unwrap_or(false)
+    deletion_rank(i, rank_i, now) < deletion_rank(j, rank_j, now)
 }
 
-/// Sorts `pods` (with their ranks) so the first are the ones to delete. Stable: pods that
-/// compare equal keep their order (Go's `sort.Sort` leaves that unspecified).
+/// Sorts `pods` (with their ranks) so the first are the ones to delete.
 pub fn sort_active_pods_with_ranks(pods: &mut [(&Pod, usize)], now: Option<Timestamp>) {
-    pods.sort_by(|(a, ra), (b, rb)| {
-        if less(a, *ra, b, *rb, now) {
-            Ordering::Less
-        } else if less(b, *rb, a, *ra, now) {
-            Ordering::Greater
-        } else {
-            Ordering::Equal
-        }
-    });
+    pods.sort_by_cached_key(|&(pod, rank)| deletion_rank(pod, rank, now));
 }
 
 /// `getPodsToDelete`: the `diff` pods of `filtered` to delete, ranking each by how many

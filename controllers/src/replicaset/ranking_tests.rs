@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 use super::*;
 
-use crate::testing::{at, ready_since as ready_conditions};
+use crate::testing::{at, ready_since as ready_conditions, total_order_violation};
 
 /// A pod: name (also its UID), node, phase, ready since (None: not ready), restarts, created.
 fn pod(
@@ -189,4 +189,98 @@ fn get_pods_to_delete_prefers_crowded_nodes() {
         get_pods_to_delete(&filtered, &filtered, 9, at(100)).len(),
         4
     );
+}
+
+/// The first way the deletion order over `pods` fails to be a total order (see
+/// [`total_order_violation`]), comparing with `less` both ways as a sort does.
+fn strict_weak_order_violation(pods: &[(Pod, usize)], now: Option<Timestamp>) -> Option<String> {
+    total_order_violation(pods, |(a, ra), (b, rb)| {
+        if less(a, *ra, b, *rb, now) {
+            std::cmp::Ordering::Less
+        } else if less(b, *rb, a, *ra, now) {
+            std::cmp::Ordering::Greater
+        } else {
+            std::cmp::Ordering::Equal
+        }
+    })
+}
+
+/// Three ready pods in one age bucket, two of them ready at the same second: Go's `Less`
+/// orders the pair with equal times by restarts and the others by UID, which is a cycle
+/// (`a < b` and `b < c` by UID, `c < a` by restarts). The rollout that made the
+/// ReplicaSet controller panic had such pods.
+#[test]
+fn same_bucket_pods_are_ordered_without_a_cycle() {
+    let now = Some(at(100_000));
+    let pods = [
+        (pod("c", "n1", "Running", Some(99_000), 5, Some(0)), 0),
+        (pod("a", "n1", "Running", Some(99_000), 1, Some(0)), 0),
+        (pod("b", "n1", "Running", Some(99_001), 9, Some(0)), 0),
+    ];
+    assert_eq!(strict_weak_order_violation(&pods, now), None);
+    let mut ranked: Vec<(&Pod, usize)> = pods.iter().map(|(p, r)| (p, *r)).collect();
+    sort_active_pods_with_ranks(&mut ranked, now);
+    // One bucket: the restarts decide (rule 7), the UID only among equal restarts.
+    assert_eq!(names(&ranked), ["b", "c", "a"]);
+}
+
+fn arb_pod() -> impl proptest::strategy::Strategy<Value = (Pod, usize)> {
+    use proptest::prelude::*;
+    // Few distinct values, repeated ones more likely (a pick from a list with repeats), so
+    // that many pods tie on the early rules and the later ones get compared.
+    (
+        (
+            prop::sample::select(vec!["n1", "n1", "n1", "n2", ""]),
+            prop::sample::select(vec!["Running", "Running", "Running", "Pending", "Unknown"]),
+            // Ready since (now is 100,000): three times in one age bucket, two of them often
+            // equal, one in another bucket, one not ready.
+            prop::sample::select(vec![
+                Some(99_000i64),
+                Some(99_000),
+                Some(99_001),
+                Some(99_002),
+                Some(99_999),
+                None,
+            ]),
+        ),
+        (
+            0i32..3,
+            prop::sample::select(vec![Some(0i64), Some(0), Some(1), Some(50_000), None]),
+            prop::sample::select(vec!["u1", "u2", "u3", "u4", "u5", "u6"]),
+            prop::sample::select(vec![None, None, None, Some(1i32), Some(-1)]),
+            prop::sample::select(vec![0usize, 0, 0, 1]),
+        ),
+    )
+        .prop_map(
+            |((node, phase, ready), (restarts, created, uid, cost, rank))| {
+                let mut p = pod(uid, node, phase, ready, restarts, created);
+                if let Some(cost) = cost {
+                    p.metadata.annotations =
+                        Some([(POD_DELETION_COST.to_string(), cost.to_string())].into());
+                }
+                (p, rank)
+            },
+        )
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+    /// Over random pod sets (few distinct values, so ties and shared buckets are common), the
+    /// deletion order is a strict weak order with `now` and without, and sorting never panics.
+    #[test]
+    fn the_deletion_order_is_a_total_order(
+        pods in proptest::collection::vec(arb_pod(), 1..12),
+        with_now in proptest::prelude::any::<bool>(),
+    ) {
+        let now = with_now.then(|| at(100_000));
+        if let Some(violation) = strict_weak_order_violation(&pods, now) {
+            proptest::prop_assert!(false, "{violation}");
+        }
+        let mut ranked: Vec<(&Pod, usize)> = pods.iter().map(|(p, r)| (p, *r)).collect();
+        sort_active_pods_with_ranks(&mut ranked, now);
+        for w in ranked.windows(2) {
+            proptest::prop_assert!(!less(w[1].0, w[1].1, w[0].0, w[0].1, now));
+        }
+    }
 }
