@@ -266,6 +266,9 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         .with(&[Status, Finalize]);
     namespaces.delete_policy = DeletePolicy::Namespace;
     namespaces.reset_status_on_create = false;
+    // As in Kubernetes, namespaces are deleted one by one (`kubectl delete ns --all` lists
+    // and deletes each): their REST storage has no DeleteCollection.
+    namespaces.verbs.retain(|v| v != "deletecollection");
     let mut nodes = ResourceInfo::new("", "v1", "Node", "nodes", false)
         .short(&["no"])
         .with(&[Status]);

@@ -328,6 +328,38 @@ async fn namespaces_must_exist_and_terminate() {
     );
 }
 
+/// `NamespaceLifecycle`'s immortal namespaces: a delete (dry run too) answers 403 with
+/// Kubernetes' words and leaves the namespace Active; `kube-node-lease` is not among them.
+#[tokio::test]
+async fn system_namespaces_may_not_be_deleted() {
+    let h = Harness::new().await;
+    for ns in ["default", "kube-system", "kube-public"] {
+        for uri in [
+            format!("/api/v1/namespaces/{ns}"),
+            format!("/api/v1/namespaces/{ns}?dryRun=All"),
+        ] {
+            let d = h.delete(&uri, None).await;
+            assert_eq!(d.status, StatusCode::FORBIDDEN, "{uri}: {}", d.body);
+            assert_eq!(d.body["reason"], "Forbidden");
+            assert_eq!(
+                d.body["message"],
+                format!("namespaces \"{ns}\" is forbidden: this namespace may not be deleted")
+            );
+            assert_eq!(d.body["details"]["name"], ns);
+            assert_eq!(d.body["details"]["kind"], "namespaces");
+        }
+        let n = h.get(&format!("/api/v1/namespaces/{ns}")).await;
+        assert_eq!(n.body["status"]["phase"], "Active", "{ns}");
+        assert!(n.body["metadata"]["deletionTimestamp"].is_null(), "{ns}");
+    }
+    // Namespaces have no deletecollection in Kubernetes: `kubectl delete ns --all` deletes
+    // them one by one.
+    let all = h.delete("/api/v1/namespaces", None).await;
+    assert_eq!(all.status, StatusCode::METHOD_NOT_ALLOWED, "{}", all.body);
+    let lease = h.delete("/api/v1/namespaces/kube-node-lease", None).await;
+    assert_eq!(lease.status, StatusCode::OK, "{}", lease.body);
+}
+
 #[tokio::test]
 async fn delete_collection_with_selectors() {
     let h = Harness::new().await;

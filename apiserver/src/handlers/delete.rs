@@ -8,7 +8,8 @@
 //!                      Orphan     → + "orphan" finalizer     (the garbage collector acts later)
 //!                      Background → neither
 //!   pods bound to a node: grace = ?gracePeriodSeconds ?? spec.terminationGracePeriodSeconds ?? 30
-//!   namespaces: phase Terminating until spec.finalizers is empty
+//!   namespaces: default, kube-system, kube-public ──▶ 403 (`NamespaceLifecycle` admission)
+//!               others: phase Terminating until spec.finalizers is empty
 //!   no finalizers and grace 0 ──▶ removed now  (200 Status, or the object for pods)
 //!   otherwise ──▶ deletionTimestamp (+grace) set, object kept  (200 with the object)
 //! ```
@@ -225,12 +226,35 @@ pub fn decide_delete(
     Ok(Update::Put(obj))
 }
 
+/// The namespaces that may not be deleted: the `NamespaceLifecycle` admission plugin's
+/// immortal namespaces (`plugin/pkg/admission/namespace/lifecycle/admission.go`), without
+/// which the cluster's own objects (the admission API's ConfigMap, leases) have no home.
+const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// `403 Forbidden` for a delete of an immortal namespace, as `NamespaceLifecycle` answers it
+/// (also for a dry run, as admission runs before it).
+fn admit_delete(r: &ObjectRef) -> Result<()> {
+    if r.info.delete_policy == DeletePolicy::Namespace
+        && IMMORTAL_NAMESPACES.contains(&r.name.as_str())
+    {
+        return Err(ApiError::Forbidden {
+            target: r.target(),
+            message: format!(
+                "{} \"{}\" is forbidden: this namespace may not be deleted",
+                r.info.gvr.resource, r.name
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Deletes one object per `opts`; returns the outcome of the read-modify-write.
 pub async fn delete_object(
     ctx: &RequestContext,
     r: &ObjectRef,
     opts: &DeleteOptions,
 ) -> Result<crate::storage::Updated> {
+    admit_delete(r)?;
     let now = ctx.state.now();
     ctx.storage()
         .guaranteed_update(r, opts.dry_run(), |current| {
