@@ -284,6 +284,80 @@ async fn watch_from_a_compacted_revision_gets_an_in_stream_410() {
     );
 }
 
+/// A watch from a revision the store has not reached waits for it: when the writes get there
+/// within 3 s, the events after it arrive; when they do not, the stream carries
+/// kube-apiserver's 504 "Too large resource version" and ends, instead of silently starting
+/// later and skipping the events up to it.
+#[tokio::test]
+async fn watch_from_a_future_revision_waits_for_it_or_fails_with_504() {
+    use store::Backend;
+    let h = Harness::new().await;
+    let current = h.backend.current_revision().0;
+
+    let far = current + 1000;
+    let mut w = h
+        .watch(&format!("{PODS}?watch=1&resourceVersion={far}"), None)
+        .await;
+    let ev = w.next().await.expect("ERROR event");
+    assert_eq!(ev["type"], "ERROR", "{ev}");
+    assert_eq!(ev["object"]["code"], 504);
+    assert_eq!(ev["object"]["reason"], "Timeout");
+    assert_eq!(
+        ev["object"]["message"],
+        format!("Timeout: Too large resource version: {far}, current: {current}")
+    );
+    assert_eq!(
+        ev["object"]["details"]["causes"][0]["reason"],
+        "ResourceVersionTooLarge"
+    );
+    assert_eq!(ev["object"]["details"]["retryAfterSeconds"], 1);
+    assert!(
+        w.next_within(std::time::Duration::from_secs(1))
+            .await
+            .is_none(),
+        "stream must end after the error"
+    );
+
+    // Two revisions ahead, reached by four creates while the watch waits: the watch starts
+    // there and sees exactly the creates after it.
+    let near = current + 2;
+    let writer = {
+        let app = h.app.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            for i in 0..4 {
+                let body = serde_json::to_vec(&pod(&format!("p{i}"), json!({}))).expect("json");
+                let req = axum::http::Request::builder()
+                    .method("POST")
+                    .uri(PODS)
+                    .header("content-type", "application/json")
+                    .body(axum::body::Body::from(body))
+                    .expect("request");
+                let resp = tower::ServiceExt::oneshot(app.clone(), req)
+                    .await
+                    .expect("infallible");
+                assert_eq!(resp.status(), StatusCode::CREATED);
+            }
+        })
+    };
+    let mut w = h
+        .watch(&format!("{PODS}?watch=1&resourceVersion={near}"), None)
+        .await;
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        let ev = w.next().await.expect("an event");
+        assert_eq!(ev["type"], "ADDED", "{ev}");
+        seen.push(
+            ev["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        );
+    }
+    writer.await.expect("writer");
+    assert_eq!(seen, ["p2", "p3"]);
+}
+
 #[tokio::test]
 async fn watch_bookmarks_timeout_and_initial_events_end() {
     let h = Harness::new().await;

@@ -5,6 +5,9 @@
 //!   ?resourceVersion=""/"0"  → synthetic ADDED for every matching object, then changes
 //!   ?resourceVersion=N       → changes after N (from the watch cache, or the store's history)
 //!   too old                  → still 200, then {"type":"ERROR","object":<410 Expired Status>}
+//!   N not reached yet        → waits up to 3 s for the store to reach N (the watch cache's
+//!                              `waitUntilFreshAndBlock`), else 200, then
+//!                              {"type":"ERROR","object":<504 Timeout ResourceVersionTooLarge>}
 //!   ?allowWatchBookmarks     → {"type":"BOOKMARK","object":{kind,apiVersion,metadata:{resourceVersion}}}
 //!   ?sendInitialEvents=true  → ADDEDs, then a BOOKMARK annotated k8s.io/initial-events-end
 //!   ?timeoutSeconds=T        → the stream ends cleanly after T seconds
@@ -16,7 +19,7 @@
 //! first one carries the column definitions.
 
 use super::RequestContext;
-use super::list::{Filter, parse_rv};
+use super::list::{Filter, parse_rv, wait_for_revision};
 use crate::admin::WatchAction;
 use crate::error::{ApiError, Result};
 use crate::meta;
@@ -171,6 +174,17 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
         program: crate::admin::fault_table::program(agent).to_string(),
         resource: info.gvr.resource.clone(),
     };
+    // A revision the store has not reached: wait for it (briefly), or end the watch with
+    // kube-apiserver's 504 in the stream (after a parsed resourceVersion, a watch fails
+    // with an ERROR event, not a failed request). Starting at once would skip the events
+    // up to it without a word.
+    if let Some(rv) = rv.filter(|rv| rv.0 != 0 && !send_initial)
+        && let Err(too_large) = wait_for_revision(&ctx, rv).await
+    {
+        let (tx, rx) = mpsc::channel::<Bytes>(1);
+        let _ = tx.try_send(renderer.line("ERROR", too_large.to_status()));
+        return Ok(stream_response(rx));
+    }
     // Initial state: synthetic ADDEDs when the client has no resourceVersion (or asks for them).
     let mut initial: Vec<Bytes> = Vec::new();
     let start = match rv {
@@ -228,6 +242,11 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
             }
         }
     });
+    Ok(stream_response(rx))
+}
+
+/// The 200 answer of a watch, its body the lines sent on `rx` until it closes.
+fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
     let body = Body::from_stream(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv()
             .await
@@ -239,7 +258,7 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    Ok(resp)
+    resp
 }
 
 fn error_line(renderer: &mut Renderer, end: &StreamEnd) -> Bytes {
