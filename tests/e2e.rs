@@ -8,6 +8,7 @@ mod support;
 
 mod api_semantics;
 mod bad_input;
+mod chaos;
 mod cli;
 mod cluster_apply;
 mod controller_manager;
