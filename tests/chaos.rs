@@ -629,13 +629,13 @@ async fn random_sigkills_lose_no_write_and_break_no_watch_or_rollout() {
         }
     }
     // No write raises the pods a Deployment's ReplicaSets want above replicas + maxSurge,
-    // except while the controller-manager's caches catch up after a kill of it or of the API
-    // server: the Deployment controller sizes a new ReplicaSet from the sum of the ReplicaSets
-    // in its cache (`NewRSNewReplicas`), with no expectations for its own ReplicaSet writes,
-    // as in kube-controller-manager; a scale-up that landed after its successor's list, or a
-    // ReplicaSet informer that reconnects after the Deployment informer, makes that sum too
-    // small. Such writes are counted and printed, not failed; the excess they leave lasts
-    // until the rollout scales old ReplicaSets down.
+    // except while the controller-manager catches up after a kill of it or of the API server:
+    // the Deployment controller sizes ReplicaSets from the sum in its cache plus its own
+    // acknowledged writes (`controllers/src/deployment/recent_writes.rs`), and a write whose
+    // answer was lost (the API server died after committing it, or the controller-manager
+    // died after sending it) counts in neither until the informer delivers it. Such writes
+    // are counted and printed, not failed; the excess they leave lasts until the rollout
+    // scales old ReplicaSets down.
     let mut while_catching_up = 0usize;
     for (at, app, sum, state) in &record.over_surge {
         if catch_up.iter().any(|(from, to)| from <= at && at <= to) {

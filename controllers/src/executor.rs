@@ -52,6 +52,9 @@ pub struct Outcome {
     pub requeue_after: Option<Duration>,
     /// How many writes were made (for logs).
     pub writes: usize,
+    /// The ReplicaSets created or updated, as the API server answered (the Deployment
+    /// controller lays them over its cache until its informer has them).
+    pub replica_sets: Vec<ReplicaSet>,
 }
 
 /// The first action that failed, and why. Actions after it were not attempted.
@@ -199,6 +202,7 @@ impl Executor {
                 Action::CreateReplicaSet(rs) => {
                     let created = self.create_typed::<ReplicaSet>(rs).await?;
                     remember(run, "ReplicaSet", &created.metadata);
+                    run.outcome.replica_sets.push(created);
                 }
                 Action::UpdateReplicaSet(rs) => {
                     let mut rs = (**rs).clone();
@@ -210,6 +214,7 @@ impl Executor {
                         .await
                         .map_err(|e| Error::from_kube("update", format!("ReplicaSet {name}"), e))?;
                     remember(run, "ReplicaSet", &updated.metadata);
+                    run.outcome.replica_sets.push(updated);
                 }
                 Action::UpdateReplicaSetStatus(rs) => {
                     let mut rs = (**rs).clone();

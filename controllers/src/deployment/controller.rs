@@ -7,13 +7,18 @@
 //!   ReplicaSet informer ─ controllerRef → its Deployment ─▶   │
 //!                       └ orphan → Deployments selecting it   │ 5 workers
 //!   Pod informer ─ deleted, Recreate ─▶ its Deployment        ▼
-//!     sync(key): lister snapshot ─▶ claim RSs (live GET before adopting) ─▶
-//!                sync_deployment (sans-IO) ─▶ Executor (POST/PUT RS, PUT status, events)
+//!     sync(key): lister snapshot + own recent RS writes ─▶ claim RSs (live GET before
+//!                adopting) ─▶ sync_deployment (sans-IO) ─▶ Executor (POST/PUT RS, PUT status,
+//!                events) ─▶ remember the RSs written until the informer has them
 //! ```
+//!
+//! Unlike kube-controller-manager, the ReplicaSets it wrote count before its informer
+//! delivers them ([`RecentWrites`]), so that a sync right after a write never sizes a
+//! ReplicaSet past replicas + maxSurge from a stale sum.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use client::indexer::CONTROLLER_UID_INDEX;
 use client::{DeltaObject, Lister, ObjectKey, RateLimitingQueue, SharedInformerFactory};
@@ -26,6 +31,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::action::Action;
 use crate::adoption::claim;
+use crate::deployment::recent_writes::RecentWrites;
 use crate::deployment::sync::{on_replica_set_already_exists, on_replica_set_create_error};
 use crate::deployment::util::strategy_type;
 use crate::deployment::{DeploymentSyncInput, sync_deployment};
@@ -91,6 +97,8 @@ pub struct DeploymentController {
     pods: client::Indexer<Pod>,
     queue: RateLimitingQueue<ObjectKey>,
     executor: Executor,
+    /// ReplicaSets written by this controller that its informer has not delivered yet.
+    recent_writes: Arc<RecentWrites>,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
 }
@@ -111,6 +119,7 @@ impl DeploymentController {
             pods: pod_informer.indexer().clone(),
             queue: RateLimitingQueue::new("deployment"),
             executor,
+            recent_writes: Arc::default(),
             metrics: Arc::new(ControllerMetrics::new("deployment")),
         };
         let (add, update, delete) = (this.clone(), this.clone(), this.clone());
@@ -128,6 +137,7 @@ impl DeploymentController {
                     update.update_replica_set(&old, &cur)
                 })
                 .on_delete(move |rs: DeltaObject<ReplicaSet>| {
+                    delete.recent_writes.forget(&rs.key());
                     delete.enqueue_controller_of(rs.object())
                 }),
         );
@@ -265,7 +275,16 @@ impl DeploymentController {
         tracing::info!(deployment = %key, "{}", out.summary);
         client::trace::set_summary(&out.summary);
         let milestones = milestones(&d, &out.actions);
-        match self.executor.execute(out.actions, None).await {
+        let result = self.executor.execute(out.actions, None).await;
+        let written = match &result {
+            Ok(outcome) => &outcome.replica_sets,
+            Err(failure) => &failure.outcome.replica_sets,
+        };
+        let now = Instant::now();
+        for rs in written {
+            self.recent_writes.record(rs.clone(), now);
+        }
+        match result {
             Ok(outcome) => match out.error {
                 Some(e) => Err(e),
                 None => {
@@ -317,15 +336,19 @@ impl DeploymentController {
         Err(error)
     }
 
-    /// `getReplicaSetsForDeployment`: the namespace's ReplicaSets, claimed for `d`.
+    /// `getReplicaSetsForDeployment`: the namespace's ReplicaSets (with this controller's
+    /// writes the informer has not delivered yet), claimed for `d`.
     async fn get_replica_sets_for_deployment(&self, d: &Deployment) -> Result<Vec<ReplicaSet>> {
         let selector = selector::from_label_selector(d.spec.as_ref().map(|s| &s.selector))?;
-        let candidates: Vec<ReplicaSet> = self
+        let namespace = d.namespace();
+        let mut candidates: Vec<ReplicaSet> = self
             .replica_sets
-            .list(d.namespace().as_deref(), &client::Selector::everything())
+            .list(namespace.as_deref(), &client::Selector::everything())
             .into_iter()
             .map(|rs| (*rs).clone())
             .collect();
+        self.recent_writes
+            .overlay(namespace.as_deref(), &mut candidates, Instant::now());
         claim(&self.executor, d, &selector, &candidates).await
     }
 

@@ -37,6 +37,7 @@ pub mod conditions;
 pub mod controller;
 pub mod hash;
 pub mod progress;
+pub mod recent_writes;
 pub mod recreate;
 pub mod rollback;
 pub mod rolling;
