@@ -34,6 +34,7 @@
 //! and later write then fails (etcd panics in that case), the acknowledged ones are safe in the
 //! WAL.
 
+use crate::checkpoint::{self, HealthCell};
 use crate::codec;
 use crate::indexer;
 use crate::kvstore::KvStore;
@@ -42,7 +43,7 @@ use crate::revision::check_compact;
 use crate::syncer::{self, Applier, Item, Logged, Pipeline, Reply};
 use crate::wal::{self, Wal};
 use crate::watch_hub::WatchHub;
-use crate::{Error, EventKind, KeyValue, Result, Revision, Txn, TxnResponse, checkpoint};
+use crate::{Error, EventKind, KeyValue, Result, Revision, Txn, TxnResponse};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -82,6 +83,8 @@ pub(crate) struct Committer {
     pub fsync: bool,
     pub max_batch: usize,
     pub checkpoint_bytes: u64,
+    /// Where checkpoints record how they went.
+    pub health: Arc<HealthCell>,
 }
 
 /// The committer's own state while it runs.
@@ -203,8 +206,11 @@ impl Committer {
     /// Checkpoints synchronously (at open, after a recovery).
     pub(crate) fn checkpoint(&mut self) -> Result<()> {
         let rev = self.kv.current();
-        let seq = self.wal.rotate()?;
-        make_checkpoint(&self.kv, &self.sled_dir, &self.dir, self.fsync, rev, seq)
+        let result = self.wal.rotate().and_then(|seq| {
+            make_checkpoint(&self.kv, &self.sled_dir, &self.dir, self.fsync, rev, seq)
+        });
+        self.health.record(rev, &result);
+        result
     }
 
     /// Starts the committer thread (and the syncer and indexer threads); it runs until
@@ -325,9 +331,8 @@ fn run(shared: &Shared, mut requests: mpsc::Receiver<Request>, max_batch: usize)
     };
     state.stopped = true;
     state.stop_syncer();
-    if let Some(Err(e)) = state.join_checkpoint() {
-        tracing::error!(error = %e, "store checkpoint failed");
-    }
+    // Its outcome is recorded (and a failure logged) by the checkpoint itself.
+    let _ = state.join_checkpoint();
 }
 
 impl Running {
@@ -374,9 +379,8 @@ impl Running {
                         return Flow::Stop;
                     }
                     let result = self.drain().and_then(|()| {
-                        if let Some(Err(e)) = self.join_checkpoint() {
-                            tracing::warn!(error = %e, "background checkpoint failed; checkpointing again");
-                        }
+                        // A failed background checkpoint is recorded; this one tries again.
+                        let _ = self.join_checkpoint();
                         self.c.checkpoint()
                     });
                     let _ = reply.send(result);
@@ -393,14 +397,10 @@ impl Running {
                 .as_ref()
                 .is_none_or(JoinHandle::is_finished)
         {
-            if let Some(Err(e)) = self.join_checkpoint() {
-                // The WAL still holds everything; this checkpoint tries again.
-                tracing::error!(error = %e, "store checkpoint failed");
-            }
-            if let Err(e) = self.start_checkpoint() {
-                // The WAL still holds everything; the next checkpoint will try again.
-                tracing::error!(error = %e, "store checkpoint failed");
-            }
+            // A failed checkpoint is recorded (`HealthCell`); the WAL still holds everything,
+            // and this one tries again.
+            let _ = self.join_checkpoint();
+            self.start_checkpoint();
         }
         Flow::Continue
     }
@@ -533,33 +533,47 @@ impl Running {
     }
 
     /// Rotates the WAL and checkpoints on a background thread (see `checkpoint.rs`): sled's
-    /// flush and the fsync of its files no longer stall writes.
-    fn start_checkpoint(&mut self) -> Result<()> {
-        self.drain()?;
-        let rev = self.c.kv.current();
-        let seq = self.c.wal.rotate()?;
-        let (kv, sled_dir, dir, fsync) = (
-            self.c.kv.clone(),
-            self.c.sled_dir.clone(),
-            self.c.dir.clone(),
-            self.c.fsync,
-        );
-        self.checkpointing = Some(
-            std::thread::Builder::new()
-                .name("store-checkpoint".into())
-                .spawn(move || make_checkpoint(&kv, &sled_dir, &dir, fsync, rev, seq))?,
-        );
-        Ok(())
+    /// flush and the fsync of its files no longer stall the committer. The outcome is recorded
+    /// in the checkpoint health.
+    fn start_checkpoint(&mut self) {
+        let mut rev = self.c.kv.current();
+        let started = self.drain().and_then(|()| {
+            rev = self.c.kv.current();
+            let seq = self.c.wal.rotate()?;
+            let (kv, sled_dir, dir, fsync, health) = (
+                self.c.kv.clone(),
+                self.c.sled_dir.clone(),
+                self.c.dir.clone(),
+                self.c.fsync,
+                self.c.health.clone(),
+            );
+            let checkpoint = move || {
+                let result = make_checkpoint(&kv, &sled_dir, &dir, fsync, rev, seq);
+                health.record(rev, &result);
+                result
+            };
+            self.checkpointing = Some(
+                std::thread::Builder::new()
+                    .name("store-checkpoint".into())
+                    .spawn(checkpoint)?,
+            );
+            Ok(())
+        });
+        if let Err(e) = started {
+            self.c.health.record(rev, &Err(e));
+        }
     }
 
-    /// Waits for the background checkpoint, if any; returns its result.
+    /// Waits for the background checkpoint, if any; returns its result (already recorded in
+    /// the checkpoint health, but for a panic, which is recorded here).
     fn join_checkpoint(&mut self) -> Option<Result<()>> {
         let handle = self.checkpointing.take()?;
-        Some(
-            handle
-                .join()
-                .unwrap_or_else(|_| Err(Error::Corrupt("store checkpoint panicked".into()))),
-        )
+        Some(handle.join().unwrap_or_else(|_| {
+            let e = Error::Corrupt("store checkpoint panicked".into());
+            let result = Err(e);
+            self.c.health.record(self.c.kv.current(), &result);
+            result
+        }))
     }
 }
 
@@ -574,9 +588,15 @@ fn make_checkpoint(
     seq: u64,
 ) -> Result<()> {
     kv.wait_indexed(rev)?;
-    kv.db().flush()?;
-    if fsync {
-        checkpoint::sync_all_files(sled_dir)?;
+    {
+        // No sled writes from the flush until its files are synced: the files synced are then
+        // the flushed state (every revision up to `rev`, maybe a few after), not a mix of it
+        // and the indexer's later writes, which create and delete sled's blob files.
+        let _quiet = kv.sled_writer();
+        kv.db().flush()?;
+        if fsync {
+            checkpoint::sync_all_files(sled_dir)?;
+        }
     }
     checkpoint::write(dir, rev, fsync)?;
     wal::remove_segments_before(&dir.join("wal"), seq, fsync)

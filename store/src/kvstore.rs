@@ -35,7 +35,10 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    TryLockError,
+};
 
 const META_COMPACTED: &[u8] = b"compacted";
 
@@ -72,6 +75,9 @@ pub(crate) struct KvStore {
     indexed: Mutex<Indexed>,
     /// Signalled when `indexed` changes and someone waits.
     indexed_changed: Condvar,
+    /// Held by whoever writes sled's trees (the indexer, compaction) and by a checkpoint from
+    /// its flush until sled's files are synced, so that the files it syncs are one state.
+    sled_writer: Mutex<()>,
 }
 
 /// How far the indexer has written sled (see [`KvStore::wait_indexed`]).
@@ -242,7 +248,24 @@ impl KvStore {
                 waiters: 0,
             }),
             indexed_changed: Condvar::new(),
+            sled_writer: Mutex::new(()),
         })
+    }
+
+    /// Keeps every other writer of sled's trees out while held (see `sled_writer`).
+    pub(crate) fn sled_writer(&self) -> MutexGuard<'_, ()> {
+        self.sled_writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// [`KvStore::sled_writer`] if no one holds it now.
+    pub(crate) fn try_sled_writer(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.sled_writer.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     /// The sled database, for checkpoints.
@@ -452,6 +475,7 @@ impl KvStore {
     /// change). Call under the write guard; idempotent.
     pub(crate) fn compact(&self, rev: Revision) -> Result<()> {
         self.wait_indexed(self.current())?;
+        let _writing = self.sled_writer();
         let mut history = self.history.write().unwrap_or_else(PoisonError::into_inner);
         // Which keys' versions each revision loses.
         let mut dropped: BTreeMap<Revision, BTreeSet<Bytes>> = BTreeMap::new();

@@ -77,6 +77,7 @@ mod watch;
 mod watch_hub;
 
 pub use backend::Backend;
+pub use checkpoint::{CHECKPOINT_FAILURES_UNHEALTHY, CheckpointHealth};
 pub use clock::{Clock, SystemClock};
 pub use compaction::AutoCompactor;
 pub use config::{AutoCompaction, StoreConfig};

@@ -6,6 +6,7 @@
 mod common;
 
 mod bad_input;
+mod checkpoint;
 mod memory_smoke;
 mod model;
 mod pipeline;
