@@ -30,6 +30,7 @@ pub mod error;
 pub mod gvk;
 pub mod handlers;
 pub mod handoff;
+pub mod healthz;
 pub mod meta;
 pub mod openapi;
 pub mod patch;

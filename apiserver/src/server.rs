@@ -22,6 +22,7 @@ use crate::collector::{self, Collector};
 use crate::discovery;
 use crate::error::{ApiError, Result};
 use crate::handlers;
+use crate::healthz;
 use crate::openapi::{self, OpenApiKind};
 use crate::registry::Registry;
 use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
@@ -378,15 +379,6 @@ async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
     }
 }
 
-fn text_ok() -> Response {
-    let mut resp = (StatusCode::OK, "ok").into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    resp
-}
-
 fn openapi_kinds(reg: &Registry, gv: &crate::gvk::GroupVersion) -> Vec<OpenApiKind> {
     reg.snapshot()
         .iter()
@@ -423,7 +415,16 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
     };
     match route {
         Route::Version => get_only(json_response(StatusCode::OK, &discovery::version())),
-        Route::Health => get_only(text_ok()),
+        Route::Health(endpoint, check) => {
+            let checkpoint = state.storage().backend().checkpoint_health();
+            let resp = healthz::respond(
+                endpoint,
+                check.as_deref(),
+                parts.uri.query(),
+                checkpoint.as_ref(),
+            );
+            get_only(resp.ok_or(ApiError::PathNotFound)?)
+        }
         Route::CoreVersions => get_only(match accept.aggregated {
             Some(v) => json_response_as(
                 StatusCode::OK,
