@@ -85,6 +85,8 @@ pub(crate) struct Committer {
     pub checkpoint_bytes: u64,
     /// Where checkpoints record how they went.
     pub health: Arc<HealthCell>,
+    /// The most bytes of history kept before the oldest is compacted (`StoreConfig`).
+    pub history_budget: Option<u64>,
 }
 
 /// The committer's own state while it runs.
@@ -157,6 +159,7 @@ impl Shared {
         // checkpoint (which waits for the syncer and rotates the WAL) is the thread's job.
         if self.pipeline.in_flight.load(Ordering::Acquire) != 0
             || running.c.wal.segment_bytes() >= running.c.checkpoint_bytes
+            || running.over_history_budget().is_some()
         {
             return Err(txn);
         }
@@ -363,6 +366,8 @@ impl Running {
         if self.failed() {
             return Flow::Stop;
         }
+        // History over its budget is compacted before more is written.
+        self.enforce_history_budget();
         let mut batch = Batch::default();
         for req in requests.drain(..) {
             match req {
@@ -391,6 +396,7 @@ impl Running {
         if let Flow::Stop = self.commit(batch, true) {
             return Flow::Stop;
         }
+        self.enforce_history_budget();
         if self.c.wal.segment_bytes() >= self.c.checkpoint_bytes
             && self
                 .checkpointing
@@ -521,6 +527,50 @@ impl Running {
             Ok(())
         } else {
             Err(Error::Corrupt("store write failed".into()))
+        }
+    }
+
+    /// The budget, if the kept history is over it.
+    fn over_history_budget(&self) -> Option<u64> {
+        self.c
+            .history_budget
+            .filter(|budget| self.c.kv.history_bytes() > *budget)
+    }
+
+    /// Compacts the oldest history when the kept history is over its budget, down to three
+    /// quarters of the budget (so that a stream of writes compacts once per quarter of it, not
+    /// at every write). Watches and reads from below the new compaction point then get
+    /// `Compacted`, as after any compaction.
+    fn enforce_history_budget(&mut self) {
+        if self.over_history_budget().is_none() {
+            return;
+        }
+        // Everything handed on is applied (and counted) first.
+        if let Err(e) = self.drain() {
+            tracing::warn!(error = %e, "store history over its budget not compacted");
+            return;
+        }
+        let Some(budget) = self.over_history_budget() else {
+            return;
+        };
+        let kept = self.c.kv.history_bytes();
+        let Some(target) = self.c.kv.history_target(budget / 4 * 3) else {
+            return;
+        };
+        if target <= self.c.kv.compacted() {
+            return;
+        }
+        match self.compact(target) {
+            Ok(()) => tracing::info!(
+                %target,
+                kept,
+                budget,
+                left = self.c.kv.history_bytes(),
+                "store history over its budget: compacted early"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, %target, "store history over its budget not compacted")
+            }
         }
     }
 

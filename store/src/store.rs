@@ -122,6 +122,7 @@ impl Store {
             max_batch: config.max_batch.max(1),
             checkpoint_bytes: config.checkpoint_bytes,
             health: health.clone(),
+            history_budget: config.history_budget,
         };
         if replayed || committer.wal.has_older_segments()? {
             // After a crash: make the replayed writes part of sled's durable state now and
@@ -153,6 +154,12 @@ impl Store {
             health,
             _lock: lock,
         })
+    }
+
+    /// The bytes of history kept: versions replaced or deleted above the compaction point, and
+    /// tombstones, counted as key + value bytes (bounded by [`StoreConfig::history_budget`]).
+    pub fn history_bytes(&self) -> u64 {
+        self.kv.history_bytes()
     }
 
     /// How the store's checkpoints are going (last success, failures in a row, last error).

@@ -139,7 +139,7 @@ impl Applier {
                     .iter()
                     .map(Change::from_event)
                     .collect();
-                KvStore::apply_latest(&mut latest, *rev, &c);
+                self.kv.apply_to_latest(&mut latest, *rev, &c);
                 (*rev, c)
             })
             .collect();
