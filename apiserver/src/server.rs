@@ -29,7 +29,9 @@ use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
 use crate::request_trace::{self, TracingOptions};
 use crate::storage::Storage;
 use crate::ui;
-use crate::watch_cache::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_CAPACITY, WatchCache};
+use crate::watch_cache::{
+    DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache,
+};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -67,6 +69,8 @@ pub struct ServerOptions {
     pub default_watch_timeout: Duration,
     /// Events each resource's watch cache keeps.
     pub watch_cache_capacity: usize,
+    /// Stored bytes (keys + objects) of the events each resource's watch cache keeps.
+    pub watch_cache_bytes: usize,
     /// Events queued per watch client before it is cut off.
     pub watch_client_buffer: usize,
     /// Request spans, the trace annotation and the collector's size.
@@ -79,6 +83,7 @@ impl Default for ServerOptions {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(30 * 60),
             watch_cache_capacity: DEFAULT_RING_CAPACITY,
+            watch_cache_bytes: DEFAULT_RING_BYTES,
             watch_client_buffer: DEFAULT_CLIENT_BUFFER,
             tracing: TracingOptions::default(),
         }
@@ -143,7 +148,8 @@ impl AppState {
             options.watch_cache_capacity,
             options.watch_client_buffer,
         )
-        .with_handoff(storage.handoff().clone());
+        .with_handoff(storage.handoff().clone())
+        .with_ring_bytes(options.watch_cache_bytes);
         let collector = Collector::new(
             if options.tracing.enabled {
                 options.tracing.max_spans
