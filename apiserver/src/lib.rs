@@ -32,6 +32,7 @@ pub mod handlers;
 pub mod handoff;
 pub mod healthz;
 pub mod meta;
+pub mod metrics;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;

@@ -36,6 +36,8 @@ pub struct ResourcePath {
 pub enum Route {
     /// `/version`
     Version,
+    /// `/metrics`
+    Metrics,
     /// `/healthz`, `/livez`, `/readyz`, and one check of it (`/readyz/ping`)
     Health(crate::healthz::Endpoint, Option<String>),
     /// `/api`
@@ -70,6 +72,7 @@ impl Route {
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         match segs.as_slice() {
             ["version"] => Route::Version,
+            ["metrics"] => Route::Metrics,
             [first @ ("healthz" | "livez" | "readyz"), rest @ ..] => {
                 let check = (!rest.is_empty()).then(|| rest.join("/"));
                 match crate::healthz::Endpoint::parse(first) {

@@ -421,6 +421,15 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
     };
     match route {
         Route::Version => get_only(json_response(StatusCode::OK, &discovery::version())),
+        Route::Metrics => {
+            let text = crate::metrics::render(state.storage().backend().as_ref());
+            let mut resp = (StatusCode::OK, text).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            get_only(resp)
+        }
         Route::Health(endpoint, check) => {
             let checkpoint = state.storage().backend().checkpoint_health();
             let resp = healthz::respond(

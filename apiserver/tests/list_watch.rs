@@ -483,6 +483,8 @@ async fn discovery_aggregated_only_when_asked() {
     );
     assert_eq!(h.get("/livez/ping").await.body.as_str(), Some("ok"));
     assert_eq!(h.get("/readyz/nope").await.status, StatusCode::NOT_FOUND);
+    // An in-memory store exports no store metrics.
+    assert_eq!(h.get("/metrics").await.status, StatusCode::OK);
     assert_eq!(h.get("/openapi/v3").await.status, StatusCode::OK);
     assert_eq!(
         h.get("/openapi/v3/apis/apps/v1").await.status,

@@ -50,4 +50,10 @@ pub trait Backend: Send + Sync + 'static {
     fn checkpoint_health(&self) -> Option<CheckpointHealth> {
         None
     }
+
+    /// The bytes of history kept (replaced and deleted versions above the compaction point),
+    /// if the implementation counts them.
+    fn history_bytes(&self) -> Option<u64> {
+        None
+    }
 }

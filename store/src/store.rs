@@ -315,6 +315,10 @@ impl Backend for Store {
         Some(Store::checkpoint_health(self))
     }
 
+    fn history_bytes(&self) -> Option<u64> {
+        Some(Store::history_bytes(self))
+    }
+
     async fn compact(&self, revision: Revision) -> Result<()> {
         let (reply, done) = oneshot::channel();
         self.requests
