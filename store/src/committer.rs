@@ -578,6 +578,11 @@ impl Running {
         check_compact(rev, self.c.kv.current(), self.c.kv.compacted())?;
         self.c.wal.append(|buf| codec::encode_compact(buf, rev));
         self.c.wal.sync()?;
+        // The indexer first (it needs sled's writer lock to catch up), then sled's writer lock
+        // (a running checkpoint may hold it while it syncs sled's files), and only then the
+        // write guard, so readers do not wait for a checkpoint.
+        self.c.kv.wait_indexed(self.c.kv.current())?;
+        let _writing = self.c.kv.sled_writer();
         let _write = self.c.kv.write();
         self.c.kv.compact(rev)
     }

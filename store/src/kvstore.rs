@@ -504,10 +504,10 @@ impl KvStore {
 
     /// Removes history below `rev`, keeping for every key its last version below `rev` unless
     /// that is a tombstone (it is still the key's value at `rev`, and the `prev_kv` of its next
-    /// change). Call under the write guard; idempotent.
+    /// change). Call under the write guard and, while the indexer or checkpoints may run,
+    /// holding [`KvStore::sled_writer`]; idempotent.
     pub(crate) fn compact(&self, rev: Revision) -> Result<()> {
         self.wait_indexed(self.current())?;
-        let _writing = self.sled_writer();
         let mut history = self.history.write().unwrap_or_else(PoisonError::into_inner);
         // Which keys' versions each revision loses.
         let mut dropped: BTreeMap<Revision, BTreeSet<Bytes>> = BTreeMap::new();
