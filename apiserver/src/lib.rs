@@ -53,5 +53,6 @@ pub mod watch_cache;
 pub use error::{ApiError, Result};
 pub use registry::{Registry, ResourceInfo};
 pub use server::{
-    AppState, Config, ServeError, Server, ServerOptions, router, run, serve, serve_with,
+    AppState, Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, ServerOptions, router, run,
+    serve, serve_with,
 };

@@ -56,9 +56,15 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Acknowledge writes before they are on disk (tests, benchmarks).
     pub no_fsync: bool,
+    /// The most bytes of history the store keeps before it compacts the oldest early
+    /// (`store::StoreConfig::history_budget`; `None`: no bound).
+    pub store_history_budget: Option<u64>,
     /// Tunables of the serving path.
     pub options: ServerOptions,
 }
+
+/// The default [`Config::store_history_budget`] (`store::DEFAULT_HISTORY_BUDGET`, 256 MiB).
+pub const DEFAULT_STORE_HISTORY_BUDGET: u64 = store::DEFAULT_HISTORY_BUDGET;
 
 /// Tunables of the serving path (defaults as in Kubernetes where it has one).
 #[derive(Debug, Clone)]
@@ -306,6 +312,7 @@ impl Server {
     pub async fn bind(config: Config) -> Result<Server, ServeError> {
         let mut store_config = store::StoreConfig::new(&config.data_dir);
         store_config.fsync = !config.no_fsync;
+        store_config.history_budget = config.store_history_budget;
         store_config.auto_compaction = store::AutoCompaction {
             retain_revisions: None,
             retain_duration: Some(HISTORY_RETENTION),
