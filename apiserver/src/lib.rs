@@ -30,7 +30,9 @@ pub mod error;
 pub mod gvk;
 pub mod handlers;
 pub mod handoff;
+pub mod healthz;
 pub mod meta;
+pub mod metrics;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
@@ -51,5 +53,6 @@ pub mod watch_cache;
 pub use error::{ApiError, Result};
 pub use registry::{Registry, ResourceInfo};
 pub use server::{
-    AppState, Config, ServeError, Server, ServerOptions, router, run, serve, serve_with,
+    AppState, Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, ServerOptions, router, run,
+    serve, serve_with,
 };

@@ -36,8 +36,10 @@ pub struct ResourcePath {
 pub enum Route {
     /// `/version`
     Version,
-    /// `/healthz`, `/livez`, `/readyz`
-    Health,
+    /// `/metrics`
+    Metrics,
+    /// `/healthz`, `/livez`, `/readyz`, and one check of it (`/readyz/ping`)
+    Health(crate::healthz::Endpoint, Option<String>),
     /// `/api`
     CoreVersions,
     /// `/apis`
@@ -70,7 +72,14 @@ impl Route {
         let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         match segs.as_slice() {
             ["version"] => Route::Version,
-            ["healthz" | "livez" | "readyz", ..] => Route::Health,
+            ["metrics"] => Route::Metrics,
+            [first @ ("healthz" | "livez" | "readyz"), rest @ ..] => {
+                let check = (!rest.is_empty()).then(|| rest.join("/"));
+                match crate::healthz::Endpoint::parse(first) {
+                    Some(endpoint) => Route::Health(endpoint, check),
+                    None => Route::NotFound,
+                }
+            }
             ["api"] => Route::CoreVersions,
             ["apis"] => Route::Groups,
             ["apis", group] => Route::Group(group.to_string()),

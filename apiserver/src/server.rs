@@ -22,13 +22,16 @@ use crate::collector::{self, Collector};
 use crate::discovery;
 use crate::error::{ApiError, Result};
 use crate::handlers;
+use crate::healthz;
 use crate::openapi::{self, OpenApiKind};
 use crate::registry::Registry;
 use crate::request::{Accept, MAX_BODY_BYTES, Query, Route};
 use crate::request_trace::{self, TracingOptions};
 use crate::storage::Storage;
 use crate::ui;
-use crate::watch_cache::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_CAPACITY, WatchCache};
+use crate::watch_cache::{
+    DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache,
+};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -53,9 +56,15 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Acknowledge writes before they are on disk (tests, benchmarks).
     pub no_fsync: bool,
+    /// The most bytes of history the store keeps before it compacts the oldest early
+    /// (`store::StoreConfig::history_budget`; `None`: no bound).
+    pub store_history_budget: Option<u64>,
     /// Tunables of the serving path.
     pub options: ServerOptions,
 }
+
+/// The default [`Config::store_history_budget`] (`store::DEFAULT_HISTORY_BUDGET`, 256 MiB).
+pub const DEFAULT_STORE_HISTORY_BUDGET: u64 = store::DEFAULT_HISTORY_BUDGET;
 
 /// Tunables of the serving path (defaults as in Kubernetes where it has one).
 #[derive(Debug, Clone)]
@@ -66,6 +75,8 @@ pub struct ServerOptions {
     pub default_watch_timeout: Duration,
     /// Events each resource's watch cache keeps.
     pub watch_cache_capacity: usize,
+    /// Stored bytes (keys + objects) of the events each resource's watch cache keeps.
+    pub watch_cache_bytes: usize,
     /// Events queued per watch client before it is cut off.
     pub watch_client_buffer: usize,
     /// Request spans, the trace annotation and the collector's size.
@@ -78,6 +89,7 @@ impl Default for ServerOptions {
             bookmark_interval: Duration::from_secs(60),
             default_watch_timeout: Duration::from_secs(30 * 60),
             watch_cache_capacity: DEFAULT_RING_CAPACITY,
+            watch_cache_bytes: DEFAULT_RING_BYTES,
             watch_client_buffer: DEFAULT_CLIENT_BUFFER,
             tracing: TracingOptions::default(),
         }
@@ -142,7 +154,8 @@ impl AppState {
             options.watch_cache_capacity,
             options.watch_client_buffer,
         )
-        .with_handoff(storage.handoff().clone());
+        .with_handoff(storage.handoff().clone())
+        .with_ring_bytes(options.watch_cache_bytes);
         let collector = Collector::new(
             if options.tracing.enabled {
                 options.tracing.max_spans
@@ -299,6 +312,7 @@ impl Server {
     pub async fn bind(config: Config) -> Result<Server, ServeError> {
         let mut store_config = store::StoreConfig::new(&config.data_dir);
         store_config.fsync = !config.no_fsync;
+        store_config.history_budget = config.store_history_budget;
         store_config.auto_compaction = store::AutoCompaction {
             retain_revisions: None,
             retain_duration: Some(HISTORY_RETENTION),
@@ -378,15 +392,6 @@ async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
     }
 }
 
-fn text_ok() -> Response {
-    let mut resp = (StatusCode::OK, "ok").into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    resp
-}
-
 fn openapi_kinds(reg: &Registry, gv: &crate::gvk::GroupVersion) -> Vec<OpenApiKind> {
     reg.snapshot()
         .iter()
@@ -423,7 +428,25 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
     };
     match route {
         Route::Version => get_only(json_response(StatusCode::OK, &discovery::version())),
-        Route::Health => get_only(text_ok()),
+        Route::Metrics => {
+            let text = crate::metrics::render(state.storage().backend().as_ref());
+            let mut resp = (StatusCode::OK, text).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            get_only(resp)
+        }
+        Route::Health(endpoint, check) => {
+            let checkpoint = state.storage().backend().checkpoint_health();
+            let resp = healthz::respond(
+                endpoint,
+                check.as_deref(),
+                parts.uri.query(),
+                checkpoint.as_ref(),
+            );
+            get_only(resp.ok_or(ApiError::PathNotFound)?)
+        }
         Route::CoreVersions => get_only(match accept.aggregated {
             Some(v) => json_response_as(
                 StatusCode::OK,

@@ -6,8 +6,9 @@
 //!                 store watch (prefix /registry/apps/deployments/)
 //!                        │ one per resource, started on the first HTTP watch
 //!                        ▼
-//!   Cacher ── ring of the last N events (VecDeque) ──┐
-//!      │ try_send to each subscriber (bounded)       │ backlog for a watch from a recent RV
+//!   Cacher ── ring of the last N events, ≤ B stored bytes ──┐
+//!      │ try_send to each subscriber (bounded)                │ backlog for a watch from a
+//!      │                                                      │ recent RV
 //!      ├──▶ client A  (full buffer → dropped: its stream ends, it re-watches)
 //!      └──▶ client B
 //!   a watch from an RV older than the ring → its own store watch (history) until it has
@@ -40,6 +41,12 @@ use tokio_util::task::TaskTracker;
 /// (kube-apiserver sizes its window dynamically to keep 75 s of events, up to 102,400; a
 /// fixed ring bounds the memory of old object versions it keeps alive.)
 pub const DEFAULT_RING_CAPACITY: usize = 8192;
+/// Stored bytes (key + object, as the store holds them) of the events kept per resource, on top
+/// of [`DEFAULT_RING_CAPACITY`]: 8192 events of 20 KiB objects would keep ~160 MiB of old
+/// object versions alive (several times that decoded), 64 MiB keeps ~3,200 of them. A watch
+/// from an older resourceVersion reads the store's history instead, as for any start before
+/// the ring.
+pub const DEFAULT_RING_BYTES: usize = 64 << 20;
 /// Events queued for one client before it is cut off as too slow (kube-apiserver's cacheWatcher
 /// buffers up to 1,000 for a watch without an index, then waits briefly before closing it).
 pub const DEFAULT_CLIENT_BUFFER: usize = 1024;
@@ -235,7 +242,10 @@ fn convert_cached(
 }
 
 struct CacherState {
-    ring: VecDeque<Arc<CachedEvent>>,
+    /// The recent events, each with its stored bytes.
+    ring: VecDeque<(Arc<CachedEvent>, usize)>,
+    /// The sum of the ring's stored bytes.
+    ring_bytes: usize,
     /// Every event with a revision above this one is in `ring` (or still on its way).
     complete_after: Revision,
     /// The current object of every key, as of `revision` (`watchCache.store`).
@@ -249,6 +259,8 @@ struct CacherState {
 struct Cacher {
     state: Mutex<CacherState>,
     capacity: usize,
+    /// The most stored bytes the ring keeps (it always keeps the newest event).
+    max_bytes: usize,
     /// Objects writers offer instead of the bytes being decoded again.
     handoff: Arc<Handoff>,
 }
@@ -261,6 +273,10 @@ impl Cacher {
     /// Applies one store event: updates the objects, appends to the ring, fans out.
     fn apply(&self, e: store::Event) {
         let rev = e.revision();
+        let stored = match e.kind {
+            EventKind::Put => e.kv.value.len(),
+            EventKind::Delete => e.prev_kv.as_ref().map_or(0, |kv| kv.value.len()),
+        } + e.kv.key.len();
         let (decoded, encoded) = match e.kind {
             // The writer's own object when it offered one, else the stored bytes decoded.
             EventKind::Put => match self.handoff.take(&e.kv.value) {
@@ -295,30 +311,38 @@ impl Cacher {
             // A fresh event: its cell is empty.
             let _ = ev.encoded.set(encoded);
         }
-        let evicted = Self::push(&mut s, self.capacity, Arc::new(ev));
+        let evicted = Self::push(
+            &mut s,
+            (self.capacity, self.max_bytes),
+            Arc::new(ev),
+            stored,
+        );
         drop(s);
-        // The event that left the ring is often the last holder of an old object version:
+        // The events that left the ring are often the last holders of old object versions:
         // freeing its trees (cold memory, ~300 allocations each) is done after the lock is
         // released, so that writers reading the current objects do not wait for it.
         drop(evicted);
     }
 
-    /// Appends `ev` to the ring and sends it to every subscriber; returns the event that left
-    /// the ring (it holds at most `capacity`, one more each push), for the caller to drop
-    /// outside the lock.
+    /// Appends `ev` (of `stored` bytes) to the ring and sends it to every subscriber; returns
+    /// the events that left the ring (it holds at most `capacity` events and, but for the
+    /// newest, `max_bytes`), for the caller to drop outside the lock.
     fn push(
         s: &mut CacherState,
-        capacity: usize,
+        (capacity, max_bytes): (usize, usize),
         ev: Arc<CachedEvent>,
-    ) -> Option<Arc<CachedEvent>> {
-        s.ring.push_back(ev.clone());
-        let evicted = if s.ring.len() > capacity {
-            s.ring.pop_front()
-        } else {
-            None
-        };
-        if let Some(old) = &evicted {
+        stored: usize,
+    ) -> Vec<Arc<CachedEvent>> {
+        s.ring.push_back((ev.clone(), stored));
+        s.ring_bytes += stored;
+        let mut evicted = Vec::new();
+        while s.ring.len() > capacity || (s.ring_bytes > max_bytes && s.ring.len() > 1) {
+            let Some((old, bytes)) = s.ring.pop_front() else {
+                break;
+            };
+            s.ring_bytes -= bytes;
             s.complete_after = old.revision;
+            evicted.push(old);
         }
         // A full buffer means a slow client: drop it (its stream ends) rather than wait.
         let before = s.subscribers.len();
@@ -344,8 +368,8 @@ impl Cacher {
         let backlog: VecDeque<_> = s
             .ring
             .iter()
-            .filter(|e| e.revision > after)
-            .cloned()
+            .filter(|(e, _)| e.revision > after)
+            .map(|(e, _)| e.clone())
             .collect();
         let (tx, rx) = mpsc::channel(buffer);
         s.subscribers.push(tx);
@@ -468,6 +492,7 @@ pub struct WatchCache {
     tasks: TaskTracker,
     shutdown: CancellationToken,
     ring_capacity: usize,
+    ring_bytes: usize,
     client_buffer: usize,
     handoff: Arc<Handoff>,
 }
@@ -487,6 +512,7 @@ impl WatchCache {
             tasks,
             shutdown,
             ring_capacity: ring_capacity.max(1),
+            ring_bytes: DEFAULT_RING_BYTES,
             client_buffer: client_buffer.max(1),
             handoff: Arc::new(Handoff::new()),
         }
@@ -497,6 +523,13 @@ impl WatchCache {
     /// what they wrote.
     pub fn with_handoff(mut self, handoff: Arc<Handoff>) -> Self {
         self.handoff = handoff;
+        self
+    }
+
+    /// The same cache, keeping at most `bytes` of stored objects in each resource's ring
+    /// (default [`DEFAULT_RING_BYTES`]).
+    pub fn with_ring_bytes(mut self, bytes: usize) -> Self {
+        self.ring_bytes = bytes;
         self
     }
 
@@ -533,6 +566,7 @@ impl WatchCache {
         let cacher = Arc::new(Cacher {
             state: Mutex::new(CacherState {
                 ring: VecDeque::new(),
+                ring_bytes: 0,
                 complete_after: start,
                 objects,
                 revision: start,
@@ -540,6 +574,7 @@ impl WatchCache {
                 broken: false,
             }),
             capacity: self.ring_capacity,
+            max_bytes: self.ring_bytes,
             handoff: self.handoff.clone(),
         });
         {
@@ -863,6 +898,40 @@ mod tests {
         let state = s.lock();
         assert_eq!(state.ring.len(), 2);
         assert_eq!(state.complete_after, revisions[2]);
+    }
+
+    #[tokio::test]
+    async fn the_ring_keeps_at_most_its_bytes_and_older_starts_read_the_history() {
+        let b = Arc::new(MemoryBackend::new());
+        // Room for 64 events by count, but only ~3 of these by bytes.
+        let wc = cache(b.clone(), 64, 64).with_ring_bytes(1000);
+        let start = b.current_revision();
+        let mut live = wc.watch("/r/", start).await.expect("watch");
+        let value = format!("{{\"data\":\"{}\"}}", "x".repeat(300));
+        let mut revisions = Vec::new();
+        for i in 0..10 {
+            put(&b, &format!("/r/{i}"), &value).await;
+            revisions.push(live.next().await.expect("event").expect("ok").revision);
+        }
+        let s = wc
+            .cachers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get("/r/")
+            .expect("cacher")
+            .clone();
+        {
+            let state = s.lock();
+            assert_eq!(state.ring.len(), 3);
+            assert!(state.ring_bytes <= 1000, "{} bytes kept", state.ring_bytes);
+            assert_eq!(state.complete_after, revisions[6]);
+        }
+        // A watch from before the ring reads the store's history, without a gap.
+        let mut old = wc.watch("/r/", start).await.expect("watch");
+        for want in &revisions {
+            let ev = old.next().await.expect("event").expect("ok");
+            assert_eq!(ev.revision, *want);
+        }
     }
 
     #[tokio::test]

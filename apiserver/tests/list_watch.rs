@@ -549,6 +549,16 @@ async fn discovery_aggregated_only_when_asked() {
             "{p}"
         );
     }
+    // kube-apiserver's verbose listing; an in-memory store has no checkpoints to check.
+    let verbose = h.get("/readyz?verbose").await;
+    assert_eq!(
+        (verbose.status, verbose.body.as_str()),
+        (StatusCode::OK, Some("[+]ping ok\nreadyz check passed\n"))
+    );
+    assert_eq!(h.get("/livez/ping").await.body.as_str(), Some("ok"));
+    assert_eq!(h.get("/readyz/nope").await.status, StatusCode::NOT_FOUND);
+    // An in-memory store exports no store metrics.
+    assert_eq!(h.get("/metrics").await.status, StatusCode::OK);
     assert_eq!(h.get("/openapi/v3").await.status, StatusCode::OK);
     assert_eq!(
         h.get("/openapi/v3/apis/apps/v1").await.status,

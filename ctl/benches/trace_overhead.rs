@@ -43,6 +43,7 @@ async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
         data_dir: dir.path().join("data"),
         listen: "127.0.0.1:0".parse().unwrap(),
         no_fsync: false,
+        store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
         options: apiserver::ServerOptions {
             tracing: apiserver::request_trace::TracingOptions {
                 enabled: tracing,

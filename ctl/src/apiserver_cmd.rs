@@ -19,6 +19,10 @@ pub struct ApiserverArgs {
     /// Acknowledge writes before they reach the disk (tests and benchmarks only).
     #[arg(long)]
     no_fsync: bool,
+    /// The most bytes of history (replaced and deleted versions) the store keeps; above it
+    /// the oldest is compacted early, before the 5-minute window ends. 0 for no bound.
+    #[arg(long, value_name = "BYTES", default_value_t = apiserver::DEFAULT_STORE_HISTORY_BUDGET)]
+    store_history_budget_bytes: u64,
     #[command(flatten)]
     trace: TraceArgs,
 }
@@ -59,6 +63,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             data_dir: args.data_dir,
             listen: args.listen,
             no_fsync: args.no_fsync,
+            store_history_budget: Some(args.store_history_budget_bytes).filter(|b| *b > 0),
             options: apiserver::ServerOptions {
                 tracing: args.trace.options(),
                 ..apiserver::ServerOptions::default()

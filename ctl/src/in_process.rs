@@ -44,6 +44,7 @@ pub(crate) async fn start_apiserver(
         data_dir: store,
         listen: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
         no_fsync: !plan.fsync,
+        store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
         options: apiserver::ServerOptions {
             tracing: plan.tracing.clone(),
             ..apiserver::ServerOptions::default()

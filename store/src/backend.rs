@@ -2,8 +2,8 @@
 //! one level above this; this is closer to etcd's `KV` + `Watch` client API).
 
 use crate::{
-    GetResponse, RangeRequest, RangeResponse, Result, Revision, Txn, TxnResponse, WatchRequest,
-    Watcher, WriteResponse,
+    CheckpointHealth, GetResponse, RangeRequest, RangeResponse, Result, Revision, Txn, TxnResponse,
+    WatchRequest, Watcher, WriteResponse,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -44,4 +44,16 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Discards history below `revision` (the current value of every key is kept).
     async fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// How the implementation's checkpoints are going, if it makes any (`None` for one
+    /// without a disk).
+    fn checkpoint_health(&self) -> Option<CheckpointHealth> {
+        None
+    }
+
+    /// The bytes of history kept (replaced and deleted versions above the compaction point),
+    /// if the implementation counts them.
+    fn history_bytes(&self) -> Option<u64> {
+        None
+    }
 }

@@ -34,6 +34,7 @@
 //! and later write then fails (etcd panics in that case), the acknowledged ones are safe in the
 //! WAL.
 
+use crate::checkpoint::{self, HealthCell};
 use crate::codec;
 use crate::indexer;
 use crate::kvstore::KvStore;
@@ -42,7 +43,7 @@ use crate::revision::check_compact;
 use crate::syncer::{self, Applier, Item, Logged, Pipeline, Reply};
 use crate::wal::{self, Wal};
 use crate::watch_hub::WatchHub;
-use crate::{Error, EventKind, KeyValue, Result, Revision, Txn, TxnResponse, checkpoint};
+use crate::{Error, EventKind, KeyValue, Result, Revision, Txn, TxnResponse};
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -82,6 +83,10 @@ pub(crate) struct Committer {
     pub fsync: bool,
     pub max_batch: usize,
     pub checkpoint_bytes: u64,
+    /// Where checkpoints record how they went.
+    pub health: Arc<HealthCell>,
+    /// The most bytes of history kept before the oldest is compacted (`StoreConfig`).
+    pub history_budget: Option<u64>,
 }
 
 /// The committer's own state while it runs.
@@ -154,6 +159,7 @@ impl Shared {
         // checkpoint (which waits for the syncer and rotates the WAL) is the thread's job.
         if self.pipeline.in_flight.load(Ordering::Acquire) != 0
             || running.c.wal.segment_bytes() >= running.c.checkpoint_bytes
+            || running.over_history_budget().is_some()
         {
             return Err(txn);
         }
@@ -203,8 +209,11 @@ impl Committer {
     /// Checkpoints synchronously (at open, after a recovery).
     pub(crate) fn checkpoint(&mut self) -> Result<()> {
         let rev = self.kv.current();
-        let seq = self.wal.rotate()?;
-        make_checkpoint(&self.kv, &self.sled_dir, &self.dir, self.fsync, rev, seq)
+        let result = self.wal.rotate().and_then(|seq| {
+            make_checkpoint(&self.kv, &self.sled_dir, &self.dir, self.fsync, rev, seq)
+        });
+        self.health.record(rev, &result);
+        result
     }
 
     /// Starts the committer thread (and the syncer and indexer threads); it runs until
@@ -325,9 +334,8 @@ fn run(shared: &Shared, mut requests: mpsc::Receiver<Request>, max_batch: usize)
     };
     state.stopped = true;
     state.stop_syncer();
-    if let Some(Err(e)) = state.join_checkpoint() {
-        tracing::error!(error = %e, "store checkpoint failed");
-    }
+    // Its outcome is recorded (and a failure logged) by the checkpoint itself.
+    let _ = state.join_checkpoint();
 }
 
 impl Running {
@@ -358,6 +366,8 @@ impl Running {
         if self.failed() {
             return Flow::Stop;
         }
+        // History over its budget is compacted before more is written.
+        self.enforce_history_budget();
         let mut batch = Batch::default();
         for req in requests.drain(..) {
             match req {
@@ -374,9 +384,8 @@ impl Running {
                         return Flow::Stop;
                     }
                     let result = self.drain().and_then(|()| {
-                        if let Some(Err(e)) = self.join_checkpoint() {
-                            tracing::warn!(error = %e, "background checkpoint failed; checkpointing again");
-                        }
+                        // A failed background checkpoint is recorded; this one tries again.
+                        let _ = self.join_checkpoint();
                         self.c.checkpoint()
                     });
                     let _ = reply.send(result);
@@ -387,20 +396,17 @@ impl Running {
         if let Flow::Stop = self.commit(batch, true) {
             return Flow::Stop;
         }
+        self.enforce_history_budget();
         if self.c.wal.segment_bytes() >= self.c.checkpoint_bytes
             && self
                 .checkpointing
                 .as_ref()
                 .is_none_or(JoinHandle::is_finished)
         {
-            if let Some(Err(e)) = self.join_checkpoint() {
-                // The WAL still holds everything; this checkpoint tries again.
-                tracing::error!(error = %e, "store checkpoint failed");
-            }
-            if let Err(e) = self.start_checkpoint() {
-                // The WAL still holds everything; the next checkpoint will try again.
-                tracing::error!(error = %e, "store checkpoint failed");
-            }
+            // A failed checkpoint is recorded (`HealthCell`); the WAL still holds everything,
+            // and this one tries again.
+            let _ = self.join_checkpoint();
+            self.start_checkpoint();
         }
         Flow::Continue
     }
@@ -524,42 +530,105 @@ impl Running {
         }
     }
 
+    /// The budget, if the kept history is over it.
+    fn over_history_budget(&self) -> Option<u64> {
+        self.c
+            .history_budget
+            .filter(|budget| self.c.kv.history_bytes() > *budget)
+    }
+
+    /// Compacts the oldest history when the kept history is over its budget, down to three
+    /// quarters of the budget (so that a stream of writes compacts once per quarter of it, not
+    /// at every write). Watches and reads from below the new compaction point then get
+    /// `Compacted`, as after any compaction.
+    fn enforce_history_budget(&mut self) {
+        if self.over_history_budget().is_none() {
+            return;
+        }
+        // Everything handed on is applied (and counted) first.
+        if let Err(e) = self.drain() {
+            tracing::warn!(error = %e, "store history over its budget not compacted");
+            return;
+        }
+        let Some(budget) = self.over_history_budget() else {
+            return;
+        };
+        let kept = self.c.kv.history_bytes();
+        let Some(target) = self.c.kv.history_target(budget / 4 * 3) else {
+            return;
+        };
+        if target <= self.c.kv.compacted() {
+            return;
+        }
+        match self.compact(target) {
+            Ok(()) => tracing::info!(
+                %target,
+                kept,
+                budget,
+                left = self.c.kv.history_bytes(),
+                "store history over its budget: compacted early"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, %target, "store history over its budget not compacted")
+            }
+        }
+    }
+
     fn compact(&mut self, rev: Revision) -> Result<()> {
         check_compact(rev, self.c.kv.current(), self.c.kv.compacted())?;
         self.c.wal.append(|buf| codec::encode_compact(buf, rev));
         self.c.wal.sync()?;
+        // The indexer first (it needs sled's writer lock to catch up), then sled's writer lock
+        // (a running checkpoint may hold it while it syncs sled's files), and only then the
+        // write guard, so readers do not wait for a checkpoint.
+        self.c.kv.wait_indexed(self.c.kv.current())?;
+        let _writing = self.c.kv.sled_writer();
         let _write = self.c.kv.write();
         self.c.kv.compact(rev)
     }
 
     /// Rotates the WAL and checkpoints on a background thread (see `checkpoint.rs`): sled's
-    /// flush and the fsync of its files no longer stall writes.
-    fn start_checkpoint(&mut self) -> Result<()> {
-        self.drain()?;
-        let rev = self.c.kv.current();
-        let seq = self.c.wal.rotate()?;
-        let (kv, sled_dir, dir, fsync) = (
-            self.c.kv.clone(),
-            self.c.sled_dir.clone(),
-            self.c.dir.clone(),
-            self.c.fsync,
-        );
-        self.checkpointing = Some(
-            std::thread::Builder::new()
-                .name("store-checkpoint".into())
-                .spawn(move || make_checkpoint(&kv, &sled_dir, &dir, fsync, rev, seq))?,
-        );
-        Ok(())
+    /// flush and the fsync of its files no longer stall the committer. The outcome is recorded
+    /// in the checkpoint health.
+    fn start_checkpoint(&mut self) {
+        let mut rev = self.c.kv.current();
+        let started = self.drain().and_then(|()| {
+            rev = self.c.kv.current();
+            let seq = self.c.wal.rotate()?;
+            let (kv, sled_dir, dir, fsync, health) = (
+                self.c.kv.clone(),
+                self.c.sled_dir.clone(),
+                self.c.dir.clone(),
+                self.c.fsync,
+                self.c.health.clone(),
+            );
+            let checkpoint = move || {
+                let result = make_checkpoint(&kv, &sled_dir, &dir, fsync, rev, seq);
+                health.record(rev, &result);
+                result
+            };
+            self.checkpointing = Some(
+                std::thread::Builder::new()
+                    .name("store-checkpoint".into())
+                    .spawn(checkpoint)?,
+            );
+            Ok(())
+        });
+        if let Err(e) = started {
+            self.c.health.record(rev, &Err(e));
+        }
     }
 
-    /// Waits for the background checkpoint, if any; returns its result.
+    /// Waits for the background checkpoint, if any; returns its result (already recorded in
+    /// the checkpoint health, but for a panic, which is recorded here).
     fn join_checkpoint(&mut self) -> Option<Result<()>> {
         let handle = self.checkpointing.take()?;
-        Some(
-            handle
-                .join()
-                .unwrap_or_else(|_| Err(Error::Corrupt("store checkpoint panicked".into()))),
-        )
+        Some(handle.join().unwrap_or_else(|_| {
+            let e = Error::Corrupt("store checkpoint panicked".into());
+            let result = Err(e);
+            self.c.health.record(self.c.kv.current(), &result);
+            result
+        }))
     }
 }
 
@@ -574,9 +643,15 @@ fn make_checkpoint(
     seq: u64,
 ) -> Result<()> {
     kv.wait_indexed(rev)?;
-    kv.db().flush()?;
-    if fsync {
-        checkpoint::sync_all_files(sled_dir)?;
+    {
+        // No sled writes from the flush until its files are synced: the files synced are then
+        // the flushed state (every revision up to `rev`, maybe a few after), not a mix of it
+        // and the indexer's later writes, which create and delete sled's blob files.
+        let _quiet = kv.sled_writer();
+        kv.db().flush()?;
+        if fsync {
+            checkpoint::sync_all_files(sled_dir)?;
+        }
     }
     checkpoint::write(dir, rev, fsync)?;
     wal::remove_segments_before(&dir.join("wal"), seq, fsync)

@@ -6,6 +6,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The default [`StoreConfig::history_budget`]: 256 MiB of replaced and deleted versions
+/// (about 13,000 updates of 20 KiB objects; a 5-minute window of small objects stays far below).
+pub const DEFAULT_HISTORY_BUDGET: u64 = 256 << 20;
+
 /// Automatic compaction: history older than what either rule keeps is discarded.
 ///
 /// etcd offers one mode at a time (`--auto-compaction-mode=revision|periodic`); here both can be
@@ -47,6 +51,11 @@ pub struct StoreConfig {
     pub max_batch: usize,
     /// Checkpoint (flush sled, drop old WAL) after this many WAL bytes.
     pub checkpoint_bytes: u64,
+    /// The most bytes of history kept (replaced and deleted versions, counted as key + value
+    /// bytes): above it the committer compacts the oldest history at once, down to three
+    /// quarters of it, whatever `auto_compaction` would keep. `None`: no bound. Default
+    /// [`DEFAULT_HISTORY_BUDGET`].
+    pub history_budget: Option<u64>,
     /// The clock auto-compaction reads.
     pub clock: Arc<dyn Clock>,
 }
@@ -62,6 +71,7 @@ impl StoreConfig {
             write_queue: 4096,
             max_batch: 4096,
             checkpoint_bytes: 64 << 20,
+            history_budget: Some(DEFAULT_HISTORY_BUDGET),
             clock: Arc::new(SystemClock),
         }
     }

@@ -77,12 +77,22 @@ pub(crate) fn run(kv: Arc<KvStore>, batches: Receiver<Indexed>, queued: Arc<Atom
 /// Writes one batch's changes to sled and moves `indexed` to its last revision (or records
 /// the failure, which history reads then report).
 pub(crate) fn index_batch(kv: &KvStore, batch: &Indexed) -> Result<()> {
+    index_batch_with(kv, batch, kv.sled_writer())
+}
+
+/// [`index_batch`] with sled's writer lock (`KvStore::sled_writer`) already taken.
+pub(crate) fn index_batch_with(
+    kv: &KvStore,
+    batch: &Indexed,
+    writing: std::sync::MutexGuard<'_, ()>,
+) -> Result<()> {
     let Some((last, _)) = batch.last() else {
         return Ok(());
     };
     let result = batch
         .iter()
         .try_for_each(|(rev, changes)| kv.index(*rev, changes));
+    drop(writing);
     let failed = result.is_err();
     kv.set_indexed(result.map(|()| *last));
     if failed {

@@ -28,6 +28,7 @@
 //! revision. sled is not trusted for durability (the WAL is); see `checkpoint.rs`.
 
 use crate::codec::{self, Change};
+use crate::history_bytes::HistoryBytes;
 use crate::range::Page;
 use crate::watch_hub::EventSource;
 use crate::{Error, Event, EventKind, KeyRange, KeyValue, RangeResponse, Result, Revision};
@@ -35,7 +36,10 @@ use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{
+    Condvar, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard,
+    TryLockError,
+};
 
 const META_COMPACTED: &[u8] = b"compacted";
 
@@ -63,6 +67,8 @@ pub(crate) struct KvStore {
     latest: RwLock<Latest>,
     /// Written by the indexer (after `revs`) and by compaction; read by history reads.
     history: RwLock<KeyIndex>,
+    /// The bytes of the versions kept as history (counted as `latest` is written).
+    history_bytes: HistoryBytes,
     /// Revision of the last applied write (set under the write guard).
     current: AtomicU64,
     /// The compaction point (set under the write guard).
@@ -72,6 +78,9 @@ pub(crate) struct KvStore {
     indexed: Mutex<Indexed>,
     /// Signalled when `indexed` changes and someone waits.
     indexed_changed: Condvar,
+    /// Held by whoever writes sled's trees (the indexer, compaction) and by a checkpoint from
+    /// its flush until sled's files are synced, so that the files it syncs are one state.
+    sled_writer: Mutex<()>,
 }
 
 /// How far the indexer has written sled (see [`KvStore::wait_indexed`]).
@@ -126,19 +135,21 @@ fn note_version(history: &mut KeyIndex, at: Revision, c: &Change) {
     }
 }
 
-/// Rebuilds the latest version of every key and every key's revisions from `revs`.
-fn load(revs: &sled::Tree) -> Result<(Latest, KeyIndex)> {
+/// Rebuilds the latest version of every key, every key's revisions and the bytes of history
+/// from `revs`.
+fn load(revs: &sled::Tree) -> Result<(Latest, KeyIndex, HistoryBytes)> {
     let mut latest = Latest::new();
     let mut history = KeyIndex::new();
+    let history_bytes = HistoryBytes::default();
     for entry in revs.iter() {
         let (_, v) = entry?;
         let (rev, changes) = codec::decode_changes(&v)?;
-        KvStore::apply_latest(&mut latest, rev, &changes);
+        history_bytes.add(rev, KvStore::apply_latest(&mut latest, rev, &changes));
         for c in &changes {
             note_version(&mut history, rev, c);
         }
     }
-    Ok((latest, history))
+    Ok((latest, history, history_bytes))
 }
 
 /// Moves a store written in the earlier layout (an `index` tree of versions by key and
@@ -226,13 +237,14 @@ impl KvStore {
         };
         let revs = db.open_tree("revs")?;
         migrate_earlier_layout(&db, &revs)?;
-        let (latest, history) = load(&revs)?;
+        let (latest, history, history_bytes) = load(&revs)?;
         Ok(KvStore {
             revs,
             meta,
             db,
             latest: RwLock::new(latest),
             history: RwLock::new(history),
+            history_bytes,
             current: AtomicU64::new(1),
             compacted: AtomicU64::new(compacted.0),
             // No indexer runs yet: recovery writes sled directly (see `reset_indexed`).
@@ -242,7 +254,24 @@ impl KvStore {
                 waiters: 0,
             }),
             indexed_changed: Condvar::new(),
+            sled_writer: Mutex::new(()),
         })
+    }
+
+    /// Keeps every other writer of sled's trees out while held (see `sled_writer`).
+    pub(crate) fn sled_writer(&self) -> MutexGuard<'_, ()> {
+        self.sled_writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// [`KvStore::sled_writer`] if no one holds it now.
+    pub(crate) fn try_sled_writer(&self) -> Option<MutexGuard<'_, ()>> {
+        match self.sled_writer.try_lock() {
+            Ok(guard) => Some(guard),
+            Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
     }
 
     /// The sled database, for checkpoints.
@@ -289,23 +318,49 @@ impl KvStore {
         rev: Revision,
         changes: &[Change],
     ) -> Result<()> {
-        Self::apply_latest(latest, rev, changes);
+        self.apply_to_latest(latest, rev, changes);
         self.index(rev, changes)
     }
 
-    /// Writes the changes of revision `rev` to `latest` (the write-locked map) only; the
-    /// indexer (`indexer.rs`) writes them to sled afterwards.
-    pub(crate) fn apply_latest(latest: &mut Latest, rev: Revision, changes: &[Change]) {
+    /// Writes the changes of revision `rev` to `latest` (the write-locked map) and counts the
+    /// versions they make history; the indexer (`indexer.rs`) writes them to sled afterwards.
+    pub(crate) fn apply_to_latest(&self, latest: &mut Latest, rev: Revision, changes: &[Change]) {
+        self.history_bytes
+            .add(rev, Self::apply_latest(latest, rev, changes));
+    }
+
+    /// Writes the changes of revision `rev` to `latest`; returns the bytes of the versions
+    /// they replaced or deleted, and of their tombstones (what became history at `rev`).
+    fn apply_latest(latest: &mut Latest, rev: Revision, changes: &[Change]) -> u64 {
+        let size = |kv: &KeyValue| (kv.key.len() + kv.value.len()) as u64;
+        let mut became_history = 0;
         for c in changes {
             match c.kind {
                 EventKind::Put => {
-                    latest.insert(c.key.clone(), version_of(rev, c.clone()));
+                    let old = latest.insert(c.key.clone(), version_of(rev, c.clone()));
+                    if let Some(old) = old.filter(|old| old.mod_revision < rev) {
+                        became_history += size(&old);
+                    }
                 }
                 EventKind::Delete => {
-                    latest.remove(&c.key);
+                    if let Some(old) = latest.remove(&c.key).filter(|old| old.mod_revision < rev) {
+                        became_history += size(&old) + c.key.len() as u64;
+                    }
                 }
             }
         }
+        became_history
+    }
+
+    /// The bytes of the versions kept as history: replaced or deleted versions and tombstones
+    /// above the compaction point (what compaction can remove).
+    pub(crate) fn history_bytes(&self) -> u64 {
+        self.history_bytes.total()
+    }
+
+    /// The compaction point that leaves at most `keep` bytes of history, if there is more.
+    pub(crate) fn history_target(&self, keep: u64) -> Option<Revision> {
+        self.history_bytes.target(keep, self.current())
     }
 
     /// Writes the changes of revision `rev` to sled's `revs` tree and notes them in each key's
@@ -449,7 +504,8 @@ impl KvStore {
 
     /// Removes history below `rev`, keeping for every key its last version below `rev` unless
     /// that is a tombstone (it is still the key's value at `rev`, and the `prev_kv` of its next
-    /// change). Call under the write guard; idempotent.
+    /// change). Call under the write guard and, while the indexer or checkpoints may run,
+    /// holding [`KvStore::sled_writer`]; idempotent.
     pub(crate) fn compact(&self, rev: Revision) -> Result<()> {
         self.wait_indexed(self.current())?;
         let mut history = self.history.write().unwrap_or_else(PoisonError::into_inner);
@@ -481,6 +537,7 @@ impl KvStore {
             self.meta.insert(META_COMPACTED, &codec::encode_rev(rev))?;
             self.compacted.store(rev.0, Ordering::Release);
         }
+        self.history_bytes.compacted(rev);
         Ok(())
     }
 }

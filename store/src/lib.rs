@@ -48,6 +48,7 @@
 //! | `mvcc.rs` | validation and txn rules | `etcdserver/txn/txn.go` |
 //! | `watch_hub.rs` | synced/unsynced watchers | `storage/mvcc/watchable_store.go` |
 //! | `compaction.rs` | auto-compaction policy | `etcdserver/api/v3compactor/` |
+//! | `history_bytes.rs` | bytes of kept history, the budget's compaction point | `storage/quota.go` |
 //! | `lock.rs` | data-directory lock | `client/pkg/fileutil/lock_linux.go` |
 //! | `memory.rs` | in-memory reference backend | — |
 //!
@@ -61,6 +62,7 @@ mod committer;
 mod compaction;
 mod config;
 mod error;
+mod history_bytes;
 mod indexer;
 mod kv;
 mod kvstore;
@@ -77,9 +79,10 @@ mod watch;
 mod watch_hub;
 
 pub use backend::Backend;
+pub use checkpoint::{CHECKPOINT_FAILURES_UNHEALTHY, CheckpointHealth};
 pub use clock::{Clock, SystemClock};
 pub use compaction::AutoCompactor;
-pub use config::{AutoCompaction, StoreConfig};
+pub use config::{AutoCompaction, DEFAULT_HISTORY_BUDGET, StoreConfig};
 pub use error::{Error, Result};
 pub use kv::{Event, EventKind, KeyValue};
 pub use memory::{DEFAULT_WATCH_BUFFER, MemoryBackend};

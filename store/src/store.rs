@@ -16,6 +16,7 @@
 //! Reads run on the caller's task against sled under the read guard (short, synchronous work).
 //! Writes and compactions go through the committer (`committer.rs`).
 
+use crate::checkpoint::HealthCell;
 use crate::clock::Clock;
 use crate::codec::{self, WalEntry};
 use crate::committer::{Committer, Request, Shared};
@@ -28,8 +29,8 @@ use crate::revision::{read_revision, watch_start};
 use crate::wal::Wal;
 use crate::watch_hub::{EventSource, WatchHub};
 use crate::{
-    Backend, Error, GetResponse, RangeRequest, RangeResponse, Result, Revision, Txn, TxnResponse,
-    WatchRequest, Watcher, WriteResponse, checkpoint, mvcc,
+    Backend, CheckpointHealth, Error, GetResponse, RangeRequest, RangeResponse, Result, Revision,
+    Txn, TxnResponse, WatchRequest, Watcher, WriteResponse, checkpoint, mvcc,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -52,6 +53,8 @@ pub struct Store {
     compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Stops the auto-compaction task.
     shutdown: CancellationToken,
+    /// How its checkpoints are going.
+    health: Arc<HealthCell>,
     /// Held for the store's lifetime; dropping it unlocks the directory.
     _lock: DirLock,
 }
@@ -108,6 +111,7 @@ impl Store {
         let (wal, current, replayed) = recover(&config, &kv)?;
         let hub = Arc::new(WatchHub::new(current, config.watch_buffer));
         let (tx, rx) = mpsc::channel(config.write_queue.max(1));
+        let health = Arc::new(HealthCell::default());
         let mut committer = Committer {
             wal,
             kv: kv.clone(),
@@ -117,6 +121,8 @@ impl Store {
             fsync: config.fsync,
             max_batch: config.max_batch.max(1),
             checkpoint_bytes: config.checkpoint_bytes,
+            health: health.clone(),
+            history_budget: config.history_budget,
         };
         if replayed || committer.wal.has_older_segments()? {
             // After a crash: make the replayed writes part of sled's durable state now and
@@ -145,8 +151,21 @@ impl Store {
             committer: Mutex::new(Some(thread)),
             compactor: Mutex::new(compactor),
             shutdown,
+            health,
             _lock: lock,
         })
+    }
+
+    /// The bytes of history kept: versions replaced or deleted above the compaction point, and
+    /// tombstones, counted as key + value bytes (bounded by [`StoreConfig::history_budget`]).
+    pub fn history_bytes(&self) -> u64 {
+        self.kv.history_bytes()
+    }
+
+    /// How the store's checkpoints are going (last success, failures in a row, last error).
+    /// A store whose checkpoints keep failing no longer truncates its WAL.
+    pub fn checkpoint_health(&self) -> CheckpointHealth {
+        self.health.get()
     }
 
     /// Flushes and stops: queued writes are committed, sled is checkpointed (so the next open
@@ -290,6 +309,14 @@ impl Backend for Store {
         let start = watch_start(req.start_revision, self.kv.current(), self.kv.compacted())?;
         let source: Arc<dyn EventSource> = self.kv.clone();
         self.hub.watch(source, req.range, start)
+    }
+
+    fn checkpoint_health(&self) -> Option<CheckpointHealth> {
+        Some(Store::checkpoint_health(self))
+    }
+
+    fn history_bytes(&self) -> Option<u64> {
+        Some(Store::history_bytes(self))
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {

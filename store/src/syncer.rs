@@ -98,8 +98,15 @@ impl Applier {
         let changes = self.apply_latest(&batch, last);
         // Only this thread sends to the indexer now (the syncer is idle when the committer
         // commits inline), so `queued == 0` means every earlier revision is indexed.
-        let index_now = if index_here && self.queued.load(Ordering::Acquire) == 0 {
-            Some(changes)
+        // A checkpoint holding sled's writers off (while it syncs sled's files) would block
+        // this writer's thread: the indexer thread takes the batch then.
+        let writer = if index_here && self.queued.load(Ordering::Acquire) == 0 {
+            self.kv.try_sled_writer()
+        } else {
+            None
+        };
+        let index_now = if let Some(writer) = writer {
+            Some((changes, writer))
         } else {
             self.queued.fetch_add(1, Ordering::AcqRel);
             if self.indexer.send(changes).is_err() {
@@ -115,7 +122,7 @@ impl Applier {
         self.hub.publish(&batch.events, last);
         ack(batch.replies);
         match index_now {
-            Some(changes) => indexer::index_batch(&self.kv, &changes),
+            Some((changes, writer)) => indexer::index_batch_with(&self.kv, &changes, writer),
             None => Ok(()),
         }
     }
@@ -132,7 +139,7 @@ impl Applier {
                     .iter()
                     .map(Change::from_event)
                     .collect();
-                KvStore::apply_latest(&mut latest, *rev, &c);
+                self.kv.apply_to_latest(&mut latest, *rev, &c);
                 (*rev, c)
             })
             .collect();

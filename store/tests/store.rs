@@ -6,6 +6,8 @@
 mod common;
 
 mod bad_input;
+mod checkpoint;
+mod history_budget;
 mod memory_smoke;
 mod model;
 mod pipeline;
