@@ -366,6 +366,8 @@ async fn pump(
             }
         };
         tokio::select! {
+            // The send first: a client that keeps up never starts the check's timer.
+            biased;
             sent = tx.send(line) => if sent.is_err() {
                 return;
             },
