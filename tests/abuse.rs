@@ -154,6 +154,11 @@ async fn closed_by_server(tcp: &mut TcpStream) {
     }
 }
 
+/// `GET /readyz` on a new connection.
+fn readyz_response(addr: SocketAddr) -> support::HttpResponse {
+    support::http::request(addr, "GET", "/readyz", None, b"").unwrap()
+}
+
 /// `GET /readyz` on a new connection: the status code, or 0 when the connection failed.
 fn readyz(addr: SocketAddr) -> u16 {
     match support::http::request(addr, "GET", "/readyz", None, b"") {
@@ -242,6 +247,50 @@ async fn sigterm_ends_the_server_while_a_watcher_does_not_read() {
         assert!(s.stop(), "the server did not exit within 10 s of SIGTERM");
     });
     drop(tcp);
+}
+
+/// At the cap with every connection busy (watches), a new connection gets 429 with a
+/// `Status` and is closed; a request whose body stops coming gets 504 and is closed; once a
+/// watch ends, there is room again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_server_answers_429_and_a_stalled_body_504() {
+    let s = Server::start_with(&["--max-connections", "3", "--body-read-timeout", "1s"]);
+    let addr = s.addr;
+    let mut watches = Vec::new();
+    for _ in 0..2 {
+        watches.push(open_watch(addr, NAMESPACE).await);
+    }
+    // The third connection: a request whose body never comes.
+    let mut stalled = connect(addr).await;
+    let head = format!(
+        "POST /api/v1/namespaces/{NAMESPACE}/configmaps HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    stalled.read_to_end(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 504"), "{answer}");
+    assert!(answer.contains("\"reason\":\"Timeout\""), "{answer}");
+    assert!(
+        answer.contains(
+            "Timeout: request did not complete within requested timeout - context deadline exceeded"
+        ),
+        "{answer}"
+    );
+    // A third watch fills the cap with busy connections.
+    watches.push(open_watch(addr, NAMESPACE).await);
+    let refused = tokio::task::block_in_place(|| readyz_response(addr));
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    let msg = refused.expect_status(429, "TooManyRequests");
+    assert_eq!(msg, "Too many requests, please try again later.");
+    // A watch that ends frees its place.
+    drop(watches.pop());
+    tokio::task::block_in_place(|| {
+        eventually("/readyz once a watch has gone", DEADLINE, || {
+            (readyz(addr) == 200).then_some(())
+        });
+    });
+    drop(s);
 }
 
 /// The whole storm at once (counts from the environment, see the module docs).
