@@ -52,6 +52,20 @@ fn open_files(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }
 
+/// Connections waiting in the kernel to be accepted on `addr`'s listening socket (the
+/// `rx_queue` of its LISTEN row in `/proc/net/tcp`).
+fn accept_backlog(addr: SocketAddr) -> usize {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let local = format!(":{:04X}", addr.port());
+    tcp.lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() > 4 && f[1].ends_with(&local) && f[3] == "0A")
+        .and_then(|f| f[4].split(':').nth(1).map(str::to_string))
+        .and_then(|rx| usize::from_str_radix(&rx, 16).ok())
+        .unwrap_or(0)
+}
+
 /// Samples a process's resident memory until dropped, keeping the largest value.
 struct MemoryWatch {
     peak: Arc<AtomicU64>,
@@ -402,6 +416,11 @@ async fn readyz_and_watches_are_served_through_slow_loris_half_open_and_many_wat
     tokio::task::block_in_place(|| {
         eventually("every attacker has connected", DEADLINE, || {
             (connected.load(Ordering::Relaxed) >= slow_loris + half_open).then_some(())
+        });
+        // ... and the server has taken them all from its listen queue: a connection accepted
+        // amid a burst larger than the free places can be evicted before it sends a byte.
+        eventually("the server has accepted every connection", DEADLINE, || {
+            (accept_backlog(addr) == 0).then_some(())
         });
         // While the storm holds the server: /readyz, an event to every reading watcher, the
         // bodies too large or too deep.
