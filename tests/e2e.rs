@@ -6,6 +6,8 @@
 
 mod support;
 
+mod abuse;
+mod access;
 mod api_semantics;
 mod bad_input;
 mod chaos;

@@ -22,9 +22,11 @@
 //! Entry points: [`run`] (bind + serve, for `miniplane apiserver`), [`serve`] (on a bound
 //! listener with any [`store::Backend`]), and [`router`] (no socket, for tests).
 
+pub mod access;
 pub mod admin;
 pub mod apiextensions;
 pub mod collector;
+pub mod connections;
 pub mod discovery;
 pub mod error;
 pub mod gvk;

@@ -330,6 +330,10 @@ pub fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_else(|| "application/json".to_string())
 }
 
+/// The 415 of a POST/PUT body in another format (`negotiation.NewUnsupportedMediaTypeError`
+/// with the media types kube-apiserver decodes built-in kinds from).
+pub const UNSUPPORTED_BODY: &str = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
 /// Decodes a POST/PUT body as JSON, YAML or (for the kinds kubectl's generators send)
 /// Kubernetes protobuf, by its content type; 415 for anything else.
 /// `expected` names the kind for the error message (`must be of type Deployment`).
@@ -337,16 +341,14 @@ pub fn decode_body(headers: &HeaderMap, body: &[u8], expected: &str) -> Result<V
     let ct = content_type(headers);
     match ct.as_str() {
         "application/json" | "*/*" => decode_json(body, expected),
-        "application/yaml" | "application/x-yaml" | "text/yaml" => decode_yaml(body, expected),
+        "application/yaml" => decode_yaml(body, expected),
         crate::protobuf::CONTENT_TYPE => crate::protobuf::decode(body).map_err(|e| match e {
             crate::protobuf::ProtobufError::Malformed(_) => unrecognized(expected, &e, body),
             crate::protobuf::ProtobufError::Unsupported(_) => {
                 ApiError::UnsupportedMediaType(e.to_string())
             }
         }),
-        other => Err(ApiError::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
-        ))),
+        _ => Err(ApiError::UnsupportedMediaType(UNSUPPORTED_BODY.into())),
     }
 }
 
@@ -380,9 +382,39 @@ pub fn decode_json(body: &[u8], expected: &str) -> Result<Value> {
 
 /// Decodes a YAML body into an object (400 when it is not a mapping).
 pub fn decode_yaml(body: &[u8], expected: &str) -> Result<Value> {
+    // The YAML parser takes time growing with the square of the nesting of flow collections
+    // (`{a: {a: ...`: minutes for a 3 MiB body, on a server thread) before its recursion
+    // limit (128) refuses the document: refuse bodies nested that deep without parsing them.
+    if flow_depth(body) > MAX_YAML_FLOW_DEPTH {
+        return Err(unrecognized(
+            expected,
+            format!("yaml: exceeded max depth of {MAX_YAML_FLOW_DEPTH}"),
+            body,
+        ));
+    }
     let v: Value = serde_norway::from_slice(body)
         .map_err(|e| unrecognized(expected, format!("yaml: {e}"), body))?;
     require_object(v, expected, body)
+}
+
+/// Deepest nesting of YAML flow collections accepted before parsing (the parser refuses more
+/// than 128 levels anyway; the margin is for brackets inside strings).
+const MAX_YAML_FLOW_DEPTH: usize = 1000;
+
+/// The deepest nesting of `[`/`{` in a body (brackets in strings counted too).
+fn flow_depth(body: &[u8]) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for b in body {
+        match b {
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 fn require_object(v: Value, expected: &str, body: &[u8]) -> Result<Value> {
@@ -482,6 +514,11 @@ mod tests {
             decode_body(&h, b"a: 1\n", "Pod").ok(),
             Some(serde_json::json!({"a": 1}))
         );
+        let deep = format!("{}1{}", "{a: ".repeat(1001), "}".repeat(1001));
+        assert!(matches!(
+            decode_body(&h, deep.as_bytes(), "Pod"),
+            Err(ApiError::BadRequest(m)) if m.contains("yaml: exceeded max depth of 1000")
+        ));
         h.insert("content-type", HeaderValue::from_static("text/plain"));
         assert!(matches!(
             decode_body(&h, b"x", "Pod"),

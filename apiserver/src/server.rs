@@ -16,9 +16,14 @@
 //!                                               (traced: request_trace::begin → handler → finish)
 //!   shutdown token cancelled ─▶ watch streams end ─▶ connections drain ─▶ tasks joined
 //! ```
+//!
+//! Under the router, [`crate::connections`] accepts and serves the connections (cap, timeouts)
+//! and, in front of every route, [`crate::access`] refuses a foreign `Host` or `Origin`.
 
+use crate::access::{self, AccessOptions, Verdict};
 use crate::admin::{self, FaultTable, Reports};
 use crate::collector::{self, Collector};
+use crate::connections::{self, ConnectionLimits};
 use crate::discovery;
 use crate::error::{ApiError, Result};
 use crate::handlers;
@@ -37,7 +42,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::serve::ListenerExt as _;
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -81,6 +85,10 @@ pub struct ServerOptions {
     pub watch_client_buffer: usize,
     /// Request spans, the trace annotation and the collector's size.
     pub tracing: TracingOptions,
+    /// The connection cap and the timeouts of slow clients.
+    pub connections: ConnectionLimits,
+    /// The server's names and the origins allowed to call it.
+    pub access: AccessOptions,
 }
 
 impl Default for ServerOptions {
@@ -92,6 +100,8 @@ impl Default for ServerOptions {
             watch_cache_bytes: DEFAULT_RING_BYTES,
             watch_client_buffer: DEFAULT_CLIENT_BUFFER,
             tracing: TracingOptions::default(),
+            connections: ConnectionLimits::default(),
+            access: AccessOptions::default(),
         }
     }
 }
@@ -269,9 +279,11 @@ pub async fn serve(
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     backend: Arc<dyn Backend>,
-    options: ServerOptions,
+    mut options: ServerOptions,
     shutdown: CancellationToken,
 ) -> Result<(), ServeError> {
+    options.access.bind_address = Some(listener.local_addr()?.ip());
+    let limits = options.connections.clone();
     let state = AppState::new(backend, options, shutdown.clone());
     state
         .bootstrap()
@@ -279,20 +291,10 @@ pub async fn serve_with(
         .map_err(|e| ServeError::Bootstrap(e.to_string()))?;
     admin::reload(&state).await;
     let app = router(state.clone());
-    let token = shutdown.clone();
-    // Go's net/http (kube-apiserver) sets TCP_NODELAY on every connection; without it a watch
-    // event written right after another waits for the client's delayed ACK (up to 40 ms).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY on a connection");
-        }
-    });
-    let result = axum::serve(listener, app)
-        .with_graceful_shutdown(async move { token.cancelled().await })
-        .await;
+    connections::serve(listener, app, limits, shutdown.clone()).await;
     shutdown.cancel();
     state.wait_for_tasks().await;
-    result.map_err(ServeError::Io)
+    Ok(())
 }
 
 /// A bound server, so the caller can learn the port before serving (port 0).
@@ -386,10 +388,39 @@ pub(crate) async fn dispatch_internal(state: AppState, req: Request) -> Response
 }
 
 async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
-    match route(state, req).await {
+    let cors = match state.options().access.check(req.method(), req.headers()) {
+        Verdict::Serve => None,
+        Verdict::ServeCors(origin) => Some(origin),
+        Verdict::Answer(resp) => return nosniff(resp),
+    };
+    let mut resp = match route(state, req).await {
         Ok(resp) => resp,
         Err(e) => e.into_response(),
+    };
+    if let Some(origin) = cors {
+        access::add_cors_headers(&mut resp, origin);
     }
+    nosniff(resp)
+}
+
+/// `X-Content-Type-Options: nosniff` on every answer, as kube-apiserver's response writers
+/// send it: a browser never reads a JSON body as a script or a page.
+fn nosniff(mut resp: Response) -> Response {
+    resp.headers_mut().insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    resp
+}
+
+/// A request's body within [`MAX_BODY_BYTES`] and the body-read timeout; `Err` is the answer.
+async fn read_body(state: &AppState, body: Body) -> std::result::Result<bytes::Bytes, Response> {
+    connections::read_body(
+        body,
+        MAX_BODY_BYTES,
+        state.options().connections.body_read_timeout,
+    )
+    .await
 }
 
 fn openapi_kinds(reg: &Registry, gv: &crate::gvk::GroupVersion) -> Vec<OpenApiKind> {
@@ -520,11 +551,10 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                     limit: MAX_BODY_BYTES,
                 });
             }
-            let bytes = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
-                .await
-                .map_err(|_| ApiError::RequestEntityTooLarge {
-                    limit: MAX_BODY_BYTES,
-                })?;
+            let bytes = match read_body(&state, body).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
             let trace = if state.options().tracing.enabled {
                 let watch = query.flag("watch").unwrap_or(false);
                 request_trace::begin(&parts.method, &path, watch, &parts.headers, |id| {
@@ -589,11 +619,11 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
             result
         }
         Route::Traces(id) => {
-            let bytes = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
-                .await
-                .map_err(|_| ApiError::RequestEntityTooLarge {
-                    limit: MAX_BODY_BYTES,
-                })?;
+            let bytes = match read_body(&state, body).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
+            admin::require_json(&parts.headers, &bytes)?;
             collector::handle(
                 state.collector(),
                 &parts.method,
@@ -604,11 +634,10 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
         }
         Route::Ui(file) => get_only(ui::serve(file.as_deref())?),
         Route::Admin(admin_route) => {
-            let bytes = axum::body::to_bytes(Body::new(body), MAX_BODY_BYTES)
-                .await
-                .map_err(|_| ApiError::RequestEntityTooLarge {
-                    limit: MAX_BODY_BYTES,
-                })?;
+            let bytes = match read_body(&state, body).await {
+                Ok(b) => b,
+                Err(resp) => return Ok(resp),
+            };
             admin::handle(state, admin_route, parts.method, &parts.headers, &bytes).await
         }
         Route::NotFound => Err(ApiError::PathNotFound),

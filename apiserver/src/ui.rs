@@ -14,6 +14,10 @@
 //!   GET /ui/{file}           app.js, board.js, ... style.css (one module per view)
 //!   browser ──fetch──▶ /api/v1/pods?watch=1 ...   /miniplane/v1/traces/{id}?view=tree
 //! ```
+//!
+//! Every file goes out with a Content-Security-Policy that allows the UI's own files and API
+//! only (no inline script, nothing from elsewhere) and forbids framing (`frame-ancestors
+//! 'none'`, `X-Frame-Options: DENY`), and `X-Content-Type-Options: nosniff`.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -30,6 +34,10 @@ struct Asset {
 const HTML: &str = "text/html; charset=utf-8";
 const JS: &str = "text/javascript; charset=utf-8";
 const CSS: &str = "text/css; charset=utf-8";
+
+/// The UI's Content-Security-Policy: its own files and its own server's API, nothing inline
+/// (styles set from script through the CSSOM are not inline), never in a frame.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 macro_rules! asset {
     ($name:literal, $content_type:expr) => {
@@ -76,6 +84,15 @@ pub fn serve(file: Option<&str>) -> Result<Response> {
     // The files change with the binary: a browser must not keep an old app.js beside a new
     // index.html, and revalidating costs nothing on loopback.
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     Ok(resp)
 }
 
@@ -95,6 +112,12 @@ mod tests {
                 asset.name
             );
             assert!(!asset.body.is_empty(), "{} is empty", asset.name);
+            let h = resp.headers();
+            assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+            assert_eq!(h[header::X_FRAME_OPTIONS], "DENY");
+            let csp = h[header::CONTENT_SECURITY_POLICY].to_str().expect("ASCII");
+            assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+            assert!(csp.contains("script-src 'self'"), "{csp}");
         }
         assert!(serve(None).is_ok(), "/ui is the index");
         assert!(matches!(

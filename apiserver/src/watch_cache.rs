@@ -428,6 +428,15 @@ pub struct EventStream {
 }
 
 impl EventStream {
+    /// Whether the cache has cut this stream off (a client too slow to keep its buffer from
+    /// filling): the events already queued are all it will get.
+    pub fn is_cut_off(&self) -> bool {
+        match &self.source {
+            Source::Cached { rx, .. } => rx.is_closed(),
+            Source::Store { .. } => false,
+        }
+    }
+
     /// The next event; `None` when the stream is over (cut off, store closed), `Some(Err)` when
     /// the start revision is too old.
     pub async fn next(&mut self) -> Option<Result<Arc<CachedEvent>, StreamEnd>> {

@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Flags of `miniplane apiserver`.
@@ -25,6 +26,57 @@ pub struct ApiserverArgs {
     store_history_budget_bytes: u64,
     #[command(flatten)]
     trace: TraceArgs,
+    #[command(flatten)]
+    serving: ServingArgs,
+}
+
+/// Who may call the server and how long slow clients may hold it (`docs/reliability.md`,
+/// "Abuse").
+#[derive(Debug, clap::Args)]
+pub struct ServingArgs {
+    /// A further name the server answers to (the `Host` of its requests) besides localhost,
+    /// 127.0.0.1, [::1] and the listen address; repeatable or comma-separated.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    allowed_host: Vec<String>,
+    /// Regular expressions of the origins whose web pages may call the API, with CORS
+    /// headers (kube-apiserver's flag); by default only the server's own pages may.
+    #[arg(long, value_name = "REGEX", value_delimiter = ',')]
+    cors_allowed_origins: Vec<String>,
+    /// Connections open at once (default: the file-descriptor limit less a reserve).
+    #[arg(long, value_name = "N")]
+    max_connections: Option<usize>,
+    /// How long a client may take to send a request's headers (and a keep-alive connection
+    /// may stay idle).
+    #[arg(long, value_name = "DURATION", value_parser = kubelet_sim::config::parse_duration, default_value = "32s")]
+    header_read_timeout: Duration,
+    /// How long a client may take to send a request's body.
+    #[arg(long, value_name = "DURATION", value_parser = kubelet_sim::config::parse_duration, default_value = "60s")]
+    body_read_timeout: Duration,
+    /// How long a client that does not read may hold a write before its connection closes.
+    #[arg(long, value_name = "DURATION", value_parser = kubelet_sim::config::parse_duration, default_value = "30s")]
+    write_stall_timeout: Duration,
+}
+
+impl ServingArgs {
+    /// The access and connection settings these flags ask for.
+    fn apply(&self, options: &mut apiserver::ServerOptions) -> anyhow::Result<()> {
+        options.access.allowed_hosts = self.allowed_host.clone();
+        options.access.cors_allowed_origins = self
+            .cors_allowed_origins
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                regex::Regex::new(s)
+                    .map_err(|e| anyhow::anyhow!("--cors-allowed-origins {s:?}: {e}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let c = &mut options.connections;
+        c.max_connections = self.max_connections;
+        c.header_read_timeout = self.header_read_timeout;
+        c.body_read_timeout = self.body_read_timeout;
+        c.write_stall_timeout = self.write_stall_timeout;
+        Ok(())
+    }
 }
 
 /// The tracing flags of `miniplane apiserver`, also taken by `miniplane up`.
@@ -59,15 +111,17 @@ impl TraceArgs {
 pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async move {
+        let mut options = apiserver::ServerOptions {
+            tracing: args.trace.options(),
+            ..apiserver::ServerOptions::default()
+        };
+        args.serving.apply(&mut options)?;
         let config = apiserver::Config {
             data_dir: args.data_dir,
             listen: args.listen,
             no_fsync: args.no_fsync,
             store_history_budget: Some(args.store_history_budget_bytes).filter(|b| *b > 0),
-            options: apiserver::ServerOptions {
-                tracing: args.trace.options(),
-                ..apiserver::ServerOptions::default()
-            },
+            options,
         };
         let server = apiserver::Server::bind(config).await?;
         let addr = server.local_addr()?;

@@ -217,6 +217,22 @@ pub fn request(
 ) -> std::io::Result<HttpResponse> {
     let mut stream = connect(addr, IO_TIMEOUT)?;
     write_request(&mut stream, addr, method, path, content_type, body)?;
+    read_response(stream)
+}
+
+/// Sends a request whose head (request line and headers, each ending in CRLF, without the
+/// blank line) is written as given, for headers the other helpers set themselves (`Host`).
+pub fn request_raw(addr: SocketAddr, head: &str, body: &[u8]) -> std::io::Result<HttpResponse> {
+    let mut stream = connect(addr, IO_TIMEOUT)?;
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(b"\r\n")?;
+    let _ = stream.write_all(body);
+    stream.flush()?;
+    read_response(stream)
+}
+
+/// Reads one response in full.
+fn read_response(stream: TcpStream) -> std::io::Result<HttpResponse> {
     let mut reader = BufReader::new(stream);
     let (status, headers) = read_head(&mut reader)?;
     let mut body = Vec::new();

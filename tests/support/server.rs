@@ -108,6 +108,11 @@ current-context: miniplane
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
+    /// The server's process id (to read its memory and open files from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running (the "server stays up" checks).
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

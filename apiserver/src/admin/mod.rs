@@ -130,6 +130,24 @@ pub async fn reload(state: &AppState) {
     }
 }
 
+/// The 415 of a miniplane API body that is not JSON, in kube-apiserver's words
+/// (`negotiation.NewUnsupportedMediaTypeError`).
+const UNSUPPORTED_BODY: &str = "the body of the request was in an unknown format - accepted media types include: application/json";
+
+/// Refuses (415) a request body sent as anything but JSON. A missing `Content-Type` means
+/// JSON, as on the Kubernetes API; a page on another origin cannot send one (its `Origin` is
+/// refused first, [`crate::access`]), while `text/plain` is what an HTML form or a `no-cors`
+/// fetch can send.
+pub fn require_json(headers: &HeaderMap, body: &[u8]) -> Result<()> {
+    if body.is_empty() || !headers.contains_key(header::CONTENT_TYPE) {
+        return Ok(());
+    }
+    match crate::request::content_type(headers).as_str() {
+        "application/json" => Ok(()),
+        _ => Err(ApiError::UnsupportedMediaType(UNSUPPORTED_BODY.into())),
+    }
+}
+
 /// Serves one admin request.
 pub async fn handle(
     state: AppState,
@@ -138,6 +156,7 @@ pub async fn handle(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response> {
+    require_json(headers, body)?;
     let traceparent = headers.get("traceparent").cloned();
     let writer = Writer {
         state: &state,

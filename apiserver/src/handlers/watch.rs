@@ -13,6 +13,12 @@
 //!   ?timeoutSeconds=T        → the stream ends cleanly after T seconds
 //! ```
 //!
+//! The timeout and shutdown always end the stream, even while the client is not reading: the
+//! watch never waits on its client without them. A client that does not read is cut off by
+//! the watch cache when its buffer fills, and once its stream has ended its connection is
+//! closed if the last bytes do not leave within the watch-end grace
+//! ([`crate::connections`]).
+//!
 //! Selectors are applied to the old and new object of each change, so an object that stops
 //! matching is seen as DELETED and one that starts matching as ADDED, as Kubernetes'
 //! `cacheWatcher` does. With a Table `Accept`, each event carries a one-row Table; only the
@@ -39,6 +45,10 @@ use tokio::sync::mpsc;
 
 /// Lines queued between a watch task and the HTTP body.
 const BODY_BUFFER: usize = 16;
+
+/// How often a watch blocked on a client that does not read checks whether the watch cache
+/// has cut it off.
+const CUT_OFF_CHECK: Duration = Duration::from_millis(500);
 
 /// How one watch renders its events.
 struct Renderer {
@@ -218,7 +228,11 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
     let shutdown = state.shutdown().clone();
     let unserved = state.registry().until_unserved(&info);
     let bookmark_every = bookmarks.then_some(state.options().bookmark_interval);
-    state.tasks().spawn(async move {
+    let connection = crate::connections::ConnectionHandle::current();
+    // Held until the connection knows the stream is over: the body ends when it is dropped.
+    let body_end = tx.clone();
+    let task_shutdown = shutdown.clone();
+    let work = async move {
         for line in initial {
             if tx.send(line).await.is_err() {
                 return;
@@ -241,6 +255,18 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
                 let _ = tx.send(error_line(&mut renderer, &end)).await;
             }
         }
+    };
+    state.tasks().spawn(async move {
+        // The timeout and shutdown win over a send waiting on a client that does not read.
+        tokio::select! {
+            () = work => {}
+            () = task_shutdown.cancelled() => {}
+            () = tokio::time::sleep(timeout) => {}
+        }
+        if let Some(connection) = connection {
+            connection.response_ended();
+        }
+        drop(body_end);
     });
     Ok(stream_response(rx))
 }
@@ -348,8 +374,26 @@ async fn pump(
                 None => return,
             },
         };
-        if tx.send(line).await.is_err() {
-            return;
+        // A client that does not read blocks this send: stop when the cache cuts it off
+        // (the caller's timeout and shutdown stop it too).
+        let cut_off = async {
+            loop {
+                tokio::time::sleep(CUT_OFF_CHECK).await;
+                if stream.is_cut_off() {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            // The send first: a client that keeps up never starts the check's timer.
+            biased;
+            sent = tx.send(line) => if sent.is_err() {
+                return;
+            },
+            () = cut_off => {
+                tracing::debug!(resource = %faults.resource, "watch cut off: the client does not read");
+                return;
+            }
         }
     }
 }
