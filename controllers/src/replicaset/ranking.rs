@@ -36,10 +36,11 @@
 //! ```
 //!
 //! Same-bucket times count as equal for rule 6 *and* 8, so rule 7 (restarts) decides between
-//! ready pods of one bucket, and the UID only breaks the ties that remain. This agrees with
-//! Go's `Less` wherever Go's answer does not depend on the comparison order (every pair of
-//! different buckets, phases, readiness, costs or crowding), and for pods ready at the same
-//! second, the common case for pods of one rollout.
+//! ready pods of one bucket, and the UID only breaks the ties that remain. The answer differs
+//! from Go's `Less` for one kind of pair only: two ready pods of one bucket, ready at
+//! different times, with different restarts or creation buckets (Go takes the lower UID,
+//! this rules 7 and 8). Pods ready at the same second, the common case for the pods of one
+//! rollout, are ordered as Go orders them.
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
