@@ -30,6 +30,7 @@ pub mod error;
 pub mod gvk;
 pub mod handlers;
 pub mod handoff;
+pub mod json_strict;
 pub mod meta;
 pub mod openapi;
 pub mod patch;
@@ -47,6 +48,7 @@ pub mod subresource;
 pub mod table;
 pub mod ui;
 pub mod watch_cache;
+pub mod wire;
 
 pub use error::{ApiError, Result};
 pub use registry::{Registry, ResourceInfo};
