@@ -6,6 +6,7 @@
 mod common;
 
 mod admin;
+mod bad_requests;
 mod custom_resources;
 mod generic;
 mod list_watch;

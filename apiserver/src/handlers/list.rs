@@ -118,9 +118,25 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
     let rv = parse_rv(ctx.query.get("resourceVersion"))?;
     let rv_match = ctx.query.non_empty("resourceVersionMatch");
     let pfx = prefix(&info, ctx.path.namespace.as_deref());
+    if let (Some(_), Some(other)) = (rv, rv_match)
+        && !matches!(other, "Exact" | "NotOlderThan")
+    {
+        return Err(invalid_list_options(FieldError {
+            kind: FieldErrorKind::NotSupported,
+            field: "resourceVersionMatch".into(),
+            value: Some(format!("\"{other}\"")),
+            detail: "supported values: \"Exact\", \"NotOlderThan\", \"\"".into(),
+        }));
+    }
     let (start, read_rev) = match ctx.query.non_empty("continue") {
         Some(token) => {
             let (rev, start) = decode_continue(token, &pfx)?;
+            // `storage.ValidateListOptions`: the token carries its own revision.
+            if rv.is_some_and(|rv| rv.0 != 0) {
+                return Err(ApiError::BadRequest(
+                    "specifying resource version is not allowed when using continue".into(),
+                ));
+            }
             (Some(start), Some(rev))
         }
         None => match (rv, rv_match) {
