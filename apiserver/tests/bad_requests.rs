@@ -571,7 +571,29 @@ fn path_cases(out: &mut Vec<Case>) {
                 .is(404, "NotFound", not_found),
         );
     }
+    let bogus_dry_run = |kind: &str| options_invalid(kind, BAD_DRY_RUN);
     out.extend([
+        case("scale PUT ?dryRun=Bogus", Method::PUT, format!("{DEPLOY}/scale?dryRun=Bogus"))
+            .json(&json!({"apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": {"name": "web"}, "spec": {"replicas": 2}}))
+            .is(422, "Invalid", bogus_dry_run("UpdateOptions")),
+        case("scale PATCH ?dryRun=Bogus", Method::PATCH, format!("{DEPLOY}/scale?dryRun=Bogus"))
+            .patch(MERGE, &json!({"spec": {"replicas": 2}}))
+            .is(422, "Invalid", bogus_dry_run("PatchOptions")),
+        case("binding ?dryRun=Bogus", Method::POST, "/api/v1/namespaces/default/pods/p/binding?dryRun=Bogus")
+            .json(&json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n"}}))
+            .is(422, "Invalid", bogus_dry_run("CreateOptions")),
+        case("eviction ?dryRun=Bogus", Method::POST, "/api/v1/namespaces/default/pods/p/eviction?dryRun=Bogus")
+            .json(&json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}}))
+            .is(422, "Invalid", bogus_dry_run("CreateOptions")),
+        case("finalize ?dryRun=Bogus", Method::PUT, "/api/v1/namespaces/default/finalize?dryRun=Bogus")
+            .json(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}))
+            .is(422, "Invalid", bogus_dry_run("UpdateOptions")),
+        case("status patch renames", Method::PATCH, format!("{DEPLOY}/status"))
+            .patch(MERGE, &json!({"metadata": {"name": "other"}}))
+            .is(400, "BadRequest", renamed("web")),
+        case("status PUT ?fieldValidation=Bogus", Method::PUT, format!("{DEPLOY}/status?fieldValidation=Bogus"))
+            .json(&json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}))
+            .is(422, "Invalid", options_invalid("UpdateOptions", BAD_FIELD_VALIDATION)),
         case("create in a missing namespace", Method::POST, "/api/v1/namespaces/nope/configmaps")
             .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}))
             .is(404, "NotFound", "namespaces \"nope\" not found"),
