@@ -457,13 +457,19 @@ pub fn decode_body_noting_duplicates(
     }
 }
 
+/// `summarizeData(data, 30)` of `endpoints/handlers/rest.go`: an object's first 30 bytes as
+/// text, anything else in hex.
 fn summarize(body: &[u8]) -> String {
-    let s = String::from_utf8_lossy(body);
-    let mut out: String = s.chars().take(30).collect();
-    if s.chars().count() > 30 {
-        out.push_str(" ...");
+    let head = &body[..body.len().min(30)];
+    let more = if body.len() > 30 { " ..." } else { "" };
+    match body.first() {
+        None => "<empty>".into(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
     }
-    out
 }
 
 fn unrecognized(expected: &str, err: impl std::fmt::Display, body: &[u8]) -> ApiError {
@@ -481,13 +487,34 @@ pub fn decode_json(body: &[u8], expected: &str) -> Result<Value> {
 /// [`decode_json`], also returning the paths of duplicated keys ([`crate::json_strict`]).
 pub fn decode_json_noting_duplicates(body: &[u8], expected: &str) -> Result<(Value, Vec<String>)> {
     let (v, dups) = crate::json_strict::from_slice(body).map_err(|e| {
+        // Go's `encoding/json` wording where it is known; else `serde_json`'s.
+        let reason = if e.is_eof() {
+            "unexpected end of JSON input".to_string()
+        } else {
+            e.to_string()
+        };
         unrecognized(
             expected,
-            format!("couldn't get version/kind; json parse error: {e}"),
+            format!("couldn't get version/kind; json parse error: {reason}"),
             body,
         )
     })?;
     Ok((require_object(v, expected, body)?, dups))
+}
+
+/// The error `json.Unmarshal` gives when a body that is not an object is decoded into the
+/// struct `SimpleMetaFactory.Interpret` reads apiVersion and kind with.
+fn not_an_object(v: &Value) -> String {
+    let what = match v {
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null | Value::Object(_) => "object",
+    };
+    format!(
+        "json: cannot unmarshal {what} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}"
+    )
 }
 
 /// Decodes a YAML body into an object (400 when it is not a mapping).
@@ -503,7 +530,10 @@ fn require_object(v: Value, expected: &str, body: &[u8]) -> Result<Value> {
     } else {
         Err(unrecognized(
             expected,
-            "couldn't get version/kind; json parse error: expected an object",
+            format!(
+                "couldn't get version/kind; json parse error: {}",
+                not_an_object(&v)
+            ),
             body,
         ))
     }

@@ -112,20 +112,21 @@ fn create_cases(out: &mut Vec<Case>) {
         let good = sample(&info, "fresh");
         let unrecognized =
             format!("the object provided is unrecognized (must be of type {kind}): ");
+        let interpret = "into Go value of type struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }";
         out.push(
             case(format!("{res}: truncated JSON"), Method::POST, &url)
                 .raw("application/json", "{")
-                .has(400, "BadRequest", unrecognized.clone()),
+                .is(400, "BadRequest", format!("{unrecognized}couldn't get version/kind; json parse error: unexpected end of JSON input ({{)")),
         );
         out.push(
             case(format!("{res}: JSON array"), Method::POST, &url)
                 .raw("application/json", "[]")
-                .has(400, "BadRequest", unrecognized.clone()),
+                .is(400, "BadRequest", format!("{unrecognized}couldn't get version/kind; json parse error: json: cannot unmarshal array {interpret} (5b5d)")),
         );
         out.push(
             case(format!("{res}: JSON string"), Method::POST, &url)
                 .raw("application/json", "\"x\"")
-                .has(400, "BadRequest", unrecognized),
+                .is(400, "BadRequest", format!("{unrecognized}couldn't get version/kind; json parse error: json: cannot unmarshal string {interpret} (227822)")),
         );
         let mut wrong_kind = good.clone();
         wrong_kind["kind"] = json!("Bogus");
