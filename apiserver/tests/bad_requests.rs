@@ -503,6 +503,12 @@ fn patch_cases(out: &mut Vec<Case>) {
         case("$deleteFromPrimitiveList on a map", Method::PATCH, CM1)
             .patch(SMP, &json!({"metadata": {"$deleteFromPrimitiveList/labels": ["a"]}}))
             .has(422, "Invalid", "patch: Invalid value"),
+        case("merge patch duplicate key, Strict", Method::PATCH, format!("{CM1}?fieldValidation=Strict"))
+            .raw(MERGE, r#"{"data":{"k":"v4"},"data":{"k":"v5"}}"#)
+            .has(422, "Invalid", "strict decoding error: duplicate field \"data\""),
+        case("strategic patch duplicate key, Strict", Method::PATCH, format!("{CM1}?fieldValidation=Strict"))
+            .raw(SMP, r#"{"data":{"k":"v4","k":"v5"}}"#)
+            .is(422, "Invalid", " \"\" is invalid: patch: Invalid value: \"map[data:map[k:v5]]\": strict decoding error: duplicate field \"data.k\""),
         case("$retainKeys not a list", Method::PATCH, CM1)
             .patch(SMP, &json!({"data": {"$retainKeys": "k"}}))
             .is(400, "BadRequest", "invalid patch format of retainKeys"),

@@ -17,7 +17,9 @@ use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersionKind;
 use crate::patch::{self, PatchError, PatchType};
 use crate::registry::ResourceInfo;
-use crate::request::{FieldValidation, content_type, decode_json, decode_yaml};
+use crate::request::{
+    FieldValidation, content_type, decode_json, decode_json_noting_duplicates, decode_yaml,
+};
 use crate::rest::{self, WriteContext, WritePart};
 use crate::storage::{ObjectRef, Update, target};
 use crate::strategy::{FieldError, FieldErrorKind};
@@ -66,6 +68,21 @@ pub fn patch_body(ctx: &RequestContext, pt: PatchType, kind: &str) -> Result<Val
         PatchType::Json => serde_json::from_slice(&ctx.body)
             .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}"))),
         PatchType::Merge | PatchType::StrategicMerge => decode_json(&ctx.body, kind),
+    }
+}
+
+/// [`patch_body`], with the keys a merge or strategic merge patch gives twice (strict
+/// decoding errors: `kjson.UnmarshalStrict` of the patch in `jsonPatcher`/`smpPatcher`).
+fn patch_body_noting_duplicates(
+    ctx: &RequestContext,
+    pt: PatchType,
+    kind: &str,
+) -> Result<(Value, Vec<String>)> {
+    match pt {
+        PatchType::Merge | PatchType::StrategicMerge => {
+            decode_json_noting_duplicates(&ctx.body, kind)
+        }
+        _ => patch_body(ctx, pt, kind).map(|v| (v, Vec::new())),
     }
 }
 
@@ -150,26 +167,36 @@ fn undecodable_patch(
         ApiError::BadRequest(m)
             if m.starts_with(&prefix) && !m.contains("strict decoding error") =>
         {
-            let value = match (pt, patched) {
-                (PatchType::StrategicMerge, _) | (_, None) => go_sprint(patch_doc),
-                (_, Some(json)) => json,
-            };
-            ApiError::Invalid {
-                target: crate::error::ErrorTarget {
-                    group: String::new(),
-                    resource: String::new(),
-                    kind: String::new(),
-                    name: String::new(),
-                },
-                errors: vec![FieldError {
-                    kind: FieldErrorKind::Invalid,
-                    field: "patch".into(),
-                    value: Some(crate::strategy::field::go_quote(&value)),
-                    detail: m[prefix.len()..].to_string(),
-                }],
-            }
+            invalid_patch(pt, patch_doc, patched, m[prefix.len()..].to_string())
         }
         e => e,
+    }
+}
+
+/// `errors.NewInvalid(schema.GroupKind{}, "", field.Invalid(field.NewPath("patch"), ...))`.
+fn invalid_patch(
+    pt: PatchType,
+    patch_doc: &Value,
+    patched: Option<String>,
+    detail: String,
+) -> ApiError {
+    let value = match (pt, patched) {
+        (PatchType::StrategicMerge, _) | (_, None) => go_sprint(patch_doc),
+        (_, Some(json)) => json,
+    };
+    ApiError::Invalid {
+        target: crate::error::ErrorTarget {
+            group: String::new(),
+            resource: String::new(),
+            kind: String::new(),
+            name: String::new(),
+        },
+        errors: vec![FieldError {
+            kind: FieldErrorKind::Invalid,
+            field: "patch".into(),
+            value: Some(crate::strategy::field::go_quote(&value)),
+            detail,
+        }],
     }
 }
 
@@ -205,6 +232,7 @@ fn decide_patch(
     force: bool,
     wctx: &WriteContext,
     mode: FieldValidation,
+    duplicates: &[String],
     warnings: &mut Vec<String>,
 ) -> Result<Update> {
     let info = &r.info;
@@ -251,8 +279,22 @@ fn decide_patch(
             let note = mode == FieldValidation::Warn;
             let patched = (pt != PatchType::StrategicMerge).then(|| new.to_string());
             let (update, unknown) = decide_update_noting_unknown(r, old, new, wctx, note)
-                .map_err(|e| undecodable_patch(info, pt, patch_doc, patched, e))?;
+                .map_err(|e| undecodable_patch(info, pt, patch_doc, patched.clone(), e))?;
             *warnings = rest::render_unknown(info, unknown, mode)?;
+            let dups = crate::json_strict::duplicate_errors(duplicates);
+            match mode {
+                _ if dups.is_empty() => {}
+                FieldValidation::Strict => {
+                    return Err(invalid_patch(
+                        pt,
+                        patch_doc,
+                        patched,
+                        format!("strict decoding error: {}", dups.join(", ")),
+                    ));
+                }
+                FieldValidation::Warn => warnings.extend(dups),
+                FieldValidation::Ignore => {}
+            }
             Ok(update)
         }
     }
@@ -289,7 +331,7 @@ pub async fn patch_part(
     let mode = ctx.query.field_validation()?;
     let force = ctx.query.flag("force")?;
     let manager = ctx.field_manager();
-    let patch_doc = patch_body(&ctx, pt, &info.kind)?;
+    let (patch_doc, duplicates) = patch_body_noting_duplicates(&ctx, pt, &info.kind)?;
     let mut warnings = Vec::new();
     if pt == PatchType::Apply {
         check_apply_type(&info, &patch_doc)?;
@@ -325,6 +367,7 @@ pub async fn patch_part(
                 force,
                 &wctx,
                 mode,
+                &duplicates,
                 &mut warnings,
             )
         })
