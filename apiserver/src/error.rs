@@ -221,6 +221,8 @@ impl ApiError {
             | ApiError::AlreadyExists { target }
             | ApiError::Conflict { target, .. }
             | ApiError::Forbidden { target, .. } => Some(of_target(target, &target.resource)),
+            // `NewNotFound(schema.GroupResource{}, "")` of the not-found handler: empty, not absent.
+            ApiError::PathNotFound => Some(Details::default()),
             ApiError::Invalid { target, errors } => Some(Details {
                 causes: errors
                     .iter()
@@ -440,6 +442,10 @@ mod tests {
         assert_eq!(
             String::from_utf8(invalid.to_status_bytes()).unwrap_or_default(),
             "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"Deployment.apps \\\"a\\u003cb\\\" is invalid: spec.selector: Required value\",\"reason\":\"Invalid\",\"details\":{\"name\":\"a\\u003cb\",\"group\":\"apps\",\"kind\":\"Deployment\",\"causes\":[{\"reason\":\"FieldValueRequired\",\"message\":\"Required value\",\"field\":\"spec.selector\"}]},\"code\":422}\n"
+        );
+        assert_eq!(
+            String::from_utf8(ApiError::PathNotFound.to_status_bytes()).unwrap_or_default(),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the server could not find the requested resource\",\"reason\":\"NotFound\",\"details\":{},\"code\":404}\n"
         );
         let bad = ApiError::BadRequest("x".into());
         assert!(
