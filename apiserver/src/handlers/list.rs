@@ -121,12 +121,7 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
     if let (Some(_), Some(other)) = (rv, rv_match)
         && !matches!(other, "Exact" | "NotOlderThan")
     {
-        return Err(invalid_list_options(FieldError {
-            kind: FieldErrorKind::NotSupported,
-            field: "resourceVersionMatch".into(),
-            value: Some(format!("\"{other}\"")),
-            detail: "supported values: \"Exact\", \"NotOlderThan\", \"\"".into(),
-        }));
+        return Err(unsupported_rv_match(other));
     }
     let (start, read_rev) = match ctx.query.non_empty("continue") {
         Some(token) => {
@@ -157,11 +152,7 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
                 (None, None)
             }
             (None, None) => (None, None),
-            (Some(_), Some(other)) => {
-                return Err(ApiError::BadRequest(format!(
-                    "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
-                )));
-            }
+            (Some(_), Some(other)) => return Err(unsupported_rv_match(other)),
         },
     };
     let keep = |obj: &Value| filter.matches(&info, obj);
@@ -218,6 +209,16 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
         })
     };
     Ok(json_response(StatusCode::OK, &body))
+}
+
+/// `ValidateListOptions`' 422 for a `resourceVersionMatch` it does not know.
+fn unsupported_rv_match(value: &str) -> ApiError {
+    invalid_list_options(FieldError {
+        kind: FieldErrorKind::NotSupported,
+        field: "resourceVersionMatch".into(),
+        value: Some(crate::strategy::field::go_quote(value)),
+        detail: "supported values: \"Exact\", \"NotOlderThan\", \"\"".into(),
+    })
 }
 
 /// A 422 about the request's list options, worded as Kubernetes'
