@@ -7,6 +7,7 @@
 //! `spec.containers[0].name`), the last value winning as in a lenient decode.
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
@@ -113,10 +114,15 @@ impl<'de> Visitor<'de> for Seed<'_, '_> {
                     dups: &mut *self.dups,
                 })?
             };
-            if out.contains_key(&key) {
-                self.dups.push(Seg::Key(self.path, &key).to_string());
+            match out.entry(key) {
+                Entry::Vacant(e) => {
+                    e.insert(value);
+                }
+                Entry::Occupied(mut e) => {
+                    self.dups.push(Seg::Key(self.path, e.key()).to_string());
+                    e.insert(value);
+                }
             }
-            out.insert(key, value);
         }
         Ok(Value::Object(out))
     }
