@@ -10,14 +10,18 @@
 //! ApiError::NotFound { resource: "deployments.apps", name: "nginx" }
 //!   → 404 {"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",
 //!          "message":"deployments.apps \"nginx\" not found","reason":"NotFound",
-//!          "details":{"name":"nginx","group":"apps","kind":"deployments"},"code":404}
+//!          "details":{"name":"nginx","group":"apps","kind":"deployments"},"code":404}\n
 //! ```
+//!
+//! The body is the bytes kube-apiserver sends: `metav1.Status`' field order (not key order),
+//! Go's HTML-safe escapes and `json.Encoder`'s trailing newline ([`crate::wire`]).
 
 use crate::patch::ApplyConflict;
 use crate::strategy::FieldError;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 /// The resource an error is about, as Kubernetes names it in messages and `details`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,60 +208,58 @@ impl ApiError {
         }
     }
 
-    /// `Status.details`, if this error has any.
-    fn details(&self) -> Option<Value> {
-        let target_details = |t: &ErrorTarget, kind: &str| {
-            let mut d = Map::new();
-            if !t.name.is_empty() {
-                d.insert("name".into(), json!(t.name));
-            }
-            if !t.group.is_empty() {
-                d.insert("group".into(), json!(t.group));
-            }
-            d.insert("kind".into(), json!(kind));
-            d
+    /// `Status.details`, if this error has any, in `metav1.StatusDetails`' field order.
+    fn details(&self) -> Option<Details<'_>> {
+        let of_target = |t: &'_ ErrorTarget, kind: &str| Details {
+            name: t.name.clone(),
+            group: t.group.clone(),
+            kind: kind.to_string(),
+            ..Details::default()
         };
         match self {
             ApiError::NotFound { target }
             | ApiError::AlreadyExists { target }
             | ApiError::Conflict { target, .. }
-            | ApiError::Forbidden { target, .. } => {
-                Some(Value::Object(target_details(target, &target.resource)))
-            }
-            ApiError::Invalid { target, errors } => {
-                let mut d = target_details(target, &target.kind);
-                let causes: Vec<Value> = errors
+            | ApiError::Forbidden { target, .. } => Some(of_target(target, &target.resource)),
+            // `NewNotFound(schema.GroupResource{}, "")` of the not-found handler: empty, not absent.
+            ApiError::PathNotFound => Some(Details::default()),
+            ApiError::Invalid { target, errors } => Some(Details {
+                causes: errors
                     .iter()
-                    .map(|e| {
-                        json!({"reason": e.kind.reason(), "message": cause_message(e), "field": e.field})
+                    .map(|e| Cause {
+                        reason: e.kind.reason(),
+                        message: cause_message(e),
+                        field: e.field.clone(),
                     })
-                    .collect();
-                d.insert("causes".into(), Value::Array(causes));
-                Some(Value::Object(d))
-            }
-            ApiError::ApplyConflicts { conflicts } => {
-                let causes: Vec<Value> = conflicts
+                    .collect(),
+                ..of_target(target, &target.kind)
+            }),
+            ApiError::ApplyConflicts { conflicts } => Some(Details {
+                causes: conflicts
                     .iter()
-                    .map(|c| {
-                        json!({
-                            "reason": "FieldManagerConflict",
-                            "message": c.cause_message(),
-                            "field": c.field,
-                        })
+                    .map(|c| Cause {
+                        reason: "FieldManagerConflict",
+                        message: c.cause_message(),
+                        field: c.field.clone(),
                     })
-                    .collect();
-                Some(json!({ "causes": causes }))
-            }
-            ApiError::TooLargeResourceVersion { .. } => Some(json!({
-                "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
-                "retryAfterSeconds": 1,
-            })),
+                    .collect(),
+                ..Details::default()
+            }),
+            ApiError::TooLargeResourceVersion { .. } => Some(Details {
+                causes: vec![Cause {
+                    reason: "ResourceVersionTooLarge",
+                    message: "Too large resource version".into(),
+                    field: String::new(),
+                }],
+                retry_after_seconds: Some(1),
+                ..Details::default()
+            }),
             _ => None,
         }
     }
 
-    /// The `Status` object for this error (also used for in-stream watch `ERROR` events).
-    pub fn to_status(&self) -> Value {
+    /// The `Status` object for this error, in `metav1.Status`' field order.
+    fn status(&self) -> Status<'_> {
         let message = match self {
             // Internal details stay in the log.
             ApiError::Internal(_) => {
@@ -266,20 +268,81 @@ impl ApiError {
             }
             other => other.to_string(),
         };
-        let mut status = json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": message,
-            "reason": self.reason(),
-        });
-        if let Some(details) = self.details() {
-            status["details"] = details;
+        Status {
+            kind: "Status",
+            api_version: "v1",
+            metadata: EmptyMeta {},
+            status: "Failure",
+            message,
+            reason: self.reason(),
+            details: self.details(),
+            code: self.code().as_u16(),
         }
-        status["code"] = json!(self.code().as_u16());
-        status
     }
+
+    /// The `Status` object for this error as a JSON value (for tests and for embedding).
+    pub fn to_status(&self) -> Value {
+        serde_json::to_value(self.status()).unwrap_or(Value::Null)
+    }
+
+    /// The `Status` as kube-apiserver writes it: its field order, Go's HTML-safe escapes and a
+    /// trailing newline (`json.Encoder`), byte for byte.
+    pub fn to_status_bytes(&self) -> Vec<u8> {
+        let mut bytes = self.status_json();
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// The `Status` in kube-apiserver's bytes without the trailing newline (for a watch
+    /// `ERROR` event, whose line embeds it).
+    pub fn status_json(&self) -> Vec<u8> {
+        crate::wire::html_escaped(serde_json::to_vec(&self.status()).unwrap_or_default())
+    }
+}
+
+/// `metav1.Status` (field order as in `types.go`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Status<'a> {
+    kind: &'static str,
+    api_version: &'static str,
+    metadata: EmptyMeta,
+    status: &'static str,
+    message: String,
+    reason: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<Details<'a>>,
+    code: u16,
+}
+
+/// The empty `metav1.ListMeta` of an error `Status`.
+#[derive(Serialize)]
+struct EmptyMeta {}
+
+/// `metav1.StatusDetails`: `name`, `group`, `kind`, `causes`, `retryAfterSeconds`, each left
+/// out when empty.
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Details<'a> {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    group: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    kind: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    causes: Vec<Cause<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_seconds: Option<u32>,
+}
+
+/// `metav1.StatusCause`: `reason`, `message`, `field` (left out when empty).
+#[derive(Serialize)]
+struct Cause<'a> {
+    reason: &'a str,
+    message: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    field: String,
 }
 
 impl IntoResponse for ApiError {
@@ -287,7 +350,7 @@ impl IntoResponse for ApiError {
         if let ApiError::Internal(detail) = &self {
             tracing::error!(%detail, "internal error");
         }
-        let body = serde_json::to_vec(&self.to_status()).unwrap_or_default();
+        let body = self.to_status_bytes();
         let mut resp = (self.code(), body).into_response();
         resp.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -351,6 +414,45 @@ mod tests {
         let msg = two["message"].as_str().unwrap_or_default();
         assert!(msg.contains(": [a: Invalid value"), "{msg}");
         assert_eq!(two["details"]["causes"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn status_bytes_are_kube_apiservers() {
+        let exists = ApiError::AlreadyExists {
+            target: ErrorTarget {
+                group: String::new(),
+                resource: "configmaps".into(),
+                kind: "ConfigMap".into(),
+                name: "cm1".into(),
+            },
+        };
+        assert_eq!(
+            String::from_utf8(exists.to_status_bytes()).unwrap_or_default(),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"configmaps \\\"cm1\\\" already exists\",\"reason\":\"AlreadyExists\",\"details\":{\"name\":\"cm1\",\"kind\":\"configmaps\"},\"code\":409}\n"
+        );
+        let invalid = ApiError::Invalid {
+            target: deploy("a<b"),
+            errors: vec![FieldError {
+                kind: FieldErrorKind::Required,
+                field: "spec.selector".into(),
+                value: None,
+                detail: String::new(),
+            }],
+        };
+        assert_eq!(
+            String::from_utf8(invalid.to_status_bytes()).unwrap_or_default(),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"Deployment.apps \\\"a\\u003cb\\\" is invalid: spec.selector: Required value\",\"reason\":\"Invalid\",\"details\":{\"name\":\"a\\u003cb\",\"group\":\"apps\",\"kind\":\"Deployment\",\"causes\":[{\"reason\":\"FieldValueRequired\",\"message\":\"Required value\",\"field\":\"spec.selector\"}]},\"code\":422}\n"
+        );
+        assert_eq!(
+            String::from_utf8(ApiError::PathNotFound.to_status_bytes()).unwrap_or_default(),
+            "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"metadata\":{},\"status\":\"Failure\",\"message\":\"the server could not find the requested resource\",\"reason\":\"NotFound\",\"details\":{},\"code\":404}\n"
+        );
+        let bad = ApiError::BadRequest("x".into());
+        assert!(
+            String::from_utf8(bad.to_status_bytes())
+                .unwrap_or_default()
+                .ends_with("\"message\":\"x\",\"reason\":\"BadRequest\",\"code\":400}\n")
+        );
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub mod gvk;
 pub mod handlers;
 pub mod handoff;
 pub mod healthz;
+pub mod json_strict;
 pub mod meta;
 pub mod metrics;
 pub mod openapi;
@@ -51,6 +52,7 @@ pub mod subresource;
 pub mod table;
 pub mod ui;
 pub mod watch_cache;
+pub mod wire;
 
 pub use error::{ApiError, Result};
 pub use registry::{Registry, ResourceInfo};

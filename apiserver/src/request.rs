@@ -8,8 +8,10 @@
 //! sends `/api/`), unknown query parameters are ignored, and a missing request `Content-Type`
 //! means JSON.
 
-use crate::error::{ApiError, Result};
+use crate::error::{ApiError, ErrorTarget, Result};
 use crate::gvk::GroupVersion;
+use crate::strategy::field::go_quote;
+use crate::strategy::{FieldError, FieldErrorKind};
 use axum::http::HeaderMap;
 use serde_json::Value;
 
@@ -151,6 +153,14 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every value of a parameter given several times (`?dryRun=All&dryRun=All`).
+    pub fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pairs
+            .iter()
+            .filter(move |(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
     /// A non-empty value of a parameter.
     pub fn non_empty(&self, key: &str) -> Option<&str> {
         self.get(key).filter(|v| !v.is_empty())
@@ -200,6 +210,93 @@ impl Query {
                 "invalid fieldValidation directive: {other}; must be one of Ignore, Warn, Strict"
             ))),
         }
+    }
+}
+
+/// The longest `?fieldManager=` (`validation.FieldManagerMaxLength`).
+pub const FIELD_MANAGER_MAX_LENGTH: usize = 128;
+
+impl Query {
+    /// Validates the options every write shares, as `ValidateCreateOptions`,
+    /// `ValidateUpdateOptions`, `ValidatePatchOptions` and `ValidateDeleteOptions` do
+    /// (apimachinery `pkg/apis/meta/v1/validation`): `fieldManager` (at most 128 bytes, printable),
+    /// `dryRun` (only `All`), `fieldValidation` (`Ignore`, `Warn`, `Strict` or empty). `first`
+    /// are the errors found before these (a patch's `force`); all of them make one 422 on
+    /// `options` (`CreateOptions`, ...), worded `CreateOptions.meta.k8s.io "" is invalid: ...`.
+    pub fn validate_options(&self, options: &str, mut errors: Vec<FieldError>) -> Result<()> {
+        if let Some(manager) = self.get("fieldManager") {
+            errors.extend(field_manager_errors(manager));
+        }
+        let dry_run: Vec<&str> = self.all("dryRun").collect();
+        errors.extend(dry_run_errors(&dry_run));
+        if let Some(v) = self.get("fieldValidation")
+            && !matches!(v, "" | "Ignore" | "Warn" | "Strict")
+        {
+            errors.push(FieldError {
+                kind: FieldErrorKind::NotSupported,
+                field: "fieldValidation".into(),
+                value: Some(go_quote(v)),
+                detail: "supported values: \"\", \"Ignore\", \"Strict\", \"Warn\"".into(),
+            });
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid_options(options, errors))
+        }
+    }
+}
+
+/// `ValidateFieldManager`: at most [`FIELD_MANAGER_MAX_LENGTH`] bytes, every character printable.
+pub fn field_manager_errors(manager: &str) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if manager.len() > FIELD_MANAGER_MAX_LENGTH {
+        errors.push(FieldError {
+            kind: FieldErrorKind::TooLong,
+            field: "fieldManager".into(),
+            value: None,
+            detail: format!("may not be more than {FIELD_MANAGER_MAX_LENGTH} bytes"),
+        });
+    }
+    for (i, c) in manager.char_indices() {
+        // Go's `unicode.IsPrint`: graphic characters and the ASCII space.
+        if c != ' ' && (c.is_control() || c.is_whitespace()) {
+            errors.push(FieldError {
+                kind: FieldErrorKind::Invalid,
+                field: "fieldManager".into(),
+                value: Some(go_quote(manager)),
+                detail: format!("invalid character U+{:04X} (at position {i})", c as u32),
+            });
+        }
+    }
+    errors
+}
+
+/// `ValidateDryRun`: every value must be `All` (the value printed as Go prints a `[]string`).
+pub fn dry_run_errors(values: &[&str]) -> Vec<FieldError> {
+    if values.iter().all(|v| *v == "All") {
+        return Vec::new();
+    }
+    let shown: Vec<String> = values.iter().map(|v| go_quote(v)).collect();
+    vec![FieldError {
+        kind: FieldErrorKind::NotSupported,
+        field: "dryRun".into(),
+        value: Some(format!("[]string{{{}}}", shown.join(", "))),
+        detail: "supported values: \"All\"".into(),
+    }]
+}
+
+/// The 422 on a request's options object (`CreateOptions`, `ListOptions`, ...), as
+/// `errors.NewInvalid(schema.GroupKind{Group: "meta.k8s.io", Kind: options}, "", errs)`.
+pub fn invalid_options(options: &str, errors: Vec<FieldError>) -> ApiError {
+    ApiError::Invalid {
+        target: ErrorTarget {
+            group: "meta.k8s.io".into(),
+            resource: options.to_ascii_lowercase(),
+            kind: options.to_string(),
+            name: String::new(),
+        },
+        errors,
     }
 }
 
@@ -338,27 +435,50 @@ pub const UNSUPPORTED_BODY: &str = "the body of the request was in an unknown fo
 /// Kubernetes protobuf, by its content type; 415 for anything else.
 /// `expected` names the kind for the error message (`must be of type Deployment`).
 pub fn decode_body(headers: &HeaderMap, body: &[u8], expected: &str) -> Result<Value> {
+    decode_body_noting_duplicates(headers, body, expected).map(|(v, _)| v)
+}
+
+/// [`decode_body`], also returning the paths of the keys a JSON body gives twice (what strict
+/// decoding reports as `duplicate field "<path>"`).
+pub fn decode_body_noting_duplicates(
+    headers: &HeaderMap,
+    body: &[u8],
+    expected: &str,
+) -> Result<(Value, Vec<String>)> {
     let ct = content_type(headers);
+    let no_dups = |v: Value| (v, Vec::new());
     match ct.as_str() {
-        "application/json" | "*/*" => decode_json(body, expected),
-        "application/yaml" => decode_yaml(body, expected),
-        crate::protobuf::CONTENT_TYPE => crate::protobuf::decode(body).map_err(|e| match e {
-            crate::protobuf::ProtobufError::Malformed(_) => unrecognized(expected, &e, body),
-            crate::protobuf::ProtobufError::Unsupported(_) => {
-                ApiError::UnsupportedMediaType(e.to_string())
-            }
-        }),
+        "application/json" | "*/*" => decode_json_noting_duplicates(body, expected),
+        "application/yaml" => decode_yaml(body, expected).map(no_dups),
+        crate::protobuf::CONTENT_TYPE => {
+            crate::protobuf::decode(body)
+                .map(no_dups)
+                .map_err(|e| match e {
+                    crate::protobuf::ProtobufError::Malformed(_) => {
+                        unrecognized(expected, &e, body)
+                    }
+                    crate::protobuf::ProtobufError::Unsupported(_) => {
+                        ApiError::UnsupportedMediaType(e.to_string())
+                    }
+                })
+        }
         _ => Err(ApiError::UnsupportedMediaType(UNSUPPORTED_BODY.into())),
     }
 }
 
+/// `summarizeData(data, 30)` of `endpoints/handlers/rest.go`: an object's first 30 bytes as
+/// text, anything else in hex.
 fn summarize(body: &[u8]) -> String {
-    let s = String::from_utf8_lossy(body);
-    let mut out: String = s.chars().take(30).collect();
-    if s.chars().count() > 30 {
-        out.push_str(" ...");
+    let head = &body[..body.len().min(30)];
+    let more = if body.len() > 30 { " ..." } else { "" };
+    match body.first() {
+        None => "<empty>".into(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(head)),
+        Some(_) => {
+            let hex: String = head.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
     }
-    out
 }
 
 fn unrecognized(expected: &str, err: impl std::fmt::Display, body: &[u8]) -> ApiError {
@@ -370,14 +490,40 @@ fn unrecognized(expected: &str, err: impl std::fmt::Display, body: &[u8]) -> Api
 
 /// Decodes a JSON body into an object (400 when it is not a JSON object).
 pub fn decode_json(body: &[u8], expected: &str) -> Result<Value> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| {
+    decode_json_noting_duplicates(body, expected).map(|(v, _)| v)
+}
+
+/// [`decode_json`], also returning the paths of duplicated keys ([`crate::json_strict`]).
+pub fn decode_json_noting_duplicates(body: &[u8], expected: &str) -> Result<(Value, Vec<String>)> {
+    let (v, dups) = crate::json_strict::from_slice(body).map_err(|e| {
+        // Go's `encoding/json` wording where it is known; else `serde_json`'s.
+        let reason = if e.is_eof() {
+            "unexpected end of JSON input".to_string()
+        } else {
+            e.to_string()
+        };
         unrecognized(
             expected,
-            format!("couldn't get version/kind; json parse error: {e}"),
+            format!("couldn't get version/kind; json parse error: {reason}"),
             body,
         )
     })?;
-    require_object(v, expected, body)
+    Ok((require_object(v, expected, body)?, dups))
+}
+
+/// The error `json.Unmarshal` gives when a body that is not an object is decoded into the
+/// struct `SimpleMetaFactory.Interpret` reads apiVersion and kind with.
+fn not_an_object(v: &Value) -> String {
+    let what = match v {
+        Value::Array(_) => "array",
+        Value::String(_) => "string",
+        Value::Number(_) => "number",
+        Value::Bool(_) => "bool",
+        Value::Null | Value::Object(_) => "object",
+    };
+    format!(
+        "json: cannot unmarshal {what} into Go value of type struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}"
+    )
 }
 
 /// Decodes a YAML body into an object (400 when it is not a mapping).
@@ -423,7 +569,10 @@ fn require_object(v: Value, expected: &str, body: &[u8]) -> Result<Value> {
     } else {
         Err(unrecognized(
             expected,
-            "couldn't get version/kind; json parse error: expected an object",
+            format!(
+                "couldn't get version/kind; json parse error: {}",
+                not_an_object(&v)
+            ),
             body,
         ))
     }

@@ -111,13 +111,22 @@ pub fn render_unknown(
     unknown: Vec<String>,
     mode: FieldValidation,
 ) -> Result<Vec<String>> {
-    if mode == FieldValidation::Ignore || unknown.is_empty() {
+    render_strict(info, &[], unknown, mode)
+}
+
+/// Duplicated keys and unknown fields per `?fieldValidation=` ([`render_unknown`]), reported
+/// as `duplicate field "<path>"` before the `unknown field "<path>"` errors.
+pub fn render_strict(
+    info: &ResourceInfo,
+    duplicates: &[String],
+    unknown: Vec<String>,
+    mode: FieldValidation,
+) -> Result<Vec<String>> {
+    if mode == FieldValidation::Ignore || (unknown.is_empty() && duplicates.is_empty()) {
         return Ok(Vec::new());
     }
-    let rendered: Vec<String> = unknown
-        .iter()
-        .map(|f| format!("unknown field \"{f}\""))
-        .collect();
+    let mut rendered = crate::json_strict::duplicate_errors(duplicates);
+    rendered.extend(unknown.iter().map(|f| format!("unknown field \"{f}\"")));
     match mode {
         FieldValidation::Strict => Err(ApiError::BadRequest(format!(
             "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {}",
@@ -146,12 +155,18 @@ fn decode_error(info: &ResourceInfo, msg: &str) -> ApiError {
     ))
 }
 
-/// What a create checks in its body before [`before_create`] defaults it: [`unknown_fields`]
+/// What a create checks in its body before [`before_create`] defaults it: duplicated keys and
+/// [`unknown_fields`]
 /// (a 400 under `Strict`, else the warnings) and that it decodes (the 400 [`default`] gives) —
 /// in one decoding of the body where the kind can.
-pub fn check_body(info: &ResourceInfo, obj: &Value, mode: FieldValidation) -> Result<Vec<String>> {
+pub fn check_body(
+    info: &ResourceInfo,
+    obj: &Value,
+    duplicates: &[String],
+    mode: FieldValidation,
+) -> Result<Vec<String>> {
     let (unknown, decodes) = info.strategy.check_body(obj);
-    let warnings = render_unknown(info, unknown, mode)?;
+    let warnings = render_strict(info, duplicates, unknown, mode)?;
     decodes.map_err(|msg| decode_error(info, &msg))?;
     Ok(warnings)
 }

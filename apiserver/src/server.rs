@@ -364,12 +364,13 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
     json_response_as(code, body, "application/json")
 }
 
-/// A JSON response with a specific content type.
+/// A JSON response with a specific content type, written as kube-apiserver writes it
+/// ([`crate::wire`]).
 pub fn json_response_as(code: StatusCode, body: &Value, content_type: &'static str) -> Response {
     // Most answers are one object of a few hundred bytes to a few KiB: starting at 1 KiB
     // saves the buffer's first reallocations.
     let mut bytes = Vec::with_capacity(1024);
-    if serde_json::to_writer(&mut bytes, body).is_err() {
+    if crate::wire::write_document(&mut bytes, body).is_err() {
         bytes.clear();
     }
     let mut resp = (code, bytes).into_response();

@@ -845,7 +845,7 @@ mod tests {
             Some(&kv.mod_revision.0.to_string()),
         );
         let json = updated.json.expect("json");
-        assert_eq!(serde_json::to_vec(&offered).unwrap(), json.to_vec());
+        assert_eq!(crate::wire::to_vec(&offered), json.to_vec());
         assert_eq!(offered["v"], 2);
         // A storage that needs the object keeps it, and answers with the same JSON.
         let updated = storage
@@ -854,7 +854,7 @@ mod tests {
             .expect("update");
         assert_eq!(updated.object["v"], 3);
         assert_eq!(
-            serde_json::to_vec(&updated.object).unwrap(),
+            crate::wire::to_vec(&updated.object),
             updated.json.expect("json").to_vec()
         );
         assert_eq!(storage.handoff().held(), 1, "and offers a copy");

@@ -6,13 +6,14 @@
 //! kube-apiserver encodes a written object once for etcd (`etcd3/store.go`, without
 //! resourceVersion, which etcd's mod revision replaces) and again for the response and for
 //! each watch event (its `cachingObject` shares one encoding among the watchers). Here the
-//! three encodings are the same bytes but for the resourceVersion, because `serde_json` writes
-//! a map's members in key order:
+//! three encodings are the same bytes but for the resourceVersion, because the top level is
+//! written in one fixed order (kube-apiserver's, [`crate::wire`]) and `serde_json` writes the
+//! members of `metadata` in key order:
 //!
 //! ```text
-//!   stored:   {"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","uid":"…"},"spec":…}
+//!   stored:   {"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","uid":"…"},"spec":…}
 //!                                                          ▲ slot
-//!   served:   {"apiVersion":"v1","kind":"Pod","metadata":{"name":"a","resourceVersion":"7","uid":"…"},"spec":…}
+//!   served:   {"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"7","uid":"…"},"spec":…}
 //! ```
 //!
 //! The write's response and the watch cache's event (which gets the slot with the writer's
@@ -49,7 +50,7 @@ pub struct StoredJson {
 
 impl StoredJson {
     /// The object's JSON with `metadata.resourceVersion` set to `revision`: what
-    /// `serde_json::to_vec` gives for the object with that resourceVersion. `None` when there
+    /// `crate::wire::to_vec` gives for the object with that resourceVersion. `None` when there
     /// is no slot.
     pub fn with_resource_version(&self, revision: u64) -> Option<Bytes> {
         self.slot
@@ -92,21 +93,22 @@ pub fn encode(obj: &Value) -> serde_json::Result<StoredJson> {
             let mut obj = obj.clone();
             crate::meta::set_meta_str(&mut obj, crate::meta::MetaField::ResourceVersion, None);
             Ok(StoredJson {
-                bytes: Bytes::from(serde_json::to_vec(&obj)?),
+                bytes: Bytes::from(crate::wire::to_vec(&obj)),
                 slot: None,
             })
         }
     }
 }
 
-/// Writes the members of `root` as `serde_json`'s compact writer does.
+/// Writes the members of `root` as `serde_json`'s compact writer does, in kube-apiserver's
+/// order ([`crate::wire::top_level`]).
 fn write_root(
     out: &mut Vec<u8>,
     root: &Map<String, Value>,
 ) -> serde_json::Result<Option<ResourceVersionSlot>> {
     let mut slot = None;
     out.push(b'{');
-    for (n, (key, value)) in root.iter().enumerate() {
+    for (n, (key, value)) in crate::wire::top_level(root).enumerate() {
         if n > 0 {
             out.push(b',');
         }
@@ -173,7 +175,7 @@ mod tests {
         crate::meta::set_meta_str(&mut without, crate::meta::MetaField::ResourceVersion, None);
         assert_eq!(
             std::str::from_utf8(&stored.bytes).unwrap(),
-            serde_json::to_string(&without).unwrap(),
+            String::from_utf8(crate::wire::to_vec(&without)).unwrap(),
             "stored form of {obj}"
         );
         let mut with = obj.clone();
@@ -185,7 +187,7 @@ mod tests {
         let served = stored.with_resource_version(12345).expect("a slot");
         assert_eq!(
             std::str::from_utf8(&served).unwrap(),
-            serde_json::to_string(&with).unwrap(),
+            String::from_utf8(crate::wire::to_vec(&with)).unwrap(),
             "served form of {obj}"
         );
     }
@@ -224,7 +226,7 @@ mod tests {
             // Stored as before: the resourceVersion removed from a copy.
             let mut without = obj.clone();
             crate::meta::set_meta_str(&mut without, crate::meta::MetaField::ResourceVersion, None);
-            assert_eq!(stored.bytes, serde_json::to_vec(&without).unwrap());
+            assert_eq!(stored.bytes, crate::wire::to_vec(&without));
             assert_eq!(stored.with_resource_version(1), None);
         }
     }

@@ -110,7 +110,7 @@ impl CachedEvent {
         self.encoded_metadata
             .get_or_init(|| {
                 let partial = crate::meta::partial_object_metadata(&self.object);
-                Bytes::from(serde_json::to_vec(&partial).unwrap_or_default())
+                Bytes::from(crate::wire::to_vec(&partial))
             })
             .clone()
     }
@@ -123,11 +123,11 @@ impl CachedEvent {
                 && self.object.get("kind").and_then(Value::as_str) == Some(kind);
             if typed {
                 // Stored objects nearly always carry their type already: no copy needed.
-                return Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default());
+                return Bytes::from(crate::wire::to_vec(&self.object));
             }
             let mut object = (*self.object).clone();
             crate::meta::set_type(&mut object, api_version, kind);
-            Bytes::from(serde_json::to_vec(&object).unwrap_or_default())
+            Bytes::from(crate::wire::to_vec(&object))
         };
         let cached = self.encoded.get_or_init(|| EncodedObject {
             api_version: api_version.to_string(),
@@ -775,7 +775,7 @@ mod tests {
             stored.with_resource_version(ev.revision.0).expect("a slot"),
             "the stored bytes with the resourceVersion"
         );
-        assert_eq!(sent, serde_json::to_vec(&*ev.object).unwrap());
+        assert_eq!(sent, crate::wire::to_vec(&ev.object));
         // Asked as another type, the object is encoded with that type.
         let other: Value = serde_json::from_slice(&ev.encoded_object("v2", "Pod")).expect("JSON");
         assert_eq!(other["apiVersion"], "v2");

@@ -6,10 +6,13 @@
 mod common;
 
 mod admin;
+mod bad_requests;
 mod custom_resources;
+mod fuzz;
 mod generic;
 mod list_watch;
 mod subresources;
 mod traces;
 mod ui;
+mod wire;
 mod writes;

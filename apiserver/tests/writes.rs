@@ -34,11 +34,14 @@ async fn field_validation_strict_warn_ignore() {
         .await;
     assert_eq!(ignore.status, StatusCode::CREATED);
     assert!(ignore.headers.get("warning").is_none());
+    // `ValidateCreateOptions`: a 422 on the CreateOptions.
+    let bogus = h
+        .post(&format!("{WIDGETS}?fieldValidation=Bogus"), &w)
+        .await;
+    assert_eq!(bogus.status, StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(
-        h.post(&format!("{WIDGETS}?fieldValidation=Bogus"), &w)
-            .await
-            .status,
-        StatusCode::BAD_REQUEST
+        bogus.body["message"],
+        "CreateOptions.meta.k8s.io \"\" is invalid: fieldValidation: Unsupported value: \"Bogus\": supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
     );
 }
 
@@ -365,12 +368,15 @@ async fn a_patch_keeps_the_stored_managed_fields_and_refuses_malformed_ones() {
             &json!({"metadata": {"managedFields": "x"}}),
         )
         .await;
+    // A patched object that does not decode is the patch's fault: 422 on `patch`
+    // (`jsonPatcher.applyPatchToCurrentObject`).
     assert_eq!(
         malformed.status,
-        StatusCode::BAD_REQUEST,
+        StatusCode::UNPROCESSABLE_ENTITY,
         "{:?}",
         malformed.body
     );
+    assert_eq!(malformed.body["details"]["causes"][0]["field"], "patch");
     let after = h.get(&format!("{pods}/m")).await;
     assert_eq!(after.body["metadata"]["managedFields"], json!(entries));
 }

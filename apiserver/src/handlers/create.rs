@@ -7,7 +7,7 @@ use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersion;
 use crate::meta;
 use crate::registry::ResourceInfo;
-use crate::request::decode_body;
+use crate::request::decode_body_noting_duplicates;
 use crate::rest::{self, WriteContext, WritePart};
 use crate::server::AppState;
 use crate::storage::{ObjectRef, target};
@@ -116,12 +116,14 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
             "create not allowed while custom resource definition is terminating".into(),
         ));
     }
+    ctx.query.validate_options("CreateOptions", Vec::new())?;
     let dry_run = ctx.query.dry_run()?;
     let mode = ctx.query.field_validation()?;
-    let mut body = decode_body(&ctx.headers, &ctx.body, &info.kind)?;
+    let (mut body, duplicates) =
+        decode_body_noting_duplicates(&ctx.headers, &ctx.body, &info.kind)?;
     rest::check_type(&info, &mut body)?;
     // Unknown fields and decoding are checked here; `before_create` defaults the body.
-    let warnings = rest::check_body(&info, &body, mode)?;
+    let warnings = rest::check_body(&info, &body, &duplicates, mode)?;
     if let Some(ns) = &namespace {
         check_namespace(&ctx.state, &info, ns).await?;
     }

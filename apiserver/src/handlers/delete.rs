@@ -19,9 +19,11 @@ use super::{RequestContext, object_ref};
 use crate::error::{ApiError, Result};
 use crate::meta::{self, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, MetaField};
 use crate::registry::{DeletePolicy, ResourceInfo};
-use crate::request::decode_json;
+use crate::request::{decode_json, dry_run_errors, invalid_options};
 use crate::server::json_response;
 use crate::storage::{ObjectRef, Update, prefix};
+use crate::strategy::field::go_quote;
+use crate::strategy::{FieldError, FieldErrorKind};
 use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
@@ -60,8 +62,9 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     /// Conditions the object must meet.
     pub preconditions: Option<Preconditions>,
-    /// How dependents are treated.
-    pub propagation_policy: Option<Propagation>,
+    /// How dependents are treated (as sent: [`DeleteOptions::from_request`] refuses any but
+    /// `Orphan`, `Background` and `Foreground`).
+    pub propagation_policy: Option<String>,
     /// Deprecated: true = Orphan, false = Background.
     pub orphan_dependents: Option<bool>,
     /// `["All"]` for a dry run.
@@ -85,32 +88,68 @@ impl DeleteOptions {
         if opts.propagation_policy.is_none()
             && let Some(p) = ctx.query.non_empty("propagationPolicy")
         {
-            opts.propagation_policy =
-                Some(serde_json::from_value(json!(p)).map_err(|_| {
-                    ApiError::BadRequest(format!("invalid propagationPolicy: {p:?}"))
-                })?);
+            opts.propagation_policy = Some(p.to_string());
         }
         if opts.orphan_dependents.is_none() && ctx.query.get("orphanDependents").is_some() {
             opts.orphan_dependents = Some(ctx.query.flag("orphanDependents")?);
         }
-        if ctx.query.dry_run()? {
-            opts.dry_run = vec!["All".into()];
+        for v in ctx.query.all("dryRun") {
+            if !opts.dry_run.iter().any(|d| d == v) {
+                opts.dry_run.push(v.to_string());
+            }
         }
-        if let Some(bad) = opts.dry_run.iter().find(|d| *d != "All") {
-            return Err(ApiError::BadRequest(format!(
-                "Invalid dry run value: \"{bad}\": supported values are [All]"
-            )));
-        }
-        if opts.orphan_dependents.is_some() && opts.propagation_policy.is_some() {
-            return Err(ApiError::BadRequest(
-                "Using both OrphanDependents and PropagationPolicy is not allowed".into(),
-            ));
-        }
+        opts.validate()?;
         Ok(opts)
     }
 
+    /// `ValidateDeleteOptions` (apimachinery `pkg/apis/meta/v1/validation`): a 422 on the
+    /// `DeleteOptions`, worded `DeleteOptions.meta.k8s.io "" is invalid: ...`.
+    fn validate(&self) -> Result<()> {
+        let mut errors = Vec::new();
+        let policy = self.propagation_policy.as_deref();
+        if let (Some(_), Some(p)) = (self.orphan_dependents, policy) {
+            errors.push(FieldError {
+                kind: FieldErrorKind::Invalid,
+                field: "propagationPolicy".into(),
+                value: Some(go_quote(p)),
+                detail: "orphanDependents and deletionPropagation cannot be both set".into(),
+            });
+        }
+        if let Some(p) = policy
+            && Self::parse_policy(p).is_none()
+        {
+            errors.push(FieldError {
+                kind: FieldErrorKind::NotSupported,
+                field: "propagationPolicy".into(),
+                value: Some(go_quote(p)),
+                detail: "supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+                    .into(),
+            });
+        }
+        let dry_run: Vec<&str> = self.dry_run.iter().map(String::as_str).collect();
+        errors.extend(dry_run_errors(&dry_run));
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(invalid_options("DeleteOptions", errors))
+        }
+    }
+
+    fn parse_policy(p: &str) -> Option<Propagation> {
+        match p {
+            "Orphan" => Some(Propagation::Orphan),
+            "Background" => Some(Propagation::Background),
+            "Foreground" => Some(Propagation::Foreground),
+            _ => None,
+        }
+    }
+
     fn propagation(&self) -> Option<Propagation> {
-        self.propagation_policy.or(match self.orphan_dependents {
+        let policy = self
+            .propagation_policy
+            .as_deref()
+            .and_then(Self::parse_policy);
+        policy.or(match self.orphan_dependents {
             Some(true) => Some(Propagation::Orphan),
             Some(false) => Some(Propagation::Background),
             None => None,

@@ -118,9 +118,20 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
     let rv = parse_rv(ctx.query.get("resourceVersion"))?;
     let rv_match = ctx.query.non_empty("resourceVersionMatch");
     let pfx = prefix(&info, ctx.path.namespace.as_deref());
+    if let (Some(_), Some(other)) = (rv, rv_match)
+        && !matches!(other, "Exact" | "NotOlderThan")
+    {
+        return Err(unsupported_rv_match(other));
+    }
     let (start, read_rev) = match ctx.query.non_empty("continue") {
         Some(token) => {
             let (rev, start) = decode_continue(token, &pfx)?;
+            // `storage.ValidateListOptions`: the token carries its own revision.
+            if rv.is_some_and(|rv| rv.0 != 0) {
+                return Err(ApiError::BadRequest(
+                    "specifying resource version is not allowed when using continue".into(),
+                ));
+            }
             (Some(start), Some(rev))
         }
         None => match (rv, rv_match) {
@@ -141,11 +152,7 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
                 (None, None)
             }
             (None, None) => (None, None),
-            (Some(_), Some(other)) => {
-                return Err(ApiError::BadRequest(format!(
-                    "resourceVersionMatch: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\""
-                )));
-            }
+            (Some(_), Some(other)) => return Err(unsupported_rv_match(other)),
         },
     };
     let keep = |obj: &Value| filter.matches(&info, obj);
@@ -202,6 +209,16 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
         })
     };
     Ok(json_response(StatusCode::OK, &body))
+}
+
+/// `ValidateListOptions`' 422 for a `resourceVersionMatch` it does not know.
+fn unsupported_rv_match(value: &str) -> ApiError {
+    invalid_list_options(FieldError {
+        kind: FieldErrorKind::NotSupported,
+        field: "resourceVersionMatch".into(),
+        value: Some(crate::strategy::field::go_quote(value)),
+        detail: "supported values: \"Exact\", \"NotOlderThan\", \"\"".into(),
+    })
 }
 
 /// A 422 about the request's list options, worded as Kubernetes'

@@ -95,6 +95,43 @@ fn method_not_allowed(method: &Method, info: &ResourceInfo) -> ApiError {
     ))
 }
 
+/// The media types a resource answers in, as `negotiation.NegotiateOutputMediaType` lists them.
+const ACCEPTED_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// 406 when the client's `Accept` names none of the media types the server can answer in
+/// (`negotiation.NewNotAcceptableError`). No header, `*/*` or `application/*` accept anything;
+/// YAML and protobuf clients get JSON, which they all list too.
+fn check_acceptable(headers: &HeaderMap) -> Result<()> {
+    let Some(raw) = headers
+        .get(axum::http::header::ACCEPT)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"))
+    else {
+        return Ok(());
+    };
+    if raw.trim().is_empty() {
+        return Ok(());
+    }
+    let acceptable = raw.split(',').any(|range| {
+        let essence = range.split(';').next().unwrap_or("").trim();
+        matches!(
+            essence.to_ascii_lowercase().as_str(),
+            "*/*"
+                | "application/*"
+                | "application/json"
+                | "application/yaml"
+                | "application/vnd.kubernetes.protobuf"
+        )
+    });
+    if acceptable {
+        Ok(())
+    } else {
+        Err(ApiError::NotAcceptable(format!(
+            "only the following media types are accepted: {ACCEPTED_MEDIA_TYPES}"
+        )))
+    }
+}
+
 /// The object a named request addresses.
 pub fn object_ref(info: &Arc<ResourceInfo>, path: &ResourcePath, name: &str) -> ObjectRef {
     ObjectRef {
@@ -122,6 +159,7 @@ pub async fn resource(ctx: RequestContext) -> Result<Response> {
     {
         return Err(ApiError::PathNotFound);
     }
+    check_acceptable(&ctx.headers)?;
     let name = ctx.path.name.clone();
     let sub = ctx.path.subresource.clone();
     match (&ctx.method, name, sub) {
@@ -184,7 +222,12 @@ pub fn stored_object_response(
 ) -> Result<Response> {
     match json {
         Some(json) if !ctx.accept.table && !ctx.accept.partial_metadata => {
-            let mut resp = (code, json.clone()).into_response();
+            // The stored bytes are already in kube-apiserver's order; `json.Encoder` ends the
+            // document with a newline.
+            let mut body = Vec::with_capacity(json.len() + 1);
+            body.extend_from_slice(json);
+            body.push(b'\n');
+            let mut resp = (code, body).into_response();
             resp.headers_mut().insert(
                 axum::http::header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),

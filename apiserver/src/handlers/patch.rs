@@ -17,7 +17,9 @@ use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersionKind;
 use crate::patch::{self, PatchError, PatchType};
 use crate::registry::ResourceInfo;
-use crate::request::{FieldValidation, content_type, decode_json, decode_yaml};
+use crate::request::{
+    FieldValidation, content_type, decode_json, decode_json_noting_duplicates, decode_yaml,
+};
 use crate::rest::{self, WriteContext, WritePart};
 use crate::storage::{ObjectRef, Update, target};
 use crate::strategy::{FieldError, FieldErrorKind};
@@ -56,10 +58,31 @@ pub fn patch_type(ctx: &RequestContext) -> Result<PatchType> {
 /// Decodes a patch body: YAML (or JSON) for apply, JSON for the others.
 pub fn patch_body(ctx: &RequestContext, pt: PatchType, kind: &str) -> Result<Value> {
     match pt {
-        PatchType::Apply => decode_yaml(&ctx.body, kind),
+        // `applyPatcher`: the apply configuration is YAML (JSON being YAML too).
+        PatchType::Apply => serde_norway::from_slice::<Value>(&ctx.body)
+            .map_err(|e| ApiError::BadRequest(format!("error decoding YAML: {e}")))
+            .and_then(|v| match v {
+                Value::Object(_) => Ok(v),
+                _ => decode_yaml(&ctx.body, kind),
+            }),
         PatchType::Json => serde_json::from_slice(&ctx.body)
             .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}"))),
         PatchType::Merge | PatchType::StrategicMerge => decode_json(&ctx.body, kind),
+    }
+}
+
+/// [`patch_body`], with the keys a merge or strategic merge patch gives twice (strict
+/// decoding errors: `kjson.UnmarshalStrict` of the patch in `jsonPatcher`/`smpPatcher`).
+fn patch_body_noting_duplicates(
+    ctx: &RequestContext,
+    pt: PatchType,
+    kind: &str,
+) -> Result<(Value, Vec<String>)> {
+    match pt {
+        PatchType::Merge | PatchType::StrategicMerge => {
+            decode_json_noting_duplicates(&ctx.body, kind)
+        }
+        _ => patch_body(ctx, pt, kind).map(|v| (v, Vec::new())),
     }
 }
 
@@ -82,6 +105,122 @@ pub fn apply_patch(
     }
 }
 
+/// The type check of server-side apply (`versionCheckManager.Apply` in
+/// `apimachinery/pkg/util/managedfields/internal/versioncheck.go`): the patch must name the
+/// endpoint's apiVersion and kind — neither is defaulted from the URL as for other writes.
+fn check_apply_type(info: &ResourceInfo, patch_doc: &Value) -> Result<()> {
+    let api_version = crate::meta::api_version(patch_doc).unwrap_or("");
+    let kind = crate::meta::kind(patch_doc).unwrap_or("");
+    if api_version == info.api_version() && kind == info.kind {
+        return Ok(());
+    }
+    // `schema.ParseGroupVersion`; one that does not parse is the empty GroupVersion.
+    let (group, version) = match api_version.split('/').collect::<Vec<_>>()[..] {
+        [version] => ("", version),
+        [group, version] => (group, version),
+        _ => ("", ""),
+    };
+    Err(ApiError::BadRequest(format!(
+        "invalid object type: {group}/{version}, Kind={kind}"
+    )))
+}
+
+/// What `patcher.applyPatch` checks of a patched object (`rest.EnsureObjectNamespaceMatchesRequestNamespace`,
+/// then `checkName` in `handlers/rest.go`): a patch may not move the object to another
+/// namespace or rename it.
+fn check_patched_identity(r: &ObjectRef, obj: &Value) -> Result<()> {
+    if let (Some(want), Some(got)) = (r.namespace.as_deref(), crate::meta::namespace(obj))
+        && !got.is_empty()
+        && got != want
+    {
+        return Err(ApiError::BadRequest(
+            "the namespace of the provided object does not match the namespace sent on the request"
+                .into(),
+        ));
+    }
+    let got = crate::meta::name(obj).unwrap_or("");
+    if got != r.name {
+        return Err(ApiError::BadRequest(format!(
+            "the name of the object ({got}) does not match the name on the URL ({})",
+            r.name
+        )));
+    }
+    Ok(())
+}
+
+/// A patched object that does not decode into the kind is the patch's fault: 422 on the
+/// field `patch` of no kind, as `applyPatchToObject` and `jsonPatcher` answer
+/// (`errors.NewInvalid(schema.GroupKind{}, "", ...)`), with the patch as Go prints a map
+/// (strategic merge) or the patched JSON (the others) as the value.
+fn undecodable_patch(
+    info: &ResourceInfo,
+    pt: PatchType,
+    patch_doc: &Value,
+    patched: Option<String>,
+    e: ApiError,
+) -> ApiError {
+    let prefix = format!(
+        "{} in version \"{}\" cannot be handled as a {}: ",
+        info.kind, info.gvr.version, info.kind
+    );
+    match e {
+        ApiError::BadRequest(m)
+            if m.starts_with(&prefix) && !m.contains("strict decoding error") =>
+        {
+            invalid_patch(pt, patch_doc, patched, m[prefix.len()..].to_string())
+        }
+        e => e,
+    }
+}
+
+/// `errors.NewInvalid(schema.GroupKind{}, "", field.Invalid(field.NewPath("patch"), ...))`.
+fn invalid_patch(
+    pt: PatchType,
+    patch_doc: &Value,
+    patched: Option<String>,
+    detail: String,
+) -> ApiError {
+    let value = match (pt, patched) {
+        (PatchType::StrategicMerge, _) | (_, None) => go_sprint(patch_doc),
+        (_, Some(json)) => json,
+    };
+    ApiError::Invalid {
+        target: crate::error::ErrorTarget {
+            group: String::new(),
+            resource: String::new(),
+            kind: String::new(),
+            name: String::new(),
+        },
+        errors: vec![FieldError {
+            kind: FieldErrorKind::Invalid,
+            field: "patch".into(),
+            value: Some(crate::strategy::field::go_quote(&value)),
+            detail,
+        }],
+    }
+}
+
+/// A JSON value as Go's `fmt` prints the `map[string]interface{}` it decodes to (`%+v`).
+fn go_sprint(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let parts: Vec<String> = items.iter().map(go_sprint).collect();
+            format!("[{}]", parts.join(" "))
+        }
+        Value::Object(map) => {
+            let parts: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_sprint(v)))
+                .collect();
+            format!("map[{}]", parts.join(" "))
+        }
+    }
+}
+
 /// The object a patch decided on, for the store's read-modify-write.
 #[allow(clippy::too_many_arguments)]
 fn decide_patch(
@@ -93,6 +232,7 @@ fn decide_patch(
     force: bool,
     wctx: &WriteContext,
     mode: FieldValidation,
+    duplicates: &[String],
     warnings: &mut Vec<String>,
 ) -> Result<Update> {
     let info = &r.info;
@@ -103,6 +243,9 @@ fn decide_patch(
             let mut obj = patch::server_side_apply(None, patch_doc, &gvk, manager, force, wctx.now)
                 .map_err(err)?;
             rest::check_type(info, &mut obj)?;
+            if crate::meta::name(&obj).is_some_and(|n| !n.is_empty()) {
+                check_patched_identity(r, &obj)?;
+            }
             crate::meta::set_meta_str(&mut obj, crate::meta::MetaField::Name, Some(&r.name));
             rest::default(info, &mut obj)?;
             let ssa_ctx = WriteContext {
@@ -117,6 +260,7 @@ fn decide_patch(
             let new =
                 patch::server_side_apply(Some(old), patch_doc, &gvk, manager, force, wctx.now)
                     .map_err(err)?;
+            check_patched_identity(r, &new)?;
             let ssa_ctx = WriteContext {
                 manager: None,
                 ..wctx.clone()
@@ -126,14 +270,31 @@ fn decide_patch(
         (pt, Some(old)) => {
             let mut new = apply_patch(pt, old, patch_doc, &gvk).map_err(err)?;
             rest::check_type(info, &mut new)?;
+            check_patched_identity(r, &new)?;
             if mode == FieldValidation::Strict {
                 // Unknown fields fail the patch before anything else is checked.
                 rest::unknown_fields(info, &new, mode)?;
             }
             // Under `Warn` they are noted while the update decodes the patched object.
             let note = mode == FieldValidation::Warn;
-            let (update, unknown) = decide_update_noting_unknown(r, old, new, wctx, note)?;
+            let patched = (pt != PatchType::StrategicMerge).then(|| new.to_string());
+            let (update, unknown) = decide_update_noting_unknown(r, old, new, wctx, note)
+                .map_err(|e| undecodable_patch(info, pt, patch_doc, patched.clone(), e))?;
             *warnings = rest::render_unknown(info, unknown, mode)?;
+            let dups = crate::json_strict::duplicate_errors(duplicates);
+            match mode {
+                _ if dups.is_empty() => {}
+                FieldValidation::Strict => {
+                    return Err(invalid_patch(
+                        pt,
+                        patch_doc,
+                        patched,
+                        format!("strict decoding error: {}", dups.join(", ")),
+                    ));
+                }
+                FieldValidation::Warn => warnings.extend(dups),
+                FieldValidation::Ignore => {}
+            }
             Ok(update)
         }
     }
@@ -147,41 +308,33 @@ pub async fn patch_part(
     part: WritePart,
 ) -> Result<Response> {
     let pt = patch_type(&ctx)?;
+    // `ValidatePatchOptions`: `force` only with apply, which needs a field manager.
+    let mut first = Vec::new();
+    if pt != PatchType::Apply && ctx.query.get("force").is_some() {
+        first.push(FieldError {
+            kind: FieldErrorKind::Forbidden,
+            field: "force".into(),
+            value: None,
+            detail: "may not be specified for non-apply patch".into(),
+        });
+    }
+    if pt == PatchType::Apply && ctx.query.non_empty("fieldManager").is_none() {
+        first.push(FieldError {
+            kind: FieldErrorKind::Required,
+            field: "fieldManager".into(),
+            value: None,
+            detail: "is required for apply patch".into(),
+        });
+    }
+    ctx.query.validate_options("PatchOptions", first)?;
     let dry_run = ctx.query.dry_run()?;
     let mode = ctx.query.field_validation()?;
     let force = ctx.query.flag("force")?;
-    if pt != PatchType::Apply && ctx.query.get("force").is_some() {
-        return Err(ApiError::Invalid {
-            target: target(&info, name),
-            errors: vec![FieldError {
-                kind: FieldErrorKind::Forbidden,
-                field: "force".into(),
-                value: None,
-                detail: "may not be specified for non-apply patch".into(),
-            }],
-        });
-    }
     let manager = ctx.field_manager();
-    if pt == PatchType::Apply && ctx.query.non_empty("fieldManager").is_none() {
-        return Err(ApiError::Invalid {
-            target: crate::error::ErrorTarget {
-                group: "meta.k8s.io".into(),
-                resource: "patchoptions".into(),
-                kind: "PatchOptions".into(),
-                name: String::new(),
-            },
-            errors: vec![FieldError {
-                kind: FieldErrorKind::Required,
-                field: "fieldManager".into(),
-                value: None,
-                detail: "is required for apply patch".into(),
-            }],
-        });
-    }
-    let mut patch_doc = patch_body(&ctx, pt, &info.kind)?;
+    let (patch_doc, duplicates) = patch_body_noting_duplicates(&ctx, pt, &info.kind)?;
     let mut warnings = Vec::new();
     if pt == PatchType::Apply {
-        rest::check_type(&info, &mut patch_doc)?;
+        check_apply_type(&info, &patch_doc)?;
         warnings = rest::unknown_fields(&info, &patch_doc, mode)?;
     }
     let r = object_ref(&info, &ctx.path, name);
@@ -214,6 +367,7 @@ pub async fn patch_part(
                 force,
                 &wctx,
                 mode,
+                &duplicates,
                 &mut warnings,
             )
         })

@@ -8,7 +8,7 @@ use super::{RequestContext, object_ref, written_response};
 use crate::error::{ApiError, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
-use crate::request::decode_body;
+use crate::request::decode_body_noting_duplicates;
 use crate::rest::{self, WriteContext, WritePart};
 use crate::storage::{ObjectRef, Update};
 use axum::response::Response;
@@ -50,9 +50,11 @@ pub async fn replace(
     name: &str,
     part: WritePart,
 ) -> Result<Response> {
+    ctx.query.validate_options("UpdateOptions", Vec::new())?;
     let dry_run = ctx.query.dry_run()?;
     let mode = ctx.query.field_validation()?;
-    let mut body = decode_body(&ctx.headers, &ctx.body, &info.kind)?;
+    let (mut body, duplicates) =
+        decode_body_noting_duplicates(&ctx.headers, &ctx.body, &info.kind)?;
     rest::check_type(&info, &mut body)?;
     if let Some(body_name) = meta::name(&body)
         && body_name != name
@@ -70,7 +72,12 @@ pub async fn replace(
                 .into(),
         ));
     }
-    let warnings = rest::unknown_fields(&info, &body, mode)?;
+    let unknown = if mode == crate::request::FieldValidation::Ignore {
+        Vec::new()
+    } else {
+        info.strategy.unknown_fields(&body)
+    };
+    let warnings = rest::render_strict(&info, &duplicates, unknown, mode)?;
     let r = object_ref(&info, &ctx.path, name);
     let create_allowed = info.allow_create_on_update && part == WritePart::Main;
     if create_allowed && let Some(ns) = &r.namespace {

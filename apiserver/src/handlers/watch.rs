@@ -83,10 +83,7 @@ impl Renderer {
             }
             _ => object,
         };
-        let mut line =
-            serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-        line.push(b'\n');
-        Bytes::from(line)
+        plain_line(kind, &crate::wire::to_vec(&object))
     }
 
     fn typed(&self, obj: &Value) -> Value {
@@ -252,7 +249,7 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
                 .await;
             }
             Err(end) => {
-                let _ = tx.send(error_line(&mut renderer, &end)).await;
+                let _ = tx.send(error_line(&end)).await;
             }
         }
     };
@@ -287,14 +284,14 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
     resp
 }
 
-fn error_line(renderer: &mut Renderer, end: &StreamEnd) -> Bytes {
+/// The in-stream `ERROR` event ending a watch, its Status in kube-apiserver's bytes.
+fn error_line(end: &StreamEnd) -> Bytes {
     let StreamEnd::TooOld { requested, oldest } = end;
     let status = ApiError::Expired(format!(
         "too old resource version: {} ({})",
         requested.0, oldest.0
-    ))
-    .to_status();
-    renderer.line("ERROR", status)
+    ));
+    plain_line("ERROR", &status.status_json())
 }
 
 /// Who a watch delivers to, for the `WatchEvents` faults (`crate::admin`).
@@ -368,7 +365,7 @@ async fn pump(
                     None => continue,
                 },
                 Some(Err(end)) => {
-                    let _ = tx.send(error_line(&mut renderer, &end)).await;
+                    let _ = tx.send(error_line(&end)).await;
                     return;
                 }
                 None => return,

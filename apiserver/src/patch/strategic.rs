@@ -74,12 +74,25 @@ fn merge_map(
 
     for (key, patch_value) in patch {
         if let Some(list) = key.strip_prefix(DELETE_FROM_PRIMITIVE_LIST) {
-            let Value::Array(to_delete) = patch_value else {
-                return Err(bad_request("invalid patch format of primitive list"));
+            // `preprocessDeletionListForMerging`, then `mergeMap` on the list's own key: only a
+            // merging list of scalars has values deleted; anything else is merged or replaced
+            // as a plain member would be, so a directive aimed at a map (or a scalar) yields
+            // an object that fails to decode, as in Kubernetes.
+            let field = child(schema, list);
+            let merged = match (original.remove(list), patch_value) {
+                (_, Value::Null) => continue,
+                (Some(Value::Array(mut items)), Value::Array(to_delete))
+                    if field.is_some_and(|f| f.merges()) =>
+                {
+                    items.retain(|v| !to_delete.contains(v));
+                    Value::Array(items)
+                }
+                (Some(Value::Object(o)), Value::Object(p)) => {
+                    Value::Object(merge_map(o, p, field)?)
+                }
+                (_, p) => p,
             };
-            if let Some(Value::Array(items)) = original.get_mut(list) {
-                items.retain(|v| !to_delete.contains(v));
-            }
+            original.insert(list.to_string(), merged);
             continue;
         }
         if patch_value.is_null() {

@@ -29,94 +29,112 @@ pub struct FieldSelector {
     pub requirements: Vec<FieldRequirement>,
 }
 
-/// Why a field selector was refused (both are 400 BadRequest).
+/// Why a field selector was refused (all are 400 BadRequest).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FieldSelectorError {
-    /// The string does not parse.
-    #[error("invalid field selector: {0}")]
+    /// A term has no operator (`invalid selector: '...'; can't understand '...'`).
+    #[error("{0}")]
     Parse(String),
+    /// A value is badly escaped (`invalid field selector: ...`).
+    #[error("{0}")]
+    Invalid(String),
     /// The field is not selectable for this kind.
     #[error("field label not supported: {0}")]
     Unsupported(String),
 }
 
-/// Splits on unescaped commas and unescapes `\,`, `\=`, `\\`.
-fn split_terms(s: &str) -> Vec<String> {
+/// `splitTerms`: splits on commas not escaped by a backslash (escapes are kept).
+fn split_terms(s: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
+    let mut start = 0;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
         match c {
-            '\\' => {
-                cur.push('\\');
-                if let Some(n) = chars.next() {
-                    cur.push(n);
-                }
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            ',' => {
+                out.push(&s[start..i]);
+                start = i + 1;
             }
-            ',' => out.push(std::mem::take(&mut cur)),
-            _ => cur.push(c),
+            _ => {}
         }
     }
-    out.push(cur);
+    out.push(&s[start..]);
     out
 }
 
-fn unescape(s: &str) -> String {
-    let mut out = String::new();
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(n) = chars.next() {
-                out.push(n);
+/// `splitTerm`: the first `!=`, `==` or `=` splits a term (the left side has no escapes).
+fn split_term(term: &str) -> Option<(&str, &'static str, &str)> {
+    for (i, _) in term.char_indices() {
+        for op in ["!=", "==", "="] {
+            if term[i..].starts_with(op) {
+                return Some((&term[..i], op, &term[i + op.len()..]));
             }
-        } else {
-            out.push(c);
         }
-    }
-    out
-}
-
-/// Finds the first unescaped occurrence of `op` in `term`.
-fn find_op(term: &str, op: &str) -> Option<usize> {
-    let bytes = term.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            i += 2;
-            continue;
-        }
-        if term[i..].starts_with(op) {
-            return Some(i);
-        }
-        i += 1;
     }
     None
 }
 
+/// `UnescapeValue`: `\\`, `\,` and `\=` are the only escapes, and `,` or `=` may not appear
+/// unescaped. Go prints the offending rune with `%v`, that is as its number (`61` for `=`).
+fn unescape(s: &str) -> Result<String, FieldSelectorError> {
+    if !s.contains(['\\', ',', '=']) {
+        return Ok(s.to_string());
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut escaped = false;
+    for c in s.chars() {
+        if escaped {
+            match c {
+                '\\' | ',' | '=' => out.push(c),
+                _ => {
+                    return Err(FieldSelectorError::Invalid(format!(
+                        "invalid field selector: invalid escape sequence: \\{c}"
+                    )));
+                }
+            }
+            escaped = false;
+            continue;
+        }
+        match c {
+            '\\' => escaped = true,
+            ',' | '=' => {
+                return Err(FieldSelectorError::Invalid(format!(
+                    "invalid field selector: unescaped character in value: {}",
+                    c as u32
+                )));
+            }
+            _ => out.push(c),
+        }
+    }
+    if escaped {
+        return Err(FieldSelectorError::Invalid(
+            "invalid field selector: invalid escape sequence: \\".into(),
+        ));
+    }
+    Ok(out)
+}
+
 impl FieldSelector {
-    /// Parses the string form.
+    /// Parses the string form as `fields.ParseSelector` does: terms sorted, each split at its
+    /// first operator, the value unescaped.
     pub fn parse(s: &str) -> Result<FieldSelector, FieldSelectorError> {
+        let mut terms = split_terms(s);
+        terms.sort_unstable();
         let mut requirements = Vec::new();
-        for term in split_terms(s) {
-            let term = term.trim();
+        for term in terms {
             if term.is_empty() {
                 continue;
             }
-            let (field, value, negate) = if let Some(i) = find_op(term, "!=") {
-                (&term[..i], &term[i + 2..], true)
-            } else if let Some(i) = find_op(term, "==") {
-                (&term[..i], &term[i + 2..], false)
-            } else if let Some(i) = find_op(term, "=") {
-                (&term[..i], &term[i + 1..], false)
-            } else {
+            let Some((field, op, value)) = split_term(term) else {
                 return Err(FieldSelectorError::Parse(format!(
                     "invalid selector: '{s}'; can't understand '{term}'"
                 )));
             };
             requirements.push(FieldRequirement {
-                field: field.trim().to_string(),
-                value: unescape(value.trim()),
-                negate,
+                field: field.to_string(),
+                value: unescape(value)?,
+                negate: op == "!=",
             });
         }
         Ok(FieldSelector { requirements })

@@ -39,6 +39,7 @@ fn set_scheduled(pod: &mut Value, now: &str) {
 
 /// POST `pods/{name}/binding`.
 pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> Result<Response> {
+    ctx.query.validate_options("CreateOptions", Vec::new())?;
     let dry_run = ctx.query.dry_run()?;
     let binding = decode_body(&ctx.headers, &ctx.body, "Binding")?;
     let r = object_ref(&info, &ctx.path, name);

@@ -33,6 +33,7 @@ pub async fn create(
             .map_err(|e| ApiError::BadRequest(format!("invalid deleteOptions: {e}")))?,
         _ => DeleteOptions::default(),
     };
+    ctx.query.validate_options("CreateOptions", Vec::new())?;
     if ctx.query.dry_run()? {
         opts.dry_run = vec!["All".into()];
     }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 /// PUT `namespaces/{name}/finalize`.
 pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> Result<Response> {
+    ctx.query.validate_options("UpdateOptions", Vec::new())?;
     let dry_run = ctx.query.dry_run()?;
     let body = decode_body(&ctx.headers, &ctx.body, &info.kind)?;
     let finalizers = meta::spec_finalizers(&body);

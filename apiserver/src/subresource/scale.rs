@@ -201,6 +201,7 @@ fn write_context(ctx: &RequestContext) -> WriteContext {
 
 /// PUT `.../{name}/scale`.
 pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> Result<Response> {
+    ctx.query.validate_options("UpdateOptions", Vec::new())?;
     let dry_run = ctx.query.dry_run()?;
     let scale = decode_body(&ctx.headers, &ctx.body, "Scale")?;
     let r = object_ref(&info, &ctx.path, name);
@@ -218,6 +219,7 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
 /// PATCH `.../{name}/scale`: the patch applies to the Scale view. Strategic merge on a Scale
 /// (the Python client's choice) is a plain merge: Scale has no lists.
 pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> Result<Response> {
+    ctx.query.validate_options("PatchOptions", Vec::new())?;
     let dry_run = ctx.query.dry_run()?;
     let pt = patch_type(&ctx)?;
     if pt == PatchType::Apply {

@@ -185,6 +185,25 @@ impl WatchReader {
         }
     }
 
+    /// The next line that is not a BOOKMARK, as the bytes sent (without the newline).
+    pub async fn next_raw(&mut self) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            if let Some(pos) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=pos).collect();
+                let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+                if text.starts_with("{\"type\":\"BOOKMARK\"") {
+                    continue;
+                }
+                return Some(text);
+            }
+            match tokio::time::timeout_at(deadline, self.stream.next()).await {
+                Ok(Some(Ok(chunk))) => self.buf.extend_from_slice(&chunk),
+                _ => return None,
+            }
+        }
+    }
+
     /// The next event that is not a BOOKMARK.
     pub async fn next_change(&mut self) -> Option<Value> {
         loop {
