@@ -683,6 +683,16 @@ mod tests {
         WatchCache::new(b, TaskTracker::new(), CancellationToken::new(), cap, buf)
     }
 
+    /// The cacher of `prefix` (one exists once a watch of it started).
+    fn cacher(wc: &WatchCache, prefix: &str) -> Arc<Cacher> {
+        wc.cachers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(prefix)
+            .expect("cacher")
+            .clone()
+    }
+
     #[tokio::test]
     async fn fans_out_and_replays_recent_events() {
         let b = Arc::new(MemoryBackend::new());
@@ -897,13 +907,7 @@ mod tests {
             let ev = old.next().await.expect("event").expect("ok");
             assert_eq!(ev.revision, *want);
         }
-        let s = wc
-            .cachers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get("/r/")
-            .expect("cacher")
-            .clone();
+        let s = cacher(&wc, "/r/");
         let state = s.lock();
         assert_eq!(state.ring.len(), 2);
         assert_eq!(state.complete_after, revisions[2]);
@@ -922,13 +926,7 @@ mod tests {
             put(&b, &format!("/r/{i}"), &value).await;
             revisions.push(live.next().await.expect("event").expect("ok").revision);
         }
-        let s = wc
-            .cachers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get("/r/")
-            .expect("cacher")
-            .clone();
+        let s = cacher(&wc, "/r/");
         {
             let state = s.lock();
             assert_eq!(state.ring.len(), 3);
