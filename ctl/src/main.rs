@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the C library's allocator: a request to the API server makes and frees
 /// hundreds of small JSON values across threads, and glibc's malloc/free were ~18% of the
-/// server's CPU under load (creates at 64 clients, docs/benchmarks.md "Session 6"). Built with
+/// server's CPU under load (creates at 64 clients, docs/benchmarks.md, "API server"). Built with
 /// transparent huge pages off for the process (the workspace's `no_thp` feature), which kept
 /// page faults from stalling requests. The API server bench (`apiserver/benches/apiserver.rs`)
 /// uses the same allocator.
@@ -100,7 +100,7 @@ fn main() -> std::process::ExitCode {
 /// server, a multi-threaded runtime spends more on waking its idle workers (futex calls,
 /// context switches, work stealing) than it gains from running them side by side. With 1,000
 /// nodes and 10,000 pods on 2 cores, one thread cut these processes' CPU by about 13%
-/// (`docs/benchmarks.md`, session 12). The API server keeps a worker per core: it needs
+/// (`docs/benchmarks.md`, "Apply to Running at scale"). The API server keeps a worker per core: it needs
 /// more than one core at times.
 fn client_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
