@@ -100,8 +100,8 @@ fn main() -> std::process::ExitCode {
 /// server, a multi-threaded runtime spends more on waking its idle workers (futex calls,
 /// context switches, work stealing) than it gains from running them side by side. With 1,000
 /// nodes and 10,000 pods on 2 cores, one thread cut these processes' CPU by about 13%
-/// (`docs/benchmarks.md`, "Apply to Running at scale"). The API server keeps a worker per core: it needs
-/// more than one core at times.
+/// (`docs/benchmarks.md`, "Apply to Running at scale"). The API server keeps a worker per
+/// core: it needs more than one core at times.
 fn client_runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

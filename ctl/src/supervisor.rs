@@ -202,8 +202,9 @@ impl Members {
     /// is (`client_runtime` in `main.rs`). Everything the component builds, its kube client and
     /// the connections and tasks behind it, lives in that runtime, so the component does its
     /// work in batches as a process of its own does, instead of on the API server's workers
-    /// (docs/benchmarks.md, "Apply to Running at scale": on the cluster's shared runtime a 10,000-pod apply
-    /// took twice the CPU, the ReplicaSet controller syncing ~17 times as often).
+    /// (docs/benchmarks.md, "Apply to Running at scale": on the cluster's shared runtime a
+    /// 10,000-pod apply took twice the CPU, the ReplicaSet controller syncing ~17 times as
+    /// often).
     ///
     /// Watched and stopped as [`Members::spawn_task`]'s tasks are, and a panic is reported as
     /// its end (`panicked: <message>`); when the watching task is aborted (a component that
