@@ -113,7 +113,7 @@ fn apply_server_side_fresh_and_over_client_side_apply() {
         "{again}"
     );
 
-    // Over an object made by client-side apply (research §C 06-ssa-existing-csa).
+    // Over an object made by client-side apply.
     s.apply_ok(&deployment_yaml("csa", 1, "nginx:1.24"), &[]);
     let out = s.apply_ok(&deployment_yaml("csa", 1, "nginx:1.24"), &["--server-side"]);
     assert_eq!(out.trim(), "deployment.apps/csa serverside-applied");
