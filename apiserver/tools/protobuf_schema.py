@@ -81,14 +81,16 @@ UNIONS = {
 # Named basic types of packages not parsed here.
 EXTERNAL_BASIC = {("types", "UID"): "string", ("types", "NodeName"): "string"}
 
+# Go basic types. The wire type follows the Go type, as `go-to-protobuf` makes it: a few
+# struct tags disagree (PodLogOptions.stream says `varint` for a `*string`).
 BASIC = {
-    "string": ("Ty::Str", "bytes"),
-    "int32": ("Ty::Int32", "varint"),
-    "int64": ("Ty::Int64", "varint"),
-    "int": ("Ty::Int64", "varint"),
-    "bool": ("Ty::Bool", "varint"),
-    "float64": ("Ty::Double", "fixed64"),
-    "[]byte": ("Ty::Bytes", "bytes"),
+    "string": "Ty::Str",
+    "int32": "Ty::Int32",
+    "int64": "Ty::Int64",
+    "int": "Ty::Int64",
+    "bool": "Ty::Bool",
+    "float64": "Ty::Double",
+    "[]byte": "Ty::Bytes",
 }
 
 structs = {}  # (pkg, name) -> list of fields
@@ -179,43 +181,37 @@ def message_ref(key):
     return messages[key]
 
 
-def resolve(pkg, aliases, goty, wire):
-    """The Rust `Ty` of a (non-repeated) Go type and the wire type it is read with."""
+def resolve(pkg, aliases, goty):
+    """The Rust `Ty` of a (non-repeated) Go type."""
     if goty in BASIC:
         return BASIC[goty]
     if goty.startswith("map["):
         m = re.match(r"^map\[([\w.]+)\](.+)$", goty)
-        value, _ = resolve(pkg, aliases, m.group(2), "bytes")
-        return f"Ty::Map(&{value})", "bytes"
+        return f"Ty::Map(&{resolve(pkg, aliases, m.group(2))})"
     key = qualify(pkg, aliases, goty)
     if key in SPECIAL:
-        return SPECIAL[key], "bytes"
+        return SPECIAL[key]
     if key in UNIONS:
-        return f"Ty::Union(&{message_ref(key)}, {UNIONS[key]})", "bytes"
+        return f"Ty::Union(&{message_ref(key)}, {UNIONS[key]})"
     if key in EXTERNAL_BASIC:
         return BASIC[EXTERNAL_BASIC[key]]
     if key in named:
         inner = named[key]
-        return resolve(key[0], imports_of[key], inner, wire)
+        return resolve(key[0], imports_of[key], inner)
     if key in structs:
-        return f"Ty::Msg(&{message_ref(key)})", "bytes"
+        return f"Ty::Msg(&{message_ref(key)})"
     raise SystemExit(f"cannot resolve {goty} in {pkg}")
-
-
-WIRE = {"varint": 0, "fixed64": 1, "bytes": 2, "fixed32": 5}
 
 
 def fields_of(key):
     out = []
     aliases = imports_of[key]
     for name, goty, tags in structs[key]:
-        if os.environ.get("DEBUG"):
-            print(key, name, goty, tags, file=sys.stderr)
         pb = tag(tags, "protobuf")
         if not pb or pb == "-":
             continue
         parts = pb.split(",")
-        wire, num, label = parts[0], int(parts[1]), parts[2]
+        num, label = int(parts[1]), parts[2]
         gofield = name or goty.lstrip("*").rsplit(".", 1)[-1]
         pbname = next(
             (p[5:] for p in parts if p.startswith("name=")), gofield[0].lower() + gofield[1:]
@@ -242,14 +238,12 @@ def fields_of(key):
                 repeated = True
                 inner = named[resolved_key][2:]
                 aliases2 = imports_of[resolved_key]
-                ty, want = resolve(resolved_key[0], aliases2, inner, wire)
-                out.append((num, jname, ty, want, repeated, pointer or "omitempty" not in jopts, inline))
+                ty = resolve(resolved_key[0], aliases2, inner)
+                out.append((num, jname, ty, repeated, pointer or "omitempty" not in jopts, inline))
                 continue
-        ty, want = resolve(key[0], aliases, goty, wire)
-        # The wire type follows the Go type (as `go-to-protobuf` does): the struct tag of
-        # PodLogOptions.stream says `varint` for a `*string`, sent as bytes.
+        ty = resolve(key[0], aliases, goty)
         keep_zero = pointer or ("omitempty" not in jopts and not inline)
-        out.append((num, jname, ty, want, repeated, keep_zero, inline))
+        out.append((num, jname, ty, repeated, keep_zero, inline))
     return out
 
 
@@ -288,7 +282,7 @@ for key, fields in bodies:
     print(f"static {messages[key]}: Message = Message {{")
     print(f'    name: "{key[1]}",')
     print("    fields: &[")
-    for num, jname, ty, want, repeated, keep_zero, inline in fields:
+    for num, jname, ty, repeated, keep_zero, inline in fields:
         flags = []
         if repeated:
             flags.append("REPEATED")

@@ -129,6 +129,7 @@ pub(super) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// A reader of `buf`, the bytes of the message named `name`.
     pub(super) fn new(buf: &'a [u8], name: &'a str) -> Self {
         Reader { buf, pos: 0, name }
     }
