@@ -10,23 +10,24 @@
 //!                                2: raw (the object, protobuf), 3: contentEncoding, 4: contentType }
 //! ```
 //!
-//! Typed client-go clients (kubectl's generators, `kubectl debug`, controllers) POST and PUT
-//! their objects in this form. The field tables in [`schema`] are generated from Kubernetes'
-//! Go API types by `apiserver/tools/protobuf_schema.py` (the same source `go-to-protobuf`
-//! makes `generated.proto` from); the walk in [`walk`] turns any message into JSON with them.
+//! Typed client-go clients (kubectl's generators, `kubectl debug`) POST and PUT their objects
+//! in this form. The field tables in [`schema`] are generated from Kubernetes 1.33's Go API
+//! types by `apiserver/tools/protobuf_schema.py` (the same source `go-to-protobuf` makes
+//! `generated.proto` from); the walk in [`walk`] turns any message into JSON with them. A kind
+//! the server starts to serve is added to the script's list and the tables regenerated.
 //!
-//! The generated tables are used instead of a crate of prost types (`k8s-pb`) because neither
-//! prost types nor the `.proto` files know what JSON needs: which fields are Go pointers (a zero
-//! `replicas` is kept, a zero `minReadySeconds` dropped as `omitempty` drops it), which
-//! messages are inlined (`Volume.volumeSource`), and the JSON names; and `k8s-pb` would add
-//! its ~1,250 prost messages to every build of the server. `k8s-pb` with `prost` is the
-//! encoder of the round-trip tests.
+//! Why tables generated from the Go types rather than a crate of prost types (`k8s-pb`): the
+//! JSON form needs what neither prost types nor `generated.proto` carry, namely which fields
+//! are Go pointers (a zero `replicas` is kept, a zero `minReadySeconds` dropped as `omitempty`
+//! drops it), which are inlined (`Volume.volumeSource`), and the JSON names' case (prost's
+//! `host_ip` for `hostIP`); and `k8s-pb`'s ~1,250 prost messages would be compiled into every
+//! build of the server. `k8s-pb` with `prost` is the encoder of the round-trip tests.
 //!
 //! Hand-written, because their protobuf or JSON forms are custom marshallers in Go rather than
-//! generated code: the `k8s\0` envelope, `metav1.Time`/`MicroTime` (RFC 3339),
-//! `resource.Quantity` (a string),
-//! `intstr.IntOrString` (a number or a string), raw JSON (`runtime.RawExtension`,
-//! `metav1.FieldsV1`, `apiextensions.JSON`) and apiextensions' schema unions (`marshal.go`).
+//! generated code (so no generated type describes them): the `k8s\0` envelope,
+//! `metav1.Time`/`MicroTime` (RFC 3339), `resource.Quantity` (a string), `intstr.IntOrString`
+//! (a number or a string), raw JSON (`runtime.RawExtension`, `metav1.FieldsV1`,
+//! `apiextensions.JSON`) and apiextensions' schema unions (`marshal.go`).
 
 mod schema;
 mod walk;
