@@ -257,6 +257,34 @@ mod tests {
     }
 
     #[test]
+    fn deeply_nested_schemas_are_refused_not_recursed_into() {
+        // JSONSchemaProps { 24: items { 1: schema { 24: items { ... } } } }, 500 deep.
+        let mut props = Vec::new();
+        for _ in 0..500 {
+            let mut or_array = Vec::new();
+            bytes(1, &props, &mut or_array);
+            let mut outer = Vec::new();
+            bytes(24, &or_array, &mut outer);
+            props = outer;
+        }
+        let mut validation = Vec::new();
+        bytes(1, &props, &mut validation);
+        let mut version = Vec::new();
+        bytes(4, &validation, &mut version);
+        let mut spec = Vec::new();
+        bytes(7, &version, &mut spec);
+        let mut raw = Vec::new();
+        bytes(2, &spec, &mut raw);
+        let body = envelope("apiextensions.k8s.io/v1", "CustomResourceDefinition", &raw);
+        match decode(&body) {
+            Err(ProtobufError::Object { message, .. }) => {
+                assert!(message.contains("nested more than"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
     fn options_kinds_decode_in_every_served_version() {
         let mut raw = Vec::new();
         int(1, 0, &mut raw); // gracePeriodSeconds: a pointer, 0 kept

@@ -292,8 +292,25 @@ fn wire_type_of(ty: Ty) -> u64 {
     }
 }
 
+/// How deep messages may nest. Built-in kinds nest about 15 deep; only a CRD's recursive
+/// `JSONSchemaProps` could go further, and the JSON it becomes must stay within what the rest
+/// of the server walks recursively (JSON bodies are refused past 127 levels).
+const MAX_DEPTH: usize = 60;
+
 /// Decodes a message into the object's JSON fields.
 pub(super) fn message(msg: &Message, buf: &[u8]) -> Result<Map<String, Value>> {
+    nested(msg, buf, 0)
+}
+
+/// [`message`] at a nesting depth.
+fn nested(msg: &Message, buf: &[u8], depth: usize) -> Result<Map<String, Value>> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "proto: {}: nested more than {MAX_DEPTH} messages deep",
+            msg.name
+        ));
+    }
+    let depth = depth + 1;
     let mut out = Map::new();
     let mut r = Reader::new(buf, msg.name);
     while let Some((tag, wire)) = r.next()? {
@@ -330,7 +347,7 @@ pub(super) fn message(msg: &Message, buf: &[u8]) -> Result<Map<String, Value>> {
         match field.ty {
             Ty::Map(value_ty) => {
                 let Wire::Bytes(b) = wire else { continue };
-                let (key, value) = map_entry(b, *value_ty, msg.name)?;
+                let (key, value) = map_entry(b, *value_ty, msg.name, depth)?;
                 let entry = out.entry(field.name).or_insert_with(|| json!({}));
                 if let (Some(m), Some(v)) = (entry.as_object_mut(), value) {
                     m.insert(key, v);
@@ -338,10 +355,12 @@ pub(super) fn message(msg: &Message, buf: &[u8]) -> Result<Map<String, Value>> {
             }
             Ty::Msg(inner) if field.has(INLINE) => {
                 let Wire::Bytes(b) = wire else { continue };
-                out.extend(message(inner, b)?);
+                out.extend(nested(inner, b, depth)?);
             }
             ty => {
-                let Some(v) = value(ty, &wire)? else { continue };
+                let Some(v) = value(ty, &wire, depth)? else {
+                    continue;
+                };
                 if field.has(REPEATED) {
                     let entry = out.entry(field.name).or_insert_with(|| json!([]));
                     if let Some(a) = entry.as_array_mut() {
@@ -380,7 +399,7 @@ fn scalar(ty: Ty, wire: &Wire<'_>) -> Option<Value> {
 }
 
 /// One value of a field; `None` for a value whose JSON is `null` (a zero time, empty raw JSON).
-fn value(ty: Ty, wire: &Wire<'_>) -> Result<Option<Value>> {
+fn value(ty: Ty, wire: &Wire<'_>, depth: usize) -> Result<Option<Value>> {
     let b = match wire {
         Wire::Bytes(b) => *b,
         other => return Ok(scalar(ty, other)),
@@ -389,25 +408,25 @@ fn value(ty: Ty, wire: &Wire<'_>) -> Result<Option<Value>> {
         // Go's generated code does not check UTF-8; its JSON encoder replaces bad bytes.
         Ty::Str => json!(String::from_utf8_lossy(b)),
         Ty::Bytes => json!(STANDARD.encode(b)),
-        Ty::Msg(inner) => Value::Object(message(inner, b)?),
+        Ty::Msg(inner) => Value::Object(nested(inner, b, depth)?),
         Ty::Time => return time(b, false),
         Ty::MicroTime => return time(b, true),
         Ty::Quantity => json!(quantity(b)?),
         Ty::IntOrString => int_or_string(b)?,
         Ty::RawJson => return raw_json(b),
-        Ty::Union(inner, union) => return Ok(pick(union, message(inner, b)?)),
+        Ty::Union(inner, union) => return Ok(pick(union, nested(inner, b, depth)?)),
         Ty::Int32 | Ty::Int64 | Ty::Bool | Ty::Double | Ty::Map(_) => return Ok(None),
     }))
 }
 
 /// A map entry message `{1: key, 2: value}`; a missing value is the type's zero.
-fn map_entry(b: &[u8], ty: Ty, name: &str) -> Result<(String, Option<Value>)> {
+fn map_entry(b: &[u8], ty: Ty, name: &str, depth: usize) -> Result<(String, Option<Value>)> {
     let mut key = String::new();
     let mut value = None;
     for (tag, w) in Reader::new(b, name).all()? {
         match (tag, w) {
             (1, Wire::Bytes(k)) => key = String::from_utf8_lossy(k).into_owned(),
-            (2, w) => value = self::value(ty, &w)?,
+            (2, w) => value = self::value(ty, &w, depth)?,
             _ => {}
         }
     }
@@ -417,7 +436,7 @@ fn map_entry(b: &[u8], ty: Ty, name: &str) -> Result<(String, Option<Value>)> {
             Ty::Str | Ty::Bytes => Some(json!("")),
             Ty::Int32 | Ty::Int64 => Some(json!(0)),
             Ty::Bool => Some(json!(false)),
-            other => self::value(other, &Wire::Bytes(&[]))?,
+            other => self::value(other, &Wire::Bytes(&[]), depth)?,
         },
     };
     Ok((key, value))
