@@ -261,6 +261,68 @@ fn imperative_create_commands() {
     assert!(err.contains("namespaces \"missing\" not found"), "{err}");
 }
 
+/// `kubectl debug` creates its pods through a typed client, so as protobuf: a node's debugging
+/// pod (host namespaces, the node's root as a hostPath volume) and a copy of a pod with a debug
+/// container added.
+#[test]
+fn debug_node_and_copy_to_create_their_pods_over_protobuf() {
+    let s = Server::start();
+    s.apply_ok(
+        "apiVersion: v1
+kind: Node
+metadata:
+  name: node-1
+",
+        &[],
+    );
+    let run = s.kubectl(&["debug", "node/node-1", "--image=busybox:1.36"]);
+    assert!(run.ok(), "{run}");
+    let pods = s.kubectl_json(&["get", "pods"]);
+    let debugger = pods["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("node-debugger-node-1-")
+        })
+        .unwrap_or_else(|| panic!("no node-debugger pod: {run} {pods}"))
+        .clone();
+    let spec = &debugger["spec"];
+    assert_eq!(spec["nodeName"], "node-1", "{debugger}");
+    assert_eq!(spec["hostNetwork"], true, "{debugger}");
+    assert_eq!(spec["hostPID"], true, "{debugger}");
+    assert_eq!(spec["volumes"][0]["hostPath"]["path"], "/", "{debugger}");
+    let container = &spec["containers"][0];
+    assert_eq!(container["image"], "busybox:1.36", "{debugger}");
+    assert_eq!(
+        container["volumeMounts"][0]["mountPath"], "/host",
+        "{debugger}"
+    );
+    // Go writes `stdin: false`; as in its JSON, the zero of a non-pointer field is dropped.
+    assert!(container.get("stdin").is_none(), "{debugger}");
+
+    s.apply_ok(&support::pod_yaml("web", "app: web", None), &[]);
+    let run = s.kubectl(&[
+        "debug",
+        "web",
+        "--copy-to=web-debug",
+        "--image=busybox:1.36",
+    ]);
+    assert!(run.ok(), "{run}");
+    let copy = s.kubectl_json(&["get", "pod", "web-debug"]);
+    let containers = copy["spec"]["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 2, "{copy}");
+    assert!(
+        containers.iter().any(|c| c["image"] == "busybox:1.36"
+            && c["name"].as_str().unwrap().starts_with("debugger-")),
+        "{copy}"
+    );
+    assert_eq!(containers[0]["name"], "main", "{copy}");
+}
+
 #[test]
 fn applied_deployment_gets_defaults_and_server_metadata() {
     let s = Server::start();

@@ -431,8 +431,8 @@ pub fn content_type(headers: &HeaderMap) -> String {
 /// with the media types kube-apiserver decodes built-in kinds from).
 pub const UNSUPPORTED_BODY: &str = "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf";
 
-/// Decodes a POST/PUT body as JSON, YAML or (for the kinds kubectl's generators send)
-/// Kubernetes protobuf, by its content type; 415 for anything else.
+/// Decodes a POST/PUT body as JSON, YAML or (for built-in kinds) Kubernetes protobuf, by its
+/// content type; 415 for anything else.
 /// `expected` names the kind for the error message (`must be of type Deployment`).
 pub fn decode_body(headers: &HeaderMap, body: &[u8], expected: &str) -> Result<Value> {
     decode_body_noting_duplicates(headers, body, expected).map(|(v, _)| v)
@@ -457,6 +457,14 @@ pub fn decode_body_noting_duplicates(
                     crate::protobuf::ProtobufError::Malformed(_) => {
                         unrecognized(expected, &e, body)
                     }
+                    // `transformDecodeError` once the envelope named a kind.
+                    crate::protobuf::ProtobufError::Object {
+                        kind,
+                        version,
+                        message,
+                    } => ApiError::BadRequest(format!(
+                        "{kind} in version {version:?} cannot be handled as a {expected}: {message}"
+                    )),
                     crate::protobuf::ProtobufError::Unsupported(_) => {
                         ApiError::UnsupportedMediaType(e.to_string())
                     }

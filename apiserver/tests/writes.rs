@@ -380,3 +380,77 @@ async fn a_patch_keeps_the_stored_managed_fields_and_refuses_malformed_ones() {
     let after = h.get(&format!("{pods}/m")).await;
     assert_eq!(after.body["metadata"]["managedFields"], json!(entries));
 }
+
+/// A protobuf body (`k8s\0` + `runtime.Unknown`) as client-go's typed clients send it.
+fn protobuf_body(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
+    let unknown = Unknown {
+        type_meta: Some(TypeMeta {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+        }),
+        raw: Some(raw),
+        content_encoding: None,
+        content_type: None,
+    };
+    let mut out = b"k8s\0".to_vec();
+    out.extend(prost::Message::encode_to_vec(&unknown));
+    out
+}
+
+#[tokio::test]
+async fn protobuf_bodies_create_delete_and_are_refused_as_kubernetes_words_it() {
+    use k8s_pb::api::core::v1 as core;
+    use k8s_pb::apimachinery::pkg::apis::meta::v1 as meta;
+    use prost::Message;
+    const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
+    let h = Harness::new().await;
+    let pod = core::Pod {
+        metadata: Some(meta::ObjectMeta {
+            name: Some("pb".into()),
+            ..Default::default()
+        }),
+        spec: Some(core::PodSpec {
+            containers: vec![core::Container {
+                name: Some("c".into()),
+                image: Some("nginx".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: None,
+    };
+    let ct = [("content-type", PROTOBUF)];
+    let r = h
+        .raw(
+            Method::POST,
+            PODS,
+            &ct,
+            protobuf_body("v1", "Pod", pod.encode_to_vec()),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
+    assert_eq!(r.body["spec"]["containers"][0]["image"], "nginx");
+
+    // DeleteOptions in protobuf: a dry run leaves the pod.
+    let opts = meta::DeleteOptions {
+        dry_run: vec!["All".into()],
+        ..Default::default()
+    };
+    let body = protobuf_body("v1", "DeleteOptions", opts.encode_to_vec());
+    let r = h
+        .raw(Method::DELETE, &format!("{PODS}/pb"), &ct, body)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(h.get(&format!("{PODS}/pb")).await.status, StatusCode::OK);
+
+    // metadata.name (field 1, a string) sent as a varint: 400 from the decoder.
+    let body = protobuf_body("v1", "Pod", vec![0x0a, 0x02, 0x08, 0x05]);
+    let r = h.raw(Method::POST, PODS, &ct, body).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert_eq!(r.body["reason"], "BadRequest");
+    assert_eq!(
+        r.body["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: proto: wrong wireType = 0 for field Name"
+    );
+}

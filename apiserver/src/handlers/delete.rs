@@ -19,7 +19,7 @@ use super::{RequestContext, object_ref};
 use crate::error::{ApiError, Result};
 use crate::meta::{self, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, MetaField};
 use crate::registry::{DeletePolicy, ResourceInfo};
-use crate::request::{decode_json, dry_run_errors, invalid_options};
+use crate::request::{dry_run_errors, invalid_options};
 use crate::server::json_response;
 use crate::storage::{ObjectRef, Update, prefix};
 use crate::strategy::field::go_quote;
@@ -78,7 +78,8 @@ impl DeleteOptions {
         let mut opts = if ctx.body.iter().all(u8::is_ascii_whitespace) {
             DeleteOptions::default()
         } else {
-            let v = decode_json(&ctx.body, "DeleteOptions")?;
+            // Typed Go clients send their options as protobuf, like their objects.
+            let v = crate::request::decode_body(&ctx.headers, &ctx.body, "DeleteOptions")?;
             serde_json::from_value(v)
                 .map_err(|e| ApiError::BadRequest(format!("invalid DeleteOptions: {e}")))?
         };
