@@ -428,3 +428,51 @@ fn deleting_a_crd_ends_the_watches_of_its_resources() {
     let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(types, ["ADDED", "DELETED"], "{events:?}");
 }
+
+/// A CRD whose `spec` keeps any field (`x-kubernetes-preserve-unknown-fields`).
+const DEEP_CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: things.deep.example.com
+spec:
+  group: deep.example.com
+  scope: Namespaced
+  names: {plural: things, kind: Thing}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
+#[test]
+fn kubectl_creates_and_reads_a_custom_resource_nested_a_thousand_levels() {
+    let s = Server::start();
+    s.apply_ok(DEEP_CRD, &[]);
+    s.kubectl_ok(&[
+        "wait",
+        "--for=condition=established",
+        "crd/things.deep.example.com",
+        "--timeout=30s",
+    ]);
+    // The document nests 1,000 levels: the object, `spec`, then 998 `{"a": ...}`.
+    let levels = 999;
+    let thing = format!(
+        "{{\"apiVersion\":\"deep.example.com/v1\",\"kind\":\"Thing\",\"metadata\":{{\"name\":\"deep\"}},\"spec\":{}\"leaf\"{}}}",
+        "{\"a\":".repeat(levels),
+        "}".repeat(levels)
+    );
+    let created = s.kubectl_run(&["create", "-f", "-"], Some(&thing), &[]);
+    assert!(created.ok(), "{created}");
+    assert_eq!(created.stdout.trim(), "thing.deep.example.com/deep created");
+    // kubectl's JSON is indented, one member a line; `serde_json` would stop at 128 levels,
+    // so the levels are counted in the text.
+    let out = s.kubectl_ok(&["get", "thing", "deep", "-o", "json"]);
+    assert_eq!(out.matches("\"a\": {").count(), levels - 1, "{out:.500}");
+    assert!(out.contains("\"a\": \"leaf\""), "{out:.500}");
+    s.kubectl_ok(&["delete", "thing", "deep"]);
+}

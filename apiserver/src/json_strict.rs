@@ -11,9 +11,12 @@ use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 use std::fmt;
 
-/// Decodes `bytes` as JSON, returning the value and the paths of the duplicated keys.
+/// Decodes `bytes` as JSON, returning the value and the paths of the duplicated keys. There is
+/// no recursion limit: callers bound the depth (`crate::deep::check_depth`) and decode a deep
+/// body on a large stack (`crate::deep`).
 pub fn from_slice(bytes: &[u8]) -> serde_json::Result<(Value, Vec<String>)> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
+    de.disable_recursion_limit();
     let mut dups = Vec::new();
     let value = Seed {
         path: &Seg::Root,

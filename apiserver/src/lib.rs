@@ -27,6 +27,7 @@ pub mod admin;
 pub mod apiextensions;
 pub mod collector;
 pub mod connections;
+pub mod deep;
 pub mod discovery;
 pub mod error;
 pub mod gvk;

@@ -141,6 +141,10 @@ pub struct ResourceInfo {
     /// Where `/scale` finds replicas in a custom resource; `None` for built-in kinds
     /// (`spec.replicas`, `status.replicas`, the selector in `spec.selector`).
     pub scale: Option<ScalePaths>,
+    /// Whether its objects may nest deeper than a worker's stack can take (a custom resource
+    /// that preserves unknown fields somewhere): its requests and its watch cache run on a
+    /// large stack ([`crate::deep`]).
+    pub deep_objects: bool,
     /// Whether the row's CRD is being deleted: its custom resources are still served, but
     /// no new one may be created.
     pub terminating: bool,
@@ -189,6 +193,7 @@ impl ResourceInfo {
             openapi_schema: None,
             crd: None,
             scale: None,
+            deep_objects: false,
             terminating: false,
         }
     }

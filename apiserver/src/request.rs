@@ -503,6 +503,13 @@ pub fn decode_json(body: &[u8], expected: &str) -> Result<Value> {
 
 /// [`decode_json`], also returning the paths of duplicated keys ([`crate::json_strict`]).
 pub fn decode_json_noting_duplicates(body: &[u8], expected: &str) -> Result<(Value, Vec<String>)> {
+    if let Err(reason) = crate::deep::check_depth(body) {
+        return Err(unrecognized(
+            expected,
+            format!("couldn't get version/kind; json parse error: {reason}"),
+            body,
+        ));
+    }
     let (v, dups) = crate::json_strict::from_slice(body).map_err(|e| {
         // Go's `encoding/json` wording where it is known; else `serde_json`'s.
         let reason = if e.is_eof() {

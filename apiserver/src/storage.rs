@@ -100,7 +100,8 @@ pub fn prefix(info: &ResourceInfo, namespace: Option<&str>) -> String {
 
 /// Decodes a stored value and sets its resourceVersion.
 pub fn decode(value: &[u8], revision: Revision) -> Result<Value> {
-    let mut obj: Value = serde_json::from_slice(value)
+    // Stored objects were bounded when written; their managed fields may nest a little deeper.
+    let mut obj: Value = crate::deep::value_from_slice(value)
         .map_err(|e| ApiError::Internal(format!("stored object is not JSON: {e}")))?;
     meta::set_meta_str(
         &mut obj,

@@ -263,6 +263,23 @@ struct Cacher {
     max_bytes: usize,
     /// Objects writers offer instead of the bytes being decoded again.
     handoff: Arc<Handoff>,
+    /// Whether its objects may be too deep for a worker's stack: its task runs on a large
+    /// stack, and so does the drop of what it holds.
+    large_stack: bool,
+}
+
+impl Drop for Cacher {
+    fn drop(&mut self) {
+        if self.large_stack {
+            let state = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+            let held = (
+                std::mem::take(&mut state.objects),
+                std::mem::take(&mut state.ring),
+                std::mem::take(&mut state.subscribers),
+            );
+            crate::deep::on_large_stack(move || drop(held));
+        }
+    }
 }
 
 impl Cacher {
@@ -542,7 +559,7 @@ impl WatchCache {
         self
     }
 
-    async fn cacher(&self, prefix: &str) -> store::Result<Arc<Cacher>> {
+    async fn cacher(&self, prefix: &str, large_stack: bool) -> store::Result<Arc<Cacher>> {
         {
             let map = self.cachers.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(c) = map.get(prefix)
@@ -585,6 +602,7 @@ impl WatchCache {
             capacity: self.ring_capacity,
             max_bytes: self.ring_bytes,
             handoff: self.handoff.clone(),
+            large_stack,
         });
         {
             let mut map = self.cachers.lock().unwrap_or_else(|e| e.into_inner());
@@ -601,15 +619,29 @@ impl WatchCache {
         let task_cacher = cacher.clone();
         let shutdown = self.shutdown.clone();
         let prefix = prefix.to_string();
-        self.tasks
-            .spawn(run_cacher(task_cacher, watcher, shutdown, prefix));
+        self.tasks.spawn(crate::deep::LargeStack::new(
+            run_cacher(task_cacher, watcher, shutdown, prefix),
+            large_stack,
+        ));
         Ok(cacher)
     }
 
     /// Events under `prefix` with a revision above `after`, from the cache when it reaches back
     /// that far, else from the store's history.
     pub async fn watch(&self, prefix: &str, after: Revision) -> store::Result<EventStream> {
-        let cacher = self.cacher(prefix).await?;
+        self.watch_on(prefix, after, false).await
+    }
+
+    /// [`WatchCache::watch`]; with `large_stack`, the cacher of `prefix` (when this watch
+    /// starts it) runs on a large stack: its objects may nest deeper than a worker's stack
+    /// can take ([`crate::deep`]).
+    pub async fn watch_on(
+        &self,
+        prefix: &str,
+        after: Revision,
+        large_stack: bool,
+    ) -> store::Result<EventStream> {
+        let cacher = self.cacher(prefix, large_stack).await?;
         if let Some(source) = cacher.subscribe(after, self.client_buffer) {
             return Ok(EventStream {
                 source,

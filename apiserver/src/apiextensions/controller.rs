@@ -282,7 +282,14 @@ pub async fn sync(state: &AppState) -> Result<SyncOutcome> {
         };
         if crd.metadata.deletion_timestamp.is_some() {
             let remaining = match crd_rows.first() {
-                Some(row) => delete_custom_resources(state, row, now).await?,
+                // Its objects may be too deep for this task's stack (`crate::deep`).
+                Some(row) => {
+                    crate::deep::LargeStack::new(
+                        delete_custom_resources(state, row, now),
+                        row.deep_objects,
+                    )
+                    .await?
+                }
                 None => 0,
             };
             if remaining == 0 {

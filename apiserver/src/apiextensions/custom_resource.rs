@@ -258,6 +258,11 @@ pub fn rows_for(crd: &CustomResourceDefinition) -> Vec<ResourceInfo> {
             row.categories = names.categories.clone().unwrap_or_default();
             row.strategy = Arc::new(CustomResourceStrategy::new(crd, version));
             row.openapi_schema = schema_json(version);
+            row.deep_objects = spec.preserve_unknown_fields == Some(true)
+                || row
+                    .openapi_schema
+                    .as_deref()
+                    .is_some_and(preserves_unknown_fields);
             row.scale = version
                 .subresources
                 .as_ref()
@@ -271,6 +276,25 @@ pub fn rows_for(crd: &CustomResourceDefinition) -> Vec<ResourceInfo> {
             row
         })
         .collect()
+}
+
+/// Whether a schema has `x-kubernetes-preserve-unknown-fields: true` anywhere: its objects may
+/// then hold any JSON, nested as deep as a body may be.
+fn preserves_unknown_fields(schema: &Value) -> bool {
+    let mut pending = vec![schema];
+    while let Some(v) = pending.pop() {
+        match v {
+            Value::Object(map) => {
+                if map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true)) {
+                    return true;
+                }
+                pending.extend(map.values());
+            }
+            Value::Array(items) => pending.extend(items),
+            _ => {}
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -160,6 +160,14 @@ pub async fn resource(ctx: RequestContext) -> Result<Response> {
         return Err(ApiError::PathNotFound);
     }
     check_acceptable(&ctx.headers)?;
+    // An object nested deeper than a worker's stack can take may be decoded, kept, encoded or
+    // dropped anywhere in the request: all of it runs on a large stack then.
+    let large = crate::deep::needs_large_stack(info.deep_objects, &ctx.body);
+    crate::deep::LargeStack::new(dispatch(ctx, info), large).await
+}
+
+/// [`resource`], once the route is known to be a resource's.
+async fn dispatch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Response> {
     let name = ctx.path.name.clone();
     let sub = ctx.path.subresource.clone();
     match (&ctx.method, name, sub) {

@@ -65,7 +65,8 @@ pub fn patch_body(ctx: &RequestContext, pt: PatchType, kind: &str) -> Result<Val
                 Value::Object(_) => Ok(v),
                 _ => decode_yaml(&ctx.body, kind),
             }),
-        PatchType::Json => serde_json::from_slice(&ctx.body)
+        PatchType::Json => crate::deep::check_depth(&ctx.body)
+            .and_then(|()| crate::deep::value_from_slice(&ctx.body).map_err(|e| e.to_string()))
             .map_err(|e| ApiError::BadRequest(format!("error decoding patch: {e}"))),
         PatchType::Merge | PatchType::StrategicMerge => decode_json(&ctx.body, kind),
     }

@@ -213,7 +213,8 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
             page.revision
         }
     };
-    let stream = match state.watch_cache().watch(&pfx, start).await {
+    let large_stack = info.deep_objects;
+    let stream = match state.watch_cache().watch_on(&pfx, start, large_stack).await {
         Ok(s) => Ok(s),
         Err(store::Error::Compacted { compacted, .. }) => Err(StreamEnd::TooOld {
             requested: start,
@@ -253,7 +254,8 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
             }
         }
     };
-    state.tasks().spawn(async move {
+    // Events of objects too deep for a worker's stack are encoded (and dropped) on a large one.
+    let task = async move {
         // The timeout and shutdown win over a send waiting on a client that does not read.
         tokio::select! {
             () = work => {}
@@ -264,7 +266,10 @@ pub async fn watch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respo
             connection.response_ended();
         }
         drop(body_end);
-    });
+    };
+    state
+        .tasks()
+        .spawn(crate::deep::LargeStack::new(task, large_stack));
     Ok(stream_response(rx))
 }
 

@@ -56,6 +56,12 @@ fn create_cases(out: &mut Vec<Case>) {
                 .raw("application/json", "\"x\"")
                 .is(400, "BadRequest", format!("{unrecognized}couldn't get version/kind; json parse error: json: cannot unmarshal string {interpret} (227822)")),
         );
+        let too_deep = format!("{}{}", "[".repeat(10_001), "]".repeat(10_001));
+        out.push(
+            case(format!("{res}: JSON nested 10,001 levels"), Method::POST, &url)
+                .raw("application/json", &too_deep)
+                .is(400, "BadRequest", format!("{unrecognized}couldn't get version/kind; json parse error: invalid character '[' exceeded max depth ({} ...)", "5b".repeat(30))),
+        );
         let mut wrong_kind = good.clone();
         wrong_kind["kind"] = json!("Bogus");
         out.push(
