@@ -18,8 +18,12 @@ use super::{Follower, Shared, TOO_LARGE_RESPONSE};
 /// `rstAvoidanceDelay`).
 const REFUSAL_DRAIN: Duration = Duration::from_millis(500);
 
-/// Bytes read from the socket at a time.
+/// Bytes read from the socket at a time (into a buffer on the stack: an idle connection
+/// keeps none).
 const READ_CHUNK: usize = 16 * 1024;
+
+/// Capacity of the buffer for hyper kept between reads; a larger one (a long head) is freed.
+const KEEP_CAPACITY: usize = 16 * 1024;
 
 /// Where the 431 of a refused head is.
 enum Refusal {
@@ -37,7 +41,6 @@ pub struct Following<T> {
     io: T,
     follower: Follower,
     shared: Arc<Shared>,
-    buf: Box<[u8]>,
     out: Vec<u8>,
     out_pos: usize,
     eof: bool,
@@ -51,7 +54,6 @@ impl<T> Following<T> {
             io,
             follower: Follower::new(),
             shared,
-            buf: vec![0; READ_CHUNK].into_boxed_slice(),
             out: Vec::new(),
             out_pos: 0,
             eof: false,
@@ -73,8 +75,12 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Following<T> {
                 buf.put_slice(&this.out[this.out_pos..this.out_pos + n]);
                 this.out_pos += n;
                 if this.out_pos == this.out.len() {
-                    this.out.clear();
                     this.out_pos = 0;
+                    if this.out.capacity() > KEEP_CAPACITY {
+                        this.out = Vec::new();
+                    } else {
+                        this.out.clear();
+                    }
                 }
                 return Poll::Ready(Ok(()));
             }
@@ -97,16 +103,16 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Following<T> {
                     return Poll::Pending;
                 }
             }
-            let mut read = ReadBuf::new(&mut this.buf);
+            let mut chunk = [0u8; READ_CHUNK];
+            let mut read = ReadBuf::new(&mut chunk);
             ready!(Pin::new(&mut this.io).poll_read(cx, &mut read))?;
-            let n = read.filled().len();
-            if n == 0 {
+            if read.filled().is_empty() {
                 // A head cut short is dropped: Go does not answer it either.
                 this.eof = true;
                 continue;
             }
             this.follower
-                .feed(&this.buf[..n], &mut this.out, &this.shared);
+                .feed(read.filled(), &mut this.out, &this.shared);
         }
     }
 }
@@ -162,7 +168,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Following<T> {
                         this.refusal = Refusal::Done;
                         continue;
                     }
-                    let mut read = ReadBuf::new(&mut this.buf);
+                    let mut chunk = [0u8; READ_CHUNK];
+                    let mut read = ReadBuf::new(&mut chunk);
                     match ready!(Pin::new(&mut this.io).poll_read(cx, &mut read)) {
                         Ok(()) if !read.filled().is_empty() => {}
                         _ => this.refusal = Refusal::Done,

@@ -329,7 +329,7 @@ impl Follower {
         shared.heads.fetch_add(1, Ordering::AcqRel);
         self.state = state;
         // Keep a large head's buffer from staying allocated.
-        if head.capacity() <= 64 * 1024 {
+        if head.capacity() <= 4 * 1024 {
             let mut head = head;
             head.clear();
             self.head = head;

@@ -256,8 +256,7 @@ fn serve(bytes: &[u8], cuts: &[usize], expected: usize) -> Vec<(String, String, 
             () = tokio::time::sleep(Duration::from_secs(20)) => {}
         }
         assert!(shared.lock().is_empty(), "targets left in the side table");
-        let seen = seen.lock().unwrap().clone();
-        seen
+        seen.lock().unwrap().clone()
     })
 }
 
