@@ -49,6 +49,8 @@ use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::request_heads;
+
 /// Limits of the connection layer (defaults as kube-apiserver's where it has one).
 #[derive(Debug, Clone)]
 pub struct ConnectionLimits {
@@ -384,23 +386,31 @@ async fn serve_connection(
     limits: &ConnectionLimits,
     shutdown: CancellationToken,
 ) {
-    let io = TokioIo::new(StallGuard {
+    let heads = Arc::new(request_heads::Shared::default());
+    let stall_guard = StallGuard {
         io: tcp,
         conn: conn.clone(),
         stall_timeout: limits.write_stall_timeout,
         end_grace: limits.watch_end_grace,
         stalled_since: None,
         timer: None,
-    });
+    };
+    let io = TokioIo::new(request_heads::Following::new(stall_guard, heads.clone()));
     let for_requests = conn.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let conn = for_requests.clone();
         let app = app.clone();
+        // Counted at once (not when the future first runs): the follower ends hyper's
+        // stream after a refused head only when every request before it is answered.
+        let long_target = heads.dispatch(req.uri().path());
+        conn.busy.fetch_add(1, Ordering::AcqRel);
+        conn.ending.store(false, Ordering::Release);
+        let busy = Busy(conn.clone(), heads.clone());
         async move {
-            conn.busy.fetch_add(1, Ordering::AcqRel);
-            conn.ending.store(false, Ordering::Release);
-            let busy = Busy(conn.clone());
-            let req = req.map(Body::new);
+            let mut req = req.map(Body::new);
+            if let Some(target) = long_target {
+                req.extensions_mut().insert(target);
+            }
             let resp = CONNECTION
                 .scope(conn, tower::ServiceExt::oneshot(app, req))
                 .await;
@@ -415,7 +425,9 @@ async fn serve_connection(
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        // The follower refuses heads past Go's limit; hyper's buffer only has to hold one.
+        .max_buf_size(request_heads::MAX_HEAD_BYTES + 64 * 1024);
     let connection = builder.serve_connection(io, service);
     tokio::pin!(connection);
     let served = async {
@@ -438,11 +450,12 @@ async fn serve_connection(
 }
 
 /// Counts a request as in progress until its response body is dropped.
-struct Busy(Arc<Conn>);
+struct Busy(Arc<Conn>, Arc<request_heads::Shared>);
 
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.busy.fetch_sub(1, Ordering::AcqRel);
+        self.1.answered();
     }
 }
 

@@ -42,6 +42,7 @@ pub mod patch;
 pub mod protobuf;
 pub mod registry;
 pub mod request;
+pub mod request_heads;
 pub mod request_trace;
 pub mod rest;
 pub mod selector;

@@ -129,6 +129,40 @@ impl Route {
     }
 }
 
+/// The request target of a request whose URI is longer than `http::Uri` holds (65,534
+/// bytes), as the connection layer read it (`crate::request_heads`): the request's own URI is
+/// then a placeholder, and its path and query are read from here (see [`path_and_query`]).
+#[derive(Debug, Clone)]
+pub struct LongTarget(std::sync::Arc<str>);
+
+impl LongTarget {
+    /// An origin-form target (`/path?query`, without a fragment).
+    pub fn new(target: String) -> LongTarget {
+        LongTarget(target.into())
+    }
+
+    /// The path (before the first `?`).
+    pub fn path(&self) -> &str {
+        self.0.split_once('?').map_or(&self.0, |(p, _)| p)
+    }
+
+    /// The query (after the first `?`), as `http::Uri::query` gives it.
+    pub fn query(&self) -> Option<&str> {
+        self.0.split_once('?').map(|(_, q)| q)
+    }
+}
+
+/// A request's path and raw query: from its [`LongTarget`] when it has one, else its URI.
+pub fn path_and_query<'a>(
+    uri: &'a axum::http::Uri,
+    extensions: &'a axum::http::Extensions,
+) -> (&'a str, Option<&'a str>) {
+    match extensions.get::<LongTarget>() {
+        Some(t) => (t.path(), t.query()),
+        None => (uri.path(), uri.query()),
+    }
+}
+
 /// The query string, decoded. Unknown parameters are kept but never looked at.
 #[derive(Debug, Clone, Default)]
 pub struct Query {

@@ -444,8 +444,10 @@ fn openapi_kinds(reg: &Registry, gv: &crate::gvk::GroupVersion) -> Vec<OpenApiKi
 
 async fn route(state: AppState, req: Request) -> Result<Response> {
     let (parts, body) = req.into_parts();
-    let route = Route::parse(parts.uri.path());
-    let query = Query::parse(parts.uri.query());
+    // A target too long for `Uri` arrives beside a placeholder URI.
+    let (path, raw_query) = crate::request::path_and_query(&parts.uri, &parts.extensions);
+    let route = Route::parse(path);
+    let query = Query::parse(raw_query);
     let accept = Accept::parse(&parts.headers);
     let reg = state.registry().clone();
     let get_only = |resp: Response| -> Result<Response> {
@@ -471,12 +473,7 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
         }
         Route::Health(endpoint, check) => {
             let checkpoint = state.storage().backend().checkpoint_health();
-            let resp = healthz::respond(
-                endpoint,
-                check.as_deref(),
-                parts.uri.query(),
-                checkpoint.as_ref(),
-            );
+            let resp = healthz::respond(endpoint, check.as_deref(), raw_query, checkpoint.as_ref());
             get_only(resp.ok_or(ApiError::PathNotFound)?)
         }
         Route::CoreVersions => get_only(match accept.aggregated {

@@ -1,4 +1,5 @@
-//! The API server's router driven in-process (no sockets): every module is one area of the
+//! The API server's router driven in-process (no sockets; `serving` alone uses a loopback
+//! socket, for the connection layer): every module is one area of the
 //! REST semantics (and `ui`, the web UI's files and reads). One test binary for all of them,
 //! so the dependency tree is linked once; run one area with
 //! `cargo test -p apiserver --test router <module>::`.
@@ -12,6 +13,7 @@ mod deep_objects;
 mod fuzz;
 mod generic;
 mod list_watch;
+mod serving;
 mod subresources;
 mod traces;
 mod ui;

@@ -497,6 +497,27 @@ fn delete_cases(out: &mut Vec<Case>) {
 
 fn path_cases(out: &mut Vec<Case>) {
     let not_found = "the server could not find the requested resource";
+    // Targets longer than `http::Uri` holds (kube-apiserver reads up to 1 MiB of them):
+    // answered as short ones are.
+    let long_name = "a".repeat(100 * 1024);
+    let values: Vec<String> = (0..12_000).map(|i| format!("x{i}")).collect();
+    let long_selector = format!("a in ({}),x>abc", values.join(","));
+    let q: String = form_urlencoded::Serializer::new(String::new())
+        .append_pair("labelSelector", &long_selector)
+        .finish();
+    out.extend([
+        case("GET a 100 KiB name", Method::GET, format!("{CMS}/{long_name}")).is(
+            404,
+            "NotFound",
+            format!("configmaps \"{long_name}\" not found"),
+        ),
+        case("a 70 KiB labelSelector, malformed", Method::GET, format!("{CMS}?{q}")).is(
+            400,
+            "BadRequest",
+            "unable to parse requirement: values[0]: Invalid value: \"abc\": for 'Gt', 'Lt' operators, the value must be an integer",
+        ),
+        case("a 100 KiB path", Method::GET, format!("/api/v1/{long_name}")).is(404, "NotFound", not_found),
+    ]);
     for path in [
         "/api/v1/namespaces/default/bogus",
         "/apis/bogus.example/v1/things",
