@@ -194,7 +194,41 @@ pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_taint;
+    use super::{parse_node_label, parse_quantity, parse_taint};
+
+    #[test]
+    fn node_labels_parse_as_the_kubelets_flag() {
+        assert_eq!(
+            parse_node_label(" topology.kubernetes.io/zone = a "),
+            Ok(("topology.kubernetes.io/zone".into(), "a".into()))
+        );
+        assert_eq!(
+            parse_node_label("empty="),
+            Ok(("empty".into(), String::new()))
+        );
+        assert_eq!(
+            parse_node_label("nokey"),
+            Err("malformed pair, expect string=string: \"nokey\"".into())
+        );
+        let err = parse_node_label("-bad=x").expect_err("not a qualified name");
+        assert!(
+            err.starts_with("invalid node labels: '-bad' - name part must consist"),
+            "{err}"
+        );
+        let err = parse_node_label("k=a b").expect_err("not a label value");
+        assert!(
+            err.starts_with("invalid node labels: 'a b' - a valid label must be"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn capacities_are_quantities() {
+        assert_eq!(parse_quantity("500m"), Ok("500m".into()));
+        assert_eq!(parse_quantity("32Gi"), Ok("32Gi".into()));
+        assert!(parse_quantity("-1").is_err());
+        assert!(parse_quantity("lots").is_err());
+    }
 
     #[test]
     fn taints_parse() {
