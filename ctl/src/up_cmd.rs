@@ -47,7 +47,7 @@ pub struct UpArgs {
     #[command(flatten)]
     trace: crate::apiserver_cmd::TraceArgs,
     #[command(flatten)]
-    nodes_shape: NodeArgs,
+    node_args: NodeArgs,
 }
 
 /// How the simulated nodes look and run pods (`miniplane kubelet`'s flags, named for `up`).
@@ -128,7 +128,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .nodes(args.nodes)
         .trace_options(args.trace.options())
         .on_progress(|p| eprintln!("{p}"));
-    builder = args.nodes_shape.apply_to(builder);
+    builder = args.node_args.apply_to(builder);
     if args.separate {
         builder = builder.separate(std::env::current_exe()?);
     }
