@@ -1,6 +1,39 @@
 #!/usr/bin/env bash
 # The test command named in the README: the whole workspace's tests (unit, property, crash,
-# router and end-to-end tests with the real kubectl and kube-rs).
+# router and end-to-end tests with the real kubectl, kube-rs and a headless Chromium).
+#
+# First it makes sure what the end-to-end tests run is installed, from Debian's packages:
+#   kubectl          the real kubectl (Debian's dispatcher, which runs the kubectl matching
+#                    the server's minor version, 1.33 for miniplane); the tests look for it in
+#                    /usr/bin or /usr/local/bin
+#   chromium         the web UI's tests drive a real headless Chromium (or $CHROMIUM) ...
+#   chromium-driver  ... through chromedriver, found on the PATH
+# As root, missing packages are installed with apt-get; otherwise the script stops at once,
+# naming every missing package and the command that installs them.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+missing=()
+[ -x /usr/bin/kubectl ] || [ -x /usr/local/bin/kubectl ] || missing+=(kubectl)
+if [ -z "${CHROMIUM:-}" ] && [ ! -x /usr/lib/chromium/chromium ] \
+    && ! command -v chromium >/dev/null 2>&1 \
+    && ! command -v chromium-browser >/dev/null 2>&1 \
+    && ! command -v google-chrome >/dev/null 2>&1; then
+    missing+=(chromium)
+fi
+command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "test.sh: the end-to-end tests need these Debian packages, not installed: ${missing[*]}" >&2
+        echo "test.sh: install them (as root), then run ./test.sh again:" >&2
+        echo "    sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "test.sh: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q "${missing[@]}"
+fi
+
 exec cargo test --workspace --locked "$@"

@@ -282,7 +282,10 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     assert!(ok, "{err}");
     assert!(out.contains("명령으로 Deployment 만들기"), "{out}");
     let (ok, out, err) = lab(&["check"]);
-    assert!(ok, "{err}");
+    assert!(
+        !ok && err.contains("step 1: 3 of 3 checks not met"),
+        "{err}"
+    );
     assert!(
         out.contains("✗ you created deployment web with kubectl"),
         "{out}"
@@ -312,7 +315,7 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
     assert!(out.contains("Step 1/4"), "{out}");
     let (ok, out, _) = lab(&["check"]);
     assert!(
-        ok && out.contains("✗ deployment web wants 3 replicas"),
+        !ok && out.contains("✗ deployment web wants 3 replicas"),
         "{out}"
     );
     let (ok, _, err) = lab(&["start", "99"]);
@@ -331,4 +334,183 @@ fn the_lab_verbs_drive_a_lab_from_start_to_done() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     assert!(status.success(), "{status}");
+}
+
+/// A lab of one step whose check passes only seconds after the student's command: a pod whose
+/// image pull takes 2 s (`miniplane.dev/pull-delay`) must be Running.
+const SLOW_LAB: &str = r#"title: A slow pod
+titleKo: 느린 파드
+cluster: {nodes: 1}
+steps:
+  - title: Run a pod whose image takes 2 s to pull
+    titleKo: 이미지를 2초 동안 받는 파드 실행하기
+    task: "`kubectl run slow --image=nginx:1.27 --annotations=miniplane.dev/pull-delay=2s`"
+    taskKo: "`kubectl run slow --image=nginx:1.27 --annotations=miniplane.dev/pull-delay=2s`"
+    checks:
+      - name: running
+        description: pod slow is Running
+        object: {kind: Pod, name: slow, fields: {status.phase: Running}}
+    solution:
+      - run: kubectl run slow --image=nginx:1.27 --annotations=miniplane.dev/pull-delay=2s
+"#;
+
+/// `miniplane lab start 01-slow` ([`SLOW_LAB`]) in the foreground, in a folder of its own,
+/// and the verbs a student types in another terminal; stopped with Ctrl-C on drop.
+struct SlowLab {
+    dir: tempfile::TempDir,
+    start: std::process::Child,
+}
+
+impl SlowLab {
+    fn start() -> SlowLab {
+        use std::io::{BufRead, BufReader};
+        let dir = tempfile::tempdir().unwrap();
+        let lab = dir.path().join("labs/01-slow");
+        std::fs::create_dir_all(&lab).unwrap();
+        std::fs::write(lab.join("lab.yaml"), SLOW_LAB).unwrap();
+        std::fs::write(lab.join("README.md"), "# A slow pod\n").unwrap();
+        std::fs::write(lab.join("README.ko.md"), "# 느린 파드\n").unwrap();
+        for sub in ["home", "cache", "tmp"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let mut start = std::process::Command::new(env!("CARGO_BIN_EXE_miniplane"))
+            .args(["lab", "start", "01-slow", "--labs", "labs"])
+            .current_dir(dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = start.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        let ready = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .any(|l| l.starts_with("In another terminal"));
+        assert!(ready, "lab start ended before it was ready");
+        // Keep reading, so that `lab start` never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        SlowLab { dir, start }
+    }
+
+    /// `miniplane lab <args>` from the lab's folder, stdout going to `stdout`.
+    fn verb(&self, args: &[&str], stdout: std::process::Stdio) -> std::process::Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_miniplane"))
+            .arg("lab")
+            .args(args)
+            .args(["--labs", "labs"])
+            .current_dir(self.dir.path())
+            .stdin(std::process::Stdio::null())
+            .stdout(stdout)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap()
+    }
+
+    /// `kubectl <args>` against the lab's cluster, which must succeed.
+    fn kubectl(&self, args: &[&str]) {
+        let kubeconfig = self.dir.path().join(".miniplane/labs/01-slow/kubeconfig");
+        let cmd = crate::support::kubectl::isolated_kubectl(self.dir.path(), &kubeconfig, args);
+        let run = crate::support::kubectl::run_kubectl(cmd, args, None);
+        assert!(run.ok(), "{run}");
+    }
+}
+
+impl Drop for SlowLab {
+    fn drop(&mut self) {
+        #[allow(unsafe_code)]
+        // SAFETY: `kill` with the pid of our own child, not yet waited for.
+        unsafe {
+            libc::kill(self.start.id() as libc::pid_t, libc::SIGINT);
+        }
+        let deadline = std::time::Instant::now() + DEADLINE;
+        while let Ok(None) = self.start.try_wait() {
+            if std::time::Instant::now() > deadline {
+                let _ = self.start.kill();
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = self.start.wait();
+    }
+}
+
+/// A script can tell from `lab check`'s exit status whether the step is done: 1 while a check
+/// fails (the verdict also on stderr), 0 once every one passes.
+#[test]
+fn lab_check_exits_with_status_1_while_a_check_fails() {
+    let lab = SlowLab::start();
+    let out = lab.verb(&["check"], std::process::Stdio::piped());
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stdout.contains("✗ pod slow is Running"), "{stdout}");
+    assert_eq!(
+        stderr.trim(),
+        "miniplane: step 1: 1 of 1 checks not met",
+        "{stdout}"
+    );
+    lab.kubectl(&[
+        "run",
+        "slow",
+        "--image=nginx:1.27",
+        "--annotations=miniplane.dev/pull-delay=0s",
+    ]);
+    let out = lab.verb(&["check"], std::process::Stdio::piped());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("✓ pod slow is Running"), "{stdout}");
+}
+
+/// `lab check` right after the student's command does not report a false ✗ for what the
+/// cluster is still doing: the pod is Running 2 s after `kubectl run`, and the check, typed at
+/// once, waits for it (within a few seconds) and passes.
+#[test]
+fn lab_check_gives_a_step_in_progress_time_to_converge() {
+    let lab = SlowLab::start();
+    lab.kubectl(&[
+        "run",
+        "slow",
+        "--image=nginx:1.27",
+        "--annotations=miniplane.dev/pull-delay=2s",
+    ]);
+    let out = lab.verb(&["check"], std::process::Stdio::piped());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("✓ pod slow is Running"), "{stdout}");
+    assert!(stdout.contains("Lab 01-slow is done"), "{stdout}");
+}
+
+/// `miniplane lab check | head -2`, `miniplane lab list | head -2`: a reader that is gone
+/// ends the process quietly, as a closed pipe ends a C tool — no panic, no status 101.
+#[test]
+fn lab_verbs_end_quietly_on_a_closed_pipe() {
+    use std::os::unix::process::ExitStatusExt;
+    let lab = SlowLab::start();
+    for verb in [&["check"][..], &["status"], &["list"]] {
+        // The pipe's only reader is closed before the verb starts: its first line fails.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = lab.verb(verb, writer.into());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "lab {verb:?}: {stderr}");
+        assert_eq!(stderr, "", "lab {verb:?}");
+        assert_ne!(out.status.code(), Some(101), "lab {verb:?}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "lab {verb:?}: {}",
+            out.status
+        );
+    }
 }

@@ -353,3 +353,108 @@ fn up_with_tracing_off_records_and_stamps_nothing() {
     let status = up.terminate();
     assert!(status.success(), "{status}:\n{}", up.stderr());
 }
+
+/// `--node-cpu`, `--node-memory` and `--node-labels` (the kubelet's `key=value,...` form)
+/// shape every node: kubectl sees them in capacity, allocatable and labels, in one process and
+/// with `--separate`; a quantity or label the kubelet would refuse is refused up front.
+#[test]
+fn up_shapes_its_nodes_as_its_flags_say() {
+    let flags = [
+        "--port",
+        "0",
+        "--nodes",
+        "2",
+        "--node-cpu",
+        "8",
+        "--node-memory",
+        "32Gi",
+        "--node-labels",
+        "disktype=ssd,topology.kubernetes.io/zone=zone-a",
+    ];
+    for separate in [false, true] {
+        let env = UpEnv::new();
+        let mut args = flags.to_vec();
+        if separate {
+            args.push("--separate");
+        }
+        let _up = env.up(&args);
+        let nodes = env.get_json(&["nodes"]);
+        let items = nodes["items"].as_array().unwrap();
+        assert_eq!(items.len(), 2, "{nodes}");
+        for node in items {
+            let name = node["metadata"]["name"].as_str().unwrap();
+            for field in ["capacity", "allocatable"] {
+                let resources = &node["status"][field];
+                assert_eq!(
+                    resources["cpu"], "8",
+                    "{name} {field} (separate: {separate})"
+                );
+                assert_eq!(resources["memory"], "32Gi", "{name} {field}");
+                assert_eq!(resources["pods"], "110", "{name} {field}");
+            }
+            let labels = &node["metadata"]["labels"];
+            assert_eq!(labels["disktype"], "ssd", "{name}: {labels}");
+            assert_eq!(labels["topology.kubernetes.io/zone"], "zone-a", "{name}");
+            assert_eq!(labels["kubernetes.io/hostname"], name, "{name}");
+        }
+        // What kubectl shows of them: the labels select the nodes.
+        let selected = env.kubectl_ok(&["get", "nodes", "-l", "disktype=ssd", "-o", "name"]);
+        assert_eq!(selected.lines().count(), 2, "{selected}");
+    }
+
+    let env = UpEnv::new();
+    for (bad, says) in [
+        (
+            ["--node-cpu", "four"],
+            "invalid value 'four' for '--node-cpu <QUANTITY>'",
+        ),
+        (
+            ["--node-memory=-1Gi", "--nodes=1"],
+            "must be greater than or equal to 0",
+        ),
+        (
+            ["--node-labels", "disktype"],
+            "malformed pair, expect string=string",
+        ),
+        (
+            ["--node-labels", "a=b c"],
+            "invalid node labels: 'b c' - a valid label must be",
+        ),
+    ] {
+        let out = env.up_to_end(&bad);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {stderr}");
+        assert!(stderr.contains(says), "{bad:?}: {stderr}");
+    }
+}
+
+/// `up` as typed runs the kubelets' realistic profile: `kubectl get pods -w`, started before
+/// the apply as the README says, shows a new pod Pending, then ContainerCreating while its
+/// image is pulled, then Running — not Running at once.
+#[test]
+fn up_by_default_shows_pods_pending_then_container_creating_then_running() {
+    let env = UpEnv::new();
+    let _up = env.up_as_typed(&["--port", "0", "--nodes", "1"]);
+    let mut watch = support::kubectl::Background::spawn(
+        support::kubectl::isolated_kubectl(
+            env.dir(),
+            &env.kubeconfig(),
+            &["get", "pods", "-w", "-v=6"],
+        ),
+        "get pods -w".into(),
+    );
+    // Apply only once kubectl watches (its -v=6 log shows the watch request).
+    watch.wait_line("the watch request", DEADLINE, |l| {
+        l.contains("watch=true") && l.contains("pods")
+    });
+    env.apply(&deployment_yaml("web", 1, "nginx:1.27"));
+    let status = |want: &'static str| {
+        move |line: &str| {
+            let columns: Vec<&str> = line.split_whitespace().collect();
+            columns.first().is_some_and(|n| n.starts_with("web-")) && columns.get(2) == Some(&want)
+        }
+    };
+    for want in ["Pending", "ContainerCreating", "Running"] {
+        watch.wait_line(want, DEADLINE, status(want));
+    }
+}

@@ -245,6 +245,8 @@ fn start_one(data: &str, node_count: usize) -> (Under, String, Duration) {
     let nodes_arg = node_count.to_string();
     let mut args = vec![
         "up",
+        "--kubelet-profile",
+        "fast",
         "--port",
         "0",
         "--nodes",

@@ -65,11 +65,20 @@ fn lines(child: &mut Child) -> mpsc::Receiver<String> {
 fn one_up(separate: bool) -> UpRun {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_miniplane"));
-    cmd.args(["up", "--port", "0", "--nodes", "3", "--data-dir"])
-        .arg(dir.path().join("mp"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "up",
+        "--kubelet-profile",
+        "fast",
+        "--port",
+        "0",
+        "--nodes",
+        "3",
+        "--data-dir",
+    ])
+    .arg(dir.path().join("mp"))
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     if separate {
         cmd.arg("--separate");
     }

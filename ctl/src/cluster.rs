@@ -23,6 +23,7 @@
 //!
 //! Unlike envtest there is no authentication: the API server serves plain HTTP on 127.0.0.1.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -76,6 +77,101 @@ pub(crate) struct Plan {
     /// The API server's tracing settings; with `enabled` off the other components report no
     /// spans either.
     pub(crate) tracing: TracingOptions,
+    /// How the simulated kubelets run pods and what their nodes look like.
+    pub(crate) kubelet: KubeletOptions,
+}
+
+/// How fast the simulated kubelets move a pod through its stages: `miniplane kubelet
+/// --profile` ([`kubelet_sim::StageConfig::fast`] and [`kubelet_sim::StageConfig::realistic`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KubeletProfile {
+    /// No delays: a pod is Running as soon as it is bound (tests; the library's default).
+    #[default]
+    Fast,
+    /// About what a laptop's kubelet shows: a 1.2 s image pull, 0.3 s to start the container,
+    /// Kubernetes' back-off (`miniplane up`'s default).
+    Realistic,
+}
+
+impl KubeletProfile {
+    /// Its name, as `miniplane kubelet --profile` and `miniplane up --kubelet-profile` take it.
+    pub fn name(self) -> &'static str {
+        match self {
+            KubeletProfile::Fast => "fast",
+            KubeletProfile::Realistic => "realistic",
+        }
+    }
+
+    /// The stage timing it stands for.
+    pub fn stages(self) -> kubelet_sim::StageConfig {
+        match self {
+            KubeletProfile::Fast => kubelet_sim::StageConfig::fast(),
+            KubeletProfile::Realistic => kubelet_sim::StageConfig::realistic(),
+        }
+    }
+}
+
+impl std::str::FromStr for KubeletProfile {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "fast" => Ok(KubeletProfile::Fast),
+            "realistic" => Ok(KubeletProfile::Realistic),
+            other => Err(format!(
+                "unknown kubelet profile {other:?} (fast, realistic)"
+            )),
+        }
+    }
+}
+
+/// The simulated kubelets' settings a cluster passes on (in this process, or as the flags of
+/// `miniplane kubelet`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct KubeletOptions {
+    /// Pod stage timing (`--profile`).
+    pub(crate) profile: KubeletProfile,
+    /// Each node's `cpu` capacity and allocatable, a quantity (`--cpu`; the kubelet's default
+    /// if unset).
+    pub(crate) cpu: Option<String>,
+    /// Each node's `memory` capacity and allocatable, a quantity (`--memory`).
+    pub(crate) memory: Option<String>,
+    /// Extra labels on every node (`--node-labels`).
+    pub(crate) labels: BTreeMap<String, String>,
+}
+
+impl KubeletOptions {
+    /// Applies these settings to a simulator's configuration.
+    pub(crate) fn apply_to(&self, config: &mut kubelet_sim::Config) {
+        config.stages = self.profile.stages();
+        if let Some(cpu) = &self.cpu {
+            config.capacity.cpu = cpu.clone();
+        }
+        if let Some(memory) = &self.memory {
+            config.capacity.memory = memory.clone();
+        }
+        config.labels.extend(self.labels.clone());
+    }
+
+    /// The same settings as flags of `miniplane kubelet`.
+    pub(crate) fn args(&self) -> Vec<String> {
+        let mut args = vec!["--profile".to_owned(), self.profile.name().to_owned()];
+        if let Some(cpu) = &self.cpu {
+            args.extend(["--cpu".to_owned(), cpu.clone()]);
+        }
+        if let Some(memory) = &self.memory {
+            args.extend(["--memory".to_owned(), memory.clone()]);
+        }
+        if !self.labels.is_empty() {
+            let labels: Vec<String> = self
+                .labels
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            args.extend(["--node-labels".to_owned(), labels.join(",")]);
+        }
+        args
+    }
 }
 
 impl ClusterBuilder {
@@ -103,6 +199,40 @@ impl ClusterBuilder {
     /// tests of node failure.
     pub fn fast_node_lifecycle(mut self, fast: bool) -> Self {
         self.plan.fast_node_lifecycle = fast;
+        self
+    }
+
+    /// How fast the simulated kubelets run pods (default: [`KubeletProfile::Fast`], no delays;
+    /// `miniplane up` uses [`KubeletProfile::Realistic`]).
+    pub fn kubelet_profile(mut self, profile: KubeletProfile) -> Self {
+        self.plan.kubelet.profile = profile;
+        self
+    }
+
+    /// Each node's `cpu` capacity (and allocatable), a quantity (`"8"`, `"500m"`); default 4.
+    /// An invalid quantity fails the nodes' registration.
+    pub fn node_cpu(mut self, cpu: impl Into<String>) -> Self {
+        self.plan.kubelet.cpu = Some(cpu.into());
+        self
+    }
+
+    /// Each node's `memory` capacity (and allocatable), a quantity (`"32Gi"`); default 16Gi.
+    /// An invalid quantity fails the nodes' registration.
+    pub fn node_memory(mut self, memory: impl Into<String>) -> Self {
+        self.plan.kubelet.memory = Some(memory.into());
+        self
+    }
+
+    /// Labels every node registers with besides the kubelet's own (`kubernetes.io/hostname`,
+    /// `kubernetes.io/os`, ...), as the kubelet's `--node-labels`.
+    pub fn node_labels<K: Into<String>, V: Into<String>>(
+        mut self,
+        labels: impl IntoIterator<Item = (K, V)>,
+    ) -> Self {
+        self.plan
+            .kubelet
+            .labels
+            .extend(labels.into_iter().map(|(k, v)| (k.into(), v.into())));
         self
     }
 
@@ -281,6 +411,7 @@ impl Cluster {
                 separate: None,
                 fast_node_lifecycle: false,
                 tracing: TracingOptions::default(),
+                kubelet: KubeletOptions::default(),
             },
             data_dir: None,
             fresh: false,
@@ -409,6 +540,7 @@ fn run(
                     launcher: plan.separate.clone(),
                     fast_node_lifecycle: plan.fast_node_lifecycle,
                     tracing: plan.tracing.clone(),
+                    kubelet: plan.kubelet.clone(),
                 };
                 let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));

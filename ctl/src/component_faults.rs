@@ -85,6 +85,9 @@ pub(crate) struct Restarter {
     pub(crate) fast_node_lifecycle: bool,
     /// The cluster's tracing settings (a restarted component reports spans as before).
     pub(crate) tracing: apiserver::request_trace::TracingOptions,
+    /// The cluster's kubelet settings (a restarted kubelet runs pods and shapes nodes as
+    /// before).
+    pub(crate) kubelet: crate::cluster::KubeletOptions,
 }
 
 impl Restarter {
@@ -102,6 +105,7 @@ impl Restarter {
             separate: None,
             fast_node_lifecycle: self.fast_node_lifecycle,
             tracing: self.tracing.clone(),
+            kubelet: self.kubelet.clone(),
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.url, members).await?,

@@ -120,6 +120,7 @@ pub(crate) async fn start_clients(
     }
     let mut config = kubelet_sim::Config::new(ClusterSource::Url(url.to_owned()), plan.nodes);
     config.tracing = plan.tracing.enabled;
+    plan.kubelet.apply_to(&mut config);
     if plan.fast_node_lifecycle {
         config.heartbeat.lease_renew_interval = FAST_PERIOD;
         config.heartbeat.status_update_frequency = FAST_PERIOD;

@@ -35,17 +35,17 @@ pub struct KubeletArgs {
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
     /// CPU capacity of each node.
-    #[arg(long, default_value = "4")]
+    #[arg(long, default_value = "4", value_parser = parse_quantity)]
     cpu: String,
     /// Memory capacity of each node.
-    #[arg(long, default_value = "16Gi")]
+    #[arg(long, default_value = "16Gi", value_parser = parse_quantity)]
     memory: String,
     /// Pod capacity of each node.
     #[arg(long, default_value_t = 110)]
     max_pods: u32,
     /// Extra node labels, `k=v,k2=v2`.
-    #[arg(long, value_delimiter = ',')]
-    node_labels: Vec<String>,
+    #[arg(long, value_delimiter = ',', value_parser = parse_node_label)]
+    node_labels: Vec<(String, String)>,
     /// Taints to register with, `key=value:Effect` or `key:Effect`.
     #[arg(long, value_delimiter = ',')]
     register_with_taints: Vec<String>,
@@ -77,6 +77,39 @@ pub struct KubeletArgs {
     tracing: bool,
 }
 
+/// A resource quantity flag (`4`, `500m`, `16Gi`): apimachinery's syntax, not negative.
+pub(crate) fn parse_quantity(s: &str) -> Result<String, String> {
+    match apiserver::strategy::quantity::Quantity::parse(s) {
+        Ok(q) if q.nanos() < 0 => Err("must be greater than or equal to 0".into()),
+        Ok(_) => Ok(s.to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// One `key=value` of `--node-labels` (the kubelet's `MapStringString` flag), validated as
+/// the kubelet validates its node labels (`ValidateKubeletFlags`: a qualified name and a
+/// label value).
+pub(crate) fn parse_node_label(s: &str) -> Result<(String, String), String> {
+    use apiserver::strategy::names::{is_label_value, is_qualified_name};
+    let (key, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("malformed pair, expect string=string: {s:?}"))?;
+    let key = key.trim();
+    let value = value.trim();
+    for (what, errors) in [
+        (key, is_qualified_name(key)),
+        (value, is_label_value(value)),
+    ] {
+        if !errors.is_empty() {
+            return Err(format!(
+                "invalid node labels: '{what}' - {}",
+                errors.join(", ")
+            ));
+        }
+    }
+    Ok((key.to_owned(), value.to_owned()))
+}
+
 fn parse_taint(s: &str) -> anyhow::Result<Taint> {
     let (kv, effect) = s
         .rsplit_once(':')
@@ -105,14 +138,7 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
     config.capacity.cpu = args.cpu;
     config.capacity.memory = args.memory;
     config.capacity.pods = args.max_pods;
-    let mut labels = BTreeMap::new();
-    for label in args.node_labels.iter().filter(|l| !l.is_empty()) {
-        let (k, v) = label
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("label {label:?}: want key=value"))?;
-        labels.insert(k.to_owned(), v.to_owned());
-    }
-    config.labels = labels;
+    config.labels = args.node_labels.into_iter().collect::<BTreeMap<_, _>>();
     config.taints = args
         .register_with_taints
         .iter()
@@ -168,7 +194,41 @@ pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_taint;
+    use super::{parse_node_label, parse_quantity, parse_taint};
+
+    #[test]
+    fn node_labels_parse_as_the_kubelets_flag() {
+        assert_eq!(
+            parse_node_label(" topology.kubernetes.io/zone = a "),
+            Ok(("topology.kubernetes.io/zone".into(), "a".into()))
+        );
+        assert_eq!(
+            parse_node_label("empty="),
+            Ok(("empty".into(), String::new()))
+        );
+        assert_eq!(
+            parse_node_label("nokey"),
+            Err("malformed pair, expect string=string: \"nokey\"".into())
+        );
+        let err = parse_node_label("-bad=x").expect_err("not a qualified name");
+        assert!(
+            err.starts_with("invalid node labels: '-bad' - name part must consist"),
+            "{err}"
+        );
+        let err = parse_node_label("k=a b").expect_err("not a label value");
+        assert!(
+            err.starts_with("invalid node labels: 'a b' - a valid label must be"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn capacities_are_quantities() {
+        assert_eq!(parse_quantity("500m"), Ok("500m".into()));
+        assert_eq!(parse_quantity("32Gi"), Ok("32Gi".into()));
+        assert!(parse_quantity("-1").is_err());
+        assert!(parse_quantity("lots").is_err());
+    }
 
     #[test]
     fn taints_parse() {

@@ -43,7 +43,8 @@ enum LabCommand {
     },
     /// Shows the current step and its task.
     Status,
-    /// Checks the current step; moves on when every check passes.
+    /// Checks the current step (giving the cluster a few seconds to settle); moves on when
+    /// every check passes, exits with status 1 when one fails.
     Check,
     /// Shows the next hint for the current step.
     Hint,
@@ -249,7 +250,7 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                     return Ok(());
                 }
                 let results = runner
-                    .check_step(state.step)
+                    .check_step_settled(state.step)
                     .await
                     .map_err(anyhow::Error::msg)?;
                 println!(
@@ -259,7 +260,8 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                     lab.steps[state.step].title(&lang)
                 );
                 print_results(&results);
-                if results.iter().all(|r| r.passed) {
+                let failed = results.iter().filter(|r| !r.passed).count();
+                if failed == 0 {
                     state.step += 1;
                     state.hints = 0;
                     write_state(&state)?;
@@ -269,6 +271,14 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
                 runner
                     .publish(&runner.status(state.step, &results, &lang))
                     .await;
+                // Scripts (and CI) read the verdict from the exit status.
+                if failed > 0 {
+                    bail!(
+                        "step {}: {failed} of {} checks not met",
+                        state.step + 1,
+                        results.len()
+                    );
+                }
                 Ok(())
             }
             LabCommand::Hint => {

@@ -79,6 +79,6 @@ mod readiness;
 mod separate;
 mod supervisor;
 
-pub use cluster::{Cluster, ClusterBuilder};
+pub use cluster::{Cluster, ClusterBuilder, KubeletProfile};
 pub use error::{Error, Result};
 pub use progress::{Component, Progress};

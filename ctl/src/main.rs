@@ -3,6 +3,7 @@
 
 mod apiserver_cmd;
 mod cli;
+mod closed_pipe;
 mod controller_manager_cmd;
 mod fault_cmd;
 mod kubeconfig_cmd;
@@ -57,6 +58,8 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // A closed stdout (`miniplane lab check | head -2`) ends any subcommand quietly.
+    closed_pipe::install();
     let cli = Cli::parse();
     // `up` shows progress lines on stderr: component logs only when something is wrong.
     let default_filter = match cli.command {
@@ -87,6 +90,7 @@ fn main() -> std::process::ExitCode {
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if closed_pipe::is_closed_stdout_error(&e) => closed_pipe::die(),
         Err(e) => {
             eprintln!("miniplane: {e}");
             std::process::ExitCode::FAILURE

@@ -221,8 +221,9 @@ impl Launcher {
                 vec!["--kubeconfig", &kubeconfig, &tracing],
             ));
         }
+        let kubelet_args = plan.kubelet.args();
         if plan.nodes > 0 {
-            let args = vec![
+            let mut args = vec![
                 "--nodes",
                 &nodes,
                 "--kubeconfig",
@@ -231,7 +232,7 @@ impl Launcher {
                 any_port,
                 &tracing,
             ];
-            let mut args = args;
+            args.extend(kubelet_args.iter().map(String::as_str));
             if fast {
                 args.extend([
                     "--lease-renew-interval",

@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
-use miniplane::{Cluster, Error};
+use miniplane::{Cluster, ClusterBuilder, Error, KubeletProfile};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 
 /// The line stdout starts with once the cluster is ready (tests wait for it).
@@ -46,6 +46,45 @@ pub struct UpArgs {
     no_fsync: bool,
     #[command(flatten)]
     trace: crate::apiserver_cmd::TraceArgs,
+    #[command(flatten)]
+    node_args: NodeArgs,
+}
+
+/// How the simulated nodes look and run pods (`miniplane kubelet`'s flags, named for `up`).
+#[derive(Debug, clap::Args)]
+struct NodeArgs {
+    /// Pod stage timing of the simulated kubelets: `realistic` (image pulls take 1.2 s,
+    /// Kubernetes' back-off) or `fast` (no delays: pods are Running as soon as they are bound).
+    #[arg(long, value_name = "PROFILE", default_value = "realistic", value_parser = parse_profile)]
+    kubelet_profile: KubeletProfile,
+    /// CPU capacity (and allocatable) of each node, a quantity (default 4).
+    #[arg(long, value_name = "QUANTITY", value_parser = crate::kubelet_cmd::parse_quantity)]
+    node_cpu: Option<String>,
+    /// Memory capacity (and allocatable) of each node, a quantity (default 16Gi).
+    #[arg(long, value_name = "QUANTITY", value_parser = crate::kubelet_cmd::parse_quantity)]
+    node_memory: Option<String>,
+    /// Labels every node registers with, `key=value,key2=value2` (as the kubelet's flag).
+    #[arg(long, value_name = "LABELS", value_delimiter = ',', value_parser = crate::kubelet_cmd::parse_node_label)]
+    node_labels: Vec<(String, String)>,
+}
+
+impl NodeArgs {
+    fn apply_to(&self, builder: ClusterBuilder) -> ClusterBuilder {
+        let mut builder = builder
+            .kubelet_profile(self.kubelet_profile)
+            .node_labels(self.node_labels.clone());
+        if let Some(cpu) = &self.node_cpu {
+            builder = builder.node_cpu(cpu);
+        }
+        if let Some(memory) = &self.node_memory {
+            builder = builder.node_memory(memory);
+        }
+        builder
+    }
+}
+
+fn parse_profile(s: &str) -> Result<KubeletProfile, String> {
+    s.parse()
 }
 
 /// SIGINT (Ctrl-C) and SIGTERM, caught from before the start so that a signal during the
@@ -89,6 +128,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .nodes(args.nodes)
         .trace_options(args.trace.options())
         .on_progress(|p| eprintln!("{p}"));
+    builder = args.node_args.apply_to(builder);
     if args.separate {
         builder = builder.separate(std::env::current_exe()?);
     }

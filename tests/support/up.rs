@@ -65,11 +65,30 @@ impl UpEnv {
         cmd
     }
 
+    /// `miniplane up --data-dir <mp> <args>`, with the simulated kubelets' `fast` profile
+    /// (pods Running as soon as bound) unless `args` choose a `--kubelet-profile`: `up`'s
+    /// default, `realistic`, would only make the tests slower.
+    fn up_command(&self, args: &[&str]) -> Command {
+        let mut cmd = self.miniplane(&["up", "--data-dir"]);
+        cmd.arg(self.data_dir()).args(args);
+        if !args.iter().any(|a| a.starts_with("--kubelet-profile")) {
+            cmd.args(["--kubelet-profile", "fast"]);
+        }
+        cmd
+    }
+
+    /// Starts `miniplane up --data-dir <mp> <args>` exactly as a user types it (`up`'s own
+    /// defaults, the `realistic` kubelet profile among them) and waits until it is ready.
+    pub fn up_as_typed(&self, args: &[&str]) -> Up {
+        let mut cmd = self.miniplane(&["up", "--data-dir"]);
+        cmd.arg(self.data_dir()).args(args);
+        self.start_up(cmd)
+    }
+
     /// Runs `miniplane up --data-dir <mp> <args>` to its end (at most [`DEADLINE`]): for the
     /// runs that must be refused.
     pub fn up_to_end(&self, args: &[&str]) -> Output {
-        let mut cmd = self.miniplane(&["up", "--data-dir"]);
-        cmd.arg(self.data_dir()).args(args);
+        let mut cmd = self.up_command(args);
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn miniplane up");
         let start = Instant::now();
@@ -89,10 +108,14 @@ impl UpEnv {
         }
     }
 
-    /// Starts `miniplane up --data-dir <mp> <args>` and waits until it is ready.
+    /// Starts `miniplane up --data-dir <mp> <args>` (see [`UpEnv::up_command`]) and waits until
+    /// it is ready.
     pub fn up(&self, args: &[&str]) -> Up {
-        let mut cmd = self.miniplane(&["up", "--data-dir"]);
-        cmd.arg(self.data_dir()).args(args);
+        self.start_up(self.up_command(args))
+    }
+
+    /// Starts `cmd` (a `miniplane up`) and waits until it is ready.
+    fn start_up(&self, mut cmd: Command) -> Up {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn miniplane up");
         let stdout = collect(child.stdout.take().unwrap());

@@ -94,14 +94,13 @@ pub fn main(verb: Verb) -> anyhow::Result<()> {
 }
 
 /// Writes `text` to standard output now (watches print as events come). A closed pipe
-/// (`miniplane get -w | head`) ends the process quietly.
+/// (`miniplane get -w | head`) ends the process quietly (`crate::closed_pipe`).
 pub(crate) fn print(text: &str) {
     let mut out = std::io::stdout().lock();
-    if out
-        .write_all(text.as_bytes())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
+    if let Err(e) = out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            crate::closed_pipe::die();
+        }
         std::process::exit(1);
     }
 }

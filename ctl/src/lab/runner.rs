@@ -21,6 +21,11 @@ use crate::admin_client::AdminClient;
 /// How long `waitFor` and a solved step's checks may take to pass.
 pub const WAIT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long `lab check` gives a step's checks to pass before it reports them failing: the
+/// student's last command may still be on its way through the cluster (an informer's event,
+/// a controller's sync, a pod's start), as a Killercoda check is retried.
+pub const CHECK_SETTLE: Duration = Duration::from_secs(5);
+
 /// How often a wait looks again.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -261,6 +266,17 @@ impl LabRunner {
             .get(step)
             .ok_or_else(|| format!("the lab has {} steps", self.lab.steps.len()))?;
         self.evaluate(&s.checks, step).await
+    }
+
+    /// The results of step `step`'s checks once they all pass, or after [`CHECK_SETTLE`]
+    /// (what `lab check` reports).
+    pub async fn check_step_settled(&self, step: usize) -> Result<Vec<CheckResult>, String> {
+        let s = self
+            .lab
+            .steps
+            .get(step)
+            .ok_or_else(|| format!("the lab has {} steps", self.lab.steps.len()))?;
+        self.wait_for(&s.checks, step, CHECK_SETTLE).await
     }
 
     /// Looks again until every check of `checks` passes or `timeout` ends; the last results.
