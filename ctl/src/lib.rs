@@ -55,29 +55,32 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | [`cluster`] | [`Cluster`] and [`ClusterBuilder`]: the runtime thread, start and stop |
+//! The package plays three roles, each in a room of its own:
+//!
+//! | where | role | Kubernetes counterpart |
+//! | --- | --- | --- |
+//! | `src/cluster/`, `progress`, `kubeconfig` (this library) | the cluster launcher | kind, envtest |
+//! | `src/lab/` (this library), `src/commands/lab.rs` | the teaching labs' engine and verb | (none) |
+//! | `src/kubectl/` (the binary) | the kubectl-like verbs | kubectl |
+//!
+//! and the binary's other subcommands: `src/components/` runs one component per process
+//! (`apiserver`, `controller-manager`, `scheduler`, `kubelet`), `src/commands/` holds
+//! miniplane's own verbs (`up`, `kubeconfig`, `trace`, `fault`, `lab`).
+//!
+//! | module | what |
+//! | --- | --- |
+//! | [`cluster`] | [`Cluster`] and [`ClusterBuilder`]: the runtime thread, start and stop; inside it the plan of what to start, the two launchers (`in_process`: the API server on the cluster's runtime, each other component on a thread of its own; `separate`: child processes), the `supervisor` that watches and stops them in order, `readiness`, the data directory's layout and lock (`data_dir`) and the `StopComponent` fault (`component_faults`) |
 //! | [`progress`] | [`Component`] names and the [`Progress`] a start reports |
 //! | [`kubeconfig`] | the kubeconfig of a cluster and `miniplane kubeconfig --merge` |
-//! | `in_process`, `separate` | components in this process (the API server on the cluster's runtime, each other one on a thread of its own), or as child processes |
-//! | `supervisor` | watching the running components and stopping them in order |
-//! | `readiness` | "ready": the API server serves and every node is `Ready` |
-//! | `data_dir` | the data directory's layout and lock |
 //! | [`admin_client`] | the admin API (faults, controller queues, lab status; `docs/faults.md`) |
-//! | `component_faults` | the `StopComponent` fault: stopping and restarting a component |
 //! | [`lab`] | teaching labs: the YAML format, the check engine, the runner (`docs/labs.md`) |
 
 pub mod admin_client;
 pub mod cluster;
-mod component_faults;
-mod data_dir;
 mod error;
-mod in_process;
 pub mod kubeconfig;
 pub mod lab;
 pub mod progress;
-mod readiness;
-mod separate;
-mod supervisor;
 
 pub use cluster::{Cluster, ClusterBuilder, KubeletProfile};
 pub use error::{Error, Result};

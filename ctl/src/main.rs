@@ -1,17 +1,10 @@
 //! The `miniplane` binary: one executable for every component (like kind's and k3s' single
 //! binary). Each subcommand parses flags and calls its component library's `run`.
 
-mod apiserver_cmd;
-mod cli;
 mod closed_pipe;
-mod controller_manager_cmd;
-mod fault_cmd;
-mod kubeconfig_cmd;
-mod kubelet_cmd;
-mod lab_cmd;
-mod scheduler_cmd;
-mod trace_cmd;
-mod up_cmd;
+mod commands;
+mod components;
+mod kubectl;
 
 use clap::{Parser, Subcommand};
 
@@ -35,26 +28,26 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Starts the whole control plane (API server, controller-manager, scheduler, nodes).
-    Up(up_cmd::UpArgs),
+    Up(commands::up::UpArgs),
     /// Prints the kubeconfig of `miniplane up`, or merges it into ~/.kube/config.
-    Kubeconfig(kubeconfig_cmd::KubeconfigArgs),
+    Kubeconfig(commands::kubeconfig::KubeconfigArgs),
     /// Runs the API server (kube-apiserver) with the embedded store.
-    Apiserver(apiserver_cmd::ApiserverArgs),
+    Apiserver(components::apiserver::ApiserverArgs),
     /// Runs the controller-manager (kube-controller-manager) against an API server.
-    ControllerManager(controller_manager_cmd::ControllerManagerArgs),
+    ControllerManager(components::controller_manager::ControllerManagerArgs),
     /// Runs the scheduler (kube-scheduler) against an API server.
-    Scheduler(scheduler_cmd::SchedulerArgs),
+    Scheduler(components::scheduler::SchedulerArgs),
     /// Runs simulated kubelets for many nodes (registration, heartbeats, pod lifecycle).
-    Kubelet(kubelet_cmd::KubeletArgs),
+    Kubelet(components::kubelet::KubeletArgs),
     /// The kubectl-like verbs: apply, get, describe, delete, scale, rollout, events.
     #[command(flatten)]
-    Verb(cli::Verb),
+    Verb(kubectl::Verb),
     /// Shows what a write set in motion: one causal, timed trace (tree, waterfall, exports).
-    Trace(trace_cmd::TraceArgs),
+    Trace(commands::trace::TraceArgs),
     /// Injects faults into a running cluster and clears them (docs/faults.md).
-    Fault(fault_cmd::FaultArgs),
+    Fault(commands::fault::FaultArgs),
     /// Teaching labs: list, start, status, check, hint, solve, reset (docs/labs.md).
-    Lab(lab_cmd::LabArgs),
+    Lab(commands::lab::LabArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -77,16 +70,16 @@ fn main() -> std::process::ExitCode {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let result = match cli.command {
-        Command::Up(args) => up_cmd::main(args),
-        Command::Kubeconfig(args) => kubeconfig_cmd::main(args),
-        Command::Apiserver(args) => apiserver_cmd::main(args),
-        Command::ControllerManager(args) => controller_manager_cmd::main(args),
-        Command::Scheduler(args) => scheduler_cmd::main(args),
-        Command::Kubelet(args) => kubelet_cmd::main(args),
-        Command::Verb(verb) => cli::main(verb),
-        Command::Trace(args) => trace_cmd::main(args),
-        Command::Fault(args) => fault_cmd::main(args),
-        Command::Lab(args) => lab_cmd::main(args),
+        Command::Up(args) => commands::up::main(args),
+        Command::Kubeconfig(args) => commands::kubeconfig::main(args),
+        Command::Apiserver(args) => components::apiserver::main(args),
+        Command::ControllerManager(args) => components::controller_manager::main(args),
+        Command::Scheduler(args) => components::scheduler::main(args),
+        Command::Kubelet(args) => components::kubelet::main(args),
+        Command::Verb(verb) => kubectl::main(verb),
+        Command::Trace(args) => commands::trace::main(args),
+        Command::Fault(args) => commands::fault::main(args),
+        Command::Lab(args) => commands::lab::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -96,18 +89,4 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
-}
-
-/// The runtime of a client component run as its own process (`kubelet`, `scheduler`,
-/// `controller-manager`): one thread. These processes wait on the API server most of the time
-/// and do a few hundred microseconds of work per pod; on a small machine shared with the API
-/// server, a multi-threaded runtime spends more on waking its idle workers (futex calls,
-/// context switches, work stealing) than it gains from running them side by side. With 1,000
-/// nodes and 10,000 pods on 2 cores, one thread cut these processes' CPU by about 13%
-/// (`docs/benchmarks.md`, "Apply to Running at scale"). The API server keeps a worker per
-/// core: it needs more than one core at times.
-fn client_runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
 }

@@ -115,7 +115,7 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
 /// Runs the controller-manager until a shutdown signal.
 pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let config = config(args)?;
-    let runtime = crate::client_runtime()?;
+    let runtime = super::client_runtime()?;
     runtime.block_on(async move {
         let manager = ControllerManager::bind(config).await?;
         match manager.local_addr() {
@@ -127,7 +127,7 @@ pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
         let shutdown = CancellationToken::new();
         let signal_token = shutdown.clone();
         tokio::spawn(async move {
-            crate::apiserver_cmd::wait_for_signal().await;
+            crate::components::apiserver::wait_for_signal().await;
             tracing::info!("shutting down");
             signal_token.cancel();
         });

@@ -164,7 +164,7 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
 pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
     let config = config(args)?;
     let nodes = config.nodes;
-    let runtime = crate::client_runtime()?;
+    let runtime = super::client_runtime()?;
     runtime.block_on(async move {
         let simulator = Simulator::bind(config).await?;
         let addr = simulator.local_addr();
@@ -172,7 +172,7 @@ pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
         let shutdown = CancellationToken::new();
         let signal_token = shutdown.clone();
         tokio::spawn(async move {
-            crate::apiserver_cmd::wait_for_signal().await;
+            crate::components::apiserver::wait_for_signal().await;
             tracing::info!("shutting down");
             signal_token.cancel();
         });

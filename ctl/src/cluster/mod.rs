@@ -22,8 +22,13 @@
 //! few milliseconds the shutdown takes, but never drops a runtime inside another one.
 //!
 //! Unlike envtest there is no authentication: the API server serves plain HTTP on 127.0.0.1.
+//!
+//! The launcher's files, from the bottom up: `plan` (what to start: components, nodes,
+//! port, tracing, the kubelets' settings), `data_dir` (the directory's layout and lock),
+//! `supervisor` (the running members, stopped in order), `readiness`, the two ways to run
+//! the components (`in_process`, `separate`), `component_faults` (the `StopComponent`
+//! fault: stopping and restarting one), and this module, which composes them.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -32,13 +37,23 @@ use apiserver::request_trace::TracingOptions;
 use client::{ClientConfig, ClusterSource};
 use tokio_util::sync::CancellationToken;
 
-use crate::component_faults::{self, Restarter};
-use crate::data_dir::DataDir;
+mod component_faults;
+mod data_dir;
+mod in_process;
+mod plan;
+mod readiness;
+mod separate;
+mod supervisor;
+
 use crate::error::{Error, Result};
+use crate::kubeconfig;
 use crate::progress::{Component, Progress};
-use crate::separate::Launcher;
-use crate::supervisor::{Members, ProgressFn, Reporter};
-use crate::{in_process, kubeconfig, readiness};
+use component_faults::Restarter;
+use data_dir::DataDir;
+pub use plan::KubeletProfile;
+use plan::{KubeletOptions, Plan};
+use separate::Launcher;
+use supervisor::{Members, ProgressFn, Reporter};
 
 /// How long a start may take before it fails (generous: CI machines are small and shared).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -55,123 +70,6 @@ pub struct ClusterBuilder {
     fsync: Option<bool>,
     exe: Option<PathBuf>,
     progress: Option<ProgressFn>,
-}
-
-/// The components and settings of a cluster being started.
-pub(crate) struct Plan {
-    /// Simulated nodes (no kubelet process or task if 0).
-    pub(crate) nodes: usize,
-    /// Whether the controller-manager runs.
-    pub(crate) controller_manager: bool,
-    /// Whether the scheduler runs.
-    pub(crate) scheduler: bool,
-    /// The API server's port on 127.0.0.1 (0: a free one).
-    pub(crate) port: u16,
-    /// Whether a write is acknowledged only once it is on disk.
-    pub(crate) fsync: bool,
-    /// Child processes instead of tasks.
-    pub(crate) separate: Option<Launcher>,
-    /// Heartbeats every 200 ms and a 2 s node-monitor grace period (labs and tests of node
-    /// failure), instead of Kubernetes' 10 s and 40 s.
-    pub(crate) fast_node_lifecycle: bool,
-    /// The API server's tracing settings; with `enabled` off the other components report no
-    /// spans either.
-    pub(crate) tracing: TracingOptions,
-    /// How the simulated kubelets run pods and what their nodes look like.
-    pub(crate) kubelet: KubeletOptions,
-}
-
-/// How fast the simulated kubelets move a pod through its stages: `miniplane kubelet
-/// --profile` ([`kubelet_sim::StageConfig::fast`] and [`kubelet_sim::StageConfig::realistic`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KubeletProfile {
-    /// No delays: a pod is Running as soon as it is bound (tests; the library's default).
-    #[default]
-    Fast,
-    /// About what a laptop's kubelet shows: a 1.2 s image pull, 0.3 s to start the container,
-    /// Kubernetes' back-off (`miniplane up`'s default).
-    Realistic,
-}
-
-impl KubeletProfile {
-    /// Its name, as `miniplane kubelet --profile` and `miniplane up --kubelet-profile` take it.
-    pub fn name(self) -> &'static str {
-        match self {
-            KubeletProfile::Fast => "fast",
-            KubeletProfile::Realistic => "realistic",
-        }
-    }
-
-    /// The stage timing it stands for.
-    pub fn stages(self) -> kubelet_sim::StageConfig {
-        match self {
-            KubeletProfile::Fast => kubelet_sim::StageConfig::fast(),
-            KubeletProfile::Realistic => kubelet_sim::StageConfig::realistic(),
-        }
-    }
-}
-
-impl std::str::FromStr for KubeletProfile {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "fast" => Ok(KubeletProfile::Fast),
-            "realistic" => Ok(KubeletProfile::Realistic),
-            other => Err(format!(
-                "unknown kubelet profile {other:?} (fast, realistic)"
-            )),
-        }
-    }
-}
-
-/// The simulated kubelets' settings a cluster passes on (in this process, or as the flags of
-/// `miniplane kubelet`).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct KubeletOptions {
-    /// Pod stage timing (`--profile`).
-    pub(crate) profile: KubeletProfile,
-    /// Each node's `cpu` capacity and allocatable, a quantity (`--cpu`; the kubelet's default
-    /// if unset).
-    pub(crate) cpu: Option<String>,
-    /// Each node's `memory` capacity and allocatable, a quantity (`--memory`).
-    pub(crate) memory: Option<String>,
-    /// Extra labels on every node (`--node-labels`).
-    pub(crate) labels: BTreeMap<String, String>,
-}
-
-impl KubeletOptions {
-    /// Applies these settings to a simulator's configuration.
-    pub(crate) fn apply_to(&self, config: &mut kubelet_sim::Config) {
-        config.stages = self.profile.stages();
-        if let Some(cpu) = &self.cpu {
-            config.capacity.cpu = cpu.clone();
-        }
-        if let Some(memory) = &self.memory {
-            config.capacity.memory = memory.clone();
-        }
-        config.labels.extend(self.labels.clone());
-    }
-
-    /// The same settings as flags of `miniplane kubelet`.
-    pub(crate) fn args(&self) -> Vec<String> {
-        let mut args = vec!["--profile".to_owned(), self.profile.name().to_owned()];
-        if let Some(cpu) = &self.cpu {
-            args.extend(["--cpu".to_owned(), cpu.clone()]);
-        }
-        if let Some(memory) = &self.memory {
-            args.extend(["--memory".to_owned(), memory.clone()]);
-        }
-        if !self.labels.is_empty() {
-            let labels: Vec<String> = self
-                .labels
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            args.extend(["--node-labels".to_owned(), labels.join(",")]);
-        }
-        args
-    }
 }
 
 impl ClusterBuilder {
@@ -314,7 +212,7 @@ impl ClusterBuilder {
             }
         };
         let dir = DataDir::lock(&path, fresh)?;
-        plan.separate = exe.map(|exe| Launcher {
+        let launcher = exe.map(|exe| Launcher {
             exe,
             logs: dir.logs(),
         });
@@ -326,7 +224,7 @@ impl ClusterBuilder {
             .name("miniplane-cluster".into())
             .spawn({
                 let (stop, stopped) = (stop.clone(), stopped.clone());
-                move || run(plan, dir, reporter, ready_tx, stop, stopped)
+                move || run(plan, launcher, dir, reporter, ready_tx, stop, stopped)
             })
             .map_err(|e| Error::Runtime(format!("cannot start its thread: {e}")))?;
         let ready = match ready_rx.recv() {
@@ -408,7 +306,6 @@ impl Cluster {
                 scheduler: true,
                 port: 0,
                 fsync: false,
-                separate: None,
                 fast_node_lifecycle: false,
                 tracing: TracingOptions::default(),
                 kubelet: KubeletOptions::default(),
@@ -503,6 +400,7 @@ impl std::fmt::Debug for Cluster {
 /// error), then waits to be stopped (or for a component to fail) and stops them all.
 fn run(
     plan: Plan,
+    launcher: Option<Launcher>,
     dir: DataDir,
     reporter: Reporter,
     ready_tx: mpsc::SyncSender<Result<Ready>>,
@@ -522,7 +420,7 @@ fn run(
         let failed = CancellationToken::new();
         let mut members = Members::new(reporter, failed.clone());
         let started = tokio::select! {
-            started = tokio::time::timeout(START_TIMEOUT, start(&plan, &dir, &mut members)) => {
+            started = tokio::time::timeout(START_TIMEOUT, start(&plan, launcher.as_ref(), &dir, &mut members)) => {
                 Some(started.unwrap_or_else(|_| Err(Error::Timeout {
                     what: "every node to be Ready".into(),
                     seconds: START_TIMEOUT.as_secs(),
@@ -537,7 +435,7 @@ fn run(
                     url: ready.url.clone(),
                     kubeconfig: dir.kubeconfig(),
                     nodes: plan.nodes,
-                    launcher: plan.separate.clone(),
+                    launcher: launcher.clone(),
                     fast_node_lifecycle: plan.fast_node_lifecycle,
                     tracing: plan.tracing.clone(),
                     kubelet: plan.kubelet.clone(),
@@ -584,9 +482,14 @@ fn run(
 
 /// Starts the API server, writes the kubeconfig, starts the other components and waits for
 /// every node to be Ready.
-async fn start(plan: &Plan, dir: &DataDir, members: &mut Members) -> Result<Ready> {
+async fn start(
+    plan: &Plan,
+    launcher: Option<&Launcher>,
+    dir: &DataDir,
+    members: &mut Members,
+) -> Result<Ready> {
     let store = dir.store();
-    let (url, pid) = match &plan.separate {
+    let (url, pid) = match launcher {
         None => {
             let url = in_process::start_apiserver(members, store, plan);
             (url.await?, None)
@@ -607,7 +510,7 @@ async fn start(plan: &Plan, dir: &DataDir, members: &mut Members) -> Result<Read
     members
         .reporter()
         .started(Component::ApiServer, Some(url.clone()), pid, None);
-    let kubelet_url = match &plan.separate {
+    let kubelet_url = match launcher {
         None => in_process::start_clients(plan, &url, members).await?,
         Some(launcher) => {
             launcher

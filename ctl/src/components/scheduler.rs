@@ -42,7 +42,7 @@ pub struct SchedulerArgs {
 
 /// Runs the scheduler until a shutdown signal.
 pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
-    let runtime = crate::client_runtime()?;
+    let runtime = super::client_runtime()?;
     runtime.block_on(async move {
         let source = match (args.master, args.kubeconfig) {
             (Some(url), _) => client::ClusterSource::Url(url),
@@ -78,7 +78,7 @@ pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
         );
         tokio::select! {
             result = &mut run => return Ok(result??),
-            () = crate::apiserver_cmd::wait_for_signal() => {}
+            () = crate::components::apiserver::wait_for_signal() => {}
         }
         tracing::info!("shutting down");
         shutdown.cancel();

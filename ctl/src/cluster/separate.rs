@@ -26,10 +26,10 @@ use std::process::Stdio;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::oneshot;
 
-use crate::cluster::Plan;
+use super::plan::Plan;
+use super::supervisor::Members;
 use crate::error::{Error, Result};
 use crate::progress::Component;
-use crate::supervisor::Members;
 
 /// Makes the child get SIGTERM when this process dies (on Linux; elsewhere `kill_on_drop`
 /// and the orderly stop are all there is). Linux sends it when the *thread* that spawned the

@@ -21,12 +21,12 @@ use admin::{Fault, FaultSpec};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::Plan;
+use super::in_process;
+use super::plan::Plan;
+use super::separate::Launcher;
+use super::supervisor::Members;
 use crate::error::Result;
-use crate::in_process;
 use crate::progress::{Component, Progress};
-use crate::separate::Launcher;
-use crate::supervisor::Members;
 
 /// What to do to a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub(crate) struct Restarter {
     pub(crate) tracing: apiserver::request_trace::TracingOptions,
     /// The cluster's kubelet settings (a restarted kubelet runs pods and shapes nodes as
     /// before).
-    pub(crate) kubelet: crate::cluster::KubeletOptions,
+    pub(crate) kubelet: super::plan::KubeletOptions,
 }
 
 impl Restarter {
@@ -102,7 +102,6 @@ impl Restarter {
             scheduler: component == Component::Scheduler,
             port: 0,
             fsync: false,
-            separate: None,
             fast_node_lifecycle: self.fast_node_lifecycle,
             tracing: self.tracing.clone(),
             kubelet: self.kubelet.clone(),

@@ -2,7 +2,7 @@
 //! unless [`crate::ClusterBuilder::separate`]): the API server as a task of the cluster's
 //! runtime (two workers, as `miniplane apiserver` has on 2 cores), and the controller-manager,
 //! the scheduler and the kubelets each on a thread of its own with a one-thread runtime, as
-//! each of them runs as a process of its own ([`crate::supervisor::Members::spawn_thread`]).
+//! each of them runs as a process of its own ([`super::supervisor::Members::spawn_thread`]).
 //!
 //! Each component is started through its library entry, exactly as its subcommand does
 //! (`apiserver::Server::bind`, `controllers::manager::ControllerManager::bind`,
@@ -22,10 +22,10 @@ use kubelet_sim::Simulator;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::Plan;
+use super::plan::Plan;
+use super::supervisor::Members;
 use crate::error::{Error, Result};
 use crate::progress::Component;
-use crate::supervisor::Members;
 
 /// Heartbeat and node-monitor period of [`Plan::fast_node_lifecycle`].
 pub(crate) const FAST_PERIOD: std::time::Duration = std::time::Duration::from_millis(200);

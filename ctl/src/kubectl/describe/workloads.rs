@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use super::pod_template::{int_or_string, pod_template, selector_string};
 use super::writer::{self, PrefixWriter};
-use crate::cli::rollout::history::without_hash_label;
+use crate::kubectl::rollout::history::without_hash_label;
 
 /// The Deployment, with the ReplicaSets it owns and its events.
 pub fn deployment(

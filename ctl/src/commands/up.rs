@@ -45,7 +45,7 @@ pub struct UpArgs {
     #[arg(long)]
     no_fsync: bool,
     #[command(flatten)]
-    trace: crate::apiserver_cmd::TraceArgs,
+    trace: crate::components::apiserver::TraceArgs,
     #[command(flatten)]
     node_args: NodeArgs,
 }
@@ -58,13 +58,13 @@ struct NodeArgs {
     #[arg(long, value_name = "PROFILE", default_value = "realistic", value_parser = parse_profile)]
     kubelet_profile: KubeletProfile,
     /// CPU capacity (and allocatable) of each node, a quantity (default 4).
-    #[arg(long, value_name = "QUANTITY", value_parser = crate::kubelet_cmd::parse_quantity)]
+    #[arg(long, value_name = "QUANTITY", value_parser = crate::components::kubelet::parse_quantity)]
     node_cpu: Option<String>,
     /// Memory capacity (and allocatable) of each node, a quantity (default 16Gi).
-    #[arg(long, value_name = "QUANTITY", value_parser = crate::kubelet_cmd::parse_quantity)]
+    #[arg(long, value_name = "QUANTITY", value_parser = crate::components::kubelet::parse_quantity)]
     node_memory: Option<String>,
     /// Labels every node registers with, `key=value,key2=value2` (as the kubelet's flag).
-    #[arg(long, value_name = "LABELS", value_delimiter = ',', value_parser = crate::kubelet_cmd::parse_node_label)]
+    #[arg(long, value_name = "LABELS", value_delimiter = ',', value_parser = crate::components::kubelet::parse_node_label)]
     node_labels: Vec<(String, String)>,
 }
 
