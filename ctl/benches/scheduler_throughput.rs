@@ -25,9 +25,10 @@ use serde_json::json;
 mod process;
 use process::peak_rss_mib;
 
-/// Starts `miniplane <args>`, returns the child and the first stdout line.
+/// Starts `miniplane <args>` (`MINIPLANE_BENCH_BIN` picks another build), returns the child
+/// and the first stdout line.
 fn spawn(args: &[&str]) -> (Child, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
+    let mut child = Command::new(process::miniplane_bin())
         .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())

@@ -49,15 +49,20 @@ pub fn apiserver_args(data: &str) -> Vec<&str> {
     ]
 }
 
+/// The `miniplane` binary the benches run: this build's, or `MINIPLANE_BENCH_BIN=path` (a
+/// saved build, for A/B runs of two versions on the same machine state).
+pub fn miniplane_bin() -> std::ffi::OsString {
+    std::env::var_os("MINIPLANE_BENCH_BIN")
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_miniplane").into())
+}
+
 /// Spawns `miniplane <args>` and returns it with the first stdout line containing `marker`
 /// (the rest of stdout is drained so the child never blocks on a full pipe).
 ///
 /// `MINIPLANE_BENCH_BIN=path` runs another `miniplane` binary (a saved build, for A/B runs of
 /// two versions on the same machine state).
 pub fn spawn(args: &[&str], marker: &str) -> (Proc, String) {
-    let bin = std::env::var_os("MINIPLANE_BENCH_BIN")
-        .unwrap_or_else(|| env!("CARGO_BIN_EXE_miniplane").into());
-    let mut child = Command::new(bin)
+    let mut child = Command::new(miniplane_bin())
         .args(args)
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
