@@ -183,7 +183,7 @@ fn forbidden(message: String) -> Response {
         "details": {},
         "code": 403,
     });
-    crate::server::json_response(StatusCode::FORBIDDEN, &status)
+    crate::response::json_response(StatusCode::FORBIDDEN, &status)
 }
 
 #[cfg(test)]

@@ -44,7 +44,7 @@ use trace::{ObjectRef, Span, SpanBatch, TraceId, TraceSummary};
 
 use crate::error::{ApiError, ErrorTarget, Result};
 use crate::request::Query;
-use crate::server::json_response;
+use crate::response::json_response;
 
 /// Spans kept by default.
 pub const DEFAULT_MAX_SPANS: usize = 100_000;

@@ -583,7 +583,7 @@ pub fn body_timeout_response() -> axum::response::Response {
         "details": {},
         "code": 504,
     });
-    let mut resp = crate::server::json_response(axum::http::StatusCode::GATEWAY_TIMEOUT, &status);
+    let mut resp = crate::response::json_response(axum::http::StatusCode::GATEWAY_TIMEOUT, &status);
     resp.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
     resp

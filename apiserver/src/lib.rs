@@ -44,9 +44,12 @@ pub mod registry;
 pub mod request;
 pub mod request_heads;
 pub mod request_trace;
+pub mod response;
 pub mod rest;
+pub mod router;
 pub mod selector;
 pub mod server;
+pub mod state;
 pub mod storage;
 pub mod stored_json;
 pub mod strategy;
@@ -58,7 +61,8 @@ pub mod wire;
 
 pub use error::{ApiError, Result};
 pub use registry::{Registry, ResourceInfo};
+pub use router::router;
 pub use server::{
-    AppState, Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, ServerOptions, router, run,
-    serve, serve_with,
+    Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, run, serve, serve_with,
 };
+pub use state::{AppState, ServerOptions};

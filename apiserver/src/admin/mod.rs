@@ -18,6 +18,8 @@ pub mod fault_table;
 pub mod reports;
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 
 use admin::{
     ControllerList, ControllerStatus, FAULTS_CONFIGMAP, FAULTS_NAMESPACE, FIELD_MANAGER, Fault,
@@ -36,7 +38,8 @@ use crate::error::{ApiError, ErrorTarget, Result};
 use crate::gvk::GroupVersion;
 use crate::meta;
 use crate::request::ResourcePath;
-use crate::server::{AppState, json_response};
+use crate::response::json_response;
+use crate::state::AppState;
 use crate::storage::ObjectRef;
 
 /// Header of the admin API's own writes of the faults ConfigMap, naming the change
@@ -148,9 +151,15 @@ pub fn require_json(headers: &HeaderMap, body: &[u8]) -> Result<()> {
     }
 }
 
-/// Serves one admin request.
+/// How the admin API sends a request through the server's whole handler chain (tracing,
+/// fault table reload, as a client's request): the router hands its own dispatch to
+/// [`handle`], so this module needs no import of the router above it.
+pub type Dispatch = fn(AppState, Request) -> Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// Serves one admin request; its writes of the faults ConfigMap go through `dispatch`.
 pub async fn handle(
     state: AppState,
+    dispatch: Dispatch,
     route: AdminRoute,
     method: Method,
     headers: &HeaderMap,
@@ -160,6 +169,7 @@ pub async fn handle(
     let traceparent = headers.get("traceparent").cloned();
     let writer = Writer {
         state: &state,
+        dispatch,
         traceparent,
     };
     match (route, method) {
@@ -311,6 +321,8 @@ fn not_found(name: &str) -> ApiError {
 /// Writes the faults ConfigMap through the server's own handler chain.
 struct Writer<'a> {
     state: &'a AppState,
+    /// The router's dispatch ([`Dispatch`]).
+    dispatch: Dispatch,
     /// The admin request's trace context, so the ConfigMap write joins the caller's trace.
     traceparent: Option<axum::http::HeaderValue>,
 }
@@ -454,7 +466,7 @@ impl Writer<'_> {
         let req = builder
             .body(Body::from(serde_json::to_vec(body).unwrap_or_default()))
             .map_err(|e| ApiError::Internal(e.to_string()))?;
-        let resp = Box::pin(crate::server::dispatch_internal(self.state.clone(), req)).await;
+        let resp = (self.dispatch)(self.state.clone(), req).await;
         Ok(resp.status())
     }
 }

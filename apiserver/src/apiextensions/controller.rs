@@ -28,7 +28,7 @@ use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersion;
 use crate::meta::{self, MetaField};
 use crate::registry::ResourceInfo;
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::storage::{ObjectRef, Update, prefix};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionCondition, CustomResourceDefinitionNames,

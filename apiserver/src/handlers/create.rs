@@ -9,7 +9,7 @@ use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::request::decode_body_noting_duplicates;
 use crate::rest::{self, WriteContext, WritePart};
-use crate::server::AppState;
+use crate::state::AppState;
 use crate::storage::{ObjectRef, target};
 use axum::http::StatusCode;
 use axum::response::Response;

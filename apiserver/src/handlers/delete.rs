@@ -20,7 +20,7 @@ use crate::error::{ApiError, Result};
 use crate::meta::{self, FINALIZER_FOREGROUND, FINALIZER_ORPHAN, MetaField};
 use crate::registry::{DeletePolicy, ResourceInfo};
 use crate::request::{dry_run_errors, invalid_options};
-use crate::server::json_response;
+use crate::response::json_response;
 use crate::storage::{ObjectRef, Update, prefix};
 use crate::strategy::field::go_quote;
 use crate::strategy::{FieldError, FieldErrorKind};

@@ -14,7 +14,7 @@ use crate::handlers::{RequestContext, object_ref};
 use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::request::decode_body;
-use crate::server::json_response;
+use crate::response::json_response;
 use crate::storage::Update;
 use crate::strategy::{FieldError, FieldErrorKind};
 use axum::http::StatusCode;

@@ -9,7 +9,7 @@ use crate::error::{ApiError, Result};
 use crate::handlers::delete::{DeleteOptions, delete_object};
 use crate::handlers::{RequestContext, object_ref};
 use crate::request::decode_body;
-use crate::server::json_response;
+use crate::response::json_response;
 use axum::http::StatusCode;
 use axum::response::Response;
 use std::sync::Arc;

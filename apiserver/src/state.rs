@@ -1,0 +1,177 @@
+//! The API server's shared state: what every request handler reaches through [`AppState`]
+//! (the registry, the storage, the watch caches, the trace collector, the fault table, the
+//! task tracker and shutdown token) and the serving tunables ([`ServerOptions`]).
+//!
+//! Mirrors the parts of `staging/src/k8s.io/apiserver/pkg/server/` that a handler sees
+//! (`GenericAPIServer`'s fields, `config.go`'s `Config`). It sits below the handlers: it
+//! imports none of them, and neither the router ([`crate::router`]) nor the serving entry
+//! points ([`crate::server`], which adds [`AppState::bootstrap`]).
+
+use crate::access::AccessOptions;
+use crate::admin::fault_table::FaultTable;
+use crate::admin::reports::Reports;
+use crate::collector::Collector;
+use crate::connections::ConnectionLimits;
+use crate::registry::Registry;
+use crate::request_trace::TracingOptions;
+use crate::storage::Storage;
+use crate::watch_cache::{
+    DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache,
+};
+use std::sync::Arc;
+use std::time::Duration;
+use store::Backend;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Tunables of the serving path (defaults as in Kubernetes where it has one).
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// How often a watch with `allowWatchBookmarks=true` gets a BOOKMARK event.
+    pub bookmark_interval: Duration,
+    /// How long a watch without `timeoutSeconds` stays open.
+    pub default_watch_timeout: Duration,
+    /// Events each resource's watch cache keeps.
+    pub watch_cache_capacity: usize,
+    /// Stored bytes (keys + objects) of the events each resource's watch cache keeps.
+    pub watch_cache_bytes: usize,
+    /// Events queued per watch client before it is cut off.
+    pub watch_client_buffer: usize,
+    /// Request spans, the trace annotation and the collector's size.
+    pub tracing: TracingOptions,
+    /// The connection cap and the timeouts of slow clients.
+    pub connections: ConnectionLimits,
+    /// The server's names and the origins allowed to call it.
+    pub access: AccessOptions,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            bookmark_interval: Duration::from_secs(60),
+            default_watch_timeout: Duration::from_secs(30 * 60),
+            watch_cache_capacity: DEFAULT_RING_CAPACITY,
+            watch_cache_bytes: DEFAULT_RING_BYTES,
+            watch_client_buffer: DEFAULT_CLIENT_BUFFER,
+            tracing: TracingOptions::default(),
+            connections: ConnectionLimits::default(),
+            access: AccessOptions::default(),
+        }
+    }
+}
+
+struct Inner {
+    registry: Arc<Registry>,
+    storage: Storage,
+    watch_cache: WatchCache,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+    options: ServerOptions,
+    /// Recent spans of every component (empty when tracing is off).
+    collector: Collector,
+    /// The faults in force (`crate::admin`).
+    faults: FaultTable,
+    /// Components' work-queue reports and the lab status.
+    reports: Reports,
+}
+
+/// Everything a request handler needs, cheap to clone.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+impl AppState {
+    /// State over `backend` with the built-in resources. Tasks it starts (watch caches, watch
+    /// streams) stop when `shutdown` is cancelled.
+    pub fn new(
+        backend: Arc<dyn Backend>,
+        options: ServerOptions,
+        shutdown: CancellationToken,
+    ) -> Self {
+        let tasks = TaskTracker::new();
+        let storage = Storage::new(backend.clone());
+        let watch_cache = WatchCache::new(
+            backend,
+            tasks.clone(),
+            shutdown.clone(),
+            options.watch_cache_capacity,
+            options.watch_client_buffer,
+        )
+        .with_handoff(storage.handoff().clone())
+        .with_ring_bytes(options.watch_cache_bytes);
+        let collector = Collector::new(
+            if options.tracing.enabled {
+                options.tracing.max_spans
+            } else {
+                0
+            },
+            options.tracing.max_spans_per_trace,
+        );
+        AppState(Arc::new(Inner {
+            collector,
+            faults: FaultTable::default(),
+            reports: Reports::default(),
+            registry: Arc::new(Registry::builtin()),
+            storage,
+            watch_cache,
+            tasks,
+            shutdown,
+            options,
+        }))
+    }
+
+    /// The resource registry (rows may be added at run time).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.0.registry
+    }
+
+    /// The store, as objects.
+    pub fn storage(&self) -> &Storage {
+        &self.0.storage
+    }
+
+    /// The watch caches.
+    pub fn watch_cache(&self) -> &WatchCache {
+        &self.0.watch_cache
+    }
+
+    /// The owner of every task the server spawns.
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.0.tasks
+    }
+
+    /// Cancelled when the server shuts down.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.0.shutdown
+    }
+
+    /// The serving tunables.
+    pub fn options(&self) -> &ServerOptions {
+        &self.0.options
+    }
+
+    /// The trace collector.
+    pub fn collector(&self) -> &Collector {
+        &self.0.collector
+    }
+
+    /// The faults in force.
+    pub fn faults(&self) -> &FaultTable {
+        &self.0.faults
+    }
+
+    /// What components and the lab runner reported.
+    pub fn reports(&self) -> &Reports {
+        &self.0.reports
+    }
+
+    /// The server's clock.
+    pub fn now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::now()
+    }
+
+    /// Waits for every spawned task (after `shutdown` was cancelled).
+    pub async fn wait_for_tasks(&self) {
+        self.0.tasks.close();
+        self.0.tasks.wait().await;
+    }
+}
