@@ -12,7 +12,9 @@
 //!   ""     v1      Pod         pods         Namespaced po     status, binding… Pod's
 //! ```
 
+use crate::apiextensions::definition::{CustomResourceDefinitionRules, GROUP, RESOURCE};
 use crate::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
+use crate::strategy::typed::Typed;
 use crate::strategy::{DefaultStrategy, Strategy, builtin_strategies};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -345,7 +347,15 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             row.strategy = s.clone();
         }
     }
-    rows.push(crate::apiextensions::definition_row());
+    // CustomResourceDefinitions (short names `crd`, `crds`; category `api-extensions`, as in
+    // Kubernetes), whose rules live with the rest of the CRD machinery.
+    let mut definitions =
+        ResourceInfo::new(GROUP, "v1", "CustomResourceDefinition", RESOURCE, false)
+            .short(&["crd", "crds"])
+            .with(&[Status]);
+    definitions.categories = vec!["api-extensions".to_owned()];
+    definitions.strategy = Arc::new(Typed(CustomResourceDefinitionRules));
+    rows.push(definitions);
     rows
 }
 

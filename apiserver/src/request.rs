@@ -63,7 +63,7 @@ pub enum Route {
     /// `/ui`, `/ui/{file}`: the web UI's embedded files (not a Kubernetes path).
     Ui(Option<String>),
     /// `/miniplane/v1/{faults,controllers,components,lab}`: the admin API (`docs/faults.md`).
-    Admin(crate::admin::AdminRoute),
+    Admin(crate::admin::route::AdminRoute),
     /// Anything else.
     NotFound,
 }
@@ -91,7 +91,7 @@ impl Route {
             ["miniplane", "v1", "traces", id] => Route::Traces(Some(id.to_string())),
             ["ui"] => Route::Ui(None),
             ["ui", file] => Route::Ui(Some(file.to_string())),
-            ["miniplane", "v1", rest @ ..] => match crate::admin::AdminRoute::parse(rest) {
+            ["miniplane", "v1", rest @ ..] => match crate::admin::route::AdminRoute::parse(rest) {
                 Some(admin) => Route::Admin(admin),
                 None => Route::NotFound,
             },

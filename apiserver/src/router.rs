@@ -12,7 +12,7 @@
 //!                                                    ├─ /miniplane/v1/traces[/{id}]  (trace collector)
 //!                                                    ├─ /ui[/{file}]  (the web UI's embedded files)
 //!                                                    ├─ /miniplane/v1/faults, controllers, lab (admin)
-//!                                                    └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::resource
+//!                                                    └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::dispatch
 //!                                                         (traced: request_trace::begin → handler → finish)
 //! ```
 //!
@@ -255,7 +255,7 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                     Err(err)
                 }
                 None => {
-                    handlers::resource(handlers::RequestContext {
+                    handlers::dispatch::resource(handlers::RequestContext {
                         storage: state.storage().traced(trace.as_ref().map(|t| t.write())),
                         state,
                         method: parts.method,

@@ -16,6 +16,7 @@
 
 pub mod fault_table;
 pub mod reports;
+pub mod route;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -34,6 +35,7 @@ use serde_json::{Value, json};
 
 pub use self::fault_table::{FaultTable, WatchAction};
 pub use self::reports::Reports;
+pub use self::route::AdminRoute;
 use crate::error::{ApiError, ErrorTarget, Result};
 use crate::gvk::GroupVersion;
 use crate::meta;
@@ -49,38 +51,6 @@ pub const FAULT_HEADER: &str = "x-miniplane-fault";
 
 /// Attempts of a read-modify-write of the faults ConfigMap before giving up.
 const MAX_ATTEMPTS: usize = 8;
-
-/// What an admin URL addresses (below `/miniplane/v1/`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AdminRoute {
-    /// `faults[/{name}]`
-    Faults(Option<String>),
-    /// `controllers`
-    Controllers,
-    /// `controllers/{name}/{pause|resume|step}`
-    ControllerAction(String, String),
-    /// `components/{component}/controllers`
-    ComponentControllers(String),
-    /// `lab`
-    Lab,
-}
-
-impl AdminRoute {
-    /// Parses the segments after `miniplane/v1`.
-    pub fn parse(rest: &[&str]) -> Option<AdminRoute> {
-        Some(match rest {
-            ["faults"] => AdminRoute::Faults(None),
-            ["faults", name] => AdminRoute::Faults(Some((*name).to_string())),
-            ["controllers"] => AdminRoute::Controllers,
-            ["controllers", name, action] => {
-                AdminRoute::ControllerAction((*name).to_string(), (*action).to_string())
-            }
-            ["components", c, "controllers"] => AdminRoute::ComponentControllers((*c).to_string()),
-            ["lab"] => AdminRoute::Lab,
-            _ => return None,
-        })
-    }
-}
 
 /// Whether a resource request writes the faults ConfigMap's namespace's ConfigMaps (after
 /// which the fault table is reloaded).

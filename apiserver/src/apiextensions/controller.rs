@@ -24,6 +24,7 @@
 
 use super::custom_resource::rows_for;
 use super::definition::CLEANUP_FINALIZER;
+use super::definition::{GROUP, RESOURCE};
 use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersion;
 use crate::meta::{self, MetaField};
@@ -40,11 +41,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 use store::Revision;
-
-/// The group of CustomResourceDefinitions.
-pub const GROUP: &str = "apiextensions.k8s.io";
-/// The resource name of CustomResourceDefinitions.
-pub const RESOURCE: &str = "customresourcedefinitions";
 
 /// How often a terminating CRD is looked at again while its custom resources go away (their
 /// finalizers are removed by controllers elsewhere; no CRD event says so).

@@ -27,6 +27,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use serde_json::Value;
 
+/// The group of CustomResourceDefinitions.
+pub const GROUP: &str = "apiextensions.k8s.io";
+/// The resource name of CustomResourceDefinitions.
+pub const RESOURCE: &str = "customresourcedefinitions";
+
 /// The finalizer that makes deleting a CRD delete its custom resources first
 /// (`apiextensions.CustomResourceCleanupFinalizer`).
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";

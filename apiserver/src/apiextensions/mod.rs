@@ -4,7 +4,8 @@
 //! Kubernetes serves CRDs from a separate apiserver chained in front of kube-apiserver
 //! (`staging/src/k8s.io/apiextensions-apiserver`). In miniplane a CRD is an object like any
 //! other, stored under `/registry/apiextensions.k8s.io/customresourcedefinitions/<name>`, and
-//! its served versions become rows of the one [`Registry`](crate::registry::Registry):
+//! its served versions become rows of the one [`Registry`](crate::registry::Registry), which
+//! also lists the row of `customresourcedefinitions` itself (with [`definition`]'s rules):
 //!
 //! ```text
 //!  kubectl apply -f crd.yaml ─▶ POST /apis/apiextensions.k8s.io/v1/customresourcedefinitions
@@ -26,24 +27,3 @@ pub mod structural;
 pub mod validation;
 
 pub use definition::{CLEANUP_FINALIZER, CustomResourceDefinitionRules};
-
-use crate::registry::{ResourceInfo, Subresource};
-use crate::strategy::typed::Typed;
-use std::sync::Arc;
-
-/// The built-in row of `customresourcedefinitions` (short names `crd`, `crds`; category
-/// `api-extensions`, as in Kubernetes).
-pub fn definition_row() -> ResourceInfo {
-    let mut row = ResourceInfo::new(
-        controller::GROUP,
-        "v1",
-        "CustomResourceDefinition",
-        controller::RESOURCE,
-        false,
-    )
-    .short(&["crd", "crds"])
-    .with(&[Subresource::Status]);
-    row.categories = vec!["api-extensions".to_owned()];
-    row.strategy = Arc::new(Typed(CustomResourceDefinitionRules));
-    row
-}

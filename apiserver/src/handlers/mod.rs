@@ -1,7 +1,7 @@
 //! The REST handlers: one implementation per verb, shared by every resource.
 //!
 //! Mirrors `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/` (`get.go`, `create.go`,
-//! `update.go`, `patch.go`, `delete.go`, `watch.go`) and the route table of
+//! `update.go`, `patch.go`, `delete.go`, `watch.go`); [`dispatch`] holds the route table of
 //! `endpoints/installer.go`:
 //!
 //! ```text
@@ -10,16 +10,20 @@
 //!   DELETE .../{res}            deletecollection                PATCH  .../{res}/{name}  patch
 //!   DELETE .../{res}/{name}     delete                          *      .../{name}/{sub}  subresource
 //! ```
+//!
+//! This module holds what the verbs share ([`RequestContext`], the object responses); the
+//! verbs and [`crate::subresource`] import it, and [`dispatch`] imports them all.
 
 pub mod create;
 pub mod delete;
+pub mod dispatch;
 pub mod get;
 pub mod list;
 pub mod patch;
 pub mod update;
 pub mod watch;
 
-use crate::error::{ApiError, Result};
+use crate::error::Result;
 use crate::registry::ResourceInfo;
 use crate::request::{Accept, Query, ResourcePath, field_manager};
 use crate::response::json_response;
@@ -81,58 +85,6 @@ impl RequestContext {
     }
 }
 
-fn method_not_allowed(method: &Method, info: &ResourceInfo) -> ApiError {
-    let verb = match *method {
-        Method::GET => "get",
-        Method::POST => "create",
-        Method::PUT => "update",
-        Method::PATCH => "patch",
-        Method::DELETE => "delete",
-        _ => "request",
-    };
-    ApiError::MethodNotAllowed(format!(
-        "{verb} is not supported on resources of kind \"{}\"",
-        info.gvr.group_resource()
-    ))
-}
-
-/// The media types a resource answers in, as `negotiation.NegotiateOutputMediaType` lists them.
-const ACCEPTED_MEDIA_TYPES: &str =
-    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
-
-/// 406 when the client's `Accept` names none of the media types the server can answer in
-/// (`negotiation.NewNotAcceptableError`). No header, `*/*` or `application/*` accept anything;
-/// YAML and protobuf clients get JSON, which they all list too.
-fn check_acceptable(headers: &HeaderMap) -> Result<()> {
-    let Some(raw) = headers
-        .get(axum::http::header::ACCEPT)
-        .map(|v| v.to_str().unwrap_or("\u{fffd}"))
-    else {
-        return Ok(());
-    };
-    if raw.trim().is_empty() {
-        return Ok(());
-    }
-    let acceptable = raw.split(',').any(|range| {
-        let essence = range.split(';').next().unwrap_or("").trim();
-        matches!(
-            essence.to_ascii_lowercase().as_str(),
-            "*/*"
-                | "application/*"
-                | "application/json"
-                | "application/yaml"
-                | "application/vnd.kubernetes.protobuf"
-        )
-    });
-    if acceptable {
-        Ok(())
-    } else {
-        Err(ApiError::NotAcceptable(format!(
-            "only the following media types are accepted: {ACCEPTED_MEDIA_TYPES}"
-        )))
-    }
-}
-
 /// The object a named request addresses.
 pub fn object_ref(info: &Arc<ResourceInfo>, path: &ResourcePath, name: &str) -> ObjectRef {
     ObjectRef {
@@ -143,50 +95,6 @@ pub fn object_ref(info: &Arc<ResourceInfo>, path: &ResourcePath, name: &str) -> 
             None
         },
         name: name.to_string(),
-    }
-}
-
-/// Routes a resource request to its verb.
-pub async fn resource(ctx: RequestContext) -> Result<Response> {
-    let info = ctx
-        .state
-        .registry()
-        .lookup(&ctx.path.gv, &ctx.path.resource)
-        .ok_or(ApiError::PathNotFound)?;
-    // A namespace segment on a cluster-scoped resource, or a named namespaced object without
-    // one, is not a route.
-    if (!info.namespaced && ctx.path.namespace.is_some())
-        || (info.namespaced && ctx.path.namespace.is_none() && ctx.path.name.is_some())
-    {
-        return Err(ApiError::PathNotFound);
-    }
-    check_acceptable(&ctx.headers)?;
-    // An object nested deeper than a worker's stack can take may be decoded, kept, encoded or
-    // dropped anywhere in the request: all of it runs on a large stack then.
-    let large = crate::deep::needs_large_stack(info.deep_objects, &ctx.body);
-    crate::deep::LargeStack::new(dispatch(ctx, info), large).await
-}
-
-/// [`resource`], once the route is known to be a resource's.
-async fn dispatch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Response> {
-    let name = ctx.path.name.clone();
-    let sub = ctx.path.subresource.clone();
-    match (&ctx.method, name, sub) {
-        (&Method::GET, None, None) => {
-            if ctx.query.flag("watch")? {
-                watch::watch(ctx, info).await
-            } else {
-                list::list(ctx, info).await
-            }
-        }
-        (&Method::POST, None, None) => create::create(ctx, info).await,
-        (&Method::DELETE, None, None) => delete::delete_collection(ctx, info).await,
-        (&Method::GET, Some(name), None) => get::get(ctx, info, &name).await,
-        (&Method::PUT, Some(name), None) => update::update(ctx, info, &name).await,
-        (&Method::PATCH, Some(name), None) => patch::patch(ctx, info, &name).await,
-        (&Method::DELETE, Some(name), None) => delete::delete(ctx, info, &name).await,
-        (_, Some(name), Some(sub)) => crate::subresource::handle(ctx, info, &name, &sub).await,
-        (m, _, _) => Err(method_not_allowed(m, &info)),
     }
 }
 
