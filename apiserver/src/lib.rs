@@ -25,6 +25,7 @@
 pub mod access;
 pub mod admin;
 pub mod apiextensions;
+pub mod cacher;
 pub mod collector;
 pub mod connections;
 pub mod deep;
@@ -56,7 +57,6 @@ pub mod strategy;
 pub mod subresource;
 pub mod table;
 pub mod ui;
-pub mod watch_cache;
 pub mod wire;
 
 pub use error::{ApiError, Result};

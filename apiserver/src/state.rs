@@ -10,14 +10,12 @@
 use crate::access::AccessOptions;
 use crate::admin::fault_table::FaultTable;
 use crate::admin::reports::Reports;
+use crate::cacher::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache};
 use crate::collector::Collector;
 use crate::connections::ConnectionLimits;
 use crate::registry::Registry;
 use crate::request_trace::TracingOptions;
 use crate::storage::Storage;
-use crate::watch_cache::{
-    DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache,
-};
 use std::sync::Arc;
 use std::time::Duration;
 use store::Backend;

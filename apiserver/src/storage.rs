@@ -241,7 +241,7 @@ impl Storage {
     }
 
     /// Where this storage offers the objects it writes to the watch cache
-    /// ([`crate::watch_cache::WatchCache::with_handoff`]).
+    /// ([`crate::cacher::WatchCache::with_handoff`]).
     pub fn handoff(&self) -> &Arc<Handoff> {
         &self.handoff
     }

@@ -27,12 +27,12 @@
 use super::RequestContext;
 use super::list::{Filter, parse_rv, wait_for_revision};
 use crate::admin::WatchAction;
+use crate::cacher::{CachedEvent, EventStream, EventType, StreamEnd};
 use crate::error::{ApiError, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::storage::prefix;
 use crate::table::{self, IncludeObject};
-use crate::watch_cache::{CachedEvent, EventStream, EventType, StreamEnd};
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;

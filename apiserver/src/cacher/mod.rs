@@ -1,4 +1,4 @@
-//! The watch cache: one store watch per resource, fanned out to every HTTP watcher of it.
+//! The watch cache (the cacher): one store watch per resource, fanned out to every HTTP watcher of it.
 //!
 //! Mirrors `staging/src/k8s.io/apiserver/pkg/storage/cacher/` (`cacher.go`, `watch_cache.go`):
 //!
