@@ -20,8 +20,8 @@
 //! trace context on every object it writes ([`crate::request_trace`]); a write that would
 //! change nothing but that annotation is not made.
 
+use crate::decoded_objects::Handoff;
 use crate::error::{ApiError, ErrorTarget, Result};
-use crate::handoff::Handoff;
 use crate::meta::{self, MetaField};
 use crate::registry::ResourceInfo;
 use crate::request_trace::{self, WriteTrace};
@@ -710,7 +710,7 @@ mod tests {
         object: Arc<Value>,
     }
 
-    impl crate::handoff::CurrentObjects for FixedCache {
+    impl crate::decoded_objects::CurrentObjects for FixedCache {
         fn current(&self, _key: &[u8], revision: Revision) -> Option<Arc<Value>> {
             (revision == self.revision).then(|| self.object.clone())
         }
@@ -719,7 +719,7 @@ mod tests {
     /// The object a (dry-run) update of pod `a` starts from, with `cache` holding the pods.
     async fn starting_object(
         storage: &Storage,
-        cache: &Arc<dyn crate::handoff::CurrentObjects>,
+        cache: &Arc<dyn crate::decoded_objects::CurrentObjects>,
     ) -> Value {
         storage
             .handoff()
@@ -758,13 +758,13 @@ mod tests {
             o["cached"] = json!(v);
             Arc::new(o)
         };
-        let at_rev: Arc<dyn crate::handoff::CurrentObjects> = Arc::new(FixedCache {
+        let at_rev: Arc<dyn crate::decoded_objects::CurrentObjects> = Arc::new(FixedCache {
             revision: rev,
             object: marked("yes"),
         });
         assert_eq!(starting_object(&storage, &at_rev).await["cached"], "yes");
         // A cache at another revision (lagging) is not used: the stored bytes are decoded.
-        let stale: Arc<dyn crate::handoff::CurrentObjects> = Arc::new(FixedCache {
+        let stale: Arc<dyn crate::decoded_objects::CurrentObjects> = Arc::new(FixedCache {
             revision: Revision(rev.0 - 1),
             object: marked("stale"),
         });

@@ -17,7 +17,7 @@
 //! ```
 //!
 //! The write's response and the watch cache's event (which gets the slot with the writer's
-//! object, `crate::handoff`) use the splice; an object without a `metadata` map has no slot
+//! object, `crate::decoded_objects`) use the splice; an object without a `metadata` map has no slot
 //! and is encoded as before.
 
 use bytes::Bytes;

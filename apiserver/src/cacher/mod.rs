@@ -35,7 +35,7 @@ pub mod watch_cache;
 pub use cache_watcher::{DEFAULT_CLIENT_BUFFER, EventStream, StreamEnd};
 pub use watch_cache::{CachedEvent, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, EventType};
 
-use crate::handoff::{CurrentObjects, Handoff};
+use crate::decoded_objects::{CurrentObjects, Handoff};
 use crate::storage::decode;
 use bytes::Bytes;
 use cache_watcher::{Source, Subscribe};

@@ -158,10 +158,10 @@ pub fn encode<K: Serialize>(obj: &K) -> Result<Value, String> {
 }
 
 /// Encodes a typed object into `target`, which is left as it is when it already is that
-/// encoding ([`super::same::serializes_to`]): the typed round trip of an update usually
+/// encoding ([`super::unchanged_encoding::serializes_to`]): the typed round trip of an update usually
 /// changes nothing, and the comparison allocates nothing where encoding builds a new tree.
 pub fn encode_over<K: Serialize>(obj: &K, target: &mut Value) -> Result<(), String> {
-    if !super::same::serializes_to(obj, target) {
+    if !super::unchanged_encoding::serializes_to(obj, target) {
         *target = encode(obj)?;
     }
     Ok(())

@@ -48,7 +48,6 @@ pub mod pod_spec;
 pub mod qos;
 pub mod quantity;
 pub mod replicaset;
-pub mod same;
 pub mod secret;
 pub mod selector;
 pub mod service;
@@ -56,6 +55,7 @@ pub mod serviceaccount;
 pub mod statefulset;
 pub mod table;
 pub mod typed;
+pub mod unchanged_encoding;
 pub mod workload;
 
 use crate::gvk::GroupVersionKind;

@@ -1,5 +1,7 @@
-//! Objects a writer has just stored, handed to the watch cache so that it does not decode the
-//! bytes it receives from the store's watch again.
+//! The decoded objects that the write path and the watch cache hand each other (the
+//! [`Handoff`]): a writer's just-stored object goes to the cacher, so that it does not decode
+//! the bytes it receives from the store's watch again; a cacher's current object goes to a
+//! writer starting a read-modify-write, so that it does not decode the bytes it just read.
 //!
 //! kube-apiserver has no such step: its cacher decodes every event from etcd
 //! (`staging/src/k8s.io/apiserver/pkg/storage/etcd3/watcher.go`, `decodeObj`). Here the

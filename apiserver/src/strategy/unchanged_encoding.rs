@@ -1,10 +1,11 @@
-//! Whether a typed object's JSON encoding is a given JSON tree, found without encoding it: a
-//! shortcut in the typed round trip of a write, the part Kubernetes' generic registry does by
-//! decoding into the Go type (`registry/generic/registry/store.go`, `Update`) and its
-//! serializer by encoding the result.
+//! Whether a typed object's JSON encoding is unchanged from a given JSON tree, found without
+//! encoding it: a shortcut in the typed round trip of a write, the part Kubernetes' generic
+//! registry does by decoding into the Go type (`registry/generic/registry/store.go`, `Update`)
+//! and its serializer by encoding the result.
 //!
 //! An update decodes the written object into its `k8s-openapi` type, defaults and prepares
-//! it, and encodes it back into the JSON tree that is stored. Most updates (a kubelet's status write, a controller's status update) change
+//! it, and encodes it back into the JSON tree that is stored. Most updates (a kubelet's
+//! status write, a controller's status update) change
 //! nothing in that round trip, and encoding builds a whole new tree of a few hundred
 //! allocations to replace one that is equal to it. [`serializes_to`] walks the typed object
 //! through serde beside the tree instead and stops at the first difference; only an object
