@@ -318,7 +318,7 @@ async fn readyz_and_watches_are_served_through_slow_loris_half_open_and_many_wat
     // /readyz.
     let cap = watchers + non_reading + 100;
     // This process holds every client connection.
-    apiserver::connections::raise_nofile_limit();
+    apiserver::raise_nofile_limit();
     let cap_flag = cap.to_string();
     let s = Server::start_with(&[
         "--max-connections",

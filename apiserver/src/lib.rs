@@ -1,68 +1,110 @@
 //! miniplane's kube-apiserver: the Kubernetes REST API over the [`store`].
 //!
 //! Mirrors `staging/src/k8s.io/apiserver` (the generic registry in
-//! `pkg/registry/generic/registry/store.go`, handlers in `pkg/endpoints/handlers/`) and the
-//! per-kind strategies of `pkg/registry/<group>/<resource>/strategy.go`.
+//! `pkg/registry/generic/registry/store.go`, handlers in `pkg/endpoints/handlers/`, the watch
+//! cache in `pkg/storage/cacher/`) and the per-kind strategies of
+//! `pkg/registry/<group>/<resource>/strategy.go`.
+//!
+//! The modules, from the top down (each imports only modules below it):
 //!
 //! ```text
-//!   HTTP ─▶ server (router, negotiation) ─▶ handlers::{get,list,watch,create,update,patch,delete}
-//!                                            │           subresource::{status,scale,binding,eviction}
-//!                                            ▼
-//!             registry (rows: resource → strategy)  rest (before_create/before_update)
-//!                                            ▼
-//!                       storage (keys, JSON, CAS txns) ── watch_cache (fan-out) ── store::Backend
+//!   server (run, serve, bootstrap) ─▶ router (path → handler; the only importer of them all)
+//!        ▼
+//!   handlers::dispatch ─▶ subresource::{status,scale,binding,eviction,finalize}
+//!        ▼                    ▼
+//!   handlers::{get,list,watch,create,update,patch,delete}   admin, collector, discovery,
+//!        ▼                                                   openapi, healthz, ui
+//!   state (AppState, ServerOptions)   response (json_response)   apiextensions (CRDs)
+//!        ▼
+//!   rest (before_create/before_update) ─▶ registry (rows: resource → strategy)
+//!        ▼
+//!   storage (keys, JSON, CAS txns) ── cacher (watch cache, fan-out) ── store::Backend
+//!        ▼
+//!   decoded_objects, stored_json, strategy, patch, request, error, meta, wire
 //! ```
 //!
-//! Tracing: [`request_trace`] records a span per write (continuing the caller's
-//! `traceparent` or starting a trace) and stamps the trace context on the written object;
-//! [`collector`] keeps the recent spans of every component for `miniplane trace`.
+//! Tracing: `request_trace` records a span per write (continuing the caller's `traceparent`
+//! or starting a trace) and stamps the trace context on the written object; `collector`
+//! keeps the recent spans of every component for `miniplane trace`. The web UI (`ui`) is
+//! served at `/ui` from files compiled into the binary.
 //!
-//! The web UI ([`ui`]) is served at `/ui` from files compiled into the binary.
+//! Every module is private; the public surface is what the rest of the workspace uses:
 //!
-//! Entry points: [`run`] (bind + serve, for `miniplane apiserver`), [`serve`] (on a bound
-//! listener with any [`store::Backend`]), and [`router`] (no socket, for tests).
+//! - serving: [`run`] (bind + serve, for `miniplane apiserver`), [`Server`] and [`Config`],
+//!   [`serve`] / [`serve_with`] (on a bound listener with any [`store::Backend`]), and
+//!   [`router`] over an [`AppState`] (no socket, for tests); the tunables [`ServerOptions`],
+//!   [`TracingOptions`], [`ConnectionLimits`], [`AccessOptions`] and their defaults;
+//! - resources: [`Registry`], [`ResourceInfo`], [`Subresource`], [`GroupVersionKind`] and the
+//!   [`Strategy`] a row carries ([`FieldError`], [`TableColumn`]), for tests that serve a
+//!   resource of their own;
+//! - what the CLI shares with the server's tables and validation: [`EventView`], [`since`],
+//!   [`pod_qos`], [`Quantity`], [`is_label_value`], [`is_qualified_name`];
+//! - the request's edges, for the fuzz and limit tests: the body decoders
+//!   ([`from_json_strict`], [`decode_json`], [`decode_yaml`]), the patch engines
+//!   ([`json_patch`], [`json_merge_patch`], [`strategic_merge_patch`], [`server_side_apply`]),
+//!   the selectors ([`LabelSelector`], [`FieldSelector`]) and the head limits
+//!   ([`MAX_HEAD_BYTES`], [`MAX_URI_BYTES`], [`LongTarget`]).
 
-pub mod access;
-pub mod admin;
-pub mod apiextensions;
-pub mod cacher;
-pub mod collector;
-pub mod connections;
-pub mod decoded_objects;
-pub mod deep;
-pub mod discovery;
-pub mod error;
-pub mod gvk;
-pub mod handlers;
-pub mod healthz;
-pub mod json_strict;
-pub mod meta;
-pub mod metrics;
-pub mod openapi;
-pub mod patch;
-pub mod protobuf;
-pub mod registry;
-pub mod request;
-pub mod request_heads;
-pub mod request_trace;
-pub mod response;
-pub mod rest;
-pub mod router;
-pub mod selector;
-pub mod server;
-pub mod state;
-pub mod storage;
-pub mod stored_json;
-pub mod strategy;
-pub mod subresource;
-pub mod table;
-pub mod ui;
-pub mod wire;
+mod access;
+mod admin;
+mod apiextensions;
+mod cacher;
+mod collector;
+mod connections;
+mod decoded_objects;
+mod deep;
+mod discovery;
+mod error;
+mod gvk;
+mod handlers;
+mod healthz;
+mod json_strict;
+mod meta;
+mod metrics;
+mod openapi;
+mod patch;
+mod protobuf;
+mod registry;
+mod request;
+mod request_heads;
+mod request_trace;
+mod response;
+mod rest;
+mod router;
+mod selector;
+mod server;
+mod state;
+mod storage;
+mod stored_json;
+mod strategy;
+mod subresource;
+mod table;
+mod ui;
+mod wire;
 
+pub use access::AccessOptions;
+pub use collector::{DEFAULT_MAX_SPANS, DEFAULT_MAX_SPANS_PER_TRACE};
+pub use connections::{ConnectionLimits, raise_nofile_limit};
 pub use error::{ApiError, Result};
-pub use registry::{Registry, ResourceInfo};
+pub use gvk::GroupVersionKind;
+pub use json_strict::from_slice as from_json_strict;
+pub use patch::{
+    PatchError, json_merge_patch, json_patch, server_side_apply, strategic_merge_patch,
+};
+pub use registry::{Registry, ResourceInfo, Subresource};
+pub use request::{LongTarget, decode_json, decode_yaml};
+pub use request_heads::{MAX_HEAD_BYTES, MAX_URI_BYTES, TOO_LARGE_RESPONSE};
+pub use request_trace::TracingOptions;
 pub use router::router;
+pub use selector::field::{FieldRequirement, FieldSelector};
+pub use selector::label::{LabelSelector, Operator};
 pub use server::{
     Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, run, serve, serve_with,
 };
 pub use state::{AppState, ServerOptions};
+pub use strategy::event::EventView;
+pub use strategy::human_duration::since;
+pub use strategy::names::{is_label_value, is_qualified_name};
+pub use strategy::qos::pod_qos;
+pub use strategy::quantity::Quantity;
+pub use strategy::{FieldError, FieldErrorKind, Strategy, TableColumn};

@@ -18,6 +18,7 @@ pub fn format_time(t: jiff::Timestamp) -> String {
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
+#[cfg(test)]
 /// Parses a Kubernetes timestamp.
 pub fn parse_time(s: &str) -> Option<jiff::Timestamp> {
     s.parse().ok()
@@ -93,11 +94,6 @@ pub fn deletion_timestamp(obj: &Value) -> Option<&str> {
     str_at(obj, "metadata", "deletionTimestamp")
 }
 
-/// `metadata.creationTimestamp`.
-pub fn creation_timestamp(obj: &Value) -> Option<&str> {
-    str_at(obj, "metadata", "creationTimestamp")
-}
-
 /// `metadata.generation` (0 when absent).
 pub fn generation(obj: &Value) -> i64 {
     obj.get("metadata")
@@ -127,6 +123,7 @@ pub fn labels(obj: &Value) -> Vec<(&str, &str)> {
 }
 
 /// The value of one label.
+#[cfg(test)]
 pub fn label<'a>(obj: &'a Value, key: &str) -> Option<&'a str> {
     obj.get("metadata")?.get("labels")?.get(key)?.as_str()
 }
@@ -204,8 +201,6 @@ pub enum MetaField {
     DeletionGracePeriodSeconds,
     /// `generation`
     Generation,
-    /// `generateName`
-    GenerateName,
     /// `managedFields`
     ManagedFields,
 }
@@ -232,7 +227,6 @@ impl MetaField {
             MetaField::DeletionTimestamp => "deletionTimestamp",
             MetaField::DeletionGracePeriodSeconds => "deletionGracePeriodSeconds",
             MetaField::Generation => "generation",
-            MetaField::GenerateName => "generateName",
             MetaField::ManagedFields => "managedFields",
         }
     }

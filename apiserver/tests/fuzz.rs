@@ -8,10 +8,12 @@
 
 use crate::common;
 
-use apiserver::gvk::GroupVersionKind;
-use apiserver::patch::{self, PatchError};
-use apiserver::selector::field::FieldSelector;
-use apiserver::selector::label::{LabelSelector, Operator};
+use apiserver::FieldSelector;
+use apiserver::GroupVersionKind;
+use apiserver::{LabelSelector, Operator};
+use apiserver::{
+    PatchError, json_merge_patch, json_patch, server_side_apply, strategic_merge_patch,
+};
 use axum::body::Body;
 use axum::http::Request;
 use common::Harness;
@@ -117,16 +119,16 @@ fn is_patch_error(r: &Result<Value, PatchError>) -> bool {
 fn patches_never_panic() {
     runner()
         .run(&(object(), json_patch_doc()), |(original, doc)| {
-            prop_assert!(is_patch_error(&patch::json_patch(&original, &doc)));
+            prop_assert!(is_patch_error(&json_patch(&original, &doc)));
             Ok(())
         })
         .expect("json patch");
     runner()
         .run(&(object(), json_value()), |(original, doc)| {
             // RFC 7386: a merge patch applied twice changes nothing more.
-            let once = patch::json_merge_patch(&original, &doc);
-            prop_assert_eq!(patch::json_merge_patch(&once, &doc), once);
-            let smp = patch::strategic_merge_patch(&original, &doc, &deployment());
+            let once = json_merge_patch(&original, &doc);
+            prop_assert_eq!(json_merge_patch(&once, &doc), once);
+            let smp = strategic_merge_patch(&original, &doc, &deployment());
             prop_assert!(is_patch_error(&smp));
             Ok(())
         })
@@ -136,14 +138,8 @@ fn patches_never_panic() {
             &(proptest::option::of(object()), object(), any::<bool>()),
             |(live, applied, force)| {
                 let now = jiff::Timestamp::UNIX_EPOCH;
-                let r = patch::server_side_apply(
-                    live.as_ref(),
-                    &applied,
-                    &deployment(),
-                    "fuzz",
-                    force,
-                    now,
-                );
+                let r =
+                    server_side_apply(live.as_ref(), &applied, &deployment(), "fuzz", force, now);
                 prop_assert!(is_patch_error(&r));
                 Ok(())
             },
@@ -191,7 +187,7 @@ fn selectors_parse_or_refuse_and_round_trip() {
                         format!("{}{}{v}", r.field, if r.negate { "!=" } else { "==" })
                     })
                     .collect();
-                let terms = |reqs: &[apiserver::selector::field::FieldRequirement]| {
+                let terms = |reqs: &[apiserver::FieldRequirement]| {
                     let mut t: Vec<(String, String, bool)> = reqs
                         .iter()
                         .map(|r| (r.field.clone(), r.value.clone(), r.negate))
@@ -223,7 +219,7 @@ fn body_decoder_finds_duplicates_and_round_trips() {
     runner()
         .run(&json_value(), |v| {
             let bytes = serde_json::to_vec(&v).unwrap_or_default();
-            let decoded = apiserver::json_strict::from_slice(&bytes);
+            let decoded = apiserver::from_json_strict(&bytes);
             prop_assert!(decoded.is_ok());
             let (back, dups) = decoded.unwrap_or((Value::Null, vec!["x".into()]));
             // What `serde_json` decodes (its float parsing may differ from the printed value
@@ -239,9 +235,9 @@ fn body_decoder_finds_duplicates_and_round_trips() {
         .expect("json round trip");
     runner()
         .run(&proptest::collection::vec(any::<u8>(), 0..64), |bytes| {
-            let _ = apiserver::json_strict::from_slice(&bytes);
-            let _ = apiserver::request::decode_json(&bytes, "ConfigMap");
-            let _ = apiserver::request::decode_yaml(&bytes, "ConfigMap");
+            let _ = apiserver::from_json_strict(&bytes);
+            let _ = apiserver::decode_json(&bytes, "ConfigMap");
+            let _ = apiserver::decode_yaml(&bytes, "ConfigMap");
             Ok(())
         })
         .expect("arbitrary bytes");

@@ -5,8 +5,8 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use apiserver::request::LongTarget;
-use apiserver::request_heads::{MAX_HEAD_BYTES, TOO_LARGE_RESPONSE};
+use apiserver::LongTarget;
+use apiserver::{MAX_HEAD_BYTES, TOO_LARGE_RESPONSE};
 use axum::body::Body;
 use axum::http::Request;
 use serde_json::{Value, json};

@@ -4,7 +4,7 @@
 use crate::common;
 
 use apiserver::ServerOptions;
-use apiserver::request_trace::TracingOptions;
+use apiserver::TracingOptions;
 use axum::http::{Method, StatusCode};
 use common::Harness;
 use serde_json::{Value, json};

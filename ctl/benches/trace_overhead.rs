@@ -45,7 +45,7 @@ async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
         no_fsync: false,
         store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
         options: apiserver::ServerOptions {
-            tracing: apiserver::request_trace::TracingOptions {
+            tracing: apiserver::TracingOptions {
                 enabled: tracing,
                 ..Default::default()
             },

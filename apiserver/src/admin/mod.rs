@@ -34,7 +34,6 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 pub use self::fault_table::{FaultTable, WatchAction};
-pub use self::reports::Reports;
 pub use self::route::AdminRoute;
 use crate::error::{ApiError, ErrorTarget, Result};
 use crate::gvk::GroupVersion;

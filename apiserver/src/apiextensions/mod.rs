@@ -25,5 +25,3 @@ pub mod definition;
 pub mod printer_columns;
 pub mod structural;
 pub mod validation;
-
-pub use definition::{CLEANUP_FINALIZER, CustomResourceDefinitionRules};

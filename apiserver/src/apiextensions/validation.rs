@@ -78,12 +78,13 @@ fn visit(schema: &JSONSchemaProps, f: &mut impl FnMut(&JSONSchemaProps)) {
     }
 }
 
+#[cfg(test)]
 /// Validates a whole custom resource against its schema and returns every problem.
 pub fn validate(schema: &JSONSchemaProps, obj: &Value) -> Vec<FieldError> {
     validate_with(schema, &Patterns::of(schema), obj)
 }
 
-/// [`validate`] with the schema's patterns compiled beforehand.
+/// `validate` with the schema's patterns compiled beforehand.
 pub fn validate_with(
     schema: &JSONSchemaProps,
     patterns: &Patterns,

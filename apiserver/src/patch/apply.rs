@@ -41,17 +41,8 @@ fn is_atomic_map(schema: OptSchema<'_>) -> bool {
     schema.is_some_and(|s| s.is_atomic())
 }
 
-/// The path element naming `item`, element `index` of a list of type `list`: its key fields
+/// The path element naming `item`, element `index` of a list of type `kind`: its key fields
 /// for a `map` list (a missing key takes the field's schema default), its value for a `set`.
-pub fn item_element(
-    item: &Value,
-    index: usize,
-    list: OptSchema<'_>,
-) -> Result<PathElement, String> {
-    element_of(item, index, &list_type(list), list)
-}
-
-/// [`item_element`] for a list whose type (`list_type(list)`) is already known.
 fn element_of(
     item: &Value,
     index: usize,

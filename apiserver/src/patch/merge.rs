@@ -68,6 +68,7 @@ fn copy_omitting(value: &Value, omit: &[&str]) -> Value {
     )
 }
 
+#[cfg(test)]
 /// Applies `patch` to `target` in place (RFC 7386 section 2, `MergePatch`).
 pub fn merge_patch(target: &mut Value, patch: &Value) {
     let Value::Object(patch) = patch else {

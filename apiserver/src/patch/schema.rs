@@ -98,6 +98,7 @@ impl<'a> Schema<'a> {
         self.strategies().any(|s| s == "merge")
     }
 
+    #[cfg(test)]
     /// `x-kubernetes-patch-strategy` contains `retainKeys`.
     pub fn retains_keys(self) -> bool {
         self.strategies().any(|s| s == "retainKeys")

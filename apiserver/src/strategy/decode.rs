@@ -167,6 +167,7 @@ pub fn encode_over<K: Serialize>(obj: &K, target: &mut Value) -> Result<(), Stri
     Ok(())
 }
 
+#[cfg(test)]
 /// The fields of `input` that the typed round trip `output` dropped, as dotted paths with list
 /// indexes (`spec.foo`, `spec.containers[0].bar`). Explicit `null`s are ignored, as Go ignores
 /// them.
@@ -176,6 +177,7 @@ pub fn dropped_fields(input: &Value, output: &Value) -> Vec<String> {
     out
 }
 
+#[cfg(test)]
 fn walk(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
     match (input, output) {
         (Value::Object(i), Value::Object(o)) => walk_object(i, o, path, out),
@@ -188,6 +190,7 @@ fn walk(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
     }
 }
 
+#[cfg(test)]
 fn walk_object(
     input: &Map<String, Value>,
     output: &Map<String, Value>,

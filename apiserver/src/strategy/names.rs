@@ -28,7 +28,9 @@ const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist 
 const CONFIG_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
 const CONFIG_KEY_MSG: &str =
     "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
+#[cfg(test)]
 const C_IDENTIFIER_FMT: &str = "[A-Za-z_][A-Za-z0-9_]*";
+#[cfg(test)]
 const C_IDENTIFIER_MSG: &str = "a valid C identifier must start with alphabetic character or '_', followed by a string of alphanumeric characters or '_'";
 const PERCENT_FMT: &str = "[0-9]+%";
 const PERCENT_MSG: &str =
@@ -249,6 +251,7 @@ pub fn is_config_map_key(value: &str) -> Vec<String> {
     errs
 }
 
+#[cfg(test)]
 /// `IsCIdentifier`.
 pub fn is_c_identifier(value: &str) -> Vec<String> {
     let b = value.as_bytes();

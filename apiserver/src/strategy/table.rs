@@ -43,15 +43,6 @@ pub fn int(n: impl Into<i64>) -> Value {
     Value::from(n.into())
 }
 
-/// `s`, or `<none>` when empty (kubectl's placeholder for an absent value).
-pub fn or_none(s: &str) -> Value {
-    if s.is_empty() {
-        text("<none>")
-    } else {
-        text(s)
-    }
-}
-
 /// The `Containers` and `Images` cells of workloads (`layoutContainerCells`): names and images
 /// joined by commas.
 pub fn containers_and_images(spec: Option<&PodSpec>) -> [Value; 2] {

@@ -85,7 +85,7 @@ impl Case {
 /// target longer than `http::Uri` holds goes as the connection layer hands it over: a short
 /// URI with the real target in a `LongTarget` extension.
 async fn send(h: &Harness, c: &Case) -> (u16, Vec<u8>, String) {
-    let long = c.uri.len() > apiserver::request_heads::MAX_URI_BYTES;
+    let long = c.uri.len() > apiserver::MAX_URI_BYTES;
     let uri = if long { "/long-target" } else { c.uri.as_str() };
     let mut req = Request::builder().method(c.method.clone()).uri(uri);
     for (k, v) in &c.headers {
@@ -94,7 +94,7 @@ async fn send(h: &Harness, c: &Case) -> (u16, Vec<u8>, String) {
     let mut req = req.body(Body::from(c.body.clone())).expect("request");
     if long {
         req.extensions_mut()
-            .insert(apiserver::request::LongTarget::new(c.uri.clone()));
+            .insert(apiserver::LongTarget::new(c.uri.clone()));
     }
     let resp = h.app.clone().oneshot(req).await.expect("infallible");
     let code = resp.status().as_u16();

@@ -2,10 +2,10 @@
 //! strategy is tested independently of the built-in strategies, and shared sample objects.
 
 use super::Harness;
+use apiserver::GroupVersionKind;
 use apiserver::ResourceInfo;
-use apiserver::gvk::GroupVersionKind;
-use apiserver::registry::Subresource;
-use apiserver::strategy::{FieldError, FieldErrorKind, Strategy, TableColumn};
+use apiserver::Subresource;
+use apiserver::{FieldError, FieldErrorKind, Strategy, TableColumn};
 use serde_json::{Value, json};
 use std::sync::Arc;
 

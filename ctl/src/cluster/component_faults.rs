@@ -84,7 +84,7 @@ pub(crate) struct Restarter {
     /// The cluster's node timing ([`Plan::fast_node_lifecycle`]).
     pub(crate) fast_node_lifecycle: bool,
     /// The cluster's tracing settings (a restarted component reports spans as before).
-    pub(crate) tracing: apiserver::request_trace::TracingOptions,
+    pub(crate) tracing: apiserver::TracingOptions,
     /// The cluster's kubelet settings (a restarted kubelet runs pods and shapes nodes as
     /// before).
     pub(crate) kubelet: super::plan::KubeletOptions,

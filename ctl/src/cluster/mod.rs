@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use apiserver::request_trace::TracingOptions;
+use apiserver::TracingOptions;
 use client::{ClientConfig, ClusterSource};
 use tokio_util::sync::CancellationToken;
 

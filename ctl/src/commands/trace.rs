@@ -2,7 +2,7 @@
 //!
 //! No kubectl counterpart (kubectl talks to the API server only; Jaeger would show
 //! kube-apiserver's own spans, one request at a time). It reads the API server's trace
-//! collector (`/miniplane/v1/traces`, see `apiserver::collector`):
+//! collector (`/miniplane/v1/traces`, the API server's trace collector):
 //!
 //! ```text
 //!   miniplane trace deploy/web            the trace on the object's miniplane.dev/traceparent

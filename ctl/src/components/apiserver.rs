@@ -88,18 +88,18 @@ pub struct TraceArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     tracing: bool,
     /// Spans the trace collector keeps in memory (the oldest are evicted).
-    #[arg(long, value_name = "N", default_value_t = apiserver::collector::DEFAULT_MAX_SPANS)]
+    #[arg(long, value_name = "N", default_value_t = apiserver::DEFAULT_MAX_SPANS)]
     trace_max_spans: usize,
     /// Spans one trace may have: past them its further steps go unrecorded (W3C sampled
     /// flag off) and it is shown as cut; 0 for no limit.
-    #[arg(long, value_name = "N", default_value_t = apiserver::collector::DEFAULT_MAX_SPANS_PER_TRACE)]
+    #[arg(long, value_name = "N", default_value_t = apiserver::DEFAULT_MAX_SPANS_PER_TRACE)]
     trace_max_spans_per_trace: usize,
 }
 
 impl TraceArgs {
     /// The API server's tracing settings these flags ask for.
-    pub fn options(&self) -> apiserver::request_trace::TracingOptions {
-        apiserver::request_trace::TracingOptions {
+    pub fn options(&self) -> apiserver::TracingOptions {
+        apiserver::TracingOptions {
             enabled: self.tracing,
             max_spans: self.trace_max_spans,
             max_spans_per_trace: self.trace_max_spans_per_trace,

@@ -13,8 +13,8 @@
 pub mod defaults;
 pub mod validation;
 
-pub use defaults::{default_pod_spec, default_pod_template, image_tag};
-pub use validation::{validate_enum, validate_pod_spec, validate_pod_template, validate_protocol};
+pub use defaults::{default_pod_spec, default_pod_template};
+pub use validation::{validate_pod_spec, validate_pod_template, validate_protocol};
 
 #[cfg(test)]
 mod tests {

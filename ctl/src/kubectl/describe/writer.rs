@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use apiserver::strategy::event::EventView;
+use apiserver::EventView;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
