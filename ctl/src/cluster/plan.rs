@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use apiserver::request_trace::TracingOptions;
+use apiserver::TracingOptions;
 
 /// The components and settings of a cluster being started.
 pub(crate) struct Plan {
