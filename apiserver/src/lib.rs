@@ -5,7 +5,8 @@
 //! cache in `pkg/storage/cacher/`) and the per-kind strategies of
 //! `pkg/registry/<group>/<resource>/strategy.go`.
 //!
-//! The modules, from the top down (each imports only modules below it):
+//! The modules, from the top down (a module imports only modules below it; the admin API's
+//! `route` and `fault_table` parts sit below the state, which holds the fault table):
 //!
 //! ```text
 //!   server (run, serve, bootstrap) ─▶ router (path → handler; the only importer of them all)
