@@ -10,7 +10,7 @@
 
 use crate::error::{ApiError, ErrorTarget, Result};
 use crate::gvk::GroupVersion;
-use crate::strategy::field::go_quote;
+use apimachinery::fmt::go_quote;
 use crate::strategy::{FieldError, FieldErrorKind};
 use axum::http::HeaderMap;
 use serde_json::Value;

@@ -46,7 +46,7 @@ use crate::clock::{SharedClock, TokioClock};
 use crate::delta_fifo::{Delta, DeltaFifo, DeltaObject, DeltaType};
 use crate::indexer::{IndexFunc, Indexer};
 use crate::list_watch::ListerWatcher;
-use crate::object_key::ObjectKey;
+use apimachinery::ObjectKey;
 use crate::reflector::{LastSyncResourceVersion, Reflector};
 use crate::trace::{SpanKind, Tracer, attr, caused_by, object_context};
 

@@ -20,9 +20,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use apimachinery::ObjectKey;
 use jiff::{SignedDuration, Timestamp};
 
-use crate::action::ObjectKey;
 
 /// `ExpectationsTimeout`: expectations older than this are considered satisfied.
 pub const EXPECTATIONS_TIMEOUT: SignedDuration = SignedDuration::from_secs(5 * 60);

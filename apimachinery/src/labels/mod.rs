@@ -226,6 +226,13 @@ impl Labels for Vec<(&str, &str)> {
     }
 }
 
+/// Missing labels (`metadata.labels` absent) are no labels.
+impl<L: Labels + ?Sized> Labels for Option<&L> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.and_then(|l| l.get(key))
+    }
+}
+
 /// A label selector: every requirement must hold (`labels.Selector`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Selector {

@@ -336,3 +336,22 @@ fn formatting_label_selectors_and_labels() {
     assert!(is_superset(&labels(&[("a", "1"), ("b", "2")]), &labels(&[("a", "1")])));
     assert!(!is_superset(&labels(&[("a", "2")]), &labels(&[("a", "1")])));
 }
+
+#[test]
+fn label_selector_objects_match_labels_that_may_be_missing() {
+    let sel = LabelSelector {
+        match_labels: Some(labels(&[("app", "nginx")])),
+        match_expressions: Some(vec![
+            expr("tier", "In", &["web", "api"]),
+            expr("canary", "DoesNotExist", &[]),
+        ]),
+    };
+    let s = Selector::from_label_selector(Some(&sel)).unwrap();
+    let pod = labels(&[("app", "nginx"), ("tier", "web")]);
+    assert!(s.matches(&Some(&pod)));
+    let mut canary = pod.clone();
+    canary.insert("canary".into(), "1".into());
+    assert!(!s.matches(&Some(&canary)));
+    assert!(!s.matches(&None::<&BTreeMap<String, String>>));
+    assert!(Selector::everything().matches(&None::<&BTreeMap<String, String>>));
+}

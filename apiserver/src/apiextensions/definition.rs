@@ -17,7 +17,7 @@
 
 use super::printer_columns::check_path;
 use crate::strategy::field::{FieldPath, Rendered};
-use crate::strategy::names::{is_dns1035_label, is_dns1123_subdomain};
+use apimachinery::validation::{is_dns1035_label, is_dns1123_subdomain};
 use crate::strategy::table::column;
 use crate::strategy::typed::KindRules;
 use crate::strategy::{FieldError, TableColumn};

@@ -22,7 +22,7 @@ use crate::registry::{DeletePolicy, ResourceInfo};
 use crate::request::{dry_run_errors, invalid_options};
 use crate::server::json_response;
 use crate::storage::{ObjectRef, Update, prefix};
-use crate::strategy::field::go_quote;
+use apimachinery::fmt::go_quote;
 use crate::strategy::{FieldError, FieldErrorKind};
 use axum::http::StatusCode;
 use axum::response::Response;

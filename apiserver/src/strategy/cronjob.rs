@@ -7,10 +7,10 @@
 
 use super::cron_schedule::parse_standard;
 use super::field::{FieldPath, validate_nonnegative};
-use super::human_duration::since;
+use apimachinery::duration::since;
 use super::job::{JOB_SELECTOR_DESCRIPTION, validate_job_spec};
 use super::pod_spec::default_pod_template;
-use super::selector::format_label_selector;
+use apimachinery::labels::format_label_selector;
 use super::table::{age_column, column, container_columns, containers_and_images, int, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};

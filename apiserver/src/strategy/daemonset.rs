@@ -5,7 +5,7 @@
 
 use super::field::{FieldPath, validate_nonnegative};
 use super::pod_spec::default_pod_template;
-use super::selector::format_labels;
+use apimachinery::labels::format_labels;
 use super::table::{age_column, column, container_columns, int, text};
 use super::typed::{KindRules, age};
 use super::workload::{

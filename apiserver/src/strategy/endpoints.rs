@@ -4,7 +4,7 @@
 //! The ENDPOINTS column lists at most three `ip:port` pairs, then `+ N more...`.
 
 use super::field::FieldPath;
-use super::names::{is_dns1123_label, is_valid_port_num};
+use apimachinery::validation::{is_dns1123_label, is_valid_port_num};
 use super::pod_spec::validate_protocol;
 use super::table::{age_column, column, text};
 use super::typed::{KindRules, age};

@@ -14,8 +14,8 @@
 //! ```
 
 use super::field::FieldPath;
-use super::human_duration::since;
-use super::names::{NameRule, is_dns1123_subdomain, is_qualified_name};
+use apimachinery::duration::since;
+use apimachinery::validation::{NameRule, is_dns1123_subdomain, is_qualified_name};
 use super::table::{column, int, text};
 use super::typed::KindRules;
 use super::{FieldError, TableColumn};

@@ -17,6 +17,7 @@
 //! `map[string]string{"app":"nginx"}`).
 
 use super::{FieldError, FieldErrorKind};
+use apimachinery::fmt::go_quote;
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -13,9 +13,11 @@
 //! ```
 
 use super::field::{FieldPath, validate_immutable, validate_nonnegative};
-use super::human_duration::{human_duration, since};
+use apimachinery::duration::{human_duration, since};
 use super::pod_spec::{default_pod_template, validate_pod_template};
-use super::selector::{format_label_selector, go_render, matches, validate_label_selector};
+use super::selector::{go_render, validate_label_selector};
+use apimachinery::Selector;
+use apimachinery::labels::format_label_selector;
 use super::table::{age_column, column, container_columns, containers_and_images, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
@@ -121,7 +123,9 @@ impl KindRules for JobRules {
         if spec
             .selector
             .as_ref()
-            .is_none_or(|sel| !matches(sel, labels.as_ref()))
+            .is_none_or(|sel| {
+                !Selector::from_label_selector(Some(sel)).is_ok_and(|s| s.matches(&labels.as_ref()))
+            })
         {
             errs.push(FieldError::invalid(
                 &path.child("template").child("metadata").child("labels"),

@@ -7,7 +7,7 @@
 //! from `node-role.kubernetes.io/<role>` labels.
 
 use super::field::FieldPath;
-use super::names::is_qualified_name;
+use apimachinery::validation::is_qualified_name;
 use super::pod_spec::defaults::default_resource_list;
 use super::table::{age_column, column, text};
 use super::typed::{KindRules, age};

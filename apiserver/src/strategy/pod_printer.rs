@@ -16,7 +16,7 @@
 //! RESTARTS is the sum of restart counts, with the age of the last restart: `2 (5m ago)`.
 
 use super::TableColumn;
-use super::human_duration::since;
+use apimachinery::duration::since;
 use super::table::{column, text};
 use super::typed::age;
 use jiff::Timestamp;

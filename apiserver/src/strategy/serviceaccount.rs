@@ -3,7 +3,7 @@
 //! `printServiceAccount`).
 
 use super::field::FieldPath;
-use super::names::is_dns1123_subdomain;
+use apimachinery::validation::is_dns1123_subdomain;
 use super::table::{age_column, column, int, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};

@@ -13,9 +13,9 @@
 //! [`NameRule`]), so kind files hold only their own rules.
 
 use super::decode::{decode, decode_noting_unknown, encode, encode_over};
-use super::human_duration::since;
+use apimachinery::duration::since;
 use super::meta::{validate_object_meta, validate_object_meta_update};
-use super::names::NameRule;
+use apimachinery::validation::NameRule;
 use super::table::age_column;
 use super::{FieldError, FieldErrorKind, Strategy, TableColumn};
 use crate::gvk::GroupVersionKind;

@@ -12,7 +12,7 @@
 //! given types, `-w` keeps printing new ones.
 
 use apiserver::strategy::event::EventView;
-use apiserver::strategy::human_duration::since;
+use apimachinery::duration::since;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, WatchParams};

@@ -13,8 +13,8 @@
 //!       Ready:          True
 //! ```
 
-use apiserver::strategy::human_duration::since;
-use apiserver::strategy::qos::pod_qos;
+use apimachinery::duration::since;
+use apimachinery::qos::pod_qos;
 use k8s_openapi::api::core::v1::{Event, Pod};
 
 use super::pod_template::{containers, tolerations, volumes};
