@@ -22,14 +22,11 @@
 //! `resourceVersion` the first one returned; Kubernetes reuses the stale one and pays for it
 //! with a 409 and a retry.
 
-use std::fmt;
 use std::time::Duration;
 
 use apimachinery::{EventType, ObjectKey, ObjectRef};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{Metadata, Resource};
 
 /// An event for the event recorder (`record.EventRecorder.Eventf`).
 #[derive(Debug, Clone, PartialEq, Eq)]

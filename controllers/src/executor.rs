@@ -494,7 +494,7 @@ impl Executor {
         run: &mut Run<'_>,
     ) -> Result<()> {
         let deletes = pods.iter().map(|key| async move {
-            let api: Api<Pod> = Api::namespaced(self.client(), &key.namespace);
+            let api: Api<Pod> = Api::namespaced(self.client(), key.namespace.as_deref().unwrap_or_default());
             (key, api.delete(&key.name, &DeleteParams::default()).await)
         });
         let mut first_error = None;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use client::ClusterSource;
 use k8s_openapi::api::core::v1::Taint;
-use kubelet_sim::config::parse_duration;
+use apimachinery::duration::parse_duration;
 use kubelet_sim::{Config, Simulator, StageConfig};
 use tokio_util::sync::CancellationToken;
 
