@@ -269,7 +269,10 @@ mod tests {
         assert!(parse_duration("").is_err());
         assert!(parse_duration(".s").is_err());
         assert!(parse_duration("-1s").is_err());
-        assert!(parse_duration("9999999999h").is_err(), "beyond Go's int64 nanoseconds");
+        assert!(
+            parse_duration("9999999999h").is_err(),
+            "beyond Go's int64 nanoseconds"
+        );
     }
 
     #[test]

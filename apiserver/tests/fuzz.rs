@@ -8,10 +8,10 @@
 
 use crate::common;
 
+use apimachinery::Selector;
 use apiserver::gvk::GroupVersionKind;
 use apiserver::patch::{self, PatchError};
 use apiserver::selector::field::FieldSelector;
-use apimachinery::Selector;
 use axum::body::Body;
 use axum::http::Request;
 use common::Harness;

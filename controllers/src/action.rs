@@ -175,7 +175,10 @@ impl Action {
                 format!("update Deployment {}", ObjectKey::from_meta(&d.metadata))
             }
             Action::UpdateDeploymentStatus(d) => {
-                format!("update status of Deployment {}", ObjectKey::from_meta(&d.metadata))
+                format!(
+                    "update status of Deployment {}",
+                    ObjectKey::from_meta(&d.metadata)
+                )
             }
             Action::CreatePods {
                 controller,
@@ -202,7 +205,10 @@ impl Action {
                 format!("if {} absent: {}", owners.join(", "), then.describe())
             }
             Action::UpdateNamespaceStatus(ns) => {
-                format!("update status of Namespace {}", ObjectKey::from_meta(&ns.metadata))
+                format!(
+                    "update status of Namespace {}",
+                    ObjectKey::from_meta(&ns.metadata)
+                )
             }
             Action::FinalizeNamespace(ns) => {
                 format!("finalize Namespace {}", ObjectKey::from_meta(&ns.metadata))

@@ -18,7 +18,6 @@ use client::Lister;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::Resource;
 
-
 /// `resolveControllerRef`: the cached controller `r` points to, if it is of kind `C` and
 /// has the referenced UID (a namesake re-created since is not the controller).
 pub fn resolve_controller_ref<C>(

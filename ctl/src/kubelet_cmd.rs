@@ -10,9 +10,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use apimachinery::duration::parse_duration;
 use client::ClusterSource;
 use k8s_openapi::api::core::v1::Taint;
-use apimachinery::duration::parse_duration;
 use kubelet_sim::{Config, Simulator, StageConfig};
 use tokio_util::sync::CancellationToken;
 

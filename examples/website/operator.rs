@@ -31,7 +31,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apimachinery::ObjectKey;
-use client::{ClientConfig, ClusterSource, DeltaObject, Lister, RateLimitingQueue, ResourceEventHandlerFuncs, SharedInformerFactory, build_client};
+use client::{
+    ClientConfig, ClusterSource, DeltaObject, Lister, RateLimitingQueue, ResourceEventHandlerFuncs,
+    SharedInformerFactory, build_client,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

@@ -21,7 +21,6 @@ use apimachinery::ObjectKey;
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-
 /// `DefaultMilliCPURequest`: what a container without a CPU request counts for in scores.
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
 /// `DefaultMemoryRequest`: what a container without a memory request counts for in scores.

@@ -292,13 +292,20 @@ fn greater_and_less_than_compare_integers() {
     let s = Selector::parse("rank>3,size<10").unwrap();
     assert!(s.matches(&[("rank", "4"), ("size", "9")]));
     assert!(!s.matches(&[("rank", "3"), ("size", "9")]));
-    assert!(!s.matches(&[("rank", "x"), ("size", "9")]), "not an integer");
+    assert!(
+        !s.matches(&[("rank", "x"), ("size", "9")]),
+        "not an integer"
+    );
     assert!(!s.matches(&[("size", "9")]), "label missing");
     assert_eq!(s.to_string(), "rank>3,size<10");
     assert_eq!(
-        Requirement::new("rank", Operator::GreaterThan, ["1".to_owned(), "2".to_owned()])
-            .unwrap_err()
-            .0,
+        Requirement::new(
+            "rank",
+            Operator::GreaterThan,
+            ["1".to_owned(), "2".to_owned()]
+        )
+        .unwrap_err()
+        .0,
         "values: Invalid value: []string{\"1\", \"2\"}: for 'Gt', 'Lt' operators, exactly one value is required"
     );
 }
@@ -325,15 +332,24 @@ fn formatting_label_selectors_and_labels() {
         "app=nginx,!canary,tier in (api,web)"
     );
     assert_eq!(format_label_selector(None), "<none>");
-    assert_eq!(format_label_selector(Some(&LabelSelector::default())), "<none>");
+    assert_eq!(
+        format_label_selector(Some(&LabelSelector::default())),
+        "<none>"
+    );
     let bad = LabelSelector {
         match_expressions: Some(vec![expr("a", "Equals", &["x"])]),
         ..Default::default()
     };
     assert_eq!(format_label_selector(Some(&bad)), "<error>");
-    assert_eq!(format_labels(Some(&labels(&[("b", "2"), ("a", "1")]))), "a=1,b=2");
+    assert_eq!(
+        format_labels(Some(&labels(&[("b", "2"), ("a", "1")]))),
+        "a=1,b=2"
+    );
     assert_eq!(format_labels(None), "<none>");
-    assert!(is_superset(&labels(&[("a", "1"), ("b", "2")]), &labels(&[("a", "1")])));
+    assert!(is_superset(
+        &labels(&[("a", "1"), ("b", "2")]),
+        &labels(&[("a", "1")])
+    ));
     assert!(!is_superset(&labels(&[("a", "2")]), &labels(&[("a", "1")])));
 }
 

@@ -379,7 +379,11 @@ mod tests {
             ("1x", None),
             ("1.2.3", None),
         ] {
-            assert_eq!(Quantity::parse(input).ok().map(|q| q.milli_value()), want, "{input:?}");
+            assert_eq!(
+                Quantity::parse(input).ok().map(|q| q.milli_value()),
+                want,
+                "{input:?}"
+            );
         }
     }
 
@@ -399,7 +403,11 @@ mod tests {
             ("64Ei", Some(i64::MAX)),
             ("-1", Some(-1)),
         ] {
-            assert_eq!(Quantity::parse(input).ok().map(|q| q.int_value()), want, "{input:?}");
+            assert_eq!(
+                Quantity::parse(input).ok().map(|q| q.int_value()),
+                want,
+                "{input:?}"
+            );
         }
     }
 }

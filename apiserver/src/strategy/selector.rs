@@ -7,8 +7,8 @@
 
 use super::FieldError;
 use super::field::{FieldPath, Rendered};
-use apimachinery::fmt::go_quote;
 use super::meta::validate_labels;
+use apimachinery::fmt::go_quote;
 use apimachinery::validation::is_qualified_name;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;

@@ -20,13 +20,13 @@ use crate::patch::{PatchError, PatchType};
 use crate::registry::ResourceInfo;
 use crate::request::decode_body;
 use crate::rest::{WriteContext, WritePart};
-use apimachinery::Selector;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use crate::server::json_response;
 use crate::storage::ObjectRef;
 use crate::strategy::{FieldError, FieldErrorKind};
+use apimachinery::Selector;
 use axum::http::StatusCode;
 use axum::response::Response;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 use std::sync::Arc;
 

@@ -22,7 +22,6 @@ use apimachinery::ObjectRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::{Metadata, Resource};
 
-
 /// Finalizer of an owner deleted with `propagationPolicy: Foreground`.
 pub const FINALIZER_DELETE_DEPENDENTS: &str = "foregroundDeletion";
 /// Finalizer of an owner deleted with `propagationPolicy: Orphan`.

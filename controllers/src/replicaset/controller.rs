@@ -83,9 +83,7 @@ impl ReplicaSetController {
                 })
                 .on_delete(move |rs: DeltaObject<ReplicaSet>| {
                     let key = rs.key();
-                    delete
-                        .expectations()
-                        .delete_expectations(&key);
+                    delete.expectations().delete_expectations(&key);
                     delete.queue.add(key);
                 }),
         );
@@ -220,8 +218,7 @@ impl ReplicaSetController {
         };
         let key = ObjectKey::of(rs.as_ref());
         let pod_key = ObjectKey::from_meta(&pod.metadata);
-        self.expectations()
-            .deletion_observed(&key, &pod_key);
+        self.expectations().deletion_observed(&key, &pod_key);
         self.queue.add(key);
     }
 
@@ -229,8 +226,7 @@ impl ReplicaSetController {
     pub async fn sync(&self, key: &ObjectKey) -> SyncResult {
         let Some(cached) = self.replica_sets.get(key.namespace.as_deref(), &key.name) else {
             tracing::debug!(replicaset = %key, "replica set has been deleted");
-            self.expectations()
-                .delete_expectations(key);
+            self.expectations().delete_expectations(key);
             return Ok(None);
         };
         let rs: ReplicaSet = (*cached).clone();

@@ -154,7 +154,10 @@ pub fn manage_replicas(
     } else if active.len() > desired {
         let n = (active.len() - desired).min(BURST_REPLICAS);
         let victims = ranking::get_pods_to_delete(active, related, n, now);
-        let keys: Vec<ObjectKey> = victims.iter().map(|p| ObjectKey::from_meta(&p.metadata)).collect();
+        let keys: Vec<ObjectKey> = victims
+            .iter()
+            .map(|p| ObjectKey::from_meta(&p.metadata))
+            .collect();
         expectations.expect_deletions(&key, &keys, now);
         let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
         let note = format!(

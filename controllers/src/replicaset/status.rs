@@ -11,8 +11,8 @@
 //!   ReplicaFailure       True FailedCreate|FailedDelete while managing pods fails
 //! ```
 
-use jiff::Timestamp;
 use apimachinery::labels::is_superset;
+use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
