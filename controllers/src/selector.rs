@@ -32,20 +32,13 @@ mod tests {
 
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn none_selects_nothing_and_empty_selects_everything() {
         let none = from_label_selector(None).expect("None is a selector");
-        assert!(!none.matches(&labels(&[("app", "x")])));
+        assert!(!none.matches(&[("app", "x")]));
         let empty = from_label_selector(Some(&LabelSelector::default())).expect("{} is one");
-        assert!(empty.matches(&labels(&[("app", "x")])));
-        assert!(empty.matches(&BTreeMap::new()));
+        assert!(empty.matches(&[("app", "x")]));
+        assert!(empty.matches(&BTreeMap::<String, String>::new()));
     }
 
     #[test]
