@@ -38,12 +38,12 @@
 //! - resources: [`Registry`], [`ResourceInfo`], [`Subresource`], [`GroupVersionKind`] and the
 //!   [`Strategy`] a row carries ([`FieldError`], [`TableColumn`]), for tests that serve a
 //!   resource of their own;
-//! - what the CLI shares with the server's tables and validation: [`EventView`], [`since`],
-//!   [`pod_qos`], [`Quantity`], [`is_label_value`], [`is_qualified_name`];
+//! - what the CLI shares with the server's tables: [`EventView`] (Kubernetes' small building
+//!   blocks, such as ages, QoS, quantities and name syntax, are the `apimachinery` crate's);
 //! - the request's edges, for the fuzz and limit tests: the body decoders
 //!   ([`from_json_strict`], [`decode_json`], [`decode_yaml`]), the patch engines
 //!   ([`json_patch`], [`json_merge_patch`], [`strategic_merge_patch`], [`server_side_apply`]),
-//!   the selectors ([`LabelSelector`], [`FieldSelector`]) and the head limits
+//!   the field selector ([`FieldSelector`]; label selectors are `apimachinery`'s) and the head limits
 //!   ([`MAX_HEAD_BYTES`], [`MAX_URI_BYTES`], [`LongTarget`]).
 
 mod access;
@@ -98,14 +98,9 @@ pub use request_heads::{MAX_HEAD_BYTES, MAX_URI_BYTES, TOO_LARGE_RESPONSE};
 pub use request_trace::TracingOptions;
 pub use router::router;
 pub use selector::field::{FieldRequirement, FieldSelector};
-pub use selector::label::{LabelSelector, Operator};
 pub use server::{
     Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, run, serve, serve_with,
 };
 pub use state::{AppState, ServerOptions};
 pub use strategy::event::EventView;
-pub use strategy::human_duration::since;
-pub use strategy::names::{is_label_value, is_qualified_name};
-pub use strategy::qos::pod_qos;
-pub use strategy::quantity::Quantity;
 pub use strategy::{FieldError, FieldErrorKind, Strategy, TableColumn};

@@ -10,8 +10,8 @@
 
 use crate::error::{ApiError, ErrorTarget, Result};
 use crate::gvk::GroupVersion;
-use crate::strategy::field::go_quote;
 use crate::strategy::{FieldError, FieldErrorKind};
+use apimachinery::fmt::go_quote;
 use axum::http::HeaderMap;
 use serde_json::Value;
 

@@ -24,7 +24,7 @@ use kube::Resource;
 use tokio::sync::{Notify, watch};
 
 use crate::indexer::Indexer;
-use crate::object_key::ObjectKey;
+use apimachinery::ObjectKey;
 
 /// What happened to an object (client-go's `DeltaType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

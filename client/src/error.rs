@@ -26,9 +26,6 @@ pub enum Error {
     /// The kubeconfig could not be read or used.
     #[error("kubeconfig: {0}")]
     KubeConfig(String),
-    /// A label selector could not be parsed or converted.
-    #[error("invalid label selector: {0}")]
-    InvalidSelector(String),
     /// A list answer had no `metadata.resourceVersion`, so there is nothing to watch from.
     #[error("list returned no resourceVersion")]
     NoResourceVersion,

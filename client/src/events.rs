@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use apimachinery::EventType;
 use futures::future::BoxFuture;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -51,25 +52,6 @@ pub const AGGREGATE_INTERVAL: Duration = Duration::from_secs(600);
 pub const MAX_CACHE_ENTRIES: usize = 4096;
 /// Prefix of aggregated messages.
 pub const COMBINED_PREFIX: &str = "(combined from similar events): ";
-
-/// The event type (core/v1 `Event.type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// Routine: something happened as intended.
-    Normal,
-    /// Something went wrong or needs attention.
-    Warning,
-}
-
-impl EventType {
-    /// The API string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
 
 /// Writes events to the API server (client-go's `EventSink`).
 pub trait EventSink: Send + Sync {

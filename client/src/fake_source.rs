@@ -31,7 +31,7 @@ use crate::error::Result;
 use crate::list_watch::{
     ListOptions, ListPage, ListerWatcher, WatchEvent, WatchOptions, WatchStream,
 };
-use crate::object_key::ObjectKey;
+use apimachinery::ObjectKey;
 
 /// A request the fake received.
 #[derive(Debug, Clone, PartialEq, Eq)]

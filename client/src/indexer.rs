@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::{Resource, ResourceExt};
 
 use crate::error::{Error, Result};
-use crate::object_key::ObjectKey;
+use apimachinery::ObjectKey;
 
 /// Name of the namespace index (client-go's `cache.NamespaceIndex`).
 pub const NAMESPACE_INDEX: &str = "namespace";

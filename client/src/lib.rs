@@ -45,11 +45,9 @@ pub mod fake_source;
 pub mod faults;
 pub mod flowcontrol;
 pub mod indexer;
-pub mod labels;
 pub mod leader_election;
 pub mod list_watch;
 pub mod lister;
-pub mod object_key;
 pub mod reflector;
 pub mod shared_informer;
 pub mod spam_filter;
@@ -61,13 +59,11 @@ pub use client::{ClientConfig, ClusterSource, RateLimit, build_client};
 pub use clock::{Clock, FakeClock, SharedClock, TokioClock};
 pub use delta_fifo::{DeletedFinalStateUnknown, DeltaObject};
 pub use error::{Error, Result};
-pub use events::{EventRecorder, EventType};
+pub use events::EventRecorder;
 pub use factory::SharedInformerFactory;
 pub use indexer::Indexer;
-pub use labels::Selector;
 pub use leader_election::{LeaderElectionConfig, LeaderElector};
 pub use lister::Lister;
-pub use object_key::ObjectKey;
 pub use shared_informer::{
     ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync,
 };

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use kube::{Resource, ResourceExt};
 
 use crate::indexer::{Indexer, NAMESPACE_INDEX};
-use crate::labels::Selector;
-use crate::object_key::ObjectKey;
+use apimachinery::ObjectKey;
+use apimachinery::Selector;
 
 /// Read access to cached objects of one type.
 pub struct Lister<K> {

@@ -46,9 +46,9 @@ use crate::clock::{SharedClock, TokioClock};
 use crate::delta_fifo::{Delta, DeltaFifo, DeltaObject, DeltaType};
 use crate::indexer::{IndexFunc, Indexer};
 use crate::list_watch::ListerWatcher;
-use crate::object_key::ObjectKey;
 use crate::reflector::{LastSyncResourceVersion, Reflector};
 use crate::trace::{SpanKind, Tracer, attr, caused_by, object_context};
+use apimachinery::ObjectKey;
 
 /// client-go's `minimumResyncPeriod`.
 pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);

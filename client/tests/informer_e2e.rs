@@ -10,10 +10,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::events::{ApiEventSink, EventType, new_recorder};
+use apimachinery::{EventType, Selector};
+use client::events::{ApiEventSink, new_recorder};
 use client::leader_election::{LeaderElectionConfig, LeaderElector, LeaseResourceLock};
 use client::shared_informer::ResourceEventHandlerFuncs;
-use client::{ClientConfig, ClusterSource, Lister, Selector, SharedInformerFactory, TokioClock};
+use client::{ClientConfig, ClusterSource, Lister, SharedInformerFactory, TokioClock};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, ObjectReference};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};

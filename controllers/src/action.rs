@@ -22,105 +22,11 @@
 //! `resourceVersion` the first one returned; Kubernetes reuses the stale one and pays for it
 //! with a 409 and a retry.
 
-use std::fmt;
 use std::time::Duration;
 
+use apimachinery::{EventType, ObjectKey, ObjectRef};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::{Metadata, Resource};
-
-/// `namespace/name`, the workqueue key of a namespaced object (`cache.MetaNamespaceKeyFunc`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    /// Namespace; empty for cluster-scoped objects.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// The key of `obj` (missing fields become empty strings).
-    pub fn of(meta: &ObjectMeta) -> ObjectKey {
-        ObjectKey {
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.namespace.is_empty() {
-            write!(f, "{}", self.name)
-        } else {
-            write!(f, "{}/{}", self.namespace, self.name)
-        }
-    }
-}
-
-/// Identity of any object: what the garbage collector calls `objectReference` and what an
-/// event's `involvedObject` holds.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectRef {
-    /// `apps/v1`, `v1`, ...
-    pub api_version: String,
-    /// `Deployment`, `Pod`, ...
-    pub kind: String,
-    /// `None` for cluster-scoped objects.
-    pub namespace: Option<String>,
-    /// Name.
-    pub name: String,
-    /// UID; identifies this incarnation (a re-created object with the same name differs).
-    pub uid: String,
-}
-
-impl ObjectRef {
-    /// The reference of a typed object.
-    pub fn from_object<K: Resource + Metadata<Ty = ObjectMeta>>(obj: &K) -> ObjectRef {
-        let meta = obj.metadata();
-        ObjectRef {
-            api_version: K::API_VERSION.to_string(),
-            kind: K::KIND.to_string(),
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone().unwrap_or_default(),
-            uid: meta.uid.clone().unwrap_or_default(),
-        }
-    }
-
-    /// `namespace/name` of the referenced object.
-    pub fn key(&self) -> ObjectKey {
-        ObjectKey {
-            namespace: self.namespace.clone().unwrap_or_default(),
-            name: self.name.clone(),
-        }
-    }
-}
-
-impl fmt::Display for ObjectRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}", self.kind, self.key())
-    }
-}
-
-/// `v1.EventTypeNormal` / `v1.EventTypeWarning`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// Something expected happened (`Normal`).
-    Normal,
-    /// Something failed or looks wrong (`Warning`).
-    Warning,
-}
-
-impl EventType {
-    /// The string Kubernetes puts in `Event.type`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
 
 /// An event for the event recorder (`record.EventRecorder.Eventf`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,7 +159,7 @@ impl Action {
             let replicas = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
             format!(
                 "{verb} ReplicaSet {} (replicas {replicas})",
-                ObjectKey::of(&rs.metadata)
+                ObjectKey::from_meta(&rs.metadata)
             )
         }
         match self {
@@ -262,14 +168,17 @@ impl Action {
             Action::UpdateReplicaSetStatus(rs) => {
                 format!(
                     "update status of ReplicaSet {}",
-                    ObjectKey::of(&rs.metadata)
+                    ObjectKey::from_meta(&rs.metadata)
                 )
             }
             Action::UpdateDeployment(d) => {
-                format!("update Deployment {}", ObjectKey::of(&d.metadata))
+                format!("update Deployment {}", ObjectKey::from_meta(&d.metadata))
             }
             Action::UpdateDeploymentStatus(d) => {
-                format!("update status of Deployment {}", ObjectKey::of(&d.metadata))
+                format!(
+                    "update status of Deployment {}",
+                    ObjectKey::from_meta(&d.metadata)
+                )
             }
             Action::CreatePods {
                 controller,
@@ -296,10 +205,13 @@ impl Action {
                 format!("if {} absent: {}", owners.join(", "), then.describe())
             }
             Action::UpdateNamespaceStatus(ns) => {
-                format!("update status of Namespace {}", ObjectKey::of(&ns.metadata))
+                format!(
+                    "update status of Namespace {}",
+                    ObjectKey::from_meta(&ns.metadata)
+                )
             }
             Action::FinalizeNamespace(ns) => {
-                format!("finalize Namespace {}", ObjectKey::of(&ns.metadata))
+                format!("finalize Namespace {}", ObjectKey::from_meta(&ns.metadata))
             }
             Action::Event(e) => format!("event {} {}: {}", e.type_.as_str(), e.reason, e.message),
             Action::RequeueAfter(d) => format!("requeue after {}s", d.as_secs_f64()),

@@ -14,6 +14,7 @@
 
 use std::fmt::Debug;
 
+use apimachinery::Selector;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
@@ -24,7 +25,6 @@ use crate::controller_ref::claim_objects;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::owner_ref::{get_controller_of, new_controller_ref};
-use crate::selector::Selector;
 
 /// Claims `candidates` for `controller` and carries out the adoption and release patches.
 pub async fn claim<C, K>(

@@ -20,13 +20,13 @@
 //! (`RecheckDeletionTimestamp`) so a controller deleted a moment ago does not adopt; the shell
 //! should do the same before executing [`Claims::adoptions`].
 
+use apimachinery::{ObjectRef, Selector};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, Resource};
 use serde_json::json;
 
-use crate::action::{Action, ObjectRef, PatchType};
+use crate::action::{Action, PatchType};
 use crate::owner_ref::{get_controller_of, new_controller_ref, uid};
-use crate::selector::Selector;
 
 /// What claiming decided for one object.
 #[derive(Debug, Clone, PartialEq)]

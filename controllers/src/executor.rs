@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use apimachinery::{ObjectKey, ObjectRef};
 use client::{EventRecorder, Tracer};
 use futures::future::{BoxFuture, join_all};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -38,7 +39,7 @@ use kube::api::{
 };
 use kube::{Client, Resource, ResourceExt};
 
-use crate::action::{Action, Event, EventType, ObjectKey, ObjectRef, PatchType};
+use crate::action::{Action, Event, PatchType};
 use crate::error::{Error, Result};
 use crate::expectations::Expectations;
 use crate::replicaset::pods::{
@@ -160,12 +161,8 @@ impl Executor {
             uid: Some(r.uid.clone()).filter(|u| !u.is_empty()),
             ..Default::default()
         };
-        let type_ = match event.type_ {
-            EventType::Normal => client::EventType::Normal,
-            EventType::Warning => client::EventType::Warning,
-        };
         self.recorder
-            .event(&reference, type_, &event.reason, &event.message);
+            .event(&reference, event.type_, &event.reason, &event.message);
     }
 
     /// Executes `actions` in order, stopping at the first failure. `expectations` is the
@@ -493,7 +490,8 @@ impl Executor {
         run: &mut Run<'_>,
     ) -> Result<()> {
         let deletes = pods.iter().map(|key| async move {
-            let api: Api<Pod> = Api::namespaced(self.client(), &key.namespace);
+            let api: Api<Pod> =
+                Api::namespaced(self.client(), key.namespace.as_deref().unwrap_or_default());
             (key, api.delete(&key.name, &DeleteParams::default()).await)
         });
         let mut first_error = None;
@@ -530,7 +528,7 @@ impl Executor {
 
 /// Sets the resourceVersion an earlier write of this run returned for the object.
 fn freshen(run: &Run<'_>, kind: &'static str, meta: &mut kube::api::ObjectMeta) {
-    if let Some(rv) = run.versions.get(&(kind, ObjectKey::of(meta))) {
+    if let Some(rv) = run.versions.get(&(kind, ObjectKey::from_meta(meta))) {
         meta.resource_version = Some(rv.clone());
     }
 }
@@ -538,7 +536,8 @@ fn freshen(run: &Run<'_>, kind: &'static str, meta: &mut kube::api::ObjectMeta) 
 /// Remembers the resourceVersion a write returned.
 fn remember(run: &mut Run<'_>, kind: &'static str, meta: &kube::api::ObjectMeta) {
     if let Some(rv) = &meta.resource_version {
-        run.versions.insert((kind, ObjectKey::of(meta)), rv.clone());
+        run.versions
+            .insert((kind, ObjectKey::from_meta(meta)), rv.clone());
     }
 }
 

@@ -20,9 +20,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use apimachinery::ObjectKey;
 use jiff::{SignedDuration, Timestamp};
-
-use crate::action::ObjectKey;
 
 /// `ExpectationsTimeout`: expectations older than this are considered satisfied.
 pub const EXPECTATIONS_TIMEOUT: SignedDuration = SignedDuration::from_secs(5 * 60);
@@ -153,10 +152,7 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> ObjectKey {
-        ObjectKey {
-            namespace: "default".into(),
-            name: name.into(),
-        }
+        ObjectKey::new(Some("default"), name)
     }
 
     use crate::testing::at;

@@ -65,5 +65,5 @@ pub mod worker;
 #[cfg(test)]
 mod testing;
 
-pub use action::{Action, Event, EventType, ObjectKey, ObjectRef, PatchType, PropagationPolicy};
+pub use action::{Action, Event, PatchType, PropagationPolicy};
 pub use error::{Error, Result};

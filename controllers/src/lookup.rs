@@ -13,11 +13,10 @@
 
 use std::sync::Arc;
 
+use apimachinery::Selector;
 use client::Lister;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, OwnerReference};
 use kube::Resource;
-
-use crate::selector::Selector;
 
 /// `resolveControllerRef`: the cached controller `r` points to, if it is of kind `C` and
 /// has the referenced UID (a namesake re-created since is not the controller).
@@ -48,7 +47,7 @@ where
     C: Resource<DynamicType = ()> + 'static,
 {
     lister
-        .list(namespace, &client::Selector::everything())
+        .list(namespace, &apimachinery::Selector::everything())
         .into_iter()
         .filter(|c| {
             Selector::from_label_selector(selector_of(c))

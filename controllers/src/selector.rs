@@ -1,8 +1,8 @@
-//! Label selectors for the controllers: `metav1.LabelSelector` → a matcher.
+//! Label selectors for the controllers: `metav1.LabelSelector` → a matcher, with a failed
+//! conversion as the controllers' [`Error::InvalidSelector`].
 //!
-//! Mirrors `staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go`
-//! (`LabelSelectorAsSelector`) on top of the client's [`client::labels`] (Kubernetes'
-//! `pkg/labels`), which informers and listers use too:
+//! The conversion is apimachinery's `LabelSelectorAsSelector`
+//! ([`apimachinery::labels::Selector::from_label_selector`]), which listers use too:
 //!
 //! ```text
 //!   matchLabels {app: nginx}                       app = nginx
@@ -13,49 +13,32 @@
 //! Two Kubernetes rules a reader may not expect: an empty selector `{}` matches **everything**,
 //! while a missing selector (`None`) matches **nothing**.
 
-use std::collections::BTreeMap;
-
+use apimachinery::Selector;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-
-pub use client::labels::Selector;
 
 use crate::error::{Error, Result};
 
 /// `metav1.LabelSelectorAsSelector`: `None` selects nothing, `{}` everything. Errors (as
 /// [`Error::InvalidSelector`]) for an unknown operator and for values that do not fit it.
 pub fn from_label_selector(selector: Option<&LabelSelector>) -> Result<Selector> {
-    Selector::from_label_selector(selector).map_err(|e| match e {
-        client::Error::InvalidSelector(message) => Error::InvalidSelector(message),
-        other => Error::InvalidSelector(other.to_string()),
-    })
-}
-
-/// `labels.SelectorFromSet(set).Matches(labels)`: every key/value of `set` is in `labels`
-/// (used for `fullyLabeledReplicas`: pod labels ⊇ template labels).
-pub fn labels_superset(labels: &BTreeMap<String, String>, set: &BTreeMap<String, String>) -> bool {
-    set.iter().all(|(k, v)| labels.get(k) == Some(v))
+    Selector::from_label_selector(selector).map_err(|e| Error::InvalidSelector(e.0))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn none_selects_nothing_and_empty_selects_everything() {
         let none = from_label_selector(None).expect("None is a selector");
-        assert!(!none.matches(&labels(&[("app", "x")])));
+        assert!(!none.matches(&[("app", "x")]));
         let empty = from_label_selector(Some(&LabelSelector::default())).expect("{} is one");
-        assert!(empty.matches(&labels(&[("app", "x")])));
-        assert!(empty.matches(&BTreeMap::new()));
+        assert!(empty.matches(&[("app", "x")]));
+        assert!(empty.matches(&BTreeMap::<String, String>::new()));
     }
 
     #[test]
@@ -72,17 +55,5 @@ mod tests {
             Err(Error::InvalidSelector(m)) => assert!(m.contains("values set can't be empty")),
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn superset() {
-        assert!(labels_superset(
-            &labels(&[("a", "1"), ("b", "2")]),
-            &labels(&[("a", "1")])
-        ));
-        assert!(!labels_superset(
-            &labels(&[("a", "2")]),
-            &labels(&[("a", "1")])
-        ));
     }
 }

@@ -30,9 +30,10 @@ mod website;
 use std::sync::Arc;
 use std::time::Duration;
 
+use apimachinery::ObjectKey;
 use client::{
-    ClientConfig, ClusterSource, DeltaObject, Lister, ObjectKey, RateLimitingQueue,
-    ResourceEventHandlerFuncs, SharedInformerFactory, build_client,
+    ClientConfig, ClusterSource, DeltaObject, Lister, RateLimitingQueue, ResourceEventHandlerFuncs,
+    SharedInformerFactory, build_client,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::config::parse_duration;
+use apimachinery::duration::parse_duration;
 
 /// `miniplane.dev/fail`.
 pub const FAIL: &str = "miniplane.dev/fail";

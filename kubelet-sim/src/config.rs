@@ -187,39 +187,9 @@ impl Config {
     }
 }
 
-/// Parses `15s`, `1.5s`, `500ms`, `2m`, `1h` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (number, unit) = s
-        .find(|c: char| c.is_ascii_alphabetic())
-        .map_or((s, "s"), |i| s.split_at(i));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}"))?;
-    let seconds = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        _ => return Err(format!("invalid duration unit in {s:?} (ms, s, m, h)")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{s:?}: {e}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("15s"), Ok(Duration::from_secs(15)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("5d").is_err());
-        assert!(parse_duration("x").is_err());
-    }
 
     #[test]
     fn profiles() {

@@ -195,7 +195,7 @@ async fn sync_node_status(
     clock: &SharedClock,
 ) -> Result<bool> {
     let current = nodes
-        .get(&client::ObjectKey::new(None, name))
+        .get(&apimachinery::ObjectKey::new(None, name))
         .and_then(|n| n.status.as_ref().and_then(|s| s.conditions.clone()))
         .unwrap_or_default();
     if !force && conditions_match(&current) {

@@ -26,10 +26,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
+use apimachinery::ObjectKey;
 use client::indexer::NODE_NAME_INDEX;
 use client::shared_informer::SharedIndexInformer;
 use client::workqueue::Queue;
-use client::{ObjectKey, ResourceEventHandlerFuncs, SharedClock, Tracer};
+use client::{ResourceEventHandlerFuncs, SharedClock, Tracer};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, Resource};

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use client::ObjectKey;
+use apimachinery::ObjectKey;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::node_info::{NodeInfo, PodInfo};

@@ -97,7 +97,7 @@ mod tests {
     use crate::fit_error::FitError;
     use crate::plugins::{Code, Status};
     use crate::schedule_one::NodeVerdict;
-    use client::ObjectKey;
+    use apimachinery::ObjectKey;
     use std::collections::BTreeMap;
 
     #[test]

@@ -11,7 +11,8 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use client::{DeltaObject, ObjectKey, ResourceEventHandlerFuncs};
+use apimachinery::ObjectKey;
+use client::{DeltaObject, ResourceEventHandlerFuncs};
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::scheduler::Shared;

@@ -17,7 +17,7 @@
 //!                         bounded); failure → forget + retry     back to the queue
 //! ```
 //!
-//! The sans-IO core ([`quantity`], [`node_info`], [`plugins`], [`fit_error`],
+//! The sans-IO core ([`node_info`], [`plugins`], [`fit_error`],
 //! [`schedule_one`], [`queue`], [`cache`], [`decision_trace`]) is plain synchronous code over k8s-openapi types
 //! with time and randomness injected; [`scheduler`] is the async shell that moves data
 //! between the API server and that core (`pkg/scheduler/scheduler.go`, `schedule_one.go`).
@@ -29,7 +29,6 @@ pub mod fit_error;
 pub mod metrics;
 pub mod node_info;
 pub mod plugins;
-pub mod quantity;
 pub mod queue;
 pub mod schedule_one;
 pub mod scheduler;

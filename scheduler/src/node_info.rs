@@ -17,11 +17,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use client::ObjectKey;
+use apimachinery::ObjectKey;
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-
-use crate::quantity::{parse_milli, parse_value};
 
 /// `DefaultMilliCPURequest`: what a container without a CPU request counts for in scores.
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
@@ -43,11 +41,14 @@ pub struct Resources {
 impl Resources {
     /// Reads `cpu`, `memory` and `pods` from a resource list; unparsable values count as 0.
     pub fn from_list(list: Option<&BTreeMap<String, Quantity>>) -> Self {
-        let get = |name: &str| list.and_then(|l| l.get(name)).map(|q| q.0.as_str());
+        let get = |name: &str| {
+            list.and_then(|l| l.get(name))
+                .and_then(|q| apimachinery::Quantity::parse(&q.0).ok())
+        };
         Resources {
-            milli_cpu: get("cpu").and_then(parse_milli).unwrap_or(0),
-            memory: get("memory").and_then(parse_value).unwrap_or(0),
-            pods: get("pods").and_then(parse_value).unwrap_or(0),
+            milli_cpu: get("cpu").map_or(0, |q| q.milli_value()),
+            memory: get("memory").map_or(0, |q| q.int_value()),
+            pods: get("pods").map_or(0, |q| q.int_value()),
         }
     }
 

@@ -24,7 +24,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use client::ObjectKey;
+use apimachinery::ObjectKey;
 use tokio::time::Instant;
 
 /// `DefaultPodInitialBackoffDuration`.

@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use client::ObjectKey;
+use apimachinery::ObjectKey;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

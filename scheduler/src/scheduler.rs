@@ -23,12 +23,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use apimachinery::{EventType, ObjectKey};
 use client::events::{ApiEventSink, new_recorder_with_capacity};
 use client::list_watch::ApiListerWatcher;
 use client::trace::{Cause, SpanContext, SpanKind};
-use client::{
-    ClientConfig, EventRecorder, EventType, ObjectKey, SharedClock, SharedInformerFactory, Tracer,
-};
+use client::{ClientConfig, EventRecorder, SharedClock, SharedInformerFactory, Tracer};
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};

@@ -17,10 +17,10 @@
 
 use super::printer_columns::check_path;
 use crate::strategy::field::{FieldPath, Rendered};
-use crate::strategy::names::{is_dns1035_label, is_dns1123_subdomain};
 use crate::strategy::table::column;
 use crate::strategy::typed::KindRules;
 use crate::strategy::{FieldError, TableColumn};
+use apimachinery::validation::{is_dns1035_label, is_dns1123_subdomain};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionSpec,
     JSONSchemaProps, JSONSchemaPropsOrArray,

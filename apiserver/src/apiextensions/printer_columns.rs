@@ -15,7 +15,7 @@
 //! ones CRDs use: `.a.b`, `.a[0]`, `.a['key.with.dots']` and filters `[?(@.field=="value")]`.
 
 use crate::strategy::TableColumn;
-use crate::strategy::human_duration::since;
+use apimachinery::duration::since;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceColumnDefinition;
 use serde_json::Value;
 

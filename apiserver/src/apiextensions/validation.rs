@@ -22,8 +22,9 @@
 //! (`x-kubernetes-validations`) are not evaluated. `apiVersion`, `kind` and `metadata` at the
 //! root are left to the registry (metadata is validated like any object's).
 
-use crate::strategy::field::{FieldPath, Rendered, go_quote};
+use crate::strategy::field::{FieldPath, Rendered};
 use crate::strategy::{FieldError, FieldErrorKind};
+use apimachinery::fmt::go_quote;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
 };

@@ -18,10 +18,11 @@ use crate::error::{ApiError, ErrorTarget, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::response::json_response;
-use crate::selector::{FieldSelector, LabelSelector};
+use crate::selector::FieldSelector;
 use crate::storage::prefix;
 use crate::strategy::{FieldError, FieldErrorKind};
 use crate::table;
+use apimachinery::Selector;
 use axum::http::StatusCode;
 use axum::response::Response;
 use base64::Engine;
@@ -39,7 +40,7 @@ const FUTURE_RV_WAIT: Duration = Duration::from_secs(3);
 #[derive(Debug, Clone)]
 pub struct Filter {
     /// `?labelSelector=`
-    pub labels: LabelSelector,
+    pub labels: Selector,
     /// `?fieldSelector=`
     pub fields: FieldSelector,
 }
@@ -47,7 +48,7 @@ pub struct Filter {
 impl Filter {
     /// Parses the selectors of a request (400 on a malformed or unsupported selector).
     pub fn from_request(ctx: &RequestContext, info: &ResourceInfo) -> Result<Filter> {
-        let labels = LabelSelector::parse(ctx.query.get("labelSelector").unwrap_or(""))
+        let labels = Selector::parse(ctx.query.get("labelSelector").unwrap_or(""))
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
         let fields = FieldSelector::parse(ctx.query.get("fieldSelector").unwrap_or(""))
             .map_err(|e| ApiError::BadRequest(e.to_string()))?;
@@ -61,7 +62,7 @@ impl Filter {
     pub fn matches(&self, info: &ResourceInfo, obj: &Value) -> bool {
         // Run for every event of every filtered watch: an empty label selector matches
         // without collecting the labels.
-        (self.labels.is_empty() || self.labels.matches(&meta::labels(obj)))
+        (self.labels.is_everything() || self.labels.matches(&meta::labels(obj)))
             && self.fields.matches(obj, info.strategy.as_ref())
     }
 }
@@ -216,7 +217,7 @@ fn unsupported_rv_match(value: &str) -> ApiError {
     invalid_list_options(FieldError {
         kind: FieldErrorKind::NotSupported,
         field: "resourceVersionMatch".into(),
-        value: Some(crate::strategy::field::go_quote(value)),
+        value: Some(apimachinery::fmt::go_quote(value)),
         detail: "supported values: \"Exact\", \"NotOlderThan\", \"\"".into(),
     })
 }

@@ -195,7 +195,7 @@ fn invalid_patch(
         errors: vec![FieldError {
             kind: FieldErrorKind::Invalid,
             field: "patch".into(),
-            value: Some(crate::strategy::field::go_quote(&value)),
+            value: Some(apimachinery::fmt::go_quote(&value)),
             detail,
         }],
     }

@@ -2,10 +2,9 @@
 //! boundary into typed requirements and matched against objects by list, watch and
 //! deletecollection.
 //!
-//! Mirrors apimachinery's `pkg/labels/selector.go` and `pkg/fields/selector.go`.
+//! Mirrors apimachinery's `pkg/fields/selector.go`; label selectors are the `apimachinery`
+//! crate's [`apimachinery::labels::Selector`] (`pkg/labels/selector.go`).
 
 pub mod field;
-pub mod label;
 
 pub use field::FieldSelector;
-pub use label::LabelSelector;

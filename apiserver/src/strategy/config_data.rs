@@ -6,7 +6,7 @@
 
 use super::FieldError;
 use super::field::FieldPath;
-use super::names::is_config_map_key;
+use apimachinery::validation::is_config_map_key;
 
 /// `corev1.MaxSecretSize`, also the ConfigMap limit: 1 MiB.
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;

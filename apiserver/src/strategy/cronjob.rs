@@ -7,13 +7,13 @@
 
 use super::cron_schedule::parse_standard;
 use super::field::{FieldPath, validate_nonnegative};
-use super::human_duration::since;
 use super::job::{JOB_SELECTOR_DESCRIPTION, validate_job_spec};
 use super::pod_spec::default_pod_template;
-use super::selector::format_label_selector;
 use super::table::{age_column, column, container_columns, containers_and_images, int, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::duration::since;
+use apimachinery::labels::format_label_selector;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec};
 use serde_json::Value;
 

@@ -5,7 +5,6 @@
 
 use super::field::{FieldPath, validate_nonnegative};
 use super::pod_spec::default_pod_template;
-use super::selector::format_labels;
 use super::table::{age_column, column, container_columns, int, text};
 use super::typed::{KindRules, age};
 use super::workload::{
@@ -13,6 +12,7 @@ use super::workload::{
     validate_selector_and_template, validate_workload_update, wide_cells,
 };
 use super::{FieldError, TableColumn};
+use apimachinery::labels::format_labels;
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetUpdateStrategy, RollingUpdateDaemonSet};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;

@@ -4,11 +4,11 @@
 //! The ENDPOINTS column lists at most three `ip:port` pairs, then `+ N more...`.
 
 use super::field::FieldPath;
-use super::names::{is_dns1123_label, is_valid_port_num};
 use super::pod_spec::validate_protocol;
 use super::table::{age_column, column, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::validation::{is_dns1123_label, is_valid_port_num};
 use k8s_openapi::api::core::v1::Endpoints;
 use serde_json::Value;
 use std::net::IpAddr;

@@ -14,11 +14,11 @@
 //! ```
 
 use super::field::FieldPath;
-use super::human_duration::since;
-use super::names::{NameRule, is_dns1123_subdomain, is_qualified_name};
 use super::table::{column, int, text};
 use super::typed::KindRules;
 use super::{FieldError, TableColumn};
+use apimachinery::duration::since;
+use apimachinery::validation::{NameRule, is_dns1123_subdomain, is_qualified_name};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, ObjectReference};
 use serde_json::Value;

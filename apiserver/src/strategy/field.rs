@@ -17,6 +17,7 @@
 //! `map[string]string{"app":"nginx"}`).
 
 use super::{FieldError, FieldErrorKind};
+use apimachinery::fmt::go_quote;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -67,27 +68,6 @@ impl fmt::Display for FieldPath {
 pub trait GoValue {
     /// The rendering.
     fn go(&self) -> String;
-}
-
-/// Go's `%q`: a double-quoted string with Go escapes.
-pub fn go_quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 impl GoValue for str {

@@ -13,12 +13,14 @@
 //! ```
 
 use super::field::{FieldPath, validate_immutable, validate_nonnegative};
-use super::human_duration::{human_duration, since};
 use super::pod_spec::{default_pod_template, validate_pod_template};
-use super::selector::{format_label_selector, go_render, matches, validate_label_selector};
+use super::selector::{go_render, validate_label_selector};
 use super::table::{age_column, column, container_columns, containers_and_images, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::Selector;
+use apimachinery::duration::{human_duration, since};
+use apimachinery::labels::format_label_selector;
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::Value;
@@ -118,11 +120,9 @@ impl KindRules for JobRules {
             .metadata
             .as_ref()
             .and_then(|m| m.labels.clone());
-        if spec
-            .selector
-            .as_ref()
-            .is_none_or(|sel| !matches(sel, labels.as_ref()))
-        {
+        if spec.selector.as_ref().is_none_or(|sel| {
+            !Selector::from_label_selector(Some(sel)).is_ok_and(|s| s.matches(&labels.as_ref()))
+        }) {
             errs.push(FieldError::invalid(
                 &path.child("template").child("metadata").child("labels"),
                 labels.unwrap_or_default(),

@@ -9,7 +9,7 @@
 
 use super::FieldError;
 use super::field::{FieldPath, Rendered, validate_immutable};
-use super::names::{NameRule, is_dns1123_label, is_label_value, is_qualified_name};
+use apimachinery::validation::{NameRule, is_dns1123_label, is_label_value, is_qualified_name};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -19,10 +19,10 @@
 //! annotations, owner references, finalizers, immutable name/namespace), so the registry must not
 //! validate metadata again for built-ins. Custom resources have their own strategy
 //! (`crate::apiextensions::custom_resource::CustomResourceStrategy`: the CRD's schema, plus
-//! [`meta::validate_metadata_value`]). Shared pieces live in their own files: names and
-//! messages ([`names`], [`field`]), [`meta`], label [`selector`]s, [`quantity`], the
-//! [`pod_spec`] every pod template uses, apps [`workload`]s, tables ([`table`],
-//! [`human_duration`]).
+//! [`meta::validate_metadata_value`]). Shared pieces live in their own files: messages
+//! ([`field`]), [`meta`], label [`selector`] validation, the [`pod_spec`] every pod template
+//! uses, apps [`workload`]s, tables ([`table`]); name syntax, quantities and ages come from the
+//! `apimachinery` crate.
 
 pub mod config_data;
 pub mod configmap;
@@ -35,18 +35,14 @@ pub mod endpoints;
 pub mod event;
 pub mod events_v1;
 pub mod field;
-pub mod human_duration;
 pub mod job;
 pub mod lease;
 pub mod meta;
-pub mod names;
 pub mod namespace;
 pub mod node;
 pub mod pod;
 pub mod pod_printer;
 pub mod pod_spec;
-pub mod qos;
-pub mod quantity;
 pub mod replicaset;
 pub mod secret;
 pub mod selector;
@@ -322,7 +318,7 @@ pub trait Strategy: Send + Sync + 'static {
         let created = obj["metadata"]["creationTimestamp"]
             .as_str()
             .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-        vec![Value::String(human_duration::since(created, now))]
+        vec![Value::String(apimachinery::duration::since(created, now))]
     }
 }
 

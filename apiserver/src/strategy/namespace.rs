@@ -7,10 +7,10 @@
 //! and removes that finalizer (through `/finalize`) before the namespace can go away.
 
 use super::field::FieldPath;
-use super::names::{NameRule, is_qualified_name};
 use super::table::{age_column, column, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::validation::{NameRule, is_qualified_name};
 use k8s_openapi::api::core::v1::{Namespace, NamespaceSpec, NamespaceStatus};
 use serde_json::Value;
 

@@ -7,11 +7,11 @@
 //! from `node-role.kubernetes.io/<role>` labels.
 
 use super::field::FieldPath;
-use super::names::is_qualified_name;
 use super::pod_spec::defaults::default_resource_list;
 use super::table::{age_column, column, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::validation::is_qualified_name;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
 use std::collections::BTreeSet;

@@ -15,9 +15,9 @@
 use super::field::FieldPath;
 use super::pod_printer::{pod_columns, pod_row};
 use super::pod_spec::{default_pod_spec, validate_pod_spec};
-use super::qos::pod_qos;
 use super::typed::KindRules;
 use super::{FieldError, TableColumn};
+use apimachinery::qos::pod_qos;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Toleration};
 use serde_json::Value;
 use std::borrow::Cow;

@@ -16,9 +16,9 @@
 //! RESTARTS is the sum of restart counts, with the age of the last restart: `2 (5m ago)`.
 
 use super::TableColumn;
-use super::human_duration::since;
 use super::table::{column, text};
 use super::typed::age;
+use apimachinery::duration::since;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod, PodStatus};
 use serde_json::Value;

@@ -1,15 +1,15 @@
-//! Label selectors in object specs: validation, matching and printing (apimachinery's
-//! `pkg/apis/meta/v1/validation/validation.go` `ValidateLabelSelector`,
-//! `pkg/apis/meta/v1/helpers.go` `LabelSelectorAsSelector`/`FormatLabelSelector` and
-//! `pkg/labels/labels.go` `FormatLabels`).
+//! Label selectors in object specs: validation (apimachinery's
+//! `pkg/apis/meta/v1/validation/validation.go` `ValidateLabelSelector`) and the Go rendering
+//! of a `metav1.LabelSelector` in error messages.
 //!
-//! A workload's `spec.selector` must select its own pod template; this module answers that
-//! question and prints selectors as kubectl's `SELECTOR` column does (`app=nginx,tier in (a,b)`).
+//! Matching and printing (`LabelSelectorAsSelector`, `FormatLabelSelector`) are the
+//! `apimachinery` crate's [`apimachinery::labels`].
 
 use super::FieldError;
-use super::field::{FieldPath, Rendered, go_quote};
+use super::field::{FieldPath, Rendered};
 use super::meta::validate_labels;
-use super::names::is_qualified_name;
+use apimachinery::fmt::go_quote;
+use apimachinery::validation::is_qualified_name;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
 
@@ -58,73 +58,6 @@ pub fn validate_label_selector(sel: &LabelSelector, path: &FieldPath) -> Vec<Fie
 pub fn is_empty(sel: &LabelSelector) -> bool {
     sel.match_labels.as_ref().is_none_or(BTreeMap::is_empty)
         && sel.match_expressions.as_ref().is_none_or(Vec::is_empty)
-}
-
-/// `LabelSelectorAsSelector(sel).Matches(labels)`.
-pub fn matches(sel: &LabelSelector, labels: Option<&BTreeMap<String, String>>) -> bool {
-    let empty = BTreeMap::new();
-    let labels = labels.unwrap_or(&empty);
-    let match_labels_ok = sel
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    let exprs_ok = sel.match_expressions.iter().flatten().all(|req| {
-        let values = req.values.as_deref().unwrap_or_default();
-        let got = labels.get(&req.key);
-        match req.operator.as_str() {
-            "In" => got.is_some_and(|v| values.contains(v)),
-            "NotIn" => got.is_none_or(|v| !values.contains(v)),
-            "Exists" => got.is_some(),
-            "DoesNotExist" => got.is_none(),
-            _ => false,
-        }
-    });
-    match_labels_ok && exprs_ok
-}
-
-/// `FormatLabelSelector`: requirements sorted by key, `<none>` when there are none.
-pub fn format_label_selector(sel: Option<&LabelSelector>) -> String {
-    let Some(sel) = sel else {
-        return "<none>".to_owned();
-    };
-    let mut reqs: Vec<(String, String)> = Vec::new();
-    for (k, v) in sel.match_labels.iter().flatten() {
-        reqs.push((k.clone(), format!("{k}={v}")));
-    }
-    for req in sel.match_expressions.iter().flatten() {
-        let mut values = req.values.clone().unwrap_or_default();
-        values.sort();
-        let k = &req.key;
-        let text = match req.operator.as_str() {
-            "In" => format!("{k} in ({})", values.join(",")),
-            "NotIn" => format!("{k} notin ({})", values.join(",")),
-            "Exists" => k.clone(),
-            "DoesNotExist" => format!("!{k}"),
-            _ => return "<error>".to_owned(),
-        };
-        reqs.push((k.clone(), text));
-    }
-    if reqs.is_empty() {
-        return "<none>".to_owned();
-    }
-    reqs.sort();
-    reqs.into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// `labels.FormatLabels`: `k=v,k2=v2` sorted by key, `<none>` when empty.
-pub fn format_labels(labels: Option<&BTreeMap<String, String>>) -> String {
-    match labels {
-        Some(l) if !l.is_empty() => l
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(","),
-        _ => "<none>".to_owned(),
-    }
 }
 
 /// A label selector as Go's `%#v` prints a `metav1.LabelSelector` in error messages, e.g.
@@ -190,39 +123,6 @@ mod tests {
                 },
             ]),
         }
-    }
-
-    #[test]
-    fn formats_like_kubectl() {
-        assert_eq!(
-            format_label_selector(Some(&sel())),
-            "app=nginx,!canary,tier in (api,web)"
-        );
-        assert_eq!(format_label_selector(None), "<none>");
-        assert_eq!(
-            format_label_selector(Some(&LabelSelector::default())),
-            "<none>"
-        );
-        assert_eq!(
-            format_labels(Some(&BTreeMap::from([
-                ("b".into(), "2".into()),
-                ("a".into(), "1".into())
-            ]))),
-            "a=1,b=2"
-        );
-    }
-
-    #[test]
-    fn matching() {
-        let labels = BTreeMap::from([
-            ("app".to_owned(), "nginx".to_owned()),
-            ("tier".to_owned(), "web".to_owned()),
-        ]);
-        assert!(matches(&sel(), Some(&labels)));
-        let mut canary = labels.clone();
-        canary.insert("canary".into(), "1".into());
-        assert!(!matches(&sel(), Some(&canary)));
-        assert!(!matches(&sel(), None));
     }
 
     #[test]

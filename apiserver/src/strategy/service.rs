@@ -8,14 +8,15 @@
 //! detected; for a teaching cluster of a few dozen Services they are rare, and the addresses
 //! are stable across restarts. An update that omits the allocated values keeps the old ones.
 
-use super::field::{FieldPath, Rendered, go_quote};
+use super::field::{FieldPath, Rendered};
 use super::meta::validate_labels;
-use super::names::{is_dns1123_label, is_valid_port_name, is_valid_port_num};
 use super::pod_spec::validate_protocol;
-use super::selector::format_labels;
 use super::table::{age_column, column, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::fmt::go_quote;
+use apimachinery::labels::format_labels;
+use apimachinery::validation::{is_dns1123_label, is_valid_port_name, is_valid_port_num};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
@@ -28,7 +29,8 @@ pub struct ServiceRules;
 
 impl KindRules for ServiceRules {
     type Object = Service;
-    const NAME_RULE: super::names::NameRule = super::names::NameRule::Dns1035Label;
+    const NAME_RULE: apimachinery::validation::NameRule =
+        apimachinery::validation::NameRule::Dns1035Label;
     const STATUS_SUBRESOURCE: bool = true;
 
     fn set_defaults(&self, obj: &mut Service) {

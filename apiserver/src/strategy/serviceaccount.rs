@@ -3,10 +3,10 @@
 //! `printServiceAccount`).
 
 use super::field::FieldPath;
-use super::names::is_dns1123_subdomain;
 use super::table::{age_column, column, int, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::validation::is_dns1123_subdomain;
 use k8s_openapi::api::core::v1::ServiceAccount;
 use serde_json::Value;
 

@@ -13,12 +13,12 @@
 //! [`NameRule`]), so kind files hold only their own rules.
 
 use super::decode::{decode, decode_noting_unknown, encode, encode_over};
-use super::human_duration::since;
 use super::meta::{validate_object_meta, validate_object_meta_update};
-use super::names::NameRule;
 use super::table::age_column;
 use super::{FieldError, FieldErrorKind, Strategy, TableColumn};
 use crate::gvk::GroupVersionKind;
+use apimachinery::duration::since;
+use apimachinery::validation::NameRule;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{Metadata, NamespaceResourceScope, Resource};

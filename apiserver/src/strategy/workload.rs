@@ -12,12 +12,12 @@
 use super::FieldError;
 use super::field::Rendered;
 use super::field::{FIELD_IMMUTABLE, FieldPath};
-use super::names::is_valid_percent;
 use super::pod_spec::validate_pod_template;
-use super::selector::{
-    format_label_selector, go_render, is_empty, matches, validate_label_selector,
-};
+use super::selector::{go_render, is_empty, validate_label_selector};
 use super::table::{containers_and_images, text};
+use apimachinery::Selector;
+use apimachinery::labels::format_label_selector;
+use apimachinery::validation::is_valid_percent;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -56,7 +56,9 @@ pub fn validate_selector_and_template(
     }
     let template_path = spec.child("template");
     let labels = template.metadata.as_ref().and_then(|m| m.labels.clone());
-    if is_empty(selector) || !matches(selector, labels.as_ref()) {
+    if is_empty(selector)
+        || !Selector::from_label_selector(Some(selector)).is_ok_and(|s| s.matches(&labels.as_ref()))
+    {
         errs.push(FieldError::invalid(
             &template_path.child("metadata").child("labels"),
             labels.clone().unwrap_or_default(),
@@ -144,7 +146,7 @@ pub fn go_render_int_or_string(v: &IntOrString) -> Rendered {
         IntOrString::Int(n) => format!("intstr.IntOrString{{Type:0, IntVal:{n}, StrVal:\"\"}}"),
         IntOrString::String(s) => format!(
             "intstr.IntOrString{{Type:1, IntVal:0, StrVal:{}}}",
-            super::field::go_quote(s)
+            apimachinery::fmt::go_quote(s)
         ),
     })
 }

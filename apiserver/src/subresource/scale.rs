@@ -21,11 +21,12 @@ use crate::registry::ResourceInfo;
 use crate::request::decode_body;
 use crate::response::json_response;
 use crate::rest::{WriteContext, WritePart};
-use crate::selector::LabelSelector;
 use crate::storage::ObjectRef;
 use crate::strategy::{FieldError, FieldErrorKind};
+use apimachinery::Selector;
 use axum::http::StatusCode;
 use axum::response::Response;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -104,7 +105,8 @@ fn builtin_scale_of(parent: &Value) -> Value {
     let selector = parent
         .get("spec")
         .and_then(|s| s.get("selector"))
-        .and_then(LabelSelector::from_label_selector)
+        .and_then(|s| serde_json::from_value::<LabelSelector>(s.clone()).ok())
+        .and_then(|s| Selector::from_label_selector(Some(&s)).ok())
         .map(|s| s.to_string())
         .unwrap_or_default();
     json!({

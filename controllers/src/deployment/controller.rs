@@ -20,8 +20,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use apimachinery::ObjectKey;
 use client::indexer::CONTROLLER_UID_INDEX;
-use client::{DeltaObject, Lister, ObjectKey, RateLimitingQueue, SharedInformerFactory};
+use client::{DeltaObject, Lister, RateLimitingQueue, SharedInformerFactory};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
@@ -343,7 +344,7 @@ impl DeploymentController {
         let namespace = d.namespace();
         let mut candidates: Vec<ReplicaSet> = self
             .replica_sets
-            .list(namespace.as_deref(), &client::Selector::everything())
+            .list(namespace.as_deref(), &apimachinery::Selector::everything())
             .into_iter()
             .map(|rs| (*rs).clone())
             .collect();

@@ -51,15 +51,15 @@ mod simulation_tests;
 
 use std::collections::BTreeMap;
 
+use apimachinery::{EventType, Selector};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 
 pub use self::sync::{DeploymentSyncer, ReplicaSets};
 use self::util::*;
-use crate::action::{Action, EventType};
+use crate::action::Action;
 use crate::error::{Error, Result};
-use crate::selector::Selector;
 
 /// Everything one Deployment sync reads: a snapshot of the informer caches.
 #[derive(Debug, Clone, Copy)]

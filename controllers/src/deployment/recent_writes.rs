@@ -27,7 +27,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use client::ObjectKey;
+use apimachinery::ObjectKey;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 
 /// How long a write is laid over the cache at most (an informer that has not delivered it by

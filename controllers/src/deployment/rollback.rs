@@ -21,12 +21,13 @@
 
 use std::collections::BTreeMap;
 
+use apimachinery::EventType;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde_json::json;
 
 use super::sync::DeploymentSyncer;
 use super::util::*;
-use crate::action::{Action, EventType};
+use crate::action::Action;
 use crate::error::{Error, Result};
 
 /// Event reason: the revision to roll back to does not exist.

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use apimachinery::{EventType, ObjectRef};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentStatus, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::Pod;
@@ -19,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::conditions::*;
 use super::hash::compute_hash;
 use super::util::*;
-use crate::action::{Action, EventType, ObjectRef, event};
+use crate::action::{Action, event};
 use crate::error::Result;
 use crate::owner_ref::{get_controller_of, new_controller_ref, uid};
 

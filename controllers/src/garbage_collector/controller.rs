@@ -299,7 +299,7 @@ impl GarbageCollector {
     }
 
     /// The sans-IO decision for `uid` on the current graph.
-    fn decide(&self, uid: &str) -> Option<(crate::action::ObjectRef, Vec<crate::action::Action>)> {
+    fn decide(&self, uid: &str) -> Option<(apimachinery::ObjectRef, Vec<crate::action::Action>)> {
         let graph = self.graph();
         let node = graph.get(uid)?;
         let actions = if node.being_deleted && node.has_finalizer(FINALIZER_ORPHAN_DEPENDENTS) {

@@ -18,10 +18,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use apimachinery::ObjectRef;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use k8s_openapi::{Metadata, Resource};
-
-use crate::action::ObjectRef;
 
 /// Finalizer of an owner deleted with `propagationPolicy: Foreground`.
 pub const FINALIZER_DELETE_DEPENDENTS: &str = "foregroundDeletion";

@@ -23,8 +23,9 @@ pub mod controller;
 pub mod custom_resources;
 pub mod graph;
 
-use crate::action::{Action, ObjectRef, PatchType, PropagationPolicy};
+use crate::action::{Action, PatchType, PropagationPolicy};
 use crate::controller_ref::delete_owner_refs_patch;
+use apimachinery::ObjectRef;
 use graph::{FINALIZER_DELETE_DEPENDENTS, FINALIZER_ORPHAN_DEPENDENTS, Node, OwnerGraph};
 use serde_json::json;
 

@@ -15,7 +15,8 @@
 
 use std::sync::Arc;
 
-use client::{DeltaObject, Lister, ObjectKey, RateLimitingQueue, SharedInformerFactory};
+use apimachinery::{ObjectKey, ObjectRef};
+use client::{DeltaObject, Lister, RateLimitingQueue, SharedInformerFactory};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -23,7 +24,6 @@ use kube::discovery::{Discovery, Scope, verbs};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::action::ObjectRef;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::manager::metrics::ControllerMetrics;

@@ -25,11 +25,12 @@ pub mod controller;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use apimachinery::ObjectRef;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Namespace, NamespaceCondition, NamespaceStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::action::{Action, ObjectRef, PropagationPolicy};
+use crate::action::{Action, PropagationPolicy};
 
 /// The finalizer the namespace controller owns (`v1.FinalizerKubernetes`).
 pub const FINALIZER_KUBERNETES: &str = "kubernetes";

@@ -20,9 +20,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use apimachinery::{EventType, ObjectKey};
 use client::indexer::{NODE_NAME_INDEX, pod_node_name_index_func};
 use client::shared_informer::SharedIndexInformer;
-use client::{EventRecorder, EventType, ObjectKey, SharedClock, SharedInformerFactory};
+use client::{EventRecorder, SharedClock, SharedInformerFactory};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Taint};

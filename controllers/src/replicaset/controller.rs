@@ -23,15 +23,16 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use apimachinery::ObjectKey;
 use client::indexer::{CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY, controller_uid_index_func};
-use client::{DeltaObject, Indexer, Lister, ObjectKey, RateLimitingQueue, SharedInformerFactory};
+use client::{DeltaObject, Indexer, Lister, RateLimitingQueue, SharedInformerFactory};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::action::{Action, ObjectKey as ControllerKey};
+use crate::action::Action;
 use crate::adoption::claim;
 use crate::error::Result;
 use crate::executor::Executor;
@@ -54,13 +55,6 @@ pub struct ReplicaSetController {
     executor: Executor,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
-}
-
-fn controller_key(key: &ObjectKey) -> ControllerKey {
-    ControllerKey {
-        namespace: key.namespace.clone().unwrap_or_default(),
-        name: key.name.clone(),
-    }
 }
 
 impl ReplicaSetController {
@@ -89,9 +83,7 @@ impl ReplicaSetController {
                 })
                 .on_delete(move |rs: DeltaObject<ReplicaSet>| {
                     let key = rs.key();
-                    delete
-                        .expectations()
-                        .delete_expectations(&controller_key(&key));
+                    delete.expectations().delete_expectations(&key);
                     delete.queue.add(key);
                 }),
         );
@@ -166,7 +158,7 @@ impl ReplicaSetController {
         if get_controller_of(&pod.metadata).is_some() {
             if let Some(rs) = self.controller_of(pod) {
                 let key = ObjectKey::of(rs.as_ref());
-                self.expectations().creation_observed(&controller_key(&key));
+                self.expectations().creation_observed(&key);
                 self.queue.add(key);
             }
             return;
@@ -225,9 +217,8 @@ impl ReplicaSetController {
             return;
         };
         let key = ObjectKey::of(rs.as_ref());
-        let pod_key = ControllerKey::of(&pod.metadata);
-        self.expectations()
-            .deletion_observed(&controller_key(&key), &pod_key);
+        let pod_key = ObjectKey::from_meta(&pod.metadata);
+        self.expectations().deletion_observed(&key, &pod_key);
         self.queue.add(key);
     }
 
@@ -235,8 +226,7 @@ impl ReplicaSetController {
     pub async fn sync(&self, key: &ObjectKey) -> SyncResult {
         let Some(cached) = self.replica_sets.get(key.namespace.as_deref(), &key.name) else {
             tracing::debug!(replicaset = %key, "replica set has been deleted");
-            self.expectations()
-                .delete_expectations(&controller_key(key));
+            self.expectations().delete_expectations(key);
             return Ok(None);
         };
         let rs: ReplicaSet = (*cached).clone();

@@ -26,11 +26,12 @@ pub mod status;
 
 use std::time::Duration;
 
+use apimachinery::{ObjectKey, ObjectRef};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::action::{Action, ObjectKey, ObjectRef};
+use crate::action::Action;
 use crate::expectations::Expectations;
 use crate::pod_readiness::filter_active_pods;
 
@@ -69,7 +70,7 @@ pub fn sync_replica_set(
     input: ReplicaSetSyncInput<'_>,
 ) -> ReplicaSetSync {
     let rs = input.replica_set;
-    let key = ObjectKey::of(&rs.metadata);
+    let key = ObjectKey::from_meta(&rs.metadata);
     let active = filter_active_pods(input.pods.iter().copied());
     let desired = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let mut notes = vec![format!("desired {desired}, have {}", active.len())];
@@ -127,7 +128,7 @@ pub fn manage_replicas(
     rs: &ReplicaSet,
     now: Timestamp,
 ) -> (Vec<Action>, String) {
-    let key = ObjectKey::of(&rs.metadata);
+    let key = ObjectKey::from_meta(&rs.metadata);
     let desired = rs
         .spec
         .as_ref()
@@ -153,7 +154,10 @@ pub fn manage_replicas(
     } else if active.len() > desired {
         let n = (active.len() - desired).min(BURST_REPLICAS);
         let victims = ranking::get_pods_to_delete(active, related, n, now);
-        let keys: Vec<ObjectKey> = victims.iter().map(|p| ObjectKey::of(&p.metadata)).collect();
+        let keys: Vec<ObjectKey> = victims
+            .iter()
+            .map(|p| ObjectKey::from_meta(&p.metadata))
+            .collect();
         expectations.expect_deletions(&key, &keys, now);
         let names: Vec<&str> = keys.iter().map(|k| k.name.as_str()).collect();
         let note = format!(

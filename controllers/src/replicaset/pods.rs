@@ -13,11 +13,12 @@
 //!                                  (expectations lowered by 3; next sync retries)
 //! ```
 
+use apimachinery::{EventType, ObjectRef};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::action::{Action, EventType, ObjectRef, event};
+use crate::action::{Action, event};
 use crate::owner_ref::{name, new_controller_ref};
 
 /// `SlowStartInitialBatchSize`.

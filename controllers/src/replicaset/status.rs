@@ -11,13 +11,13 @@
 //!   ReplicaFailure       True FailedCreate|FailedDelete while managing pods fails
 //! ```
 
+use apimachinery::labels::is_superset;
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetCondition, ReplicaSetStatus};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::pod_readiness::{get_pod_ready_condition, is_ready, ready_long_enough};
-use crate::selector::labels_superset;
 
 /// Condition type set when creating or deleting pods fails.
 pub const REPLICA_SET_REPLICA_FAILURE: &str = "ReplicaFailure";
@@ -43,7 +43,7 @@ pub fn calculate_status(
     // thousands of separate allocations, and this runs on every sync.
     let (mut fully_labeled, mut ready, mut available) = (0, 0, 0);
     for pod in active {
-        if labels_superset(
+        if is_superset(
             pod.metadata.labels.as_ref().unwrap_or(&empty),
             template_labels,
         ) {

@@ -99,7 +99,7 @@ fn too_few_pods_creates_in_slow_start_batches_and_expects_them() {
         "{}",
         again.summary
     );
-    let key = ObjectKey::of(&rs.metadata);
+    let key = ObjectKey::from_meta(&rs.metadata);
     for _ in 0..3 {
         e.creation_observed(&key);
     }
@@ -143,7 +143,7 @@ fn too_many_pods_deletes_the_least_valuable() {
         ["web-not-ready"],
         "the terminating pod does not count"
     );
-    let key = ObjectKey::of(&rs.metadata);
+    let key = ObjectKey::from_meta(&rs.metadata);
     assert_eq!(e.get_expectations(&key).map(|x| x.del), Some(1));
 }
 
@@ -235,7 +235,7 @@ fn slow_start_failure_lowers_expectations_and_the_next_sync_retries() {
     // The shell's side of CreatePods, against a quota of 4 pods.
     let mut e = Expectations::new();
     let rs = replica_set("web", 10);
-    let key = ObjectKey::of(&rs.metadata);
+    let key = ObjectKey::from_meta(&rs.metadata);
     let out = sync(&mut e, &rs, &[], 1);
     let Some(Action::CreatePods { batches, .. }) = out.actions.first() else {
         panic!()

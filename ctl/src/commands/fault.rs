@@ -100,7 +100,7 @@ enum FaultCommand {
         #[arg(long)]
         resource: Option<String>,
         /// Delay per event (e.g. 500ms, 2s).
-        #[arg(long, value_parser = kubelet_sim::config::parse_duration)]
+        #[arg(long, value_parser = apimachinery::duration::parse_duration)]
         delay: Option<Duration>,
         /// Fraction of events dropped (0 to 1).
         #[arg(long, default_value_t = 0.0)]

@@ -52,7 +52,7 @@ pub struct TraceArgs {
     #[arg(long, short = 'f')]
     follow: bool,
     /// How long --follow waits without new spans before it stops.
-    #[arg(long, value_parser = kubelet_sim::config::parse_duration, default_value = "3s")]
+    #[arg(long, value_parser = apimachinery::duration::parse_duration, default_value = "3s")]
     quiet: Duration,
     /// What to print.
     #[arg(long, short, value_enum, default_value_t = Output::Tree)]

@@ -47,13 +47,13 @@ pub struct ServingArgs {
     max_connections: Option<usize>,
     /// How long a client may take to send a request's headers (and a keep-alive connection
     /// may stay idle).
-    #[arg(long, value_name = "DURATION", value_parser = kubelet_sim::config::parse_duration, default_value = "32s")]
+    #[arg(long, value_name = "DURATION", value_parser = apimachinery::duration::parse_duration, default_value = "32s")]
     header_read_timeout: Duration,
     /// How long a client may take to send a request's body.
-    #[arg(long, value_name = "DURATION", value_parser = kubelet_sim::config::parse_duration, default_value = "60s")]
+    #[arg(long, value_name = "DURATION", value_parser = apimachinery::duration::parse_duration, default_value = "60s")]
     body_read_timeout: Duration,
     /// How long a client that does not read may hold a write before its connection closes.
-    #[arg(long, value_name = "DURATION", value_parser = kubelet_sim::config::parse_duration, default_value = "30s")]
+    #[arg(long, value_name = "DURATION", value_parser = apimachinery::duration::parse_duration, default_value = "30s")]
     write_stall_timeout: Duration,
 }
 

@@ -6,7 +6,7 @@
 //! Like kube-controller-manager it exits non-zero with `leaderelection lost` when it stops
 //! leading.
 
-use kubelet_sim::config::parse_duration;
+use apimachinery::duration::parse_duration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -10,9 +10,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use apimachinery::duration::parse_duration;
 use client::ClusterSource;
 use k8s_openapi::api::core::v1::Taint;
-use kubelet_sim::config::parse_duration;
 use kubelet_sim::{Config, Simulator, StageConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -79,7 +79,7 @@ pub struct KubeletArgs {
 
 /// A resource quantity flag (`4`, `500m`, `16Gi`): apimachinery's syntax, not negative.
 pub(crate) fn parse_quantity(s: &str) -> Result<String, String> {
-    match apiserver::Quantity::parse(s) {
+    match apimachinery::resource::quantity::Quantity::parse(s) {
         Ok(q) if q.nanos() < 0 => Err("must be greater than or equal to 0".into()),
         Ok(_) => Ok(s.to_owned()),
         Err(e) => Err(e.to_string()),
@@ -90,7 +90,7 @@ pub(crate) fn parse_quantity(s: &str) -> Result<String, String> {
 /// the kubelet validates its node labels (`ValidateKubeletFlags`: a qualified name and a
 /// label value).
 pub(crate) fn parse_node_label(s: &str) -> Result<(String, String), String> {
-    use apiserver::{is_label_value, is_qualified_name};
+    use apimachinery::validation::{is_label_value, is_qualified_name};
     let (key, value) = s
         .split_once('=')
         .ok_or_else(|| format!("malformed pair, expect string=string: {s:?}"))?;

@@ -49,7 +49,7 @@ pub struct DeleteArgs {
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     wait: bool,
     /// Give up waiting after this long (e.g. 30s; default: no limit).
-    #[arg(long, value_parser = kubelet_sim::config::parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = apimachinery::duration::parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
     /// A missing object is not an error.
     #[arg(long)]

@@ -11,8 +11,8 @@
 //! in the server's order. `--for TYPE/NAME` keeps the events of one object, `--types` the
 //! given types, `-w` keeps printing new ones.
 
+use apimachinery::duration::since;
 use apiserver::EventView;
-use apiserver::since;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, WatchParams};

@@ -12,7 +12,7 @@
 //!   headers upper-cased, cells → text (numbers as integers, null as empty), aligned
 //! ```
 
-use apiserver::since;
+use apimachinery::duration::since;
 use serde::Deserialize;
 use serde_json::Value;
 

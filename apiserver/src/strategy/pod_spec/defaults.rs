@@ -7,7 +7,7 @@
 //! `securityContext: {}`); the `k8s-openapi` types make them `Option`s, so the defaults below
 //! fill them in to give the same JSON.
 
-use crate::strategy::quantity::canonicalize;
+use apimachinery::resource::quantity::canonicalize;
 use k8s_openapi::api::core::v1::{
     Container, EnvVar, PodSpec, PodTemplateSpec, Probe, ResourceRequirements, Volume,
 };

@@ -10,11 +10,11 @@
 use crate::strategy::FieldError;
 use crate::strategy::field::FieldPath;
 use crate::strategy::meta::{validate_labels, validate_labels_and_annotations};
-use crate::strategy::names::{
+use apimachinery::resource::quantity::Quantity;
+use apimachinery::validation::{
     inclusive_range_error, is_dns1123_label, is_dns1123_subdomain, is_env_var_name, is_label_value,
     is_qualified_name, is_valid_port_name, is_valid_port_num,
 };
-use crate::strategy::quantity::Quantity;
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EnvVar, PodSpec, PodTemplateSpec, ResourceRequirements, Toleration,
     Volume, VolumeMount,

@@ -11,7 +11,7 @@
 //! Unlike kubectl, the pods are listed without their resource requests and limits, and the
 //! `Allocated resources` and `Lease` sections are left out.
 
-use apiserver::since;
+use apimachinery::duration::since;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 
 use super::writer::{self, PrefixWriter};

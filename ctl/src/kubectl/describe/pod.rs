@@ -13,8 +13,8 @@
 //!       Ready:          True
 //! ```
 
-use apiserver::pod_qos;
-use apiserver::since;
+use apimachinery::duration::since;
+use apimachinery::qos::pod_qos;
 use k8s_openapi::api::core::v1::{Event, Pod};
 
 use super::pod_template::{containers, tolerations, volumes};

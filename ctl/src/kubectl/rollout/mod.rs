@@ -63,7 +63,7 @@ pub struct StatusArgs {
     #[command(flatten)]
     target: TargetArgs,
     /// Give up after this long (e.g. 60s; default: wait until done).
-    #[arg(long, value_parser = kubelet_sim::config::parse_duration, value_name = "DURATION")]
+    #[arg(long, value_parser = apimachinery::duration::parse_duration, value_name = "DURATION")]
     timeout: Option<Duration>,
     /// Wait until done; --watch=false prints the current status once.
     #[arg(short = 'w', long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]

@@ -117,6 +117,16 @@ impl Quantity {
         div_ceil(self.nanos, NANOS_PER_UNIT)
     }
 
+    /// `MilliValue()` as an `int64`, rounded up and saturated: CPU in millicores.
+    pub fn milli_value(&self) -> i64 {
+        saturate(self.millis())
+    }
+
+    /// `Value()` as an `int64`, rounded up and saturated: bytes, pods.
+    pub fn int_value(&self) -> i64 {
+        saturate(self.value())
+    }
+
     /// Whether the quantity is zero.
     pub fn is_zero(&self) -> bool {
         self.nanos == 0
@@ -226,6 +236,10 @@ impl Quantity {
 pub fn canonicalize(s: &str) -> Option<String> {
     let (q, format) = Quantity::parse_with_format(s).ok()?;
     Some(q.round_up_to_milli().canonical(format))
+}
+
+fn saturate(v: i128) -> i64 {
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
 }
 
 fn div_ceil(a: i128, b: i128) -> i128 {
@@ -345,5 +359,55 @@ mod tests {
             Err(QuantityError::TooLarge)
         );
         assert_eq!(QuantityError::Format.to_string(), QUANTITY_FORMAT_MSG);
+    }
+
+    #[test]
+    fn cpu_in_millicores() {
+        for (input, want) in [
+            ("500m", Some(500)),
+            ("1", Some(1000)),
+            ("0.5", Some(500)),
+            (".5", Some(500)),
+            ("2.0001", Some(2001)),
+            ("100m", Some(100)),
+            ("1k", Some(1_000_000)),
+            ("1e-3", Some(1)),
+            ("250000u", Some(250)),
+            ("1n", Some(1)),
+            ("", None),
+            ("m", None),
+            ("1x", None),
+            ("1.2.3", None),
+        ] {
+            assert_eq!(
+                Quantity::parse(input).ok().map(|q| q.milli_value()),
+                want,
+                "{input:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn memory_in_bytes() {
+        for (input, want) in [
+            ("128Mi", Some(128 << 20)),
+            ("1Gi", Some(1 << 30)),
+            ("1.5Gi", Some(3 << 29)),
+            ("1e3", Some(1000)),
+            ("1E3", Some(1000)),
+            ("1k", Some(1000)),
+            ("1Ki", Some(1024)),
+            ("1M", Some(1_000_000)),
+            ("110", Some(110)),
+            ("500m", Some(1)),
+            ("64Ei", Some(i64::MAX)),
+            ("-1", Some(-1)),
+        ] {
+            assert_eq!(
+                Quantity::parse(input).ok().map(|q| q.int_value()),
+                want,
+                "{input:?}"
+            );
+        }
     }
 }

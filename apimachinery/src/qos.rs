@@ -1,6 +1,7 @@
-//! A pod's quality-of-service class (`pkg/apis/core/helper/qos/qos.go` `GetPodQOS`), which the
-//! API server records in `status.qosClass` on create and the kubelet uses to pick eviction
-//! victims.
+//! A pod's quality-of-service class (`GetPodQOS`, which Kubernetes keeps in
+//! `k8s.io/component-helpers/resource/qos.go` and `pkg/apis/core/helper/qos/qos.go`): the API
+//! server records it in `status.qosClass` on create, the kubelet uses it to pick eviction
+//! victims and `kubectl describe pod` prints it.
 //!
 //! ```text
 //! every container has cpu+memory limits, and requests == limits  → Guaranteed
@@ -8,7 +9,7 @@
 //! anything in between                                            → Burstable
 //! ```
 
-use super::quantity::Quantity;
+use crate::resource::quantity::Quantity;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! `pkg/util/validation/validation.go`).
 //!
 //! Each check returns the list of messages Kubernetes returns, word for word, so callers wrap
-//! them into [`FieldError`](super::FieldError)s exactly as Kubernetes does, e.g.
+//! them into field errors exactly as Kubernetes does, e.g.
 //!
 //! ```text
 //! is_dns1123_subdomain("Bad_Name") == ["a lowercase RFC 1123 subdomain must consist of lower

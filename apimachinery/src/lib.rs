@@ -1,0 +1,30 @@
+//! Kubernetes' small building blocks, shared by every miniplane component: what Kubernetes
+//! keeps in `k8s.io/apimachinery` (plus pod QoS, from `k8s.io/component-helpers`).
+//!
+//! ```text
+//!   labels          label selectors: parsing, matching, LabelSelector → selector   pkg/labels
+//!   resource        resource quantities (500m, 1Gi)                               pkg/api/resource
+//!   validation      name, label and key syntax, with Kubernetes' messages         pkg/util/validation
+//!   duration        Go durations (flags), ages as kubectl prints them             pkg/util/duration
+//!   object_key      namespace/name keys, references to objects                    client-go cache keys
+//!   event_type      an Event's type: Normal or Warning                            core/v1 EventType*
+//!   qos             a pod's quality-of-service class                              component-helpers
+//!   fmt             Go's %q, as Kubernetes' messages quote values
+//! ```
+//!
+//! The crate sits at the bottom of the workspace: it depends on no other miniplane crate, and
+//! components take these types from here rather than from each other.
+
+pub mod duration;
+pub mod event_type;
+pub mod fmt;
+pub mod labels;
+pub mod object_key;
+pub mod qos;
+pub mod resource;
+pub mod validation;
+
+pub use event_type::EventType;
+pub use labels::Selector;
+pub use object_key::{ObjectKey, ObjectRef};
+pub use resource::quantity::Quantity;
