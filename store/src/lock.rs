@@ -44,7 +44,10 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let first = DirLock::acquire(tmp.path()).unwrap();
         let second = DirLock::acquire(tmp.path());
-        assert!(matches!(&second, Err(Error::Locked { path }) if path == &tmp.path().display().to_string()), "{second:?}");
+        assert!(
+            matches!(&second, Err(Error::Locked { path }) if path == &tmp.path().display().to_string()),
+            "{second:?}"
+        );
         drop(first);
         DirLock::acquire(tmp.path()).unwrap();
     }

@@ -278,10 +278,7 @@ mod tests {
         );
         // The whole list is decoded before any operation applies.
         assert!(matches!(
-            apply(
-                &json!({}),
-                &json!([{"op":"test","path":"/a","value":1},2])
-            ),
+            apply(&json!({}), &json!([{"op":"test","path":"/a","value":1},2])),
             Err(PatchError::BadRequest(_))
         ));
     }

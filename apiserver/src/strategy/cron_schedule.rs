@@ -132,9 +132,7 @@ pub fn parse_standard(spec: &str) -> Result<Schedule, String> {
             return Err(format!("provided bad location {spec}: unknown time zone"));
         };
         let name = prefix.split_once('=').map_or("", |(_, name)| name);
-        zone = Some(
-            time_zone(name).map_err(|e| format!("provided bad location {name}: {e}"))?,
-        );
+        zone = Some(time_zone(name).map_err(|e| format!("provided bad location {name}: {e}"))?);
         spec = rest.trim();
     }
     if let Some(descriptor) = spec.strip_prefix('@') {

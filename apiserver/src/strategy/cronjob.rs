@@ -302,14 +302,35 @@ mod tests {
             ]
         );
         for (zone, want) in [
-            ("", vec!["spec.timeZone: Invalid value: \"\": timeZone must be nil or non-empty string"]),
-            ("Mars/Olympus", vec!["spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus"]),
-            ("../etc", vec!["spec.timeZone: Invalid value: \"../etc\": unknown time zone ../etc"]),
-            ("Local", vec!["spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones"]),
-            ("local", vec![
-                "spec.timeZone: Invalid value: \"local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
-                "spec.timeZone: Invalid value: \"local\": unknown time zone local",
-            ]),
+            (
+                "",
+                vec![
+                    "spec.timeZone: Invalid value: \"\": timeZone must be nil or non-empty string",
+                ],
+            ),
+            (
+                "Mars/Olympus",
+                vec![
+                    "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus",
+                ],
+            ),
+            (
+                "../etc",
+                vec!["spec.timeZone: Invalid value: \"../etc\": unknown time zone ../etc"],
+            ),
+            (
+                "Local",
+                vec![
+                    "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+                ],
+            ),
+            (
+                "local",
+                vec![
+                    "spec.timeZone: Invalid value: \"local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+                    "spec.timeZone: Invalid value: \"local\": unknown time zone local",
+                ],
+            ),
             ("Europe/Paris", vec![]),
         ] {
             let mut obj = cronjob("0 * * * *");
