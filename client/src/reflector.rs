@@ -331,7 +331,7 @@ mod tests {
             Duration::from_secs(30),
             Duration::from_secs(120),
             2.0,
-            0.0,
+            false,
         )
     }
 

@@ -25,39 +25,65 @@
 //! ```
 //!
 //! [`merge`] adds (or replaces) those entries in another kubeconfig and makes `miniplane` the
-//! current context, leaving every other cluster, user and context as it was — what
-//! `kind export kubeconfig` does. [`default_path`] picks the file as kubectl would write it.
+//! current context, leaving every other cluster, user and context (and whatever else the file
+//! holds) as it was — what `kind export kubeconfig` does. Files are read, merged and written
+//! as kube's [`Kubeconfig`], which keeps the fields it does not model. [`default_path`] picks
+//! the file as kubectl would write it.
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Value, json};
+use kube::config::{
+    AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
 
 use crate::error::{Error, Result};
 
 /// The name of miniplane's cluster, user and context.
 pub const CONTEXT: &str = "miniplane";
 
+/// The kubeconfig of a cluster whose API server is at `url`.
+fn config(url: &str) -> Kubeconfig {
+    Kubeconfig {
+        clusters: vec![NamedCluster {
+            name: CONTEXT.into(),
+            cluster: Some(Cluster {
+                server: Some(url.into()),
+                ..Cluster::default()
+            }),
+            ..NamedCluster::default()
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: CONTEXT.into(),
+            auth_info: Some(AuthInfo::default()),
+            ..NamedAuthInfo::default()
+        }],
+        contexts: vec![NamedContext {
+            name: CONTEXT.into(),
+            context: Some(Context {
+                cluster: CONTEXT.into(),
+                user: Some(CONTEXT.into()),
+                namespace: Some("default".into()),
+                ..Context::default()
+            }),
+            ..NamedContext::default()
+        }],
+        current_context: Some(CONTEXT.into()),
+        kind: Some("Config".into()),
+        api_version: Some("v1".into()),
+        ..Kubeconfig::default()
+    }
+}
+
 /// The kubeconfig (YAML) of a cluster whose API server is at `url`.
 pub fn render(url: &str) -> String {
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: {CONTEXT}
-  cluster:
-    server: {url}
-users:
-- name: {CONTEXT}
-  user: {{}}
-contexts:
-- name: {CONTEXT}
-  context:
-    cluster: {CONTEXT}
-    user: {CONTEXT}
-    namespace: default
-current-context: {CONTEXT}
-"
-    )
+    // A Kubeconfig is maps, lists and strings: it always serializes.
+    to_yaml(&config(url)).unwrap_or_default()
+}
+
+/// YAML with kube's own YAML library, which quotes what a YAML 1.1 reader such as kubectl's
+/// would take for another type (`'yes'`, `'0755'`).
+fn to_yaml(config: &Kubeconfig) -> std::result::Result<String, String> {
+    serde_saphyr::to_string(config).map_err(|e| e.to_string())
 }
 
 /// The file `kubectl config` would write to: the first existing file of `$KUBECONFIG` (the
@@ -85,40 +111,14 @@ pub fn default_path() -> Result<PathBuf> {
 /// `existing` (a kubeconfig's YAML, possibly empty) with `ours`' `miniplane` cluster, user
 /// and context added or replaced, and `miniplane` as the current context.
 pub fn merge(existing: &str, ours: &str) -> std::result::Result<String, String> {
-    let mut merged = parse(existing).map_err(|e| format!("not a kubeconfig: {e}"))?;
-    let ours = parse(ours).map_err(|e| format!("miniplane's kubeconfig: {e}"))?;
-    let Value::Object(map) = &mut merged else {
-        return Err("not a kubeconfig: the top level is not a mapping".into());
-    };
-    map.entry("apiVersion").or_insert_with(|| json!("v1"));
-    map.entry("kind").or_insert_with(|| json!("Config"));
-    for list in ["clusters", "users", "contexts"] {
-        let entries = map.entry(list).or_insert_with(|| json!([]));
-        if entries.is_null() {
-            *entries = json!([]);
-        }
-        let Value::Array(entries) = entries else {
-            return Err(format!("not a kubeconfig: `{list}` is not a list"));
-        };
-        entries.retain(|e| e.get("name").and_then(Value::as_str) != Some(CONTEXT));
-        let new = ours[list]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|e| e.get("name").and_then(Value::as_str) == Some(CONTEXT));
-        entries.extend(new.cloned());
-    }
-    map.insert("current-context".into(), json!(CONTEXT));
-    serde_norway::to_string(&merged).map_err(|e| e.to_string())
-}
-
-/// Parses a kubeconfig; an empty file is an empty mapping.
-fn parse(yaml: &str) -> std::result::Result<Value, serde_norway::Error> {
-    if yaml.trim().is_empty() {
-        return Ok(json!({}));
-    }
-    let value: Value = serde_norway::from_str(yaml)?;
-    Ok(if value.is_null() { json!({}) } else { value })
+    let existing = Kubeconfig::from_yaml(existing).map_err(|e| format!("not a kubeconfig: {e}"))?;
+    let ours = Kubeconfig::from_yaml(ours).map_err(|e| format!("miniplane's kubeconfig: {e}"))?;
+    // kubectl's merge rule: the first file to name an entry wins, and so does its current
+    // context; ours comes first.
+    let merged = ours
+        .merge(existing)
+        .map_err(|e| format!("not a kubeconfig: {e}"))?;
+    to_yaml(&merged)
 }
 
 /// Merges the kubeconfig at `ours` into `target` (created, mode 0600, if missing).
@@ -170,7 +170,10 @@ contexts:
   context: {cluster: prod, user: admin}
 current-context: prod
 preferences: {colors: true}
+unmodeled: {kept: 'yes'}
 ";
+
+    use serde_json::Value;
 
     fn names(v: &Value, list: &str) -> Vec<String> {
         v[list]
@@ -185,22 +188,54 @@ preferences: {colors: true}
     fn merge_keeps_other_entries_and_replaces_ours() -> std::result::Result<(), String> {
         let merged = merge(OTHER, &render("http://127.0.0.1:6443"))?;
         let v: Value = serde_norway::from_str(&merged).map_err(|e| e.to_string())?;
-        assert_eq!(names(&v, "clusters"), ["prod", "miniplane"]);
-        assert_eq!(names(&v, "users"), ["admin", "miniplane"]);
-        assert_eq!(names(&v, "contexts"), ["prod", "miniplane"]);
+        assert_eq!(names(&v, "clusters"), ["miniplane", "prod"]);
+        assert_eq!(names(&v, "users"), ["miniplane", "admin"]);
+        assert_eq!(names(&v, "contexts"), ["miniplane", "prod"]);
         assert_eq!(v["current-context"], "miniplane");
         assert_eq!(
-            v["clusters"][0]["cluster"]["certificate-authority-data"],
+            v["clusters"][1]["cluster"]["certificate-authority-data"],
             "AAAA"
         );
-        assert_eq!(v["users"][0]["user"]["token"], "secret");
+        assert_eq!(v["users"][1]["user"]["token"], "secret");
         assert_eq!(v["preferences"]["colors"], true);
+        assert_eq!(v["unmodeled"]["kept"], "yes");
+        // Quoted, or kubectl's YAML 1.1 reader would see a boolean.
+        assert!(
+            merged.contains("kept: 'yes'") || merged.contains("kept: \"yes\""),
+            "{merged}"
+        );
         assert_eq!(
-            v["clusters"][1]["cluster"]["server"],
+            v["clusters"][0]["cluster"]["server"],
             "http://127.0.0.1:6443"
         );
         // Merging again changes nothing.
         assert_eq!(merge(&merged, &render("http://127.0.0.1:6443"))?, merged);
+        Ok(())
+    }
+
+    #[test]
+    fn render_is_the_documented_file() -> std::result::Result<(), String> {
+        let documented = "apiVersion: v1
+kind: Config
+clusters:
+- name: miniplane
+  cluster:
+    server: http://127.0.0.1:6443
+users:
+- name: miniplane
+  user: {}
+contexts:
+- name: miniplane
+  context:
+    cluster: miniplane
+    user: miniplane
+    namespace: default
+current-context: miniplane
+";
+        let want: Value = serde_norway::from_str(documented).map_err(|e| e.to_string())?;
+        let have: Value =
+            serde_norway::from_str(&render("http://127.0.0.1:6443")).map_err(|e| e.to_string())?;
+        assert_eq!(have, want);
         Ok(())
     }
 

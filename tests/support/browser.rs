@@ -1,12 +1,12 @@
-//! A real headless Chromium driven through chromedriver's WebDriver HTTP protocol
-//! (W3C WebDriver, <https://www.w3.org/TR/webdriver2/>), for the web UI's tests: a small
-//! blocking client over the raw HTTP client of [`super::http`], no WebDriver crate.
+//! A real headless Chromium driven through chromedriver (W3C WebDriver,
+//! <https://www.w3.org/TR/webdriver2/>) with the `fantoccini` WebDriver client, for the web
+//! UI's tests. The tests are plain blocking functions, so [`Browser`] owns a small tokio
+//! runtime and blocks on each command.
 //!
 //! ```text
 //!   test ──spawn──▶ chromedriver --port=0   prints "ChromeDriver was started successfully on port N"
-//!     └──HTTP────▶ POST /session {goog:chromeOptions: headless, no sandbox, own profile}
-//!                  POST /session/{id}/url | /execute/sync | /element | /element/{e}/click
-//!                  GET  /session/{id}/screenshot
+//!     └──fantoccini─▶ new session {goog:chromeOptions: headless, no sandbox, own profile}
+//!                     goto · execute · find + click · screenshot · close
 //! ```
 //!
 //! Chromium and chromedriver must be installed (Debian: `apt-get install chromium
@@ -14,15 +14,15 @@
 //! tests never pass by skipping.
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use fantoccini::{Client, ClientBuilder, Locator};
+use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
-
-use super::http;
+use tokio::runtime::Runtime;
 
 /// How long chromedriver may take to start.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -30,8 +30,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// A browser session, closed (and chromedriver stopped) on drop.
 pub struct Browser {
     driver: Child,
-    addr: SocketAddr,
-    session: String,
+    runtime: Runtime,
+    /// `None` once closed.
+    client: Option<Client>,
     _profile: tempfile::TempDir,
 }
 
@@ -91,9 +92,8 @@ impl Browser {
                 panic!("chromedriver did not start within {START_TIMEOUT:?}");
             }
         };
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let profile = tempfile::tempdir().expect("a profile directory");
-        let caps = json!({"capabilities": {"alwaysMatch": {
+        let caps = json!({
             "browserName": "chrome",
             "goog:chromeOptions": {
                 "binary": chromium,
@@ -104,69 +104,59 @@ impl Browser {
                     format!("--user-data-dir={}", profile.path().display()),
                 ],
             },
-        }}});
-        let resp = http::request(
-            addr,
-            "POST",
-            "/session",
-            Some("application/json"),
-            caps.to_string().as_bytes(),
-        )
-        .expect("POST /session to chromedriver");
-        let body = resp.json();
-        let Some(session) = body["value"]["sessionId"].as_str().map(str::to_owned) else {
-            let _ = driver.kill();
-            panic!(
-                "chromedriver could not start Chromium ({}): {body}",
-                chromium.display()
-            );
+        });
+        let Value::Object(caps) = caps else {
+            unreachable!("capabilities are an object")
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for the WebDriver client");
+        let connected = runtime.block_on(
+            ClientBuilder::new(HttpConnector::new())
+                .capabilities(caps)
+                .connect(&format!("http://127.0.0.1:{port}")),
+        );
+        let client = match connected {
+            Ok(client) => client,
+            Err(e) => {
+                let _ = driver.kill();
+                panic!(
+                    "chromedriver could not start Chromium ({}): {e}",
+                    chromium.display()
+                );
+            }
         };
         Browser {
             driver,
-            addr,
-            session,
+            runtime,
+            client: Some(client),
             _profile: profile,
         }
     }
 
-    /// Sends one command; `Err` carries WebDriver's error object.
-    fn try_command(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, Value> {
-        let path = format!("/session/{}{path}", self.session);
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let resp = http::request(
-            self.addr,
-            method,
-            &path,
-            Some("application/json"),
-            body.as_bytes(),
-        )
-        .unwrap_or_else(|e| panic!("WebDriver {method} {path}: {e}"));
-        let value = resp.json();
-        if resp.status == 200 {
-            Ok(value["value"].clone())
-        } else {
-            Err(value["value"].clone())
-        }
-    }
-
-    fn command(&self, method: &str, path: &str, body: Option<Value>) -> Value {
-        self.try_command(method, path, body)
-            .unwrap_or_else(|e| panic!("WebDriver {method} {path} failed: {e}"))
+    fn client(&self) -> &Client {
+        self.client.as_ref().expect("an open session")
     }
 
     /// Opens `url` (and waits for the page to load).
     pub fn navigate(&self, url: &str) {
-        self.command("POST", "/url", Some(json!({ "url": url })));
+        self.runtime
+            .block_on(self.client().goto(url))
+            .unwrap_or_else(|e| panic!("WebDriver navigate to {url}: {e}"));
     }
 
     /// Runs `script` (a function body; `arguments` are `args`) in the page and returns what
     /// it returns.
     pub fn execute(&self, script: &str, args: Value) -> Value {
-        self.command(
-            "POST",
-            "/execute/sync",
-            Some(json!({ "script": script, "args": args })),
-        )
+        let args = match args {
+            Value::Array(args) => args,
+            other => vec![other],
+        };
+        self.runtime
+            .block_on(self.client().execute(script, args))
+            .unwrap_or_else(|e| panic!("WebDriver execute {script}: {e}"))
     }
 
     /// Runs `script` every 100 ms until it returns something other than `null`/`false`, and
@@ -215,20 +205,13 @@ impl Browser {
         // The live views redraw what changed: an element found just before its object
         // changed is stale, and is found again (a reader would click the new one).
         for _ in 0..5 {
-            let found = self.command(
-                "POST",
-                "/element",
-                Some(json!({ "using": "css selector", "value": selector })),
-            );
-            let id = found
-                .as_object()
-                .and_then(|o| o.values().next())
-                .and_then(Value::as_str)
-                .unwrap_or_else(|| panic!("no element {selector}: {found}"))
-                .to_owned();
-            match self.try_command("POST", &format!("/element/{id}/click"), Some(json!({}))) {
-                Ok(_) => return,
-                Err(e) if e["error"] == "stale element reference" => continue,
+            let clicked = self.runtime.block_on(async {
+                let element = self.client().find(Locator::Css(selector)).await?;
+                element.click().await
+            });
+            match clicked {
+                Ok(()) => return,
+                Err(e) if e.is_stale_element_reference() => continue,
                 Err(e) => panic!("click {selector}: {e}"),
             }
         }
@@ -237,18 +220,17 @@ impl Browser {
 
     /// A PNG of the window.
     pub fn screenshot(&self) -> Vec<u8> {
-        use base64::Engine;
-        let data = self.command("GET", "/screenshot", None);
-        base64::engine::general_purpose::STANDARD
-            .decode(data.as_str().expect("a base64 screenshot"))
-            .expect("valid base64")
+        self.runtime
+            .block_on(self.client().screenshot())
+            .unwrap_or_else(|e| panic!("WebDriver screenshot: {e}"))
     }
 }
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        let path = format!("/session/{}", self.session);
-        let _ = http::request(self.addr, "DELETE", &path, None, b"");
+        if let Some(client) = self.client.take() {
+            let _ = self.runtime.block_on(client.close());
+        }
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }

@@ -1,7 +1,7 @@
-//! JSON patch, RFC 6902 (`application/json-patch+json`), with JSON pointers (RFC 6901).
+//! JSON patch, RFC 6902 (`application/json-patch+json`), applied with the `json-patch` crate.
 //! Kubernetes applies it with `gopkg.in/evanphx/json-patch.v4` (see
-//! `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go`, `jsonPatcher`); the error
-//! texts below follow that library's so clients see the same messages.
+//! `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/patch.go`, `jsonPatcher`); this module
+//! is the thin layer that makes the crate answer as that library does:
 //!
 //! ```text
 //! [{"op":"replace","path":"/spec/replicas","value":5},
@@ -9,13 +9,23 @@
 //!  {"op":"test","path":"/metadata/name","value":"nginx"}]
 //! ```
 //!
-//! Operations apply in order to a copy of the document; the first failure aborts the whole
-//! patch. A body that is not a list of operation objects is a [`PatchError::BadRequest`]; an
-//! operation that cannot apply (a failed `test`, a missing path) is a [`PatchError::Invalid`]
-//! (HTTP 422 in Kubernetes).
+//! - Decoding: a body that is not a list of objects is a [`PatchError::BadRequest`] with Go's
+//!   `json: cannot unmarshal ...` text. An operation's own members are read as evanphx reads
+//!   them when it reaches the operation: an unknown `op` is `Unexpected kind: ...`, a missing
+//!   `path`/`from`/`value` is `<op> operation failed to decode <member>` (HTTP 422), where the
+//!   crate's serde derive would fail the whole body with its own words.
+//! - Errors: operations apply one at a time to a copy of the document, so a failure names the
+//!   operation, and the crate's error kind is given evanphx's words (`doc is missing path`,
+//!   `testing value ... failed`); the first failure aborts the whole patch.
+//! - `test` of a missing member against `null` passes, as in evanphx (RFC 6902 fails it).
+//!   Values compare as the crate compares them (`serde_json::Value` equality), which, like
+//!   evanphx's byte comparison of scalars, tells `1` from `1.0`.
+
+use ::json_patch::{PatchErrorKind, PatchOperation};
+use serde::Deserialize;
+use serde_json::{Map, Value};
 
 use super::PatchError;
-use serde_json::{Map, Value};
 
 /// Applies the operations in `patch` to a copy of `doc`.
 pub fn apply(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
@@ -24,202 +34,103 @@ pub fn apply(doc: &Value, patch: &Value) -> Result<Value, PatchError> {
             "json: cannot unmarshal object into Go value of type jsonpatch.Patch".into(),
         ));
     };
-    let mut doc = doc.clone();
-    for op in ops {
-        let Value::Object(op) = op else {
-            return Err(PatchError::BadRequest(
+    // evanphx decodes the whole list before applying anything.
+    let ops = ops
+        .iter()
+        .map(|op| match op {
+            Value::Object(op) => Ok(op),
+            _ => Err(PatchError::BadRequest(
                 "json: cannot unmarshal non-object into Go value of type jsonpatch.Operation"
                     .into(),
-            ));
-        };
-        apply_op(&mut doc, op)?;
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut doc = doc.clone();
+    for op in ops {
+        let op = decode(op)?;
+        if let PatchOperation::Test(test) = &op
+            && test.value.is_null()
+            && doc.pointer(test.path.as_str()).is_none()
+        {
+            // A missing member tests equal to null, as in evanphx/json-patch.
+            continue;
+        }
+        ::json_patch::patch_unsafe(&mut doc, std::slice::from_ref(&op))
+            .map_err(|e| failure(&op, e.kind))?;
     }
     Ok(doc)
 }
 
-fn apply_op(doc: &mut Value, op: &Map<String, Value>) -> Result<(), PatchError> {
+/// One operation, with evanphx's messages for what is missing or unknown.
+fn decode(op: &Map<String, Value>) -> Result<PatchOperation, PatchError> {
     let kind = op.get("op").and_then(Value::as_str).unwrap_or("unknown");
-    let path = string_member(op, "path", kind)?;
-    match kind {
-        "add" => add(doc, &path, value_member(op, kind)?.clone(), kind),
-        "remove" => remove(doc, &path).map(drop).ok_or_else(|| {
-            missing(&format!(
-                "remove operation does not apply: doc is missing path: {path:?}"
+    let members: &[&str] = match kind {
+        "add" | "replace" | "test" => &["path", "value"],
+        "remove" => &["path"],
+        "move" | "copy" => &["from", "path"],
+        other => return Err(PatchError::Invalid(format!("Unexpected kind: {other}"))),
+    };
+    for member in members {
+        let present = match op.get(*member) {
+            Some(Value::String(_)) => true,
+            Some(_) => *member == "value",
+            None => false,
+        };
+        if !present {
+            return Err(PatchError::Invalid(format!(
+                "{kind} operation failed to decode {member}"
+            )));
+        }
+    }
+    PatchOperation::deserialize(&Value::Object(op.clone())).map_err(|_| {
+        // The members are there, so what failed is a pointer that does not start with `/`:
+        // evanphx finds nothing at such a path.
+        let path = op.get("path").and_then(Value::as_str).unwrap_or_default();
+        missing(&format!(
+            "{kind} operation does not apply: doc is missing path: {path:?}"
+        ))
+    })
+}
+
+/// evanphx's words for the crate's failure of `op`.
+fn failure(op: &PatchOperation, kind: PatchErrorKind) -> PatchError {
+    let path = op.path();
+    let missing_path = |name: &str| {
+        missing(&format!(
+            "{name} operation does not apply: doc is missing path: {:?}",
+            path.as_str()
+        ))
+    };
+    match (op, kind) {
+        (PatchOperation::Test(_), _) => {
+            PatchError::Invalid(format!("testing value {path} failed: test failed"))
+        }
+        (PatchOperation::Replace(_), _) => missing(&format!(
+            "replace operation does not apply: doc is missing key: {path}"
+        )),
+        (PatchOperation::Move(m), PatchErrorKind::CannotMoveInsideItself) => {
+            PatchError::Invalid(format!(
+                "move operation does not apply: cannot move {} into its own child {path}",
+                m.from
             ))
-        }),
-        "replace" => {
-            let slot = get_mut(doc, &path).ok_or_else(|| {
-                missing(&format!(
-                    "replace operation does not apply: doc is missing key: {path}"
-                ))
-            })?;
-            *slot = value_member(op, kind)?.clone();
-            Ok(())
         }
-        "move" => {
-            let from = string_member(op, "from", kind)?;
-            if path.starts_with(&format!("{from}/")) {
-                return Err(PatchError::Invalid(format!(
-                    "move operation does not apply: cannot move {from} into its own child {path}"
-                )));
-            }
-            let value = remove(doc, &from).ok_or_else(|| {
-                missing(&format!(
-                    "move operation does not apply: doc is missing from path: {from}"
-                ))
-            })?;
-            add(doc, &path, value, kind)
-        }
-        "copy" => {
-            let from = string_member(op, "from", kind)?;
-            let value = get(doc, &from).cloned().ok_or_else(|| {
-                missing(&format!(
-                    "copy operation does not apply: doc is missing from path: {from}"
-                ))
-            })?;
-            add(doc, &path, value, kind)
-        }
-        "test" => {
-            let want = value_member(op, kind)?;
-            match get(doc, &path) {
-                Some(have) if json_equal(have, want) => Ok(()),
-                // A missing member tests equal to null, as in evanphx/json-patch.
-                None if want.is_null() => Ok(()),
-                _ => Err(PatchError::Invalid(format!(
-                    "testing value {path} failed: test failed"
-                ))),
-            }
-        }
-        other => Err(PatchError::Invalid(format!("Unexpected kind: {other}"))),
+        (PatchOperation::Move(m), PatchErrorKind::InvalidFromPointer) => missing(&format!(
+            "move operation does not apply: doc is missing from path: {}",
+            m.from
+        )),
+        (PatchOperation::Copy(c), PatchErrorKind::InvalidFromPointer) => missing(&format!(
+            "copy operation does not apply: doc is missing from path: {}",
+            c.from
+        )),
+        (PatchOperation::Add(_), _) => missing_path("add"),
+        (PatchOperation::Remove(_), _) => missing_path("remove"),
+        (PatchOperation::Move(_), _) => missing_path("move"),
+        (PatchOperation::Copy(_), _) => missing_path("copy"),
     }
 }
 
 fn missing(context: &str) -> PatchError {
     PatchError::Invalid(format!("{context}: missing value"))
-}
-
-fn string_member(op: &Map<String, Value>, name: &str, kind: &str) -> Result<String, PatchError> {
-    op.get(name)
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .ok_or_else(|| PatchError::Invalid(format!("{kind} operation failed to decode {name}")))
-}
-
-fn value_member<'a>(op: &'a Map<String, Value>, kind: &str) -> Result<&'a Value, PatchError> {
-    op.get("value")
-        .ok_or_else(|| PatchError::Invalid(format!("{kind} operation failed to decode value")))
-}
-
-/// Splits a JSON pointer into unescaped reference tokens (`~1` is `/`, `~0` is `~`).
-/// `""` is the whole document; anything else must start with `/`.
-pub fn parse_pointer(pointer: &str) -> Option<Vec<String>> {
-    if pointer.is_empty() {
-        return Some(Vec::new());
-    }
-    let rest = pointer.strip_prefix('/')?;
-    Some(
-        rest.split('/')
-            .map(|t| t.replace("~1", "/").replace("~0", "~"))
-            .collect(),
-    )
-}
-
-fn get<'a>(doc: &'a Value, pointer: &str) -> Option<&'a Value> {
-    parse_pointer(pointer)?
-        .iter()
-        .try_fold(doc, |node, token| match node {
-            Value::Object(map) => map.get(token),
-            Value::Array(list) => list.get(array_index(token)?),
-            _ => None,
-        })
-}
-
-fn get_mut<'a>(doc: &'a mut Value, pointer: &str) -> Option<&'a mut Value> {
-    parse_pointer(pointer)?
-        .iter()
-        .try_fold(doc, |node, token| match node {
-            Value::Object(map) => map.get_mut(token),
-            Value::Array(list) => list.get_mut(array_index(token)?),
-            _ => None,
-        })
-}
-
-/// An array index token: digits without a leading zero.
-fn array_index(token: &str) -> Option<usize> {
-    let valid = !token.is_empty()
-        && token.bytes().all(|b| b.is_ascii_digit())
-        && (token == "0" || !token.starts_with('0'));
-    if valid { token.parse().ok() } else { None }
-}
-
-/// Splits a pointer into its parent pointer and last token; None for the root.
-fn split_last(pointer: &str) -> Option<(String, String)> {
-    let mut tokens = parse_pointer(pointer)?;
-    let last = tokens.pop()?;
-    let parent = tokens
-        .iter()
-        .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
-        .collect();
-    Some((parent, last))
-}
-
-fn add(doc: &mut Value, pointer: &str, value: Value, kind: &str) -> Result<(), PatchError> {
-    let not_found = || {
-        missing(&format!(
-            "{kind} operation does not apply: doc is missing path: {pointer:?}"
-        ))
-    };
-    if pointer.is_empty() {
-        *doc = value;
-        return Ok(());
-    }
-    let (parent, last) = split_last(pointer).ok_or_else(not_found)?;
-    match get_mut(doc, &parent).ok_or_else(not_found)? {
-        Value::Object(map) => {
-            map.insert(last, value);
-            Ok(())
-        }
-        Value::Array(list) => {
-            let index = if last == "-" {
-                list.len()
-            } else {
-                array_index(&last)
-                    .filter(|i| *i <= list.len())
-                    .ok_or_else(not_found)?
-            };
-            list.insert(index, value);
-            Ok(())
-        }
-        _ => Err(not_found()),
-    }
-}
-
-fn remove(doc: &mut Value, pointer: &str) -> Option<Value> {
-    let (parent, last) = split_last(pointer)?;
-    match get_mut(doc, &parent)? {
-        Value::Object(map) => map.remove(&last),
-        Value::Array(list) => {
-            let index = array_index(&last).filter(|i| *i < list.len())?;
-            Some(list.remove(index))
-        }
-        _ => None,
-    }
-}
-
-/// Equality as RFC 6902 `test` defines it: numbers compare by value (`1` equals `1.0`).
-fn json_equal(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
-        }
-        _ => a == b,
-    }
 }
 
 #[cfg(test)]
@@ -343,6 +254,87 @@ mod tests {
             err,
             Err(PatchError::Invalid("Unexpected kind: frobnicate".into()))
         );
+    }
+
+    #[test]
+    fn evanphx_semantics_where_rfc6902_differs() {
+        // A missing member tests equal to null.
+        assert_eq!(
+            ok(
+                json!({"a":1}),
+                json!([{"op":"test","path":"/b","value":null}])
+            ),
+            json!({"a":1})
+        );
+        // Scalars compare as written: 1 is not 1.0.
+        assert_eq!(
+            apply(
+                &json!({"a":1}),
+                &json!([{"op":"test","path":"/a","value":1.0}])
+            ),
+            Err(PatchError::Invalid(
+                "testing value /a failed: test failed".into()
+            ))
+        );
+        // The whole list is decoded before any operation applies.
+        assert!(matches!(
+            apply(&json!({}), &json!([{"op":"test","path":"/a","value":1},2])),
+            Err(PatchError::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn each_failure_in_evanphx_words() {
+        let cases = [
+            (
+                json!({"op":"replace","path":"/x","value":1}),
+                "replace operation does not apply: doc is missing key: /x: missing value",
+            ),
+            (
+                json!({"op":"remove","path":"/x"}),
+                "remove operation does not apply: doc is missing path: \"/x\": missing value",
+            ),
+            (
+                json!({"op":"move","from":"/a","path":"/a/b"}),
+                "move operation does not apply: cannot move /a into its own child /a/b",
+            ),
+            (
+                json!({"op":"move","from":"/x","path":"/y"}),
+                "move operation does not apply: doc is missing from path: /x: missing value",
+            ),
+            (
+                json!({"op":"copy","from":"/x","path":"/y"}),
+                "copy operation does not apply: doc is missing from path: /x: missing value",
+            ),
+            (
+                json!({"op":"copy","from":"/a","path":"/x/y"}),
+                "copy operation does not apply: doc is missing path: \"/x/y\": missing value",
+            ),
+            (
+                json!({"op":"add","path":"/l/5","value":1}),
+                "add operation does not apply: doc is missing path: \"/l/5\": missing value",
+            ),
+            (
+                json!({"op":"add","path":"a","value":1}),
+                "add operation does not apply: doc is missing path: \"a\": missing value",
+            ),
+            (
+                json!({"op":"add","path":"/a"}),
+                "add operation failed to decode value",
+            ),
+            (
+                json!({"op":"copy","path":"/a"}),
+                "copy operation failed to decode from",
+            ),
+            (json!({"path":"/a"}), "Unexpected kind: unknown"),
+        ];
+        for (op, want) in cases {
+            assert_eq!(
+                apply(&json!({"a":{"b":1},"l":[]}), &json!([op])),
+                Err(PatchError::Invalid(want.into())),
+                "{op}"
+            );
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! A CronJob's name is at most 52 characters: the controller appends `-<minutes since epoch>`
 //! (11 characters) to name each Job, and Job names are DNS labels of at most 63.
 
-use super::cron_schedule::parse_standard;
+use super::cron_schedule::{parse_standard, time_zone};
 use super::field::{FieldPath, validate_nonnegative};
 use super::job::{JOB_SELECTOR_DESCRIPTION, validate_job_spec};
 use super::pod_spec::default_pod_template;
@@ -205,6 +205,56 @@ fn validate_spec(spec: &CronJobSpec, old: Option<&CronJobSpec>) -> Vec<FieldErro
             errs.extend(validate_nonnegative(i64::from(v), &path.child(field)));
         }
     }
+    errs.extend(validate_time_zone(
+        spec.time_zone.as_deref(),
+        &path.child("timeZone"),
+    ));
+    errs
+}
+
+/// `validateTimeZone`: an IANA name (each part as `validTimeZoneCharacters` allows) that
+/// the tz database knows; `Local` is refused.
+fn validate_time_zone(zone: Option<&str>, path: &FieldPath) -> Vec<FieldError> {
+    let Some(zone) = zone else {
+        return Vec::new();
+    };
+    if zone.is_empty() {
+        return vec![FieldError::invalid(
+            path,
+            zone,
+            "timeZone must be nil or non-empty string",
+        )];
+    }
+    let valid_part = |part: &str| {
+        part != "."
+            && part != ".."
+            && !part.starts_with('-')
+            && (1..=14).contains(&part.len())
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-_+".contains(&b))
+    };
+    if !zone.split('/').all(valid_part) {
+        return vec![FieldError::invalid(
+            path,
+            zone,
+            &format!("unknown time zone {zone}"),
+        )];
+    }
+    let mut errs = Vec::new();
+    if zone.eq_ignore_ascii_case("Local") {
+        errs.push(FieldError::invalid(
+            path,
+            zone,
+            "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+        ));
+    }
+    // Go's `time.LoadLocation("Local")` is the process's zone, not an error.
+    if zone != "Local"
+        && let Err(msg) = time_zone(zone)
+    {
+        errs.push(FieldError::invalid(path, zone, &msg));
+    }
     errs
 }
 
@@ -251,6 +301,43 @@ mod tests {
                 "spec.schedule: Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
             ]
         );
+        for (zone, want) in [
+            (
+                "",
+                vec![
+                    "spec.timeZone: Invalid value: \"\": timeZone must be nil or non-empty string",
+                ],
+            ),
+            (
+                "Mars/Olympus",
+                vec![
+                    "spec.timeZone: Invalid value: \"Mars/Olympus\": unknown time zone Mars/Olympus",
+                ],
+            ),
+            (
+                "../etc",
+                vec!["spec.timeZone: Invalid value: \"../etc\": unknown time zone ../etc"],
+            ),
+            (
+                "Local",
+                vec![
+                    "spec.timeZone: Invalid value: \"Local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+                ],
+            ),
+            (
+                "local",
+                vec![
+                    "spec.timeZone: Invalid value: \"local\": timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+                    "spec.timeZone: Invalid value: \"local\": unknown time zone local",
+                ],
+            ),
+            ("Europe/Paris", vec![]),
+        ] {
+            let mut obj = cronjob("0 * * * *");
+            obj["spec"]["timeZone"] = json!(zone);
+            let errs = crate::strategy::messages(&Typed(CronJobRules).validate_create(&obj));
+            assert_eq!(errs, want, "{zone}");
+        }
         let mut long = cronjob("@daily");
         long["metadata"]["name"] = json!("a".repeat(53));
         let errs: Vec<String> =

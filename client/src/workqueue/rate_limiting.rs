@@ -12,6 +12,11 @@
 //! ```
 //!
 //! `forget(key)` after a successful sync resets the key's failure count.
+//!
+//! The per-item limiter stays a formula over a per-key failure count rather than `backon`'s
+//! backoff (which `crate::backoff` uses): it is asked for many keys at once, each key's
+//! count is reset by `forget`, and `num_requeues` reads it, none of which a retry
+//! iterator holds.
 
 use std::collections::HashMap;
 use std::ops::Deref;
