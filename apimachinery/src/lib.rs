@@ -10,11 +10,17 @@
 //!   event_type      an Event's type: Normal or Warning                            core/v1 EventType*
 //!   qos             a pod's quality-of-service class                              component-helpers
 //!   fmt             Go's %q, as Kubernetes' messages quote values
+//!   cron            CronJob schedules: robfig/cron's syntax, activation times      robfig/cron/v3
 //! ```
+//!
+//! `cron` is not apimachinery's in Kubernetes: the API server's CronJob validation and the
+//! CronJob controller both use the vendored `github.com/robfig/cron/v3`; here both take it
+//! from this crate.
 //!
 //! The crate sits at the bottom of the workspace: it depends on no other miniplane crate, and
 //! components take these types from here rather than from each other.
 
+pub mod cron;
 pub mod duration;
 pub mod event_type;
 pub mod fmt;

@@ -5,13 +5,13 @@
 //! A CronJob's name is at most 52 characters: the controller appends `-<minutes since epoch>`
 //! (11 characters) to name each Job, and Job names are DNS labels of at most 63.
 
-use super::cron_schedule::{parse_standard, time_zone};
 use super::field::{FieldPath, validate_nonnegative};
 use super::job::{JOB_SELECTOR_DESCRIPTION, validate_job_spec};
 use super::pod_spec::default_pod_template;
 use super::table::{age_column, column, container_columns, containers_and_images, int, text};
 use super::typed::{KindRules, age};
 use super::{FieldError, TableColumn};
+use apimachinery::cron::{parse_standard, time_zone};
 use apimachinery::duration::since;
 use apimachinery::labels::format_label_selector;
 use k8s_openapi::api::batch::v1::{CronJob, CronJobSpec, JobSpec};

@@ -26,7 +26,6 @@
 
 pub mod config_data;
 pub mod configmap;
-pub mod cron_schedule;
 pub mod cronjob;
 pub mod daemonset;
 pub mod decode;
