@@ -26,6 +26,7 @@ pub mod access;
 pub mod admin;
 pub mod apiextensions;
 pub mod collector;
+pub mod component_status;
 pub mod connections;
 pub mod deep;
 pub mod discovery;
@@ -35,6 +36,7 @@ pub mod handlers;
 pub mod handoff;
 pub mod healthz;
 pub mod json_strict;
+pub mod kubernetes_service;
 pub mod meta;
 pub mod metrics;
 pub mod openapi;
@@ -57,6 +59,7 @@ pub mod watch_cache;
 pub mod wire;
 
 pub use error::{ApiError, Result};
+pub use component_status::ComponentProbes;
 pub use registry::{Registry, ResourceInfo};
 pub use server::{
     AppState, Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, ServerOptions, router, run,

@@ -346,6 +346,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         }
     }
     rows.push(crate::apiextensions::definition_row());
+    rows.push(crate::component_status::row());
     rows
 }
 

@@ -89,6 +89,8 @@ pub struct ServerOptions {
     pub connections: ConnectionLimits,
     /// The server's names and the origins allowed to call it.
     pub access: AccessOptions,
+    /// Where `componentstatuses` finds the scheduler and the controller-manager.
+    pub component_probes: crate::ComponentProbes,
 }
 
 impl Default for ServerOptions {
@@ -102,6 +104,7 @@ impl Default for ServerOptions {
             tracing: TracingOptions::default(),
             connections: ConnectionLimits::default(),
             access: AccessOptions::default(),
+            component_probes: crate::ComponentProbes::default(),
         }
     }
 }
@@ -290,6 +293,12 @@ pub async fn serve_with(
         .await
         .map_err(|e| ServeError::Bootstrap(e.to_string()))?;
     admin::reload(&state).await;
+    let port = listener.local_addr()?.port();
+    state.tasks().spawn(crate::kubernetes_service::run(
+        state.clone(),
+        port,
+        crate::kubernetes_service::INTERVAL,
+    ));
     let app = router(state.clone());
     connections::serve(listener, app, limits, shutdown.clone()).await;
     shutdown.cancel();

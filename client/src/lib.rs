@@ -29,7 +29,8 @@
 //!
 //! Also here: [`client`] (a kube `Client` from a kubeconfig or URL, with client-side QPS/burst
 //! throttling), [`factory`] (one informer per resource type, shared by all controllers),
-//! [`leader_election`] (Lease-based, as `tools/leaderelection`), [`events`] (an
+//! [`leader_election`] (Lease-based, as `tools/leaderelection`) and [`leading`] (a
+//! component's work run only while it holds its Lease), [`events`] (an
 //! `EventRecorder` with client-go's dedup and aggregation), [`clock`] (injected time so
 //! all of the above is tested deterministically), and [`trace`] (a watched object's trace
 //! carried through handler, queue and sync to every write made for it).
@@ -47,6 +48,7 @@ pub mod flowcontrol;
 pub mod indexer;
 pub mod labels;
 pub mod leader_election;
+pub mod leading;
 pub mod list_watch;
 pub mod lister;
 pub mod object_key;
@@ -66,6 +68,7 @@ pub use factory::SharedInformerFactory;
 pub use indexer::Indexer;
 pub use labels::Selector;
 pub use leader_election::{LeaderElectionConfig, LeaderElector};
+pub use leading::{LeaderElection, Leadership, run_while_leading};
 pub use lister::Lister;
 pub use object_key::ObjectKey;
 pub use shared_informer::{

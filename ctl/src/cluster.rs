@@ -65,6 +65,11 @@ pub(crate) struct Plan {
     pub(crate) controller_manager: bool,
     /// Whether the scheduler runs.
     pub(crate) scheduler: bool,
+    /// Whether the controller-manager and the scheduler campaign for their Leases
+    /// (`--leader-elect`).
+    pub(crate) leader_elect: bool,
+    /// Where the API server's `componentstatuses` probes the components' `/healthz`.
+    pub(crate) component_probes: apiserver::ComponentProbes,
     /// The API server's port on 127.0.0.1 (0: a free one).
     pub(crate) port: u16,
     /// Whether a write is acknowledged only once it is on disk.
@@ -191,6 +196,15 @@ impl ClusterBuilder {
     /// Whether the scheduler runs (default: yes). Without it pods stay Pending.
     pub fn scheduler(mut self, run: bool) -> Self {
         self.plan.scheduler = run;
+        self
+    }
+
+    /// Whether the controller-manager and the scheduler run with leader election, each only
+    /// while holding its Lease in kube-system (`kube-controller-manager`, `kube-scheduler`), so
+    /// that another copy started by hand waits as a standby. Default: no (as envtest, a test
+    /// cluster needs no Lease); `miniplane up`: yes, as Kubernetes runs them.
+    pub fn leader_elect(mut self, elect: bool) -> Self {
+        self.plan.leader_elect = elect;
         self
     }
 
@@ -406,6 +420,8 @@ impl Cluster {
                 nodes: 3,
                 controller_manager: true,
                 scheduler: true,
+                leader_elect: false,
+                component_probes: apiserver::ComponentProbes::default(),
                 port: 0,
                 fsync: false,
                 separate: None,

@@ -4,6 +4,7 @@
 mod apiserver_cmd;
 mod cli;
 mod closed_pipe;
+mod component_flags;
 mod controller_manager_cmd;
 mod fault_cmd;
 mod kubeconfig_cmd;
