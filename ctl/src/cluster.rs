@@ -557,6 +557,8 @@ fn run(
                     fast_node_lifecycle: plan.fast_node_lifecycle,
                     tracing: plan.tracing.clone(),
                     kubelet: plan.kubelet.clone(),
+                    leader_elect: plan.leader_elect,
+                    component_probes: plan.component_probes.clone(),
                 };
                 let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));
