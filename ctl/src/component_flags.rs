@@ -100,10 +100,10 @@ mod tests {
         assert_eq!(e.lease(), "kube-system/kube-scheduler");
         assert_eq!(e.lease_duration, Duration::from_secs(15));
         assert!(election(&["--leader-elect=false"]).unwrap().is_none());
-        let e = election(&["--leader-elect", "--leader-elect-lease-duration", "3s"])
+        let e = election(&["--leader-elect", "--leader-elect-lease-duration", "30s"])
             .unwrap()
             .unwrap();
-        assert_eq!(e.lease_duration, Duration::from_secs(3));
+        assert_eq!(e.lease_duration, Duration::from_secs(30));
     }
 
     #[test]
