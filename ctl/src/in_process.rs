@@ -10,6 +10,11 @@
 //! the API server's URL, inside its own runtime: they share a process, not state or threads.
 //! Every request still crosses the loopback interface as HTTP, so what a trace or a lab shows
 //! is what separate processes do.
+//!
+//! The controller-manager and the scheduler serve `/healthz` (Kubernetes' ports 10257 and
+//! 10259 when the API server's port is fixed, free ports otherwise, which the API server's
+//! `componentstatuses` probes are told) and, with [`Plan::leader_elect`], campaign for their
+//! Leases as the subcommands do.
 
 use std::hash::BuildHasher;
 use std::net::{Ipv4Addr, SocketAddr};
