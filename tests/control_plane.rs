@@ -31,7 +31,9 @@ fn up_holds_both_leases_and_serves_the_kubernetes_service_and_componentstatuses(
     let _up = env.up(&["--port", "0", "--nodes", "1"]);
 
     for lease in ["kube-controller-manager", "kube-scheduler"] {
-        let id = eventually(&format!("a holder of {lease}"), DEADLINE, || holder(&env, lease));
+        let id = eventually(&format!("a holder of {lease}"), DEADLINE, || {
+            holder(&env, lease)
+        });
         let (host, uuid) = id.rsplit_once('_').expect("hostname_uuid");
         assert!(!host.is_empty() && uuid.len() == 36, "{id}");
     }
@@ -48,17 +50,38 @@ fn up_holds_both_leases_and_serves_the_kubernetes_service_and_componentstatuses(
     let lines: Vec<&str> = svc.lines().collect();
     assert_eq!(
         lines[0].split_whitespace().collect::<Vec<_>>(),
-        ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+        [
+            "NAME",
+            "TYPE",
+            "CLUSTER-IP",
+            "EXTERNAL-IP",
+            "PORT(S)",
+            "AGE"
+        ]
     );
     let row: Vec<&str> = lines[1].split_whitespace().collect();
-    assert_eq!(&row[..5], ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]);
-    let labels = env.kubectl_ok(&["get", "svc", "kubernetes", "-o", "jsonpath={.metadata.labels}"]);
-    assert!(labels.contains("\"component\":\"apiserver\"") && labels.contains("\"provider\":\"kubernetes\""), "{labels}");
+    assert_eq!(
+        &row[..5],
+        ["kubernetes", "ClusterIP", "10.96.0.1", "<none>", "443/TCP"]
+    );
+    let labels = env.kubectl_ok(&[
+        "get",
+        "svc",
+        "kubernetes",
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(
+        labels.contains("\"component\":\"apiserver\"")
+            && labels.contains("\"provider\":\"kubernetes\""),
+        "{labels}"
+    );
 
     let cs = env.kubectl(&["get", "cs"]);
     assert!(cs.ok(), "{cs}");
     assert!(
-        cs.stderr.contains("Warning: v1 ComponentStatus is deprecated in v1.19+"),
+        cs.stderr
+            .contains("Warning: v1 ComponentStatus is deprecated in v1.19+"),
         "{cs}"
     );
     let rows: Vec<Vec<&str>> = cs
@@ -116,12 +139,17 @@ fn standbys_started_by_hand_take_over_when_the_leaders_are_killed() {
     let log = |c: &str| std::fs::read_to_string(logs.join(format!("{c}.log"))).unwrap_or_default();
     for c in ["controller-manager", "scheduler"] {
         eventually(&format!("the {c} standby to campaign"), DEADLINE, || {
-            log(c).contains("attempting to acquire leader lease").then_some(())
+            log(c)
+                .contains("attempting to acquire leader lease")
+                .then_some(())
         });
     }
     // A standby does nothing: the leaders keep their Leases.
     std::thread::sleep(Duration::from_secs(3));
-    for (lease, leader) in ["kube-controller-manager", "kube-scheduler"].iter().zip(&leaders) {
+    for (lease, leader) in ["kube-controller-manager", "kube-scheduler"]
+        .iter()
+        .zip(&leaders)
+    {
         assert_eq!(holder(&env, lease).as_ref(), Some(leader), "{lease}");
     }
     assert!(!log("controller-manager").contains("successfully acquired lease"));
@@ -131,7 +159,10 @@ fn standbys_started_by_hand_take_over_when_the_leaders_are_killed() {
     }
     // Within the lease duration (15 s) plus a retry period or two.
     let takeover = Duration::from_secs(25);
-    for (lease, leader) in ["kube-controller-manager", "kube-scheduler"].iter().zip(&leaders) {
+    for (lease, leader) in ["kube-controller-manager", "kube-scheduler"]
+        .iter()
+        .zip(&leaders)
+    {
         eventually(&format!("a new holder of {lease}"), takeover, || {
             holder(&env, lease).filter(|h| h != leader)
         });
@@ -144,7 +175,10 @@ fn standbys_started_by_hand_take_over_when_the_leaders_are_killed() {
     env.kubectl_ok(&["delete", "pod", &first_name, "--wait=true"]);
     let replaced = env.running_pods("web", 1).remove(0);
     assert_ne!(replaced["metadata"]["name"], first["metadata"]["name"]);
-    assert!(cm.stop() && scheduler.stop(), "the standbys stop on SIGTERM");
+    assert!(
+        cm.stop() && scheduler.stop(),
+        "the standbys stop on SIGTERM"
+    );
 }
 
 #[test]
@@ -154,7 +188,13 @@ fn a_second_controller_manager_on_a_taken_port_fails_with_one_line() {
     let port = taken.local_addr().unwrap().port().to_string();
     for component in ["controller-manager", "scheduler"] {
         let out = env
-            .miniplane(&[component, "--master", "http://127.0.0.1:1", "--secure-port", &port])
+            .miniplane(&[
+                component,
+                "--master",
+                "http://127.0.0.1:1",
+                "--secure-port",
+                &port,
+            ])
             .output()
             .unwrap();
         assert!(!out.status.success());

@@ -59,7 +59,10 @@ impl Default for ComponentProbes {
     fn default() -> Self {
         let probes = ComponentProbes(Arc::default());
         probes.set("scheduler", SocketAddr::from(([127, 0, 0, 1], 10259)));
-        probes.set("controller-manager", SocketAddr::from(([127, 0, 0, 1], 10257)));
+        probes.set(
+            "controller-manager",
+            SocketAddr::from(([127, 0, 0, 1], 10257)),
+        );
         probes
     }
 }
@@ -81,8 +84,8 @@ impl ComponentProbes {
 
 /// The registry row: cluster-scoped, `get` and `list` only, short name `cs`.
 pub fn row() -> ResourceInfo {
-    let mut row = ResourceInfo::new("", "v1", "ComponentStatus", "componentstatuses", false)
-        .short(&["cs"]);
+    let mut row =
+        ResourceInfo::new("", "v1", "ComponentStatus", "componentstatuses", false).short(&["cs"]);
     row.verbs = vec!["get".into(), "list".into()];
     row.strategy = Arc::new(ComponentStatusStrategy);
     row
@@ -105,7 +108,12 @@ impl Strategy for ComponentStatusStrategy {
     fn table_columns(&self) -> Vec<TableColumn> {
         vec![
             column("Status", "string", "Status of the component conditions", 0),
-            column("Message", "string", "Message of the component conditions", 0),
+            column(
+                "Message",
+                "string",
+                "Message of the component conditions",
+                0,
+            ),
             column("Error", "string", "Error of the component conditions", 0),
         ]
     }
@@ -176,7 +184,11 @@ pub async fn serve(ctx: RequestContext, info: std::sync::Arc<ResourceInfo>) -> R
                 store_status(&ctx.state)
             );
             items.push(store);
-            items.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
+            items.sort_by(|a, b| {
+                a["metadata"]["name"]
+                    .as_str()
+                    .cmp(&b["metadata"]["name"].as_str())
+            });
             list_response(&ctx, &info, items, &warnings)
         }
     }
@@ -356,9 +368,7 @@ mod tests {
         assert_eq!(probed.status, "False");
         assert_eq!(
             probed.message,
-            format!(
-                "Get \"http://{addr}/healthz\": dial tcp {addr}: connect: connection refused"
-            )
+            format!("Get \"http://{addr}/healthz\": dial tcp {addr}: connect: connection refused")
         );
         assert_eq!(probed.error, "");
     }
@@ -375,7 +385,10 @@ mod tests {
                 error: String::new(),
             },
         );
-        assert_eq!(s.table_row(&ok, now), vec![json!("Healthy"), json!("ok"), json!("")]);
+        assert_eq!(
+            s.table_row(&ok, now),
+            vec![json!("Healthy"), json!("ok"), json!("")]
+        );
         let bad = component_status("etcd-0", failure("down".into()));
         assert_eq!(
             s.table_row(&bad, now),

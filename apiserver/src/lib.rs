@@ -58,8 +58,8 @@ pub mod ui;
 pub mod watch_cache;
 pub mod wire;
 
-pub use error::{ApiError, Result};
 pub use component_status::ComponentProbes;
+pub use error::{ApiError, Result};
 pub use registry::{Registry, ResourceInfo};
 pub use server::{
     AppState, Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, ServerOptions, router, run,

@@ -23,7 +23,11 @@ type Resp = crate::common::Resp;
 async fn the_kubernetes_service_is_created_with_kubernetes_fields() {
     let h = Harness::new().await;
     assert_eq!(kubernetes_service(&h).await.status, StatusCode::NOT_FOUND);
-    assert!(apiserver::kubernetes_service::ensure(&h.state, 6443).await.unwrap());
+    assert!(
+        apiserver::kubernetes_service::ensure(&h.state, 6443)
+            .await
+            .unwrap()
+    );
     let svc = kubernetes_service(&h).await;
     assert_eq!(svc.status, StatusCode::OK, "{:?}", svc.body);
     let svc = svc.body;
@@ -41,7 +45,11 @@ async fn the_kubernetes_service_is_created_with_kubernetes_fields() {
         json!([{"name": "https", "protocol": "TCP", "port": 443, "targetPort": 6443}])
     );
     // In place already: nothing to write.
-    assert!(!apiserver::kubernetes_service::ensure(&h.state, 6443).await.unwrap());
+    assert!(
+        !apiserver::kubernetes_service::ensure(&h.state, 6443)
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]
@@ -77,15 +85,20 @@ async fn the_kubernetes_service_comes_back_after_a_delete_and_keeps_its_ports() 
     assert_eq!(put.status, StatusCode::OK, "{:?}", put.body);
     let restored = eventually("ports put back", |s| s["spec"]["ports"][0]["port"] == 443).await;
     assert_eq!(restored["spec"]["ports"][0]["targetPort"], 7443);
-    assert_eq!(restored["metadata"]["uid"], again["metadata"]["uid"], "updated, not re-created");
+    assert_eq!(
+        restored["metadata"]["uid"], again["metadata"]["uid"],
+        "updated, not re-created"
+    );
     h.shutdown.cancel();
     task.await.unwrap();
 }
 
 /// A `/healthz` that answers `ok`, as the components' do.
 async fn healthz_server() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("its address");
     let app = axum::Router::new().route("/healthz", axum::routing::get(|| async { "ok" }));
     tokio::spawn(async move { axum::serve(listener, app).await });
     addr
@@ -93,8 +106,8 @@ async fn healthz_server() -> SocketAddr {
 
 /// A loopback address nothing listens on.
 fn closed_port() -> SocketAddr {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.local_addr().unwrap()
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    listener.local_addr().expect("its address")
 }
 
 async fn with_probes() -> (Harness, SocketAddr) {
@@ -114,7 +127,7 @@ fn warning(resp: &Resp) -> Vec<String> {
     resp.headers
         .get_all("warning")
         .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
+        .map(|v| v.to_str().expect("an ASCII header").to_owned())
         .collect()
 }
 
@@ -165,7 +178,10 @@ async fn componentstatuses_as_kubectl_shows_them() {
         .collect();
     assert_eq!(columns, ["Name", "Status", "Message", "Error"]);
     let rows: Vec<&Value> = table.body["rows"].as_array().unwrap().iter().collect();
-    assert_eq!(rows[0]["cells"], json!(["controller-manager", "Healthy", "ok", ""]));
+    assert_eq!(
+        rows[0]["cells"],
+        json!(["controller-manager", "Healthy", "ok", ""])
+    );
     assert_eq!(rows[1]["cells"], json!(["etcd-0", "Healthy", "ok", ""]));
     assert_eq!(rows[2]["cells"][1], "Unhealthy");
 
@@ -191,7 +207,14 @@ async fn componentstatuses_are_read_only_and_listed_by_discovery() {
         )
         .await;
     assert_eq!(create.status, StatusCode::METHOD_NOT_ALLOWED);
-    let delete = h.raw(Method::DELETE, "/api/v1/componentstatuses/etcd-0", &[], Vec::new()).await;
+    let delete = h
+        .raw(
+            Method::DELETE,
+            "/api/v1/componentstatuses/etcd-0",
+            &[],
+            Vec::new(),
+        )
+        .await;
     assert_eq!(delete.status, StatusCode::METHOD_NOT_ALLOWED);
     let watch = h.get("/api/v1/componentstatuses?watch=1").await;
     assert_eq!(watch.status, StatusCode::METHOD_NOT_ALLOWED);

@@ -25,8 +25,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
-use crate::leader_election::{LeaderElectionConfig, LeaderElector, LeaseResourceLock};
 use crate::TokioClock;
+use crate::leader_election::{LeaderElectionConfig, LeaderElector, LeaseResourceLock};
 
 /// The `--leader-elect-*` settings of one component (component-base's
 /// `LeaderElectionConfiguration`, with the Lease's name and this candidate's identity).

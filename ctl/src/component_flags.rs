@@ -44,7 +44,9 @@ impl LeaderElectArgs {
             anyhow::bail!("--leader-elect-* durations must be greater than zero");
         }
         if self.leader_elect_lease_duration <= self.leader_elect_renew_deadline {
-            anyhow::bail!("--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline");
+            anyhow::bail!(
+                "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline"
+            );
         }
         Ok(Some(client::LeaderElection {
             lease_duration: self.leader_elect_lease_duration,
@@ -128,6 +130,9 @@ mod tests {
         let addr = "127.0.0.1:10259".parse().unwrap();
         let msg = bind_error("scheduler", addr, true, "Address in use").to_string();
         assert!(!msg.contains('\n'));
-        assert!(msg.contains("another scheduler") && msg.contains("--secure-port"), "{msg}");
+        assert!(
+            msg.contains("another scheduler") && msg.contains("--secure-port"),
+            "{msg}"
+        );
     }
 }

@@ -107,15 +107,17 @@ pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let runtime = crate::client_runtime()?;
     runtime.block_on(async move {
         let listen = config.listen;
-        let manager = ControllerManager::bind(config).await.map_err(|e| match (e, listen) {
-            (
-                controllers::Error::Bind {
-                    message, in_use, ..
-                },
-                Some(addr),
-            ) => bind_error("controller-manager", addr, in_use, &message),
-            (e, _) => e.into(),
-        })?;
+        let manager = ControllerManager::bind(config)
+            .await
+            .map_err(|e| match (e, listen) {
+                (
+                    controllers::Error::Bind {
+                        message, in_use, ..
+                    },
+                    Some(addr),
+                ) => bind_error("controller-manager", addr, in_use, &message),
+                (e, _) => e.into(),
+            })?;
         match manager.local_addr() {
             Some(addr) => println!(
                 "miniplane controller-manager started (healthz and metrics on http://{addr})"

@@ -132,17 +132,23 @@ pub(crate) async fn start_clients(
     if plan.scheduler {
         let addr = health_address(plan, SCHEDULER_PORT);
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-            Error::component(Component::Scheduler, format!("cannot serve /healthz on {addr}: {e}"))
+            Error::component(
+                Component::Scheduler,
+                format!("cannot serve /healthz on {addr}: {e}"),
+            )
         })?;
         if let Ok(addr) = listener.local_addr() {
             plan.component_probes.set(SCHEDULER, addr);
         }
         // The listener is handed to the scheduler's own runtime as a std socket.
-        let listener = listener.into_std().map_err(|e| Error::component(Component::Scheduler, e))?;
+        let listener = listener
+            .into_std()
+            .map_err(|e| Error::component(Component::Scheduler, e))?;
         let leader_election = plan
             .leader_elect
             .then(|| client::LeaderElection::new(scheduler::scheduler::LEASE_NAME));
-        let client = ClientConfig::new(ClusterSource::Url(url.to_owned())).tracing(plan.tracing.enabled);
+        let client =
+            ClientConfig::new(ClusterSource::Url(url.to_owned())).tracing(plan.tracing.enabled);
         let seed = std::collections::hash_map::RandomState::new().hash_one(url);
         members.spawn_thread(Component::Scheduler, move |shutdown| async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;

@@ -66,7 +66,9 @@ pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
                 burst: args.kube_api_burst,
             });
         }
-        let leader_election = args.leader_election.election(scheduler::scheduler::LEASE_NAME)?;
+        let leader_election = args
+            .leader_election
+            .election(scheduler::scheduler::LEASE_NAME)?;
         let listener = match health_address(args.listen, args.secure_port) {
             Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
                 let in_use = e.kind() == std::io::ErrorKind::AddrInUse;

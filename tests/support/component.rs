@@ -131,7 +131,10 @@ pub fn single_instance_flags(args: &[&str]) -> Vec<&'static str> {
     if !matches!(args.first(), Some(&"controller-manager" | &"scheduler")) {
         return extra;
     }
-    if !args.iter().any(|a| a.starts_with("--listen") || a.starts_with("--secure-port")) {
+    if !args
+        .iter()
+        .any(|a| a.starts_with("--listen") || a.starts_with("--secure-port"))
+    {
         extra.extend(["--listen", "127.0.0.1:0"]);
     }
     if !args.iter().any(|a| a.starts_with("--leader-elect")) {

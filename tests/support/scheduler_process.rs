@@ -27,7 +27,13 @@ impl Scheduler {
             .arg("scheduler")
             .arg("--kubeconfig")
             .arg(server.kubeconfig())
-            .args(["--listen", "127.0.0.1:0", "--seed", "1", "--leader-elect=false"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--seed",
+                "1",
+                "--leader-elect=false",
+            ])
             .env("RUST_LOG", "info,scheduler=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
