@@ -37,6 +37,27 @@ fn up_holds_both_leases_and_serves_the_kubernetes_service_and_componentstatuses(
         let (host, uuid) = id.rsplit_once('_').expect("hostname_uuid");
         assert!(!host.is_empty() && uuid.len() == 36, "{id}");
     }
+    // Each acquisition is an Event on its Lease, as client-go records it.
+    for lease in ["kube-controller-manager", "kube-scheduler"] {
+        let holder = holder(&env, lease).unwrap();
+        eventually(
+            &format!("the LeaderElection event of {lease}"),
+            DEADLINE,
+            || {
+                let events = env.get_json(&["events", "-n", "kube-system"]);
+                events["items"]
+                    .as_array()?
+                    .iter()
+                    .any(|e| {
+                        e["reason"] == "LeaderElection"
+                            && e["involvedObject"]["kind"] == "Lease"
+                            && e["involvedObject"]["name"] == lease
+                            && e["message"] == format!("{holder} became leader")
+                    })
+                    .then_some(())
+            },
+        );
+    }
     let leases = env.kubectl_ok(&["get", "lease", "-n", "kube-system"]);
     assert!(
         leases.contains("kube-controller-manager") && leases.contains("kube-scheduler"),

@@ -15,7 +15,9 @@
 //! ```
 //!
 //! A standby (not yet leading) runs nothing of `work`: it only retries the Lease every retry
-//! period. Each component decides what losing means; both components exit with
+//! period. Acquiring and giving up the Lease are logged and recorded as Events on the Lease
+//! (reason `LeaderElection`, `<identity> became leader` / `<identity> stopped leading`), as
+//! client-go's `LeaseLock.RecordEvent` does. Each component decides what losing means; both components exit with
 //! `leaderelection lost`, as Kubernetes' do (a restart campaigns afresh).
 
 use std::future::Future;
@@ -126,8 +128,15 @@ where
         output: None,
         lost: false,
     };
+    let (recorder, broadcaster) = new_recorder(
+        Arc::new(ApiEventSink::new(client.clone())),
+        &election.name,
+        TokioClock::shared(),
+    );
+    let events = tokio::spawn(broadcaster.run(CancellationToken::new()));
     if leading {
         tracing::info!(identity = %election.identity, %lease, "successfully acquired lease");
+        record(&recorder, election, "became leader");
         let token = shutdown.child_token();
         let mut work = std::pin::pin!(work(token.clone()));
         let ended = tokio::select! {
@@ -152,7 +161,26 @@ where
     // The work has stopped: now the lease may be released.
     election_token.cancel();
     let _ = campaign.await;
+    if leading {
+        record(&recorder, election, "stopped leading");
+    }
+    // The broadcaster ends once it has written what the dropped recorder queued.
+    drop(recorder);
+    let _ = tokio::time::timeout(EVENT_FLUSH, events).await;
     outcome
+}
+
+/// An Event about the Lease: `<identity> <what>` (`LeaseLock.RecordEvent`).
+fn record(recorder: &EventRecorder, election: &LeaderElection, what: &str) {
+    let lease = ObjectReference {
+        api_version: Some("coordination.k8s.io/v1".into()),
+        kind: Some("Lease".into()),
+        namespace: Some(election.namespace.clone()),
+        name: Some(election.name.clone()),
+        ..Default::default()
+    };
+    let message = format!("{} {what}", election.identity);
+    recorder.event(&lease, EventType::Normal, "LeaderElection", &message);
 }
 
 #[cfg(test)]
