@@ -17,18 +17,25 @@
 //! A standby (not yet leading) runs nothing of `work`: it only retries the Lease every retry
 //! period. Acquiring and giving up the Lease are logged and recorded as Events on the Lease
 //! (reason `LeaderElection`, `<identity> became leader` / `<identity> stopped leading`), as
-//! client-go's `LeaseLock.RecordEvent` does. Each component decides what losing means; both components exit with
-//! `leaderelection lost`, as Kubernetes' do (a restart campaigns afresh).
+//! client-go's `LeaseLock.RecordEvent` does. Each component decides what losing means; both
+//! components exit with `leaderelection lost`, as Kubernetes' do (a restart campaigns afresh).
 
 use std::future::Future;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
 use crate::TokioClock;
+use crate::events::{ApiEventSink, EventRecorder, EventType, new_recorder};
 use crate::leader_election::{LeaderElectionConfig, LeaderElector, LeaseResourceLock};
+
+/// How long the last leader-election Event may take to be written once the work stopped.
+const EVENT_FLUSH: Duration = Duration::from_secs(2);
 
 /// The `--leader-elect-*` settings of one component (component-base's
 /// `LeaderElectionConfiguration`, with the Lease's name and this candidate's identity).
