@@ -11,7 +11,12 @@
 //! ```
 //!
 //! `up`'s tracing flags go along: `--tracing=…`, `--trace-max-spans=…` and
-//! `--trace-max-spans-per-trace=…` to the API server, `--tracing=…` to the others.
+//! `--trace-max-spans-per-trace=…` to the API server, `--tracing=…` to the others. The
+//! controller-manager and the scheduler serve `/healthz` on their default ports (10257,
+//! 10259) when the API server's port is fixed, on free ports (`--listen 127.0.0.1:0`) with
+//! port 0; the API server process then does not know where they are, and `kubectl get
+//! componentstatuses` shows them Unhealthy. Without [`Plan::leader_elect`] they get
+//! `--leader-elect=false`.
 //!
 //! Each child is the same executable (`std::env::current_exe()` for `up`), in its own process
 //! group so that a Ctrl-C in the terminal reaches `up` alone, which then stops the children
