@@ -19,6 +19,10 @@
 //!
 //! The web UI ([`ui`]) is served at `/ui` from files compiled into the binary.
 //!
+//! About the control plane itself: [`kubernetes_service`] keeps the `default/kubernetes`
+//! Service while serving, and [`component_status`] answers `componentstatuses` by probing the
+//! scheduler, the controller-manager and the store.
+//!
 //! Entry points: [`run`] (bind + serve, for `miniplane apiserver`), [`serve`] (on a bound
 //! listener with any [`store::Backend`]), and [`router`] (no socket, for tests).
 

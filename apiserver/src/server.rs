@@ -278,7 +278,8 @@ pub async fn serve(
     serve_with(listener, backend, ServerOptions::default(), shutdown).await
 }
 
-/// [`serve`] with explicit tunables.
+/// [`serve`] with explicit tunables; while serving, the `default/kubernetes` Service is kept
+/// in place ([`crate::kubernetes_service`]) with the listener's port as its targetPort.
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     backend: Arc<dyn Backend>,
