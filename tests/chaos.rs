@@ -479,13 +479,23 @@ async fn random_sigkills_lose_no_write_and_break_no_watch_or_rollout() {
     };
     procs.push(Proc::new(
         "controller-manager",
-        component(&["controller-manager", "--listen", "127.0.0.1:0"]),
+        component(&[
+            "controller-manager",
+            "--listen",
+            "127.0.0.1:0",
+            "--leader-elect=false",
+        ]),
         "miniplane controller-manager started",
         dir.path(),
     ));
     procs.push(Proc::new(
         "scheduler",
-        component(&["scheduler", "--listen", "127.0.0.1:0"]),
+        component(&[
+            "scheduler",
+            "--listen",
+            "127.0.0.1:0",
+            "--leader-elect=false",
+        ]),
         "miniplane scheduler started",
         dir.path(),
     ));

@@ -13,6 +13,7 @@ mod bad_input;
 mod chaos;
 mod cli;
 mod cluster_apply;
+mod control_plane;
 mod controller_manager;
 mod crd;
 mod faults;

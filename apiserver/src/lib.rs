@@ -29,12 +29,18 @@
 //! keeps the recent spans of every component for `miniplane trace`. The web UI (`ui`) is
 //! served at `/ui` from files compiled into the binary.
 //!
+//! About the control plane itself: [`kubernetes_service`] (public, for tests that drive its
+//! reconciling step by step) keeps the `default/kubernetes` Service
+//! while serving, and `handlers::component_status` answers `componentstatuses` by probing the scheduler,
+//! the controller-manager and the store.
+//!
 //! Every module is private; the public surface is what the rest of the workspace uses:
 //!
 //! - serving: [`run`] (bind + serve, for `miniplane apiserver`), [`Server`] and [`Config`],
 //!   [`serve`] / [`serve_with`] (on a bound listener with any [`store::Backend`]), and
 //!   [`router`] over an [`AppState`] (no socket, for tests); the tunables [`ServerOptions`],
-//!   [`TracingOptions`], [`ConnectionLimits`], [`AccessOptions`] and their defaults;
+//!   [`TracingOptions`], [`ConnectionLimits`], [`AccessOptions`], [`ComponentProbes`] (where
+//!   `componentstatuses` finds the scheduler and the controller-manager) and their defaults;
 //! - resources: [`Registry`], [`ResourceInfo`], [`Subresource`], [`GroupVersionKind`] and the
 //!   [`Strategy`] a row carries ([`FieldError`], [`TableColumn`]), for tests that serve a
 //!   resource of their own;
@@ -51,6 +57,7 @@ mod admin;
 mod apiextensions;
 mod cacher;
 mod collector;
+mod component_probes;
 mod connections;
 mod decoded_objects;
 mod deep;
@@ -60,6 +67,7 @@ mod gvk;
 mod handlers;
 mod healthz;
 mod json_strict;
+pub mod kubernetes_service;
 mod meta;
 mod metrics;
 mod openapi;
@@ -85,6 +93,7 @@ mod wire;
 
 pub use access::AccessOptions;
 pub use collector::{DEFAULT_MAX_SPANS, DEFAULT_MAX_SPANS_PER_TRACE};
+pub use component_probes::ComponentProbes;
 pub use connections::{ConnectionLimits, raise_nofile_limit};
 pub use error::{ApiError, Result};
 pub use gvk::GroupVersionKind;

@@ -356,6 +356,13 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     definitions.categories = vec!["api-extensions".to_owned()];
     definitions.strategy = Arc::new(Typed(CustomResourceDefinitionRules));
     rows.push(definitions);
+    // ComponentStatus (`cs`): cluster-scoped, `get` and `list` only, computed on every request
+    // (`handlers::component_status`), never stored.
+    let mut statuses =
+        ResourceInfo::new("", "v1", "ComponentStatus", "componentstatuses", false).short(&["cs"]);
+    statuses.verbs = vec!["get".into(), "list".into()];
+    statuses.strategy = Arc::new(crate::strategy::componentstatus::ComponentStatusStrategy);
+    rows.push(statuses);
     rows
 }
 

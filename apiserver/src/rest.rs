@@ -295,7 +295,6 @@ fn check_path_segment(info: &ResourceInfo, name: &str) -> Result<()> {
     }
 }
 
-#[cfg(test)]
 /// Prepares an update of `old` to `new`. Checks the resourceVersion and uid the client sent
 /// (409 on mismatch), keeps server-owned metadata, applies the spec/status split, defaults,
 /// validates, bumps generation on spec changes (kinds with status) and records managedFields.

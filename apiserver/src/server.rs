@@ -95,7 +95,8 @@ pub async fn serve(
     serve_with(listener, backend, ServerOptions::default(), shutdown).await
 }
 
-/// [`serve`] with explicit tunables.
+/// [`serve`] with explicit tunables; while serving, the `default/kubernetes` Service is kept
+/// in place ([`crate::kubernetes_service`]) with the listener's port as its targetPort.
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     backend: Arc<dyn Backend>,
@@ -110,6 +111,12 @@ pub async fn serve_with(
         .await
         .map_err(|e| ServeError::Bootstrap(e.to_string()))?;
     admin::reload(&state).await;
+    let port = listener.local_addr()?.port();
+    state.tasks().spawn(crate::kubernetes_service::run(
+        state.clone(),
+        port,
+        crate::kubernetes_service::INTERVAL,
+    ));
     let app = router(state.clone());
     connections::serve(listener, app, limits, shutdown.clone()).await;
     shutdown.cancel();

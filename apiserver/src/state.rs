@@ -41,6 +41,8 @@ pub struct ServerOptions {
     pub connections: ConnectionLimits,
     /// The server's names and the origins allowed to call it.
     pub access: AccessOptions,
+    /// Where `componentstatuses` finds the scheduler and the controller-manager.
+    pub component_probes: crate::ComponentProbes,
 }
 
 impl Default for ServerOptions {
@@ -54,6 +56,7 @@ impl Default for ServerOptions {
             tracing: TracingOptions::default(),
             connections: ConnectionLimits::default(),
             access: AccessOptions::default(),
+            component_probes: crate::ComponentProbes::default(),
         }
     }
 }

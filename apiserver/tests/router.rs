@@ -8,6 +8,7 @@ mod common;
 
 mod admin;
 mod bad_requests;
+mod control_plane;
 mod custom_resources;
 mod deep_objects;
 mod fuzz;

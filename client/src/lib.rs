@@ -29,7 +29,8 @@
 //!
 //! Also here: [`client`] (a kube `Client` from a kubeconfig or URL, with client-side QPS/burst
 //! throttling), [`factory`] (one informer per resource type, shared by all controllers),
-//! [`leader_election`] (Lease-based, as `tools/leaderelection`), [`events`] (an
+//! [`leader_election`] (Lease-based, as `tools/leaderelection`) and [`leading`] (a
+//! component's work run only while it holds its Lease), [`events`] (an
 //! `EventRecorder` with client-go's dedup and aggregation), [`clock`] (injected time so
 //! all of the above is tested deterministically), and [`trace`] (a watched object's trace
 //! carried through handler, queue and sync to every write made for it).
@@ -46,6 +47,7 @@ pub mod faults;
 pub mod flowcontrol;
 pub mod indexer;
 pub mod leader_election;
+pub mod leading;
 pub mod list_watch;
 pub mod lister;
 pub mod reflector;
@@ -63,6 +65,7 @@ pub use events::EventRecorder;
 pub use factory::SharedInformerFactory;
 pub use indexer::Indexer;
 pub use leader_election::{LeaderElectionConfig, LeaderElector};
+pub use leading::{LeaderElection, Leadership, run_while_leading};
 pub use lister::Lister;
 pub use shared_informer::{
     ResourceEventHandler, ResourceEventHandlerFuncs, SharedIndexInformer, wait_for_cache_sync,

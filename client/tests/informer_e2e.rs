@@ -2,7 +2,8 @@
 //!
 //! An informer from the factory sees a ConfigMap created, changed and deleted through the
 //! typed API; its lister answers from the cache; two leader-election candidates race for a
-//! real Lease; the event recorder's repeated event becomes one Event with `count: 2`.
+//! real Lease, and two components' work runs only while each leads (`run_while_leading`);
+//! the event recorder's repeated event becomes one Event with `count: 2`.
 // Test glue: a failed step is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -304,5 +305,79 @@ async fn a_factory_without_managed_fields_keeps_everything_else() {
 
     shutdown.cancel();
     factory.shutdown().await;
+    server.stop().await;
+}
+
+/// Two components campaign for one Lease through `run_while_leading`: only the leader's work
+/// runs; when it shuts down it releases the Lease, the standby's work starts at once, and
+/// each acquisition is an Event on the Lease.
+#[tokio::test]
+async fn run_while_leading_runs_only_the_leaders_work_and_hands_over_on_shutdown() {
+    let server = start_server().await;
+    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+    let candidate = |identity: &str, shutdown: CancellationToken| {
+        let election = client::LeaderElection {
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_millis(100),
+            identity: identity.to_owned(),
+            ..client::LeaderElection::new("demo")
+        };
+        let (client, tx, identity) = (server.client.clone(), tx.clone(), identity.to_owned());
+        tokio::spawn(async move {
+            client::run_while_leading(&client, &election, &shutdown, |token| async move {
+                tx.send(format!("{identity} leads")).unwrap();
+                token.cancelled().await;
+                identity
+            })
+            .await
+        })
+    };
+    let (a_stop, b_stop) = (CancellationToken::new(), CancellationToken::new());
+    let a = candidate("a", a_stop.clone());
+    assert_eq!(next(&mut rx).await, "a leads");
+    let b = candidate("b", b_stop.clone());
+    // The standby runs nothing while `a` holds the Lease.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(rx.try_recv().is_err(), "the standby's work started");
+
+    a_stop.cancel();
+    let a = a.await.unwrap();
+    assert_eq!(a.output.as_deref(), Some("a"));
+    assert!(!a.lost, "a shutdown is not a loss");
+    // Released, not expired: `b` takes over within a few retry periods, not 15 s.
+    let took_over = tokio::time::timeout(Duration::from_secs(3), rx.recv()).await;
+    assert_eq!(took_over.unwrap().as_deref(), Some("b leads"));
+    let lease = Api::<Lease>::namespaced(server.client.clone(), "kube-system")
+        .get("demo")
+        .await
+        .unwrap();
+    let spec = lease.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("b"));
+    assert_eq!(spec.lease_transitions, Some(1));
+
+    b_stop.cancel();
+    assert_eq!(b.await.unwrap().output.as_deref(), Some("b"));
+    let events = Api::<Event>::namespaced(server.client.clone(), "kube-system")
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let mut messages: Vec<String> = events
+        .items
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("LeaderElection"))
+        .filter(|e| e.involved_object.name.as_deref() == Some("demo"))
+        .filter_map(|e| e.message.clone())
+        .collect();
+    messages.sort();
+    assert_eq!(
+        messages,
+        [
+            "a became leader",
+            "a stopped leading",
+            "b became leader",
+            "b stopped leading"
+        ]
+    );
     server.stop().await;
 }

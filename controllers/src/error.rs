@@ -72,6 +72,8 @@ pub enum Error {
         addr: String,
         /// The OS error.
         message: String,
+        /// Whether the address was in use (another process serves it).
+        in_use: bool,
     },
     /// The sync panicked (a bug): the worker caught it and requeues the key with back-off.
     #[error("observed a panic: {0}")]

@@ -73,6 +73,7 @@ async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
         listener: None,
         seed: 1,
         clock: client::TokioClock::shared(),
+        leader_election: None,
     };
     let sched_stop = stop.clone();
     tasks.spawn(async move {

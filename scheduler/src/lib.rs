@@ -44,6 +44,10 @@ pub enum Error {
     /// The metrics/health listener failed.
     #[error("listener: {0}")]
     Listener(#[from] std::io::Error),
+    /// Another candidate took the Lease while this one led: the process should exit (as
+    /// kube-scheduler does) and campaign again when restarted.
+    #[error("leaderelection lost")]
+    LeaderElectionLost,
 }
 
 /// The crate's result type.

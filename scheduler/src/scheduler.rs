@@ -68,7 +68,13 @@ pub struct Config {
     pub seed: u64,
     /// Time source (tests inject a fake one).
     pub clock: SharedClock,
+    /// `--leader-elect`: schedule only while holding the Lease `kube-system/kube-scheduler`
+    /// ([`LEASE_NAME`]); `None`: always schedule.
+    pub leader_election: Option<client::LeaderElection>,
 }
+
+/// The Lease kube-scheduler campaigns for, in `kube-system`.
+pub const LEASE_NAME: &str = "kube-scheduler";
 
 /// The state the lock guards.
 pub struct State {
@@ -315,8 +321,13 @@ impl Writer {
 }
 
 /// Runs the scheduler until `shutdown` fires: informers, the scheduling loop, bindings and
-/// the optional metrics listener; everything is joined before it returns.
+/// the optional metrics listener; everything is joined before it returns. With
+/// [`Config::leader_election`] the informers fill the caches at once (as kube-scheduler's
+/// do, so a standby takes over warm) but pods are scheduled only while the Lease is held;
+/// losing it stops everything with [`crate::Error::LeaderElectionLost`].
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
+    // Everything below stops with `stop`: on shutdown, or when leadership is lost.
+    let stop = shutdown.child_token();
     let client_config = config.client.clone().user_agent(
         config
             .client
@@ -348,7 +359,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
         tasks.spawn(exporter.run(exporting.clone()));
     }
     if let Some(listener) = config.listener {
-        let (metrics, token) = (shared.metrics.clone(), shutdown.clone());
+        let (metrics, token) = (shared.metrics.clone(), stop.clone());
         tasks.spawn(async move {
             if let Err(err) = metrics::serve(listener, metrics, token).await {
                 tracing::error!(%err, "metrics listener failed");
@@ -379,30 +390,50 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
         config.clock.clone(),
         10_000,
     );
-    tasks.spawn(broadcaster.run(shutdown.clone()));
-    factory.start(&shutdown);
-    if factory.wait_for_cache_sync(&shutdown).await
+    tasks.spawn(broadcaster.run(stop.clone()));
+    factory.start(&stop);
+    let mut result = Ok(());
+    if factory.wait_for_cache_sync(&stop).await
         && wait_for_handlers_sync(
             &shared,
             [pods.indexer().len(), nodes.indexer().len()],
-            &shutdown,
+            &stop,
         )
         .await
     {
-        tracing::info!(scheduler_name = %config.scheduler_name, "caches synced, scheduling");
         let writer = Writer {
             // Built once: each binding continues its decision's trace through `under`.
             client: client::trace::sync_client(&shared.tracer, &client),
             recorder,
             shared: shared.clone(),
         };
-        scheduling_loop(&shared, &pods, writer, &tasks, &shutdown).await;
+        let name = &config.scheduler_name;
+        match &config.leader_election {
+            None => {
+                tracing::info!(scheduler_name = %name, "caches synced, scheduling");
+                scheduling_loop(&shared, &pods, writer, &tasks, &stop).await;
+            }
+            Some(election) => {
+                tracing::info!(scheduler_name = %name, "caches synced, campaigning for the lease");
+                let (shared, pods, tasks) = (&shared, &pods, &tasks);
+                let leadership =
+                    client::run_while_leading(&client, election, &stop, |token| async move {
+                        tracing::info!(scheduler_name = %name, "became leader: scheduling");
+                        scheduling_loop(shared, pods, writer, tasks, &token).await;
+                    })
+                    .await;
+                if leadership.lost {
+                    result = Err(crate::Error::LeaderElectionLost);
+                }
+            }
+        }
     }
+    stop.cancel();
     exporting.cancel();
     tasks.close();
     tasks.wait().await;
     factory.shutdown().await;
-    Ok(())
+    result
 }
 
 /// Waits until the handlers have seen at least `listed` pods and nodes, so the first

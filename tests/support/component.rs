@@ -32,6 +32,7 @@ impl Component {
         let log_file = std::fs::File::create(&log).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
             .args(args)
+            .args(single_instance_flags(args))
             .args(["--master", &s.url()])
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
@@ -119,4 +120,25 @@ impl Drop for Component {
         }
         self.stop();
     }
+}
+
+/// For a controller-manager or a scheduler: a free health port unless `args` choose one (tests
+/// run side by side; the default ports are Kubernetes' fixed ones), and no leader election
+/// unless `args` ask for it (a test that kills and restarts one would otherwise wait for the
+/// killed one's Lease to expire).
+pub fn single_instance_flags(args: &[&str]) -> Vec<&'static str> {
+    let mut extra = Vec::new();
+    if !matches!(args.first(), Some(&"controller-manager" | &"scheduler")) {
+        return extra;
+    }
+    if !args
+        .iter()
+        .any(|a| a.starts_with("--listen") || a.starts_with("--secure-port"))
+    {
+        extra.extend(["--listen", "127.0.0.1:0"]);
+    }
+    if !args.iter().any(|a| a.starts_with("--leader-elect")) {
+        extra.push("--leader-elect=false");
+    }
+    extra
 }

@@ -1,5 +1,6 @@
 //! The `miniplane controller-manager` child process for end-to-end tests: started against a
-//! [`Server`] with `--listen 127.0.0.1:0`, its `/metrics` readable, killable with SIGKILL.
+//! [`Server`] with `--listen 127.0.0.1:0` (and `--leader-elect=false` unless the test asks
+//! for an election), its `/metrics` readable, killable with SIGKILL.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -31,6 +32,10 @@ impl ControllerManager {
             .arg(server.kubeconfig())
             .args(["--listen", "127.0.0.1:0"])
             .args(extra)
+            .args(
+                (!extra.iter().any(|a| a.starts_with("--leader-elect")))
+                    .then_some("--leader-elect=false"),
+            )
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

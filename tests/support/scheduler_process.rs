@@ -18,7 +18,8 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
-    /// Starts `miniplane scheduler --kubeconfig <server's> --seed 1` and waits for its line.
+    /// Starts `miniplane scheduler --kubeconfig <server's> --seed 1 --leader-elect=false` and
+    /// waits for its line.
     pub fn start(server: &Server) -> Scheduler {
         let log_path = server.dir().join("scheduler.log");
         let log = std::fs::File::create(&log_path).expect("scheduler log");
@@ -26,7 +27,13 @@ impl Scheduler {
             .arg("scheduler")
             .arg("--kubeconfig")
             .arg(server.kubeconfig())
-            .args(["--listen", "127.0.0.1:0", "--seed", "1"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--seed",
+                "1",
+                "--leader-elect=false",
+            ])
             .env("RUST_LOG", "info,scheduler=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

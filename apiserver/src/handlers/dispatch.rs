@@ -27,6 +27,9 @@ pub async fn resource(ctx: RequestContext) -> Result<Response> {
         return Err(ApiError::PathNotFound);
     }
     check_acceptable(&ctx.headers)?;
+    if super::component_status::is_component_status(&info) {
+        return super::component_status::serve(ctx, info).await;
+    }
     // An object nested deeper than a worker's stack can take may be decoded, kept, encoded or
     // dropped anywhere in the request: all of it runs on a large stack then.
     let large = crate::deep::needs_large_stack(info.deep_objects, &ctx.body);

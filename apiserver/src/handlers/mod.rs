@@ -14,6 +14,7 @@
 //! This module holds what the verbs share ([`RequestContext`], the object responses); the
 //! verbs and [`crate::subresource`] import it, and [`dispatch`] imports them all.
 
+pub mod component_status;
 pub mod create;
 pub mod delete;
 pub mod dispatch;

@@ -65,7 +65,7 @@ macro_rules! kinds {
 fn generate() -> Definitions {
     let mut generator = SchemaSettings::openapi3().into_generator();
     let kinds = kinds!(generator:
-        core::Binding, core::ConfigMap, core::Endpoints, core::Event, core::LimitRange,
+        core::Binding, core::ComponentStatus, core::ConfigMap, core::Endpoints, core::Event, core::LimitRange,
         core::Namespace, core::Node, core::PersistentVolume, core::PersistentVolumeClaim,
         core::Pod, core::PodTemplate, core::ReplicationController, core::ResourceQuota,
         core::Secret, core::Service, core::ServiceAccount,

@@ -24,6 +24,7 @@
 //! uses, apps [`workload`]s, tables ([`table`]); name syntax, quantities and ages come from the
 //! `apimachinery` crate.
 
+pub mod componentstatus;
 pub mod config_data;
 pub mod configmap;
 pub mod cronjob;

@@ -6,7 +6,6 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use client::RateLimit;
 
@@ -84,46 +83,12 @@ impl EnabledControllers {
     }
 }
 
-/// Leader election timing (`--leader-elect-*`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaderElection {
-    /// `--leader-elect-lease-duration` (15 s).
-    pub lease_duration: Duration,
-    /// `--leader-elect-renew-deadline` (10 s).
-    pub renew_deadline: Duration,
-    /// `--leader-elect-retry-period` (2 s).
-    pub retry_period: Duration,
-    /// Namespace of the Lease (`kube-system`).
-    pub namespace: String,
-    /// Name of the Lease (`kube-controller-manager`).
-    pub name: String,
-    /// This candidate's identity; `hostname_<uuid>` as kube-controller-manager makes it.
-    pub identity: String,
-}
+/// Leader election settings (`--leader-elect-*`), shared with the scheduler; the Lease is
+/// `kube-system/kube-controller-manager` ([`Config::leader_election_for_controller_manager`]).
+pub use client::LeaderElection;
 
-impl Default for LeaderElection {
-    fn default() -> Self {
-        LeaderElection {
-            lease_duration: Duration::from_secs(15),
-            renew_deadline: Duration::from_secs(10),
-            retry_period: Duration::from_secs(2),
-            namespace: "kube-system".into(),
-            name: "kube-controller-manager".into(),
-            identity: default_identity(),
-        }
-    }
-}
-
-/// `hostname_uuid` (`cmd/kube-controller-manager/app/controllermanager.go`: `id + "_" +
-/// string(uuid.NewUUID())`).
-pub fn default_identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into());
-    format!("{host}_{}", uuid::Uuid::new_v4())
-}
+/// The Lease kube-controller-manager campaigns for, in `kube-system`.
+pub const LEASE_NAME: &str = "kube-controller-manager";
 
 /// Where the API server is: `--kubeconfig` and/or `--master` (which overrides the
 /// kubeconfig's server, as in Kubernetes).
@@ -150,9 +115,10 @@ pub struct Config {
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-namespace-syncs` (10).
     pub concurrent_namespace_syncs: usize,
-    /// `--leader-elect` (off by default in miniplane: one controller-manager per cluster is
-    /// the common case, and a Lease round-trip would slow every start; Kubernetes defaults
-    /// to on).
+    /// `--leader-elect`: run the controllers only while holding the Lease
+    /// `kube-system/kube-controller-manager`. `None` in [`Config::new`] (a library user with
+    /// one controller-manager needs no Lease); the `controller-manager` subcommand and
+    /// `miniplane up` turn it on, as Kubernetes does by default.
     pub leader_election: Option<LeaderElection>,
     /// `--kube-api-qps` / `--kube-api-burst`; `None`: no client-side limit (Kubernetes: 20/30).
     pub rate_limit: Option<RateLimit>,
@@ -168,6 +134,11 @@ pub struct Config {
 }
 
 impl Config {
+    /// Leader election with Kubernetes' timing for the Lease `kube-system/kube-controller-manager`.
+    pub fn leader_election_for_controller_manager() -> LeaderElection {
+        LeaderElection::new(LEASE_NAME)
+    }
+
     /// Kubernetes' defaults for the API server at `api_server`.
     pub fn new(api_server: ApiServer) -> Self {
         Config {
@@ -208,12 +179,5 @@ mod tests {
         );
         assert_eq!(parse("replicaset").unwrap_or_default(), vec!["replicaset"]);
         assert!(parse("*,bogus").is_err());
-    }
-
-    #[test]
-    fn identity_is_hostname_underscore_uuid() {
-        let id = default_identity();
-        let (host, uuid) = id.rsplit_once('_').unwrap_or_default();
-        assert!(!host.is_empty() && uuid.len() == 36, "{id}");
     }
 }

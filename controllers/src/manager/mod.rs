@@ -32,14 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::events::{ApiEventSink, new_recorder};
-use client::leader_election::LeaseResourceLock;
 use client::trace::Exporter;
-use client::{
-    ClientConfig, ClusterSource, LeaderElectionConfig, LeaderElector, SharedInformerFactory,
-    TokioClock, Tracer,
-};
+use client::{ClientConfig, ClusterSource, SharedInformerFactory, TokioClock, Tracer};
 use kube::Client;
-use kube::api::Api;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -101,6 +96,7 @@ impl ControllerManager {
             Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| Error::Bind {
                 addr: addr.to_string(),
                 message: e.to_string(),
+                in_use: e.kind() == std::io::ErrorKind::AddrInUse,
             })?),
             None => None,
         };
@@ -170,7 +166,8 @@ impl ControllerManager {
 }
 
 /// Campaigns for the Lease and runs the controllers while leading
-/// (`leaderelection.RunOrDie` with `OnStartedLeading: run`, `OnStoppedLeading: exit`).
+/// ([`client::run_while_leading`]: `leaderelection.RunOrDie` with `OnStartedLeading: run`,
+/// `OnStoppedLeading: exit`).
 async fn run_with_leader_election(
     client: &Client,
     config: &Config,
@@ -179,64 +176,19 @@ async fn run_with_leader_election(
     tracer: &Tracer,
     shutdown: &CancellationToken,
 ) -> Result<()> {
-    let lock = LeaseResourceLock::new(
-        Api::namespaced(client.clone(), &election.namespace),
-        election.name.clone(),
-    );
-    let elector = LeaderElector::new(
-        LeaderElectionConfig {
-            identity: election.identity.clone(),
-            lease_duration: election.lease_duration,
-            renew_deadline: election.renew_deadline,
-            retry_period: election.retry_period,
-            release_on_cancel: true,
-        },
-        lock,
-        TokioClock::shared(),
-    );
-    let mut is_leader = elector.is_leader();
-    let election_token = shutdown.child_token();
-    let campaign = tokio::spawn(elector.run(election_token.clone()));
-    tracing::info!(identity = %election.identity, lease = %format!("{}/{}", election.namespace, election.name), "attempting to acquire leader lease");
-    let leading = tokio::select! {
-        () = shutdown.cancelled() => false,
-        result = is_leader.wait_for(|leading| *leading) => result.is_ok(),
-    };
-    let mut result = Ok(());
-    if leading {
+    let leadership = client::run_while_leading(client, election, shutdown, |token| async move {
         registry.set_leader(true);
         tracing::info!(identity = %election.identity, "became leader: starting controllers");
-        let controllers_token = shutdown.child_token();
-        let controllers = tokio::spawn({
-            let (client, config, registry, tracer, token) = (
-                client.clone(),
-                config.clone(),
-                registry.clone(),
-                tracer.clone(),
-                controllers_token.clone(),
-            );
-            async move { run_controllers(&client, &config, &registry, &tracer, token).await }
-        });
-        tokio::select! {
-            () = shutdown.cancelled() => {}
-            _ = is_leader.wait_for(|leading| !*leading) => {
-                if !shutdown.is_cancelled() {
-                    tracing::error!("leaderelection lost");
-                    result = Err(Error::LeaderElectionLost);
-                }
-            }
-        }
+        let result = run_controllers(client, config, registry, tracer, token).await;
         registry.set_leader(false);
-        controllers_token.cancel();
-        match controllers.await {
-            Ok(Err(e)) if result.is_ok() => result = Err(e),
-            _ => {}
-        }
+        result
+    })
+    .await;
+    match leadership.output {
+        _ if leadership.lost => Err(Error::LeaderElectionLost),
+        Some(Err(e)) => Err(e),
+        _ => Ok(()),
     }
-    // Controllers are stopped: now the lease may be released.
-    election_token.cancel();
-    let _ = campaign.await;
-    result
 }
 
 /// Builds the enabled controllers on one informer factory, starts the informers, waits for

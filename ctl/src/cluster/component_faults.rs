@@ -88,6 +88,10 @@ pub(crate) struct Restarter {
     /// The cluster's kubelet settings (a restarted kubelet runs pods and shapes nodes as
     /// before).
     pub(crate) kubelet: super::plan::KubeletOptions,
+    /// Whether the components campaign for their Leases ([`Plan::leader_elect`]).
+    pub(crate) leader_elect: bool,
+    /// Told where a restarted component serves `/healthz` (on a free port).
+    pub(crate) component_probes: apiserver::ComponentProbes,
 }
 
 impl Restarter {
@@ -100,6 +104,8 @@ impl Restarter {
             },
             controller_manager: component == Component::ControllerManager,
             scheduler: component == Component::Scheduler,
+            leader_elect: self.leader_elect,
+            component_probes: self.component_probes.clone(),
             port: 0,
             fsync: false,
             fast_node_lifecycle: self.fast_node_lifecycle,

@@ -10,6 +10,11 @@
 //! the API server's URL, inside its own runtime: they share a process, not state or threads.
 //! Every request still crosses the loopback interface as HTTP, so what a trace or a lab shows
 //! is what separate processes do.
+//!
+//! The controller-manager and the scheduler serve `/healthz` (Kubernetes' ports 10257 and
+//! 10259 when the API server's port is fixed, free ports otherwise, which the API server's
+//! `componentstatuses` probes are told) and, with [`Plan::leader_elect`], campaign for their
+//! Leases as the subcommands do.
 
 use std::hash::BuildHasher;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -33,6 +38,24 @@ pub(crate) const FAST_PERIOD: std::time::Duration = std::time::Duration::from_mi
 /// Node-monitor grace period of [`Plan::fast_node_lifecycle`].
 pub(crate) const FAST_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// `/healthz` port of the controller-manager (kube-controller-manager's `--secure-port`).
+const CONTROLLER_MANAGER_PORT: u16 = 10257;
+/// `/healthz` port of the scheduler (kube-scheduler's `--secure-port`).
+const SCHEDULER_PORT: u16 = 10259;
+/// The controller-manager's name in `componentstatuses`.
+const CONTROLLER_MANAGER: &str = "controller-manager";
+/// The scheduler's name in `componentstatuses`.
+const SCHEDULER: &str = "scheduler";
+
+/// Where a component serves `/healthz`: Kubernetes' port when the API server has a fixed
+/// port (`miniplane up`), so `kubectl get componentstatuses` finds it where kube-apiserver
+/// looks; a free port otherwise (test clusters side by side), told to the API server's
+/// probes once bound.
+fn health_address(plan: &Plan, port: u16) -> SocketAddr {
+    let port = if plan.port == 0 { 0 } else { port };
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
+
 /// Opens the store in `store`, binds 127.0.0.1 on the plan's port and serves; returns the URL.
 pub(crate) async fn start_apiserver(
     members: &mut Members,
@@ -47,6 +70,7 @@ pub(crate) async fn start_apiserver(
         store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
         options: apiserver::ServerOptions {
             tracing: plan.tracing.clone(),
+            component_probes: plan.component_probes.clone(),
             ..apiserver::ServerOptions::default()
         },
     };
@@ -80,11 +104,16 @@ pub(crate) async fn start_clients(
             config.node_lifecycle.node_monitor_period = FAST_PERIOD;
             config.node_lifecycle.node_startup_grace_period = FAST_GRACE;
         }
+        config.listen = Some(health_address(plan, CONTROLLER_MANAGER_PORT));
+        if plan.leader_elect {
+            config.leader_election =
+                Some(controllers::manager::Config::leader_election_for_controller_manager());
+        }
         let (bound_tx, bound_rx) = oneshot::channel();
         members.spawn_thread(Component::ControllerManager, move |shutdown| async move {
             match ControllerManager::bind(config).await {
                 Ok(manager) => {
-                    let _ = bound_tx.send(Ok(()));
+                    let _ = bound_tx.send(Ok(manager.local_addr()));
                     manager.run(shutdown).await
                 }
                 Err(e) => {
@@ -93,23 +122,46 @@ pub(crate) async fn start_clients(
                 }
             }
         })?;
-        bound(Component::ControllerManager, bound_rx).await?;
+        if let Some(addr) = bound(Component::ControllerManager, bound_rx).await? {
+            plan.component_probes.set(CONTROLLER_MANAGER, addr);
+        }
         members
             .reporter()
             .started(Component::ControllerManager, None, None, None);
     }
     if plan.scheduler {
-        let config = scheduler::Config {
-            client: ClientConfig::new(ClusterSource::Url(url.to_owned()))
-                .tracing(plan.tracing.enabled),
-            scheduler_name: "default-scheduler".into(),
-            listener: None,
-            // Random tie-breaking, as kube-scheduler's (and `miniplane scheduler`'s) default.
-            seed: std::collections::hash_map::RandomState::new().hash_one(url),
-            clock: client::TokioClock::shared(),
-        };
-        members.spawn_thread(Component::Scheduler, |shutdown| {
-            scheduler::run(config, shutdown)
+        let addr = health_address(plan, SCHEDULER_PORT);
+        let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+            Error::component(
+                Component::Scheduler,
+                format!("cannot serve /healthz on {addr}: {e}"),
+            )
+        })?;
+        if let Ok(addr) = listener.local_addr() {
+            plan.component_probes.set(SCHEDULER, addr);
+        }
+        // The listener is handed to the scheduler's own runtime as a std socket.
+        let listener = listener
+            .into_std()
+            .map_err(|e| Error::component(Component::Scheduler, e))?;
+        let leader_election = plan
+            .leader_elect
+            .then(|| client::LeaderElection::new(scheduler::scheduler::LEASE_NAME));
+        let client =
+            ClientConfig::new(ClusterSource::Url(url.to_owned())).tracing(plan.tracing.enabled);
+        let seed = std::collections::hash_map::RandomState::new().hash_one(url);
+        members.spawn_thread(Component::Scheduler, move |shutdown| async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            let config = scheduler::Config {
+                client,
+                scheduler_name: "default-scheduler".into(),
+                listener: Some(listener),
+                // Random tie-breaking, as kube-scheduler's (and `miniplane scheduler`'s) default.
+                seed,
+                clock: client::TokioClock::shared(),
+                leader_election,
+            };
+            scheduler::run(config, shutdown).await
         })?;
         members
             .reporter()

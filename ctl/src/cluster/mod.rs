@@ -92,6 +92,15 @@ impl ClusterBuilder {
         self
     }
 
+    /// Whether the controller-manager and the scheduler run with leader election, each only
+    /// while holding its Lease in kube-system (`kube-controller-manager`, `kube-scheduler`), so
+    /// that another copy started by hand waits as a standby. Default: no (as envtest, a test
+    /// cluster needs no Lease); `miniplane up`: yes, as Kubernetes runs them.
+    pub fn leader_elect(mut self, elect: bool) -> Self {
+        self.plan.leader_elect = elect;
+        self
+    }
+
     /// Node heartbeats every 200 ms and a node-monitor grace period of 2 s (instead of 10 s
     /// and 40 s), so a node that stops heartbeating is `Unknown` within seconds: for labs and
     /// tests of node failure.
@@ -304,6 +313,8 @@ impl Cluster {
                 nodes: 3,
                 controller_manager: true,
                 scheduler: true,
+                leader_elect: false,
+                component_probes: apiserver::ComponentProbes::default(),
                 port: 0,
                 fsync: false,
                 fast_node_lifecycle: false,
@@ -439,6 +450,8 @@ fn run(
                     fast_node_lifecycle: plan.fast_node_lifecycle,
                     tracing: plan.tracing.clone(),
                     kubelet: plan.kubelet.clone(),
+                    leader_elect: plan.leader_elect,
+                    component_probes: plan.component_probes.clone(),
                 };
                 let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));

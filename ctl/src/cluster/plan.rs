@@ -15,6 +15,11 @@ pub(crate) struct Plan {
     pub(crate) controller_manager: bool,
     /// Whether the scheduler runs.
     pub(crate) scheduler: bool,
+    /// Whether the controller-manager and the scheduler campaign for their Leases
+    /// (`--leader-elect`).
+    pub(crate) leader_elect: bool,
+    /// Where the API server's `componentstatuses` probes the components' `/healthz`.
+    pub(crate) component_probes: apiserver::ComponentProbes,
     /// The API server's port on 127.0.0.1 (0: a free one).
     pub(crate) port: u16,
     /// Whether a write is acknowledged only once it is on disk.

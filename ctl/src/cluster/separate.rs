@@ -5,13 +5,18 @@
 //!   miniplane up --separate
 //!    ├─ miniplane apiserver --data-dir D/store --listen 127.0.0.1:PORT   "listening on URL"
 //!    ├─ miniplane controller-manager --kubeconfig D/kubeconfig ...        "started"
-//!    ├─ miniplane scheduler --kubeconfig D/kubeconfig                     "started"
+//!    ├─ miniplane scheduler --kubeconfig D/kubeconfig ...                 "started"
 //!    └─ miniplane kubelet --nodes N --kubeconfig D/kubeconfig ...         "N nodes registered"
 //!        stdout: the start line (read here)   stderr: D/logs/<component>.log
 //! ```
 //!
 //! `up`'s tracing flags go along: `--tracing=…`, `--trace-max-spans=…` and
-//! `--trace-max-spans-per-trace=…` to the API server, `--tracing=…` to the others.
+//! `--trace-max-spans-per-trace=…` to the API server, `--tracing=…` to the others. The
+//! controller-manager and the scheduler serve `/healthz` on their default ports (10257,
+//! 10259) when the API server's port is fixed, on free ports (`--listen 127.0.0.1:0`) with
+//! port 0; the API server process then does not know where they are, and `kubectl get
+//! componentstatuses` shows them Unhealthy. Without [`Plan::leader_elect`] they get
+//! `--leader-elect=false`.
 //!
 //! Each child is the same executable (`std::env::current_exe()` for `up`), in its own process
 //! group so that a Ctrl-C in the terminal reaches `up` alone, which then stops the children
@@ -203,8 +208,17 @@ impl Launcher {
         let fast = plan.fast_node_lifecycle;
         // Whether each component reports spans follows the API server's setting.
         let tracing = format!("--tracing={}", plan.tracing.enabled);
+        // Kubernetes' health ports (10257, 10259) when the API server has a fixed port, free
+        // ones otherwise (test clusters side by side); the flags are the subcommands' own.
+        let mut common = vec!["--kubeconfig", &*kubeconfig, &tracing];
+        if plan.port == 0 {
+            common.extend(["--listen", any_port]);
+        }
+        if !plan.leader_elect {
+            common.push("--leader-elect=false");
+        }
         if plan.controller_manager {
-            let mut args = vec!["--kubeconfig", &kubeconfig, "--listen", any_port, &tracing];
+            let mut args = common.clone();
             if fast {
                 args.extend([
                     "--node-monitor-grace-period",
@@ -216,10 +230,7 @@ impl Launcher {
             wanted.push((Component::ControllerManager, args));
         }
         if plan.scheduler {
-            wanted.push((
-                Component::Scheduler,
-                vec!["--kubeconfig", &kubeconfig, &tracing],
-            ));
+            wanted.push((Component::Scheduler, common.clone()));
         }
         let kubelet_args = plan.kubelet.args();
         if plan.nodes > 0 {

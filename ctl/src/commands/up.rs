@@ -126,6 +126,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .fsync(!args.no_fsync)
         .port(args.port)
         .nodes(args.nodes)
+        .leader_elect(true)
         .trace_options(args.trace.options())
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);

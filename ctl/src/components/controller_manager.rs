@@ -3,17 +3,19 @@
 //!
 //! Once the client is built and the health port bound it prints one line on stdout:
 //! `miniplane controller-manager started (healthz and metrics on http://127.0.0.1:PORT)`.
-//! Like kube-controller-manager it exits non-zero with `leaderelection lost` when it stops
-//! leading.
+//! Like kube-controller-manager it campaigns for the Lease `kube-system/kube-controller-manager`
+//! unless `--leader-elect=false` (a standby runs no controller), and exits non-zero with
+//! `leaderelection lost` when it stops leading. `--secure-port` (10257) is where `/healthz`
+//! is served, over plain HTTP ([`super::flags`]).
 
 use apimachinery::duration::parse_duration;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use controllers::manager::{
-    ApiServer, Config, ControllerManager, EnabledControllers, LeaderElection,
-};
+use controllers::manager::{ApiServer, Config, ControllerManager, EnabledControllers};
+
+use super::flags::{LeaderElectArgs, bind_error, health_address};
 use tokio_util::sync::CancellationToken;
 
 /// Flags of `miniplane controller-manager` (named as kube-controller-manager's).
@@ -41,19 +43,8 @@ pub struct ControllerManagerArgs {
     /// Namespace workers.
     #[arg(long, default_value_t = 10)]
     concurrent_namespace_syncs: usize,
-    /// Run controllers only while holding the Lease kube-system/kube-controller-manager
-    /// (off by default in miniplane; on in Kubernetes).
-    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true")]
-    leader_elect: bool,
-    /// How long a lease lasts without renewal.
-    #[arg(long, value_parser = parse_duration, default_value = "15s")]
-    leader_elect_lease_duration: Duration,
-    /// How long the leader retries renewing before giving up.
-    #[arg(long, value_parser = parse_duration, default_value = "10s")]
-    leader_elect_renew_deadline: Duration,
-    /// Time between acquire/renew attempts.
-    #[arg(long, value_parser = parse_duration, default_value = "2s")]
-    leader_elect_retry_period: Duration,
+    #[command(flatten)]
+    leader_election: LeaderElectArgs,
     /// Client-side queries per second to the API server (no limit unless set; Kubernetes: 20).
     #[arg(long)]
     kube_api_qps: Option<f64>,
@@ -66,9 +57,12 @@ pub struct ControllerManagerArgs {
     /// How often the node lifecycle controller checks nodes.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     node_monitor_period: Duration,
-    /// Address for /healthz and /metrics (port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:10257")]
-    listen: SocketAddr,
+    /// Port of /healthz and /metrics on 127.0.0.1 (0: not served).
+    #[arg(long, value_name = "PORT", default_value_t = 10257)]
+    secure_port: u16,
+    /// Address of /healthz and /metrics, overriding --secure-port (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<SocketAddr>,
     /// Trace the work this component does and report spans to the API server's collector
     /// (`--tracing=false` turns it off).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
@@ -87,7 +81,7 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.concurrent_replicaset_syncs = args.concurrent_replicaset_syncs;
     config.concurrent_gc_syncs = args.concurrent_gc_syncs;
     config.concurrent_namespace_syncs = args.concurrent_namespace_syncs;
-    config.listen = Some(args.listen);
+    config.listen = health_address(args.listen, args.secure_port);
     config.tracing = args.tracing;
     config.node_lifecycle.node_monitor_grace_period = args.node_monitor_grace_period;
     config.node_lifecycle.node_monitor_period = args.node_monitor_period;
@@ -101,14 +95,9 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
             })
         }
     };
-    if args.leader_elect {
-        config.leader_election = Some(LeaderElection {
-            lease_duration: args.leader_elect_lease_duration,
-            renew_deadline: args.leader_elect_renew_deadline,
-            retry_period: args.leader_elect_retry_period,
-            ..LeaderElection::default()
-        });
-    }
+    config.leader_election = args
+        .leader_election
+        .election(controllers::manager::config::LEASE_NAME)?;
     Ok(config)
 }
 
@@ -117,7 +106,18 @@ pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
     let config = config(args)?;
     let runtime = super::client_runtime()?;
     runtime.block_on(async move {
-        let manager = ControllerManager::bind(config).await?;
+        let listen = config.listen;
+        let manager = ControllerManager::bind(config)
+            .await
+            .map_err(|e| match (e, listen) {
+                (
+                    controllers::Error::Bind {
+                        message, in_use, ..
+                    },
+                    Some(addr),
+                ) => bind_error("controller-manager", addr, in_use, &message),
+                (e, _) => e.into(),
+            })?;
         match manager.local_addr() {
             Some(addr) => println!(
                 "miniplane controller-manager started (healthz and metrics on http://{addr})"

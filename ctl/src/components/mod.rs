@@ -6,6 +6,7 @@
 
 pub(crate) mod apiserver;
 pub(crate) mod controller_manager;
+pub(crate) mod flags;
 pub(crate) mod kubelet;
 pub(crate) mod scheduler;
 

@@ -2,12 +2,17 @@
 //! Ctrl-C or SIGTERM.
 //!
 //! Prints `miniplane scheduler started (scheduler-name default-scheduler[, metrics on
-//! http://ADDR])` once the metrics port is bound and the scheduler task runs.
+//! http://ADDR])` once the metrics port is bound and the scheduler task runs. As
+//! kube-scheduler it serves `/healthz` on `--secure-port` (10259, plain HTTP here), campaigns
+//! for the Lease `kube-system/kube-scheduler` unless `--leader-elect=false` (a standby binds
+//! no pod), and exits non-zero with `leaderelection lost` when another takes the Lease.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
+
+use super::flags::{LeaderElectArgs, bind_error, health_address};
 
 /// Flags of `miniplane scheduler`.
 #[derive(Debug, clap::Args)]
@@ -28,9 +33,14 @@ pub struct SchedulerArgs {
     /// Requests allowed in a burst with --kube-api-qps (kube-scheduler's default: 100).
     #[arg(long, value_name = "N", default_value_t = 100)]
     kube_api_burst: u32,
-    /// Address for /healthz and /metrics (port 0 picks a free port).
+    /// Port of /healthz and /metrics on 127.0.0.1 (0: not served).
+    #[arg(long, value_name = "PORT", default_value_t = 10259)]
+    secure_port: u16,
+    /// Address of /healthz and /metrics, overriding --secure-port (port 0 picks a free port).
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    #[command(flatten)]
+    leader_election: LeaderElectArgs,
     /// Seed of the tie-breaking RNG (default: random).
     #[arg(long)]
     seed: Option<u64>,
@@ -56,8 +66,14 @@ pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
                 burst: args.kube_api_burst,
             });
         }
-        let listener = match args.listen {
-            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await?),
+        let leader_election = args
+            .leader_election
+            .election(scheduler::scheduler::LEASE_NAME)?;
+        let listener = match health_address(args.listen, args.secure_port) {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                let in_use = e.kind() == std::io::ErrorKind::AddrInUse;
+                bind_error("scheduler", addr, in_use, &e.to_string())
+            })?),
             None => None,
         };
         let metrics = scheduler::scheduler::listener_address(&listener)
@@ -69,6 +85,7 @@ pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
             listener,
             seed: args.seed.unwrap_or_else(rand_seed),
             clock: client::TokioClock::shared(),
+            leader_election,
         };
         let shutdown = CancellationToken::new();
         let mut run = tokio::spawn(scheduler::run(config, shutdown.clone()));
