@@ -182,12 +182,14 @@ fn convert(e: store::Event) -> Option<CachedEvent> {
 
 /// A store event as a [`CachedEvent`] for the cacher: only the new object is decoded (by the
 /// caller, outside the cacher's lock: `decoded`, for a put); the previous one is
-/// `objects[key]`, which is then updated (`watchCache.processEvent`). Returns
+/// `objects[key]`, which is then updated (`watchCache.processEvent`). A delete's object is
+/// stamped with `deleted_by`, the delete's trace context, if it was traced. Returns
 /// `None` for an event the cacher cannot use (a value that is not JSON; a delete of a key it
 /// never saw).
 fn convert_cached(
     e: store::Event,
     decoded: Option<Value>,
+    deleted_by: Option<&str>,
     objects: &mut BTreeMap<Bytes, Arc<Value>>,
 ) -> Option<CachedEvent> {
     let rev = e.revision();
@@ -221,8 +223,12 @@ fn convert_cached(
         EventKind::Delete => {
             objects.remove(&key);
             let last = prev.clone()?;
-            // The deleted object as last seen, with the delete's resourceVersion.
+            // The deleted object as last seen, with the delete's resourceVersion (and the
+            // delete's trace context, when it was traced).
             let mut object = (*last).clone();
+            if let Some(tp) = deleted_by {
+                crate::request_trace::set_annotation(&mut object, Some(tp));
+            }
             crate::meta::set_meta_str(
                 &mut object,
                 crate::meta::MetaField::ResourceVersion,
@@ -319,9 +325,14 @@ impl Cacher {
             },
             EventKind::Delete => (None, None),
         };
+        // A traced delete's context, for the DELETED event's object.
+        let deleted_by = match e.kind {
+            EventKind::Delete => self.handoff.take_delete(&e.kv.key),
+            EventKind::Put => None,
+        };
         let mut s = self.lock();
         s.revision = s.revision.max(rev);
-        let Some(ev) = convert_cached(e, decoded, &mut s.objects) else {
+        let Some(ev) = convert_cached(e, decoded, deleted_by.as_deref(), &mut s.objects) else {
             return;
         };
         if let Some(encoded) = encoded {
@@ -787,6 +798,37 @@ mod tests {
                 .is_none()
         );
         assert!(handoff.current(b"/r/y", ev.revision).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_deleted_event_carries_the_trace_context_its_delete_offered() {
+        let b = Arc::new(MemoryBackend::new());
+        let handoff = Arc::new(Handoff::new());
+        let wc = cache(b.clone(), 16, 16).with_handoff(handoff.clone());
+        let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
+        let created = format!(
+            "{{\"metadata\":{{\"name\":\"x\",\"annotations\":{{\"{}\":\"00-created\"}}}}}}",
+            trace::TRACEPARENT_ANNOTATION
+        );
+        put(&b, "/r/x", &created).await;
+        put(&b, "/r/y", &created).await;
+        for _ in 0..2 {
+            w.next().await.expect("event").expect("ok");
+        }
+        handoff.offer_delete(b"/r/x", "00-deleted");
+        b.delete(Bytes::from_static(b"/r/x")).await.expect("delete");
+        let ev = w.next().await.expect("event").expect("ok");
+        assert_eq!(ev.kind, EventType::Deleted);
+        assert_eq!(
+            crate::request_trace::annotation(&ev.object),
+            Some("00-deleted"),
+            "the delete's context, not the create's"
+        );
+        assert_eq!(handoff.take_delete(b"/r/x"), None, "taken");
+        // An untraced delete: the object as last stored.
+        b.delete(Bytes::from_static(b"/r/y")).await.expect("delete");
+        let ev = w.next().await.expect("event").expect("ok");
+        assert_eq!(crate::request_trace::annotation(&ev.object), Some("00-created"));
     }
 
     #[tokio::test]

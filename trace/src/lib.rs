@@ -83,6 +83,8 @@ pub mod attr {
     pub const RETRIES: &str = "retries";
     /// An error message.
     pub const ERROR: &str = "error";
+    /// Why a controller acted as it did (the garbage collector's reason for a delete).
+    pub const REASON: &str = "reason";
 }
 
 /// The Kubernetes verb of a request (`RequestInfoFactory.NewRequestInfo` in
