@@ -20,15 +20,16 @@
 use std::collections::HashMap;
 
 use crate::context::SpanId;
+use crate::fold::Fold;
 use crate::span::Span;
 
 /// One trace's spans arranged by cause.
 #[derive(Debug)]
 pub struct Tree<'a> {
-    spans: Vec<&'a Span>,
-    children: Vec<Vec<usize>>,
-    roots: Vec<usize>,
-    orphan: Vec<bool>,
+    pub(crate) spans: Vec<&'a Span>,
+    pub(crate) children: Vec<Vec<usize>>,
+    pub(crate) roots: Vec<usize>,
+    pub(crate) orphan: Vec<bool>,
 }
 
 /// One line of the tree in causal (pre-)order.
@@ -44,6 +45,9 @@ pub struct Row<'a> {
     pub orphan: bool,
     /// The row index of its parent, if it is not a root.
     pub parent_row: Option<usize>,
+    /// Set on a row that stands for a run of failed attempts ([`Tree::folded_rows`]); `span`
+    /// is the first of them.
+    pub fold: Option<Fold>,
 }
 
 fn order(spans: &[&Span], a: usize, b: usize) -> std::cmp::Ordering {
@@ -180,6 +184,7 @@ impl<'a> Tree<'a> {
                 prefix: own,
                 orphan: self.orphan[i],
                 parent_row,
+                fold: None,
             });
             let kids = &self.children[i];
             for (k, &c) in kids.iter().enumerate().rev() {

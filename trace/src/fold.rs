@@ -1,0 +1,410 @@
+//! Folded retries: the tree's rows with each run of failed attempts at one operation shown as
+//! one line, `× 37 retries (409 Conflict)`, so that the story is not buried under them.
+//!
+//! Jaeger and Perfetto show every span; a controller retrying a status update after `409
+//! Conflict` (its cache a step behind its own last write) then fills the screen with the same
+//! line. Here a retry is recognised from the tree alone:
+//!
+//! ```text
+//!   same operation = same span name, component, verb, resource, subresource, object and
+//!                    work-queue key
+//!   a run          = consecutive siblings of the same operation
+//!   a retry chain  = a failed span with a child of its own operation (a failed sync requeued
+//!                    its key: the next sync is caused by it) → flattened into siblings
+//!
+//!   ├─ sync replicaset: … failed: 409          ├─ sync replicaset: … failed: 409 × 2 retries (409 Conflict)
+//!   │  ├─ PUT replicasets/status → 409    ──▶   └─ sync replicaset: desired 3, have 3 → …
+//!   │  ├─ queue wait
+//!   │  └─ sync replicaset: … failed: 409
+//!   │     ├─ …
+//!   │     └─ sync replicaset: desired 3 …
+//! ```
+//!
+//! In a run with at least one failed attempt (an `error` attribute, or an HTTP code of 400 or
+//! more), the failed attempts and everything under them (but the retries shown) become one
+//! row at the first one's place; the attempts that did not fail stay rows of their own, so
+//! every distinct step still has its line. A failed span with no retry is not folded.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::attr;
+use crate::context::SpanId;
+use crate::span::Span;
+use crate::tree::{Row, Tree};
+
+/// A run of failed attempts shown as one row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fold {
+    /// How many failed attempts the row stands for.
+    pub attempts: usize,
+    /// How many spans it hides: the attempts and what they caused, but the retries shown.
+    pub spans: usize,
+    /// Why they failed (`409 Conflict`), each once, in the order they first failed so.
+    pub reasons: Vec<String>,
+    /// The spans it hides, in causal order (for a view that expands it).
+    pub hidden: Vec<SpanId>,
+}
+
+impl Fold {
+    /// `× 37 retries (409 Conflict)`.
+    pub fn label(&self) -> String {
+        let noun = if self.attempts == 1 {
+            "retry"
+        } else {
+            "retries"
+        };
+        format!("× {} {noun} ({})", self.attempts, self.reasons.join(", "))
+    }
+}
+
+/// The name of an HTTP status code, as Go's `http.StatusText` has it, for the codes the API
+/// server answers.
+fn status_text(code: u16) -> &'static str {
+    match code {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
+        410 => "Gone",
+        413 => "Request Entity Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "",
+    }
+}
+
+fn code(span: &Span) -> Option<u16> {
+    span.attribute(attr::CODE)?.parse().ok()
+}
+
+/// Whether the span says its work failed.
+pub fn failed(span: &Span) -> bool {
+    span.attributes.contains_key(attr::ERROR) || code(span).is_some_and(|c| c >= 400)
+}
+
+/// What makes two spans the same operation.
+fn operation(span: &Span) -> [Option<String>; 6] {
+    [
+        Some(format!("{}\u{0}{}", span.name, span.component)),
+        span.attribute(attr::VERB),
+        span.attribute(attr::RESOURCE),
+        span.attribute(attr::SUBRESOURCE),
+        span.attribute(attr::NAMESPACE)
+            .zip(span.attribute(attr::NAME))
+            .map(|(ns, n)| format!("{ns}/{n}"))
+            .or_else(|| span.attribute(attr::NAME)),
+        span.attribute(attr::KEY),
+    ]
+}
+
+/// Each span's operation and whether it failed, by span index.
+struct Shown<'s> {
+    ops: &'s [[Option<String>; 6]],
+    failed: &'s [bool],
+}
+
+/// One entry of a parent's shown children.
+enum Item {
+    Span(usize),
+    Fold(Vec<usize>),
+}
+
+impl<'a> Tree<'a> {
+    /// [`Tree::rows`] with retries folded (see the module docs); returns the rows and how many
+    /// spans the folds hide.
+    pub fn folded_rows(&self) -> (Vec<Row<'a>>, usize) {
+        let ops: Vec<_> = self.spans.iter().map(|s| operation(s)).collect();
+        let failed: Vec<bool> = self.spans.iter().map(|s| failed(s)).collect();
+        // The retry shown in place of each failed attempt's subtree.
+        let mut retry_of: HashMap<usize, usize> = HashMap::new();
+        let shown = Shown {
+            ops: &ops,
+            failed: &failed,
+        };
+        let mut rows: Vec<Row<'a>> = Vec::with_capacity(self.spans.len());
+        let mut hidden = 0;
+        // (item, depth, prefix for its children, own prefix, parent row)
+        let mut stack: Vec<(Item, usize, String, String, Option<usize>)> = self
+            .shown_children(&self.roots, &shown, &mut retry_of)
+            .into_iter()
+            .rev()
+            .map(|item| (item, 0, String::new(), String::new(), None))
+            .collect();
+        while let Some((item, depth, inherited, own, parent_row)) = stack.pop() {
+            let row = rows.len();
+            let i = match item {
+                Item::Fold(attempts) => {
+                    let mut ids = Vec::new();
+                    for a in &attempts {
+                        self.collect_hidden(*a, retry_of.get(a).copied(), &mut ids);
+                    }
+                    let spans = ids.len();
+                    hidden += spans;
+                    let mut reasons: Vec<String> = Vec::new();
+                    for &a in &attempts {
+                        let why = self.failure_reason(a);
+                        if !reasons.contains(&why) {
+                            reasons.push(why);
+                        }
+                    }
+                    rows.push(Row {
+                        span: self.spans[attempts[0]],
+                        depth,
+                        prefix: own,
+                        orphan: self.orphan[attempts[0]],
+                        parent_row,
+                        fold: Some(Fold {
+                            attempts: attempts.len(),
+                            spans,
+                            reasons,
+                            hidden: ids,
+                        }),
+                    });
+                    continue;
+                }
+                Item::Span(i) => i,
+            };
+            rows.push(Row {
+                span: self.spans[i],
+                depth,
+                prefix: own,
+                orphan: self.orphan[i],
+                parent_row,
+                fold: None,
+            });
+            let kids: Vec<usize> = self.children[i]
+                .iter()
+                .copied()
+                .filter(|c| retry_of.get(&i) != Some(c))
+                .collect();
+            let items = self.shown_children(&kids, &shown, &mut retry_of);
+            let count = items.len();
+            for (k, item) in items.into_iter().enumerate().rev() {
+                let last = k + 1 == count;
+                let own = format!("{inherited}{}", if last { "└─ " } else { "├─ " });
+                let next = format!("{inherited}{}", if last { "   " } else { "│  " });
+                stack.push((item, depth + 1, next, own, Some(row)));
+            }
+        }
+        (rows, hidden)
+    }
+
+    /// The items shown for `kids` (siblings in order): retry chains flattened, runs of failed
+    /// attempts folded. Records in `retry_of` the retry flattened out of each failed attempt.
+    fn shown_children(
+        &self,
+        kids: &[usize],
+        shown: &Shown<'_>,
+        retry_of: &mut HashMap<usize, usize>,
+    ) -> Vec<Item> {
+        let mut flat = Vec::with_capacity(kids.len());
+        for &c in kids {
+            flat.push(c);
+            let mut cur = c;
+            while shown.failed[cur]
+                && let Some(&r) = self.children[cur]
+                    .iter()
+                    .find(|&&r| shown.ops[r] == shown.ops[cur])
+            {
+                retry_of.insert(cur, r);
+                flat.push(r);
+                cur = r;
+            }
+        }
+        let mut items = Vec::with_capacity(flat.len());
+        let mut i = 0;
+        while i < flat.len() {
+            let mut j = i + 1;
+            while j < flat.len() && shown.ops[flat[j]] == shown.ops[flat[i]] {
+                j += 1;
+            }
+            let run = &flat[i..j];
+            let attempts: Vec<usize> = run.iter().copied().filter(|&s| shown.failed[s]).collect();
+            if run.len() < 2 || attempts.is_empty() {
+                items.extend(run.iter().map(|&s| Item::Span(s)));
+            } else {
+                let first = attempts[0];
+                for &s in run {
+                    if s == first {
+                        items.push(Item::Fold(attempts.clone()));
+                    } else if !shown.failed[s] {
+                        items.push(Item::Span(s));
+                    }
+                }
+            }
+            i = j;
+        }
+        items
+    }
+
+    /// The ids of `i`'s subtree in pre-order, but the subtree of `except` (the retry shown).
+    fn collect_hidden(&self, i: usize, except: Option<usize>, out: &mut Vec<SpanId>) {
+        let mut stack = vec![i];
+        while let Some(j) = stack.pop() {
+            if Some(j) == except {
+                continue;
+            }
+            out.push(self.spans[j].span_id);
+            stack.extend(self.children[j].iter().rev());
+        }
+    }
+
+    /// Why attempt `i` failed: its HTTP code (`409 Conflict`), else the first failed code
+    /// under it, else `error`.
+    fn failure_reason(&self, i: usize) -> String {
+        let mut stack = vec![i];
+        while let Some(j) = stack.pop() {
+            if let Some(c) = code(self.spans[j]).filter(|c| *c >= 400) {
+                return format!("{c} {}", status_text(c)).trim_end().to_owned();
+            }
+            stack.extend(self.children[j].iter().rev());
+        }
+        "error".to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::context::SpanContext;
+    use crate::span::{Span, SpanKind};
+    use crate::{Tree, attr};
+
+    /// A span of `component` under `parent`, starting at `start`.
+    fn span(name: &str, ctx: SpanContext, parent: Option<&SpanContext>, start: u64) -> Span {
+        let mut s = Span::start(
+            ctx,
+            parent.map(|p| p.span_id),
+            name,
+            SpanKind::Internal,
+            "cm",
+        );
+        s.start_unix_nanos = start;
+        s.end_unix_nanos = start + 1;
+        s
+    }
+
+    fn lines(rows: &[crate::tree::Row<'_>]) -> Vec<String> {
+        rows.iter()
+            .map(|r| match &r.fold {
+                Some(f) => format!("{}{} {}", r.prefix, r.span.name, f.label()),
+                None => format!("{}{}", r.prefix, r.span.name),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn sibling_retries_and_retry_chains_fold_into_one_line_each() {
+        let root = SpanContext::new_root();
+        let mut spans = vec![span("create deployments", root, None, 0)];
+        // Three PUTs of the same status under one sync: two 409s, then a 200.
+        let sync = root.child();
+        spans.push(span("sync deployment", sync, Some(&root), 1).with(attr::KEY, "default/web"));
+        for (i, code) in [409_u16, 409, 200].into_iter().enumerate() {
+            spans.push(
+                span(
+                    "PUT deployments/status",
+                    sync.child(),
+                    Some(&sync),
+                    2 + i as u64,
+                )
+                .with(attr::VERB, "update")
+                .with(attr::RESOURCE, "deployments")
+                .with(attr::NAMESPACE, "default")
+                .with(attr::NAME, "web")
+                .with(attr::CODE, code),
+            );
+        }
+        // Two POSTs of different pods: distinct steps, never folded, even if one failed.
+        for (i, name) in ["a", "b"].into_iter().enumerate() {
+            spans.push(
+                span("POST pods", sync.child(), Some(&sync), 10 + i as u64)
+                    .with(attr::NAME, name)
+                    .with(attr::CODE, if name == "a" { 500_u16 } else { 201 }),
+            );
+        }
+        // A retry chain: a failed sync requeued its key; the next sync (and its queue wait)
+        // hang under it; the third succeeds and does the work.
+        let rs1 = root.child();
+        let rs2 = rs1.child();
+        let rs3 = rs2.child();
+        let key = |s: Span| s.with(attr::KEY, "default/web-1");
+        spans.push(key(span("sync replicaset", rs1, Some(&root), 20)).with(attr::ERROR, "409"));
+        spans.push(
+            span("PUT replicasets/status", rs1.child(), Some(&rs1), 21).with(attr::CODE, 409_u16),
+        );
+        spans.push(span("queue wait", rs1.child(), Some(&rs1), 22));
+        spans.push(key(span("sync replicaset", rs2, Some(&rs1), 23)).with(attr::ERROR, "409"));
+        spans.push(
+            span("PUT replicasets/status", rs2.child(), Some(&rs2), 24).with(attr::CODE, 409_u16),
+        );
+        spans.push(span("queue wait", rs2.child(), Some(&rs2), 25));
+        spans.push(key(span("sync replicaset", rs3, Some(&rs2), 26)));
+        spans.push(span("POST pods", rs3.child(), Some(&rs3), 27).with(attr::CODE, 201_u16));
+
+        let tree = Tree::build(&spans);
+        let (rows, hidden) = tree.folded_rows();
+        assert_eq!(
+            lines(&rows),
+            [
+                "create deployments",
+                "├─ sync deployment",
+                "│  ├─ PUT deployments/status × 2 retries (409 Conflict)",
+                "│  ├─ PUT deployments/status",
+                "│  ├─ POST pods",
+                "│  └─ POST pods",
+                "├─ sync replicaset × 2 retries (409 Conflict)",
+                "└─ sync replicaset",
+                "   └─ POST pods",
+            ]
+        );
+        assert_eq!(
+            hidden,
+            2 + 6,
+            "two PUTs, and two syncs with their PUT and queue wait"
+        );
+        assert_eq!(
+            rows.len() + hidden - 2,
+            spans.len(),
+            "each fold row hides its own span too"
+        );
+        assert_eq!(rows[6].fold.as_ref().map(|f| f.spans), Some(6));
+        assert_eq!(
+            rows[8].parent_row,
+            Some(7),
+            "the work hangs under the retry that did it"
+        );
+        // Unfolded, every span is a row.
+        let plain: Vec<String> = tree
+            .rows()
+            .iter()
+            .map(|r| format!("{}{}", r.prefix, r.span.name))
+            .collect();
+        assert_eq!(plain.len(), spans.len());
+    }
+
+    #[test]
+    fn a_lone_failure_and_repeats_that_never_failed_are_not_folded() {
+        let root = SpanContext::new_root();
+        let mut spans = vec![span("sync", root, None, 0)];
+        spans.push(
+            span("PATCH pods/status", root.child(), Some(&root), 1).with(attr::CODE, 409_u16),
+        );
+        for i in 0..3 {
+            spans.push(span("watch event", root.child(), Some(&root), 2 + i));
+        }
+        let tree = Tree::build(&spans);
+        let (rows, hidden) = tree.folded_rows();
+        assert_eq!(hidden, 0);
+        assert_eq!(rows.len(), spans.len());
+        assert!(rows.iter().all(|r| r.fold.is_none()));
+    }
+}
