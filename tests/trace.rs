@@ -10,9 +10,12 @@
 //! * the Chrome and OTLP exports have the shape their formats require;
 //! * a scheduler restarted mid-flow continues the trace from the pods' annotations;
 //! * a trace past its span budget is cut: its later writes carry it unsampled, no component
-//!   records them, and none starts a trace of its own.
+//!   records them, and none starts a trace of its own;
+//! * a delete's cascade and folded retries: [`cascade`].
 
 use crate::support;
+
+mod cascade;
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
