@@ -294,7 +294,11 @@ mod tests {
         h.watch_prefix("/registry/apps/deployments/");
         h.offer_delete(key, "00-a");
         h.withdraw_delete(key, "00-b");
-        assert_eq!(h.take_delete(key).as_deref(), Some("00-a"), "only its own is withdrawn");
+        assert_eq!(
+            h.take_delete(key).as_deref(),
+            Some("00-a"),
+            "only its own is withdrawn"
+        );
         assert_eq!(h.take_delete(key), None, "taken once");
         h.offer_delete(key, "00-a");
         h.withdraw_delete(key, "00-a");

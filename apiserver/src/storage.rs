@@ -835,17 +835,28 @@ mod tests {
             .guaranteed_update(&pod("a"), true, delete)
             .await
             .expect("dry run");
-        assert_eq!(plain.handoff().take_delete(&pod("a").key()), None, "a dry run offers nothing");
+        assert_eq!(
+            plain.handoff().take_delete(&pod("a").key()),
+            None,
+            "a dry run offers nothing"
+        );
         traced
             .guaranteed_update(&pod("a"), false, delete)
             .await
             .expect("delete");
-        assert_eq!(plain.handoff().take_delete(&pod("a").key()).as_deref(), Some(tp));
+        assert_eq!(
+            plain.handoff().take_delete(&pod("a").key()).as_deref(),
+            Some(tp)
+        );
         plain
             .guaranteed_update(&pod("b"), false, delete)
             .await
             .expect("delete");
-        assert_eq!(plain.handoff().take_delete(&pod("b").key()), None, "not traced");
+        assert_eq!(
+            plain.handoff().take_delete(&pod("b").key()),
+            None,
+            "not traced"
+        );
     }
 
     #[tokio::test]

@@ -828,7 +828,10 @@ mod tests {
         // An untraced delete: the object as last stored.
         b.delete(Bytes::from_static(b"/r/y")).await.expect("delete");
         let ev = w.next().await.expect("event").expect("ok");
-        assert_eq!(crate::request_trace::annotation(&ev.object), Some("00-created"));
+        assert_eq!(
+            crate::request_trace::annotation(&ev.object),
+            Some("00-created")
+        );
     }
 
     #[tokio::test]

@@ -6,9 +6,11 @@
 //! line. Here a retry is recognised from the tree alone:
 //!
 //! ```text
-//!   same operation = same span name, component, verb, resource, subresource, object and
-//!                    work-queue key
-//!   a run          = consecutive siblings of the same operation
+//!   same operation = same span name, component, verb, resource, subresource, object,
+//!                    request path and work-queue key
+//!   a run          = consecutive siblings of the same operation; a GET of the written object
+//!                    between a failed write and the next (client-go's RetryOnConflict) is
+//!                    part of the failed attempt
 //!   a retry chain  = a failed span with a child of its own operation (a failed sync requeued
 //!                    its key: the next sync is caused by it) → flattened into siblings
 //!
@@ -91,8 +93,14 @@ pub fn failed(span: &Span) -> bool {
     span.attributes.contains_key(attr::ERROR) || code(span).is_some_and(|c| c >= 400)
 }
 
-/// What makes two spans the same operation.
-fn operation(span: &Span) -> [Option<String>; 6] {
+/// The request path a client span records (`client::trace`).
+const PATH: &str = "path";
+
+/// What makes two spans the same operation: name, component, verb, resource, subresource,
+/// object, request path and work-queue key.
+type Operation = [Option<String>; 7];
+
+fn operation(span: &Span) -> Operation {
     [
         Some(format!("{}\u{0}{}", span.name, span.component)),
         span.attribute(attr::VERB),
@@ -102,19 +110,36 @@ fn operation(span: &Span) -> [Option<String>; 6] {
             .zip(span.attribute(attr::NAME))
             .map(|(ns, n)| format!("{ns}/{n}"))
             .or_else(|| span.attribute(attr::NAME)),
+        span.attribute(PATH),
         span.attribute(attr::KEY),
     ]
 }
 
-/// Each span's operation and whether it failed, by span index.
+/// Each span's operation, whether it failed and the path it requested, by span index.
 struct Shown<'s> {
-    ops: &'s [[Option<String>; 6]],
+    ops: &'s [Operation],
     failed: &'s [bool],
+    spans: &'s [&'s Span],
+}
+
+impl Shown<'_> {
+    /// Whether span `get` is a GET of the object span `write` wrote (its path, less a
+    /// subresource).
+    fn rereads(&self, get: usize, write: usize) -> bool {
+        let (get, write) = (self.spans[get], self.spans[write]);
+        get.attribute(attr::VERB).as_deref() == Some("get")
+            && get.component == write.component
+            && match (get.attribute(PATH), write.attribute(PATH)) {
+                (Some(g), Some(w)) => w.starts_with(&g),
+                _ => false,
+            }
+    }
 }
 
 /// One entry of a parent's shown children.
 enum Item {
     Span(usize),
+    /// The spans hidden, in sibling order: the failed attempts and the re-reads between them.
     Fold(Vec<usize>),
 }
 
@@ -129,6 +154,7 @@ impl<'a> Tree<'a> {
         let shown = Shown {
             ops: &ops,
             failed: &failed,
+            spans: &self.spans,
         };
         let mut rows: Vec<Row<'a>> = Vec::with_capacity(self.spans.len());
         let mut hidden = 0;
@@ -142,13 +168,18 @@ impl<'a> Tree<'a> {
         while let Some((item, depth, inherited, own, parent_row)) = stack.pop() {
             let row = rows.len();
             let i = match item {
-                Item::Fold(attempts) => {
+                Item::Fold(members) => {
                     let mut ids = Vec::new();
-                    for a in &attempts {
+                    for a in &members {
                         self.collect_hidden(*a, retry_of.get(a).copied(), &mut ids);
                     }
                     let spans = ids.len();
                     hidden += spans;
+                    let attempts: Vec<usize> = members
+                        .iter()
+                        .copied()
+                        .filter(|&a| shown.failed[a])
+                        .collect();
                     let mut reasons: Vec<String> = Vec::new();
                     for &a in &attempts {
                         let why = self.failure_reason(a);
@@ -223,20 +254,42 @@ impl<'a> Tree<'a> {
         let mut items = Vec::with_capacity(flat.len());
         let mut i = 0;
         while i < flat.len() {
+            let op = &shown.ops[flat[i]];
+            let mut run = vec![flat[i]];
             let mut j = i + 1;
-            while j < flat.len() && shown.ops[flat[j]] == shown.ops[flat[i]] {
-                j += 1;
+            loop {
+                if j < flat.len() && shown.ops[flat[j]] == *op {
+                    run.push(flat[j]);
+                    j += 1;
+                } else if j + 1 < flat.len()
+                    && run.last().is_some_and(|&l| shown.failed[l])
+                    && shown.rereads(flat[j], flat[i])
+                    && shown.ops[flat[j + 1]] == *op
+                {
+                    // A failed write, a GET of its object, the write again: client-go's
+                    // RetryOnConflict. The GET is part of the failed attempt.
+                    run.extend([flat[j], flat[j + 1]]);
+                    j += 2;
+                } else {
+                    break;
+                }
             }
-            let run = &flat[i..j];
-            let attempts: Vec<usize> = run.iter().copied().filter(|&s| shown.failed[s]).collect();
-            if run.len() < 2 || attempts.is_empty() {
+            let failures = run.iter().filter(|&&s| shown.failed[s]).count();
+            if run.len() < 2 || failures == 0 {
                 items.extend(run.iter().map(|&s| Item::Span(s)));
             } else {
-                let first = attempts[0];
-                for &s in run {
+                // The failed attempts and re-reads as one row, where the first of them was;
+                // the attempts that did not fail as rows of their own.
+                let hidden: Vec<usize> = run
+                    .iter()
+                    .copied()
+                    .filter(|&s| shown.failed[s] || shown.ops[s] != *op)
+                    .collect();
+                let first = hidden[0];
+                for &s in &run {
                     if s == first {
-                        items.push(Item::Fold(attempts.clone()));
-                    } else if !shown.failed[s] {
+                        items.push(Item::Fold(hidden.clone()));
+                    } else if !hidden.contains(&s) {
                         items.push(Item::Span(s));
                     }
                 }
@@ -323,6 +376,29 @@ mod tests {
                 .with(attr::CODE, code),
             );
         }
+        // RetryOnConflict: PUT → 409, GET the object, PUT again → 200.
+        let path = "/apis/apps/v1/namespaces/default/replicasets/web-1";
+        let client = |name: &str, verb: &str, path: String, code: u16, start: u64| {
+            span(name, sync.child(), Some(&sync), start)
+                .with(attr::VERB, verb)
+                .with("path", path)
+                .with(attr::CODE, code)
+        };
+        spans.push(client(
+            "PUT replicasets/status",
+            "update",
+            format!("{path}/status"),
+            409,
+            5,
+        ));
+        spans.push(client("GET replicasets", "get", path.to_owned(), 200, 6));
+        spans.push(client(
+            "PUT replicasets/status",
+            "update",
+            format!("{path}/status"),
+            200,
+            7,
+        ));
         // Two POSTs of different pods: distinct steps, never folded, even if one failed.
         for (i, name) in ["a", "b"].into_iter().enumerate() {
             spans.push(
@@ -359,6 +435,8 @@ mod tests {
                 "├─ sync deployment",
                 "│  ├─ PUT deployments/status × 2 retries (409 Conflict)",
                 "│  ├─ PUT deployments/status",
+                "│  ├─ PUT replicasets/status × 1 retry (409 Conflict)",
+                "│  ├─ PUT replicasets/status",
                 "│  ├─ POST pods",
                 "│  └─ POST pods",
                 "├─ sync replicaset × 2 retries (409 Conflict)",
@@ -368,18 +446,18 @@ mod tests {
         );
         assert_eq!(
             hidden,
-            2 + 6,
-            "two PUTs, and two syncs with their PUT and queue wait"
+            2 + 2 + 6,
+            "two PUTs; a PUT and its GET; two syncs with their PUT and queue wait"
         );
         assert_eq!(
-            rows.len() + hidden - 2,
+            rows.len() + hidden - 3,
             spans.len(),
             "each fold row hides its own span too"
         );
-        assert_eq!(rows[6].fold.as_ref().map(|f| f.spans), Some(6));
+        assert_eq!(rows[8].fold.as_ref().map(|f| f.spans), Some(6));
         assert_eq!(
-            rows[8].parent_row,
-            Some(7),
+            rows[10].parent_row,
+            Some(9),
             "the work hangs under the retry that did it"
         );
         // Unfolded, every span is a row.

@@ -42,19 +42,19 @@ pub struct TreeOptions {
     pub all: bool,
 }
 
-/// The one-line description of a span: `name: summary`, plus how long after its parent ended
-/// a delivered event arrived.
+/// The one-line description of a span: `name: summary` (for a fold, `name × 3 retries (409
+/// Conflict): summary`, the first attempt's summary).
 pub fn describe(row: &Row<'_>) -> String {
     let span = row.span;
     let mut line = span.name.clone();
+    if let Some(fold) = &row.fold {
+        let _ = write!(line, " {}", fold.label());
+    }
     if !span.summary.is_empty() {
         let _ = write!(line, ": {}", span.summary);
     }
     if row.orphan {
         line.push_str(" [parent not recorded]");
-    }
-    if let Some(fold) = &row.fold {
-        let _ = write!(line, " {}", fold.label());
     }
     line
 }
@@ -175,7 +175,10 @@ pub fn waterfall(spans: &[Span], width: usize, all: bool) -> String {
                 "  ".repeat(r.depth.min(20)),
                 r.span.name,
                 r.span.component,
-                r.fold.as_ref().map(|f| format!(" {}", f.label())).unwrap_or_default()
+                r.fold
+                    .as_ref()
+                    .map(|f| format!(" {}", f.label()))
+                    .unwrap_or_default()
             )
         })
         .collect();
@@ -301,6 +304,58 @@ mod tests {
             Some(30),
             "{text}"
         );
+    }
+
+    #[test]
+    fn retries_print_as_one_line_unless_every_span_is_asked_for() {
+        let mut spans = spans();
+        let root = spans[0].context();
+        for (i, code) in [409_u16, 409, 409, 200].into_iter().enumerate() {
+            let mut put = Span::start(
+                root.child(),
+                Some(root.span_id),
+                "PUT deployments/status",
+                SpanKind::Client,
+                "kube-controller-manager",
+            )
+            .with(crate::attr::CODE, code)
+            .with(
+                "path",
+                "/apis/apps/v1/namespaces/default/deployments/web/status",
+            );
+            put.summary = format!("update default/web → {code}");
+            put.start_unix_nanos = 1_004_000_000 + i as u64;
+            put.end_unix_nanos = put.start_unix_nanos + 1;
+            spans.push(put);
+        }
+        let folded = tree(&spans, TreeOptions::default());
+        assert!(
+            folded
+                .lines()
+                .next()
+                .unwrap()
+                .contains("6 spans (3 in folded retries)"),
+            "{folded}"
+        );
+        assert!(
+            folded.contains(
+                "├─ PUT deployments/status × 3 retries (409 Conflict): update default/web → 409"
+            ),
+            "{folded}"
+        );
+        assert_eq!(folded.lines().count(), 2 + 4, "{folded}");
+        let all = tree(
+            &spans,
+            TreeOptions {
+                all: true,
+                ..TreeOptions::default()
+            },
+        );
+        assert_eq!(all.lines().count(), 2 + 6, "{all}");
+        assert!(!all.contains('×') && all.lines().next().unwrap().contains("6 spans ·"));
+        let bars = waterfall(&spans, 20, false);
+        assert!(bars.contains("× 3 retries"), "{bars}");
+        assert_eq!(waterfall(&spans, 20, true).lines().count(), 2 + 6);
     }
 
     #[test]

@@ -305,7 +305,10 @@ impl GarbageCollector {
 
     /// The sans-IO decision for `uid` on the current graph.
     /// The decision about `uid` on the graph as it is: the object, what to do and why.
-    fn decide(&self, uid: &str) -> Option<(crate::action::ObjectRef, Vec<crate::action::Action>, String)> {
+    fn decide(
+        &self,
+        uid: &str,
+    ) -> Option<(crate::action::ObjectRef, Vec<crate::action::Action>, String)> {
         let graph = self.graph();
         let node = graph.get(uid)?;
         let actions = if node.being_deleted && node.has_finalizer(FINALIZER_ORPHAN_DEPENDENTS) {
