@@ -71,7 +71,13 @@ fn a_delete_holds_the_garbage_collectors_cascade_and_the_kubelets_stopping_the_p
             |syncs: &[&Span]| syncs.iter().map(|s| s.summary.clone()).collect::<Vec<_>>();
         // The ReplicaSet: its owner gone (background) or deleting its dependents (foreground),
         // the reason also as the span's attribute.
-        let rs = gc_syncs(&spans, "ReplicaSet", name);
+        let rs: Vec<&Span> = named(&spans, "sync garbagecollector")
+            .into_iter()
+            .filter(|s| {
+                s.summary
+                    .contains(&format!("delete ReplicaSet default/{name}-"))
+            })
+            .collect();
         let why = match cascade {
             "background" => format!("item's owner is not found (Deployment {name}): Deleting item"),
             _ => format!(
@@ -80,7 +86,8 @@ fn a_delete_holds_the_garbage_collectors_cascade_and_the_kubelets_stopping_the_p
         };
         assert!(
             rs.iter().any(|s| s.summary.contains(&why)
-                && s.summary.contains("→ delete ReplicaSet")
+                && s.summary
+                    .contains(&format!("delete ReplicaSet default/{name}-"))
                 && s.attribute(trace::attr::REASON)
                     .is_some_and(|r| why.starts_with(&r) || r.starts_with(&why))),
             "{cascade}: {:#?}",
@@ -94,7 +101,7 @@ fn a_delete_holds_the_garbage_collectors_cascade_and_the_kubelets_stopping_the_p
                 .into_iter()
                 .filter(|s| s.summary.contains("item's owner is not found (ReplicaSet "))
                 .count(),
-            _ => rs
+            _ => gc_syncs(&spans, "ReplicaSet", name)
                 .iter()
                 .filter(|s| {
                     s.summary.contains("adding dependent to attemptToDelete, because its owner is deletingDependents")
@@ -219,6 +226,11 @@ fn a_scale_and_an_undo_print_their_retries_folded_and_every_step_still_named() {
         all.lines().count() - folded.lines().count(),
         hidden - folds,
         "every hidden span is a line less, every fold a line more"
+    );
+    eprintln!(
+        "scale + undo: {} lines folded, {} unfolded",
+        folded.lines().count(),
+        all.lines().count()
     );
     assert!(
         folded.lines().count() * 10 < all.lines().count() * 9,

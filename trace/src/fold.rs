@@ -23,9 +23,12 @@
 //! ```
 //!
 //! In a run with at least one failed attempt (an `error` attribute, or an HTTP code of 400 or
-//! more), the failed attempts and everything under them (but the retries shown) become one
-//! row at the first one's place; the attempts that did not fail stay rows of their own, so
-//! every distinct step still has its line. A failed span with no retry is not folded.
+//! more), the failed attempts become one row at the first one's place, hiding under them
+//! what failed, the reads and the queue waits; what a failed attempt did that stands (a
+//! sync that scaled a ReplicaSet before its status update failed: the write and all it
+//! caused; a `rollout complete` mark) hangs under the fold row. The attempts that did not
+//! fail stay rows of their own, so every distinct step still has its line. A failed span
+//! with no retry is not folded.
 
 use std::collections::HashMap;
 
@@ -123,6 +126,15 @@ struct Shown<'s> {
 }
 
 impl Shown<'_> {
+    /// Whether span `i` is part of a failed attempt's failure rather than of what it did: a
+    /// failure itself, a read, a queue wait.
+    fn noise(&self, i: usize) -> bool {
+        let span = self.spans[i];
+        self.failed[i]
+            || span.name == "queue wait"
+            || span.attribute(attr::VERB).as_deref() == Some("get")
+    }
+
     /// Whether span `get` is a GET of the object span `write` wrote (its path, less a
     /// subresource).
     fn rereads(&self, get: usize, write: usize) -> bool {
@@ -167,11 +179,18 @@ impl<'a> Tree<'a> {
             .collect();
         while let Some((item, depth, inherited, own, parent_row)) = stack.pop() {
             let row = rows.len();
-            let i = match item {
+            let kids: Vec<usize> = match item {
                 Item::Fold(members) => {
                     let mut ids = Vec::new();
+                    let mut kept = Vec::new();
                     for a in &members {
-                        self.collect_hidden(*a, retry_of.get(a).copied(), &mut ids);
+                        self.split_attempt(
+                            *a,
+                            retry_of.get(a).copied(),
+                            &shown,
+                            &mut ids,
+                            &mut kept,
+                        );
                     }
                     let spans = ids.len();
                     hidden += spans;
@@ -200,23 +219,26 @@ impl<'a> Tree<'a> {
                             hidden: ids,
                         }),
                     });
-                    continue;
+                    // What the failed attempts did that stands (a write that succeeded, a
+                    // mark) hangs under the fold.
+                    kept
                 }
-                Item::Span(i) => i,
+                Item::Span(i) => {
+                    rows.push(Row {
+                        span: self.spans[i],
+                        depth,
+                        prefix: own,
+                        orphan: self.orphan[i],
+                        parent_row,
+                        fold: None,
+                    });
+                    self.children[i]
+                        .iter()
+                        .copied()
+                        .filter(|c| retry_of.get(&i) != Some(c))
+                        .collect()
+                }
             };
-            rows.push(Row {
-                span: self.spans[i],
-                depth,
-                prefix: own,
-                orphan: self.orphan[i],
-                parent_row,
-                fold: None,
-            });
-            let kids: Vec<usize> = self.children[i]
-                .iter()
-                .copied()
-                .filter(|c| retry_of.get(&i) != Some(c))
-                .collect();
             let items = self.shown_children(&kids, &shown, &mut retry_of);
             let count = items.len();
             for (k, item) in items.into_iter().enumerate().rev() {
@@ -299,15 +321,29 @@ impl<'a> Tree<'a> {
         items
     }
 
-    /// The ids of `i`'s subtree in pre-order, but the subtree of `except` (the retry shown).
-    fn collect_hidden(&self, i: usize, except: Option<usize>, out: &mut Vec<SpanId>) {
+    /// Splits failed attempt `i`'s subtree (but the retry `except`, shown after it): the ids
+    /// of what the fold hides (the attempt, and under it what failed, re-reads and queue
+    /// waits, in causal order) into `hidden`, the roots of what stands (writes that succeeded
+    /// and what they caused, marks) into `kept`.
+    fn split_attempt(
+        &self,
+        i: usize,
+        except: Option<usize>,
+        shown: &Shown<'_>,
+        hidden: &mut Vec<SpanId>,
+        kept: &mut Vec<usize>,
+    ) {
         let mut stack = vec![i];
         while let Some(j) = stack.pop() {
             if Some(j) == except {
                 continue;
             }
-            out.push(self.spans[j].span_id);
-            stack.extend(self.children[j].iter().rev());
+            if j == i || shown.noise(j) {
+                hidden.push(self.spans[j].span_id);
+                stack.extend(self.children[j].iter().rev());
+            } else {
+                kept.push(j);
+            }
         }
     }
 
@@ -418,6 +454,12 @@ mod tests {
             span("PUT replicasets/status", rs1.child(), Some(&rs1), 21).with(attr::CODE, 409_u16),
         );
         spans.push(span("queue wait", rs1.child(), Some(&rs1), 22));
+        // What the failed attempt did before it failed stands: a pod it created.
+        spans.push(
+            span("POST pods", rs1.child(), Some(&rs1), 21)
+                .with(attr::CODE, 201_u16)
+                .with(attr::NAME, "c"),
+        );
         spans.push(key(span("sync replicaset", rs2, Some(&rs1), 23)).with(attr::ERROR, "409"));
         spans.push(
             span("PUT replicasets/status", rs2.child(), Some(&rs2), 24).with(attr::CODE, 409_u16),
@@ -440,6 +482,7 @@ mod tests {
                 "│  ├─ POST pods",
                 "│  └─ POST pods",
                 "├─ sync replicaset × 2 retries (409 Conflict)",
+                "│  └─ POST pods",
                 "└─ sync replicaset",
                 "   └─ POST pods",
             ]
@@ -455,9 +498,10 @@ mod tests {
             "each fold row hides its own span too"
         );
         assert_eq!(rows[8].fold.as_ref().map(|f| f.spans), Some(6));
+        assert_eq!(rows[9].parent_row, Some(8), "kept under the fold");
         assert_eq!(
-            rows[10].parent_row,
-            Some(9),
+            rows[11].parent_row,
+            Some(10),
             "the work hangs under the retry that did it"
         );
         // Unfolded, every span is a row.

@@ -204,14 +204,28 @@ pub fn reason(graph: &OwnerGraph, item: &Node) -> String {
     }
     if item.is_deleting_dependents() {
         let blocking = graph.blocking_dependents(&item.identity.uid);
-        return if blocking.is_empty() {
-            "remove DeleteDependents finalizer for item".into()
-        } else {
-            format!(
-                "adding dependent to attemptToDelete, because its owner is deletingDependents ({})",
-                names(&blocking)
-            )
-        };
+        if blocking.is_empty() {
+            return "remove DeleteDependents finalizer for item".into();
+        }
+        // Each dependent is then attempted: say why it goes (or stays).
+        let each: Vec<String> = blocking
+            .iter()
+            .filter(|d| !d.is_deleting_dependents())
+            .map(|d| {
+                let why = reason(graph, d);
+                let why = if why.is_empty() {
+                    "waiting".into()
+                } else {
+                    why
+                };
+                format!("{} {}: {why}", d.identity.kind, d.identity.name)
+            })
+            .collect();
+        return format!(
+            "adding dependent to attemptToDelete, because its owner is deletingDependents ({}): {}",
+            names(&blocking),
+            each.join("; ")
+        );
     }
     if item.being_deleted || item.owners.is_empty() {
         return String::new();

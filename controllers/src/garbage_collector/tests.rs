@@ -316,7 +316,9 @@ fn reasons_are_worded_as_kubernetes_logs_them() {
     );
     let d1 = g.get("d1").expect("d1");
     assert!(
-        reason(&g, d1).starts_with("adding dependent to attemptToDelete"),
+        reason(&g, d1).starts_with(
+            "adding dependent to attemptToDelete, because its owner is deletingDependents (ReplicaSet r1-name): ReplicaSet r1-name: at least one owner of item has FinalizerDeletingDependents (Deployment d1-name)"
+        ),
         "{}",
         reason(&g, d1)
     );
