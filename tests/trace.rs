@@ -390,8 +390,9 @@ fn the_trace_of_a_three_replica_apply_has_every_step_under_its_cause() {
     assert_eq!(chain[1], "sync deployment", "{chain:?}");
     assert_eq!(chain.last(), Some(&"create deployments"));
 
-    // The tree and the waterfall views print, one line per span plus the headers.
-    let tree = miniplane_trace(&c.s, &["deploy/web"]);
+    // The tree and the waterfall views print, one line per span plus the headers (with
+    // --no-fold: retries are folded by default).
+    let tree = miniplane_trace(&c.s, &["deploy/web", "--no-fold"]);
     assert!(tree.lines().count() >= spans.len() + 2, "{tree}");
     assert!(tree.contains("sync replicaset: desired 3, have 0 → create 3 in batches 1, 2"));
     let waterfall = miniplane_trace(
