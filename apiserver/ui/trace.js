@@ -300,7 +300,8 @@ export class TracePage {
       const fold = label.querySelector(".wf-fold");
       widest = Math.max(widest, name.offsetLeft - label.offsetLeft + name.offsetWidth + (fold ? fold.offsetWidth + 6 : 0));
     }
-    this.labelWidth = Math.ceil(widest) + 320;
+    // Never narrower than the names; up to about half the pane for the summaries.
+    this.labelWidth = Math.ceil(Math.max(widest + 40, Math.min(widest + 360, this.waterfallEl.clientWidth * 0.55)));
     this.applyWidths();
     this.waterfallEl.onwheel = (e) => {
       if (!e.ctrlKey && !e.metaKey) return;
