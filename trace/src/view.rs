@@ -273,4 +273,68 @@ mod tests {
             [(0, 0, false), (1, 1, false), (2, 2, false)]
         );
     }
+
+    #[test]
+    fn folded_rows_name_the_rows_each_fold_hides() {
+        let root_ctx = SpanContext::new_root();
+        let mut spans = vec![at(
+            Span::start(root_ctx, None, "sync", SpanKind::Internal, "cm"),
+            0,
+            100,
+        )];
+        for (i, code) in [409_u16, 409, 200].into_iter().enumerate() {
+            let ctx = root_ctx.child();
+            let start = 10 + 10 * i as u64;
+            spans.push(at(
+                Span::start(
+                    ctx,
+                    Some(root_ctx.span_id),
+                    "PUT pods/status",
+                    SpanKind::Client,
+                    "cm",
+                )
+                .with(attr::CODE, code),
+                start,
+                start + 5,
+            ));
+            // The server's span of each request.
+            spans.push(at(
+                Span::start(
+                    ctx.child(),
+                    Some(ctx.span_id),
+                    "update pods/status",
+                    SpanKind::Server,
+                    "kube-apiserver",
+                )
+                .with(attr::CODE, code),
+                start + 1,
+                start + 4,
+            ));
+        }
+        let v = view(root_ctx.trace_id, &spans);
+        assert_eq!(v.rows.len(), 7, "every span is a row");
+        let shown: Vec<(usize, usize, Option<Vec<usize>>)> = v
+            .folded
+            .iter()
+            .map(|r| (r.row, r.depth, r.fold.as_ref().map(|f| f.rows.clone())))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (0, 0, None),
+                (1, 1, Some(vec![1, 2, 3, 4])),
+                (5, 1, None),
+                (6, 2, None)
+            ]
+        );
+        assert_eq!(
+            v.folded[1].fold.as_ref().map(|f| f.label.as_str()),
+            Some("× 2 retries (409 Conflict)")
+        );
+        assert!(
+            v.header.contains("7 spans (4 in folded retries)"),
+            "{}",
+            v.header
+        );
+    }
 }
