@@ -504,3 +504,66 @@ fn pause_a_controller_and_see_its_queue_grow() {
     );
     assert_eq!(badge, "The workqueue: step 2/4, 0/1 checks pass");
 }
+
+/// Retries folded in the trace view as `miniplane trace` folds them: with half of the
+/// controllers' ReplicaSet writes answered 409 Conflict (a `FailWrites` fault), a
+/// Deployment's trace has runs of retries; each is one row, `× N retries (409 Conflict)`,
+/// that a click opens to every attempt and closes again.
+#[test]
+fn retries_fold_into_one_row_that_a_click_opens() {
+    let cluster = miniplane::Cluster::builder().nodes(3).start().unwrap();
+    let api = addr(cluster.url());
+    let fault = json!({"name": "conflicts", "kind": "FailWrites", "code": 409, "fraction": 0.5,
+                       "resource": "replicasets", "component": "kube-controller-manager"});
+    http::request(
+        api,
+        "POST",
+        "/miniplane/v1/faults",
+        Some("application/json"),
+        fault.to_string().as_bytes(),
+    )
+    .unwrap()
+    .expect_created();
+    create_deployment(api, "flaky", 3);
+    let browser = Browser::start(1280, 860);
+    browser.navigate(&format!(
+        "{}/ui#/trace/deployments/default/flaky",
+        cluster.url()
+    ));
+    let hidden = browser.wait_for(
+        "a fold row of 409 retries in the trace of flaky",
+        DEADLINE,
+        "const f = document.querySelector('.wf-row.fold');
+         return f && f.title.includes('409 Conflict') && !document.querySelector('.wf-row.unfolded')
+           ? f.title : null;",
+    );
+    assert!(hidden.as_str().unwrap().contains("retr"), "{hidden}");
+    let title = browser.execute(
+        "return document.querySelector('.trace-title').textContent;",
+        json!([]),
+    );
+    assert!(
+        title.as_str().unwrap().contains("in folded retries"),
+        "{title}"
+    );
+    let (all, shown) = (
+        "return document.querySelectorAll('.wf-row').length;",
+        "return document.querySelectorAll('.wf-row.unfolded').length;",
+    );
+    let before = browser.execute(all, json!([]));
+    browser.click(".wf-row.fold");
+    let opened = browser.wait_for(
+        "the fold opened: its attempts as rows",
+        DEADLINE,
+        "const n = document.querySelectorAll('.wf-row.unfolded').length;
+         return n > 0 && document.querySelector('.wf-row.fold.open') ? n : null;",
+    );
+    assert_eq!(
+        browser.execute(all, json!([])).as_u64().unwrap(),
+        before.as_u64().unwrap() + opened.as_u64().unwrap(),
+        "opening a fold adds exactly the rows it hid"
+    );
+    screenshot(&browser, "trace-fold");
+    browser.click(".wf-row.fold.open");
+    assert_eq!(browser.execute(shown, json!([])), 0, "closed again");
+}

@@ -298,7 +298,9 @@ export class TracePage {
       const label = el.firstChild;
       const name = label.querySelector(".wf-name");
       const fold = label.querySelector(".wf-fold");
-      widest = Math.max(widest, name.offsetLeft - label.offsetLeft + name.offsetWidth + (fold ? fold.offsetWidth + 6 : 0));
+      // Rectangles, not offsets: the (sticky) label is the name's offset parent.
+      const end = (fold || name).getBoundingClientRect().right;
+      widest = Math.max(widest, end - label.getBoundingClientRect().left);
     }
     // Never narrower than the names; up to about half the pane for the summaries.
     this.labelWidth = Math.ceil(Math.max(widest + 40, Math.min(widest + 360, this.waterfallEl.clientWidth * 0.55)));
