@@ -315,11 +315,16 @@ fn compare_golden(name: &str, actual: &str) {
     );
 }
 
-fn kubelet_running(spans: &[Span]) -> usize {
+/// How many `kubelet sync pod` spans say `what`.
+fn kubelet_syncs_saying(spans: &[Span], what: &str) -> usize {
     named(spans, "kubelet sync pod")
         .iter()
-        .filter(|s| s.summary.contains("New → Running"))
+        .filter(|s| s.summary.contains(what))
         .count()
+}
+
+fn kubelet_running(spans: &[Span]) -> usize {
+    kubelet_syncs_saying(spans, "New → Running")
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use trace::{Span, Tree};
 
-use super::{Cluster, assert_causal, miniplane_trace, named, trace_of};
+use super::{Cluster, assert_causal, kubelet_syncs_saying, miniplane_trace, named, trace_of};
 
 /// The garbage collector's syncs of `kind` objects named after `deployment` in `spans`.
 fn gc_syncs<'a>(spans: &'a [Span], kind: &str, deployment: &str) -> Vec<&'a Span> {
@@ -25,10 +25,7 @@ fn gc_syncs<'a>(spans: &'a [Span], kind: &str, deployment: &str) -> Vec<&'a Span
 
 /// Kubelet syncs that stopped a pod's containers and deleted it.
 fn kubelet_deletes(spans: &[Span]) -> usize {
-    named(spans, "kubelet sync pod")
-        .iter()
-        .filter(|s| s.summary.contains("containers stopped: delete the pod"))
-        .count()
+    kubelet_syncs_saying(spans, "containers stopped: delete the pod")
 }
 
 #[test]

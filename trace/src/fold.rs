@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use crate::attr;
 use crate::context::SpanId;
 use crate::span::Span;
-use crate::tree::{Row, Tree};
+use crate::tree::{Row, Tree, child_prefixes};
 
 /// A run of failed attempts shown as one row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,14 +224,7 @@ impl<'a> Tree<'a> {
                     kept
                 }
                 Item::Span(i) => {
-                    rows.push(Row {
-                        span: self.spans[i],
-                        depth,
-                        prefix: own,
-                        orphan: self.orphan[i],
-                        parent_row,
-                        fold: None,
-                    });
+                    rows.push(self.row(i, depth, own, parent_row));
                     self.children[i]
                         .iter()
                         .copied()
@@ -243,8 +236,7 @@ impl<'a> Tree<'a> {
             let count = items.len();
             for (k, item) in items.into_iter().enumerate().rev() {
                 let last = k + 1 == count;
-                let own = format!("{inherited}{}", if last { "└─ " } else { "├─ " });
-                let next = format!("{inherited}{}", if last { "   " } else { "│  " });
+                let (own, next) = child_prefixes(&inherited, last);
                 stack.push((item, depth + 1, next, own, Some(row)));
             }
         }

@@ -166,6 +166,24 @@ impl<'a> Tree<'a> {
         (start.unwrap_or(0), end.unwrap_or(0))
     }
 
+    /// The (unfolded) row of span `i`.
+    pub(crate) fn row(
+        &self,
+        i: usize,
+        depth: usize,
+        prefix: String,
+        parent_row: Option<usize>,
+    ) -> Row<'a> {
+        Row {
+            span: self.spans[i],
+            depth,
+            prefix,
+            orphan: self.orphan[i],
+            parent_row,
+            fold: None,
+        }
+    }
+
     /// Every span once, parents before children, siblings by start time.
     pub fn rows(&self) -> Vec<Row<'a>> {
         // (span index, depth, prefix for its children, own prefix, parent row)
@@ -178,24 +196,23 @@ impl<'a> Tree<'a> {
             .collect();
         while let Some((i, depth, inherited, own, parent_row)) = stack.pop() {
             let row = rows.len();
-            rows.push(Row {
-                span: self.spans[i],
-                depth,
-                prefix: own,
-                orphan: self.orphan[i],
-                parent_row,
-                fold: None,
-            });
+            rows.push(self.row(i, depth, own, parent_row));
             let kids = &self.children[i];
             for (k, &c) in kids.iter().enumerate().rev() {
-                let last = k + 1 == kids.len();
-                let own = format!("{inherited}{}", if last { "└─ " } else { "├─ " });
-                let next = format!("{inherited}{}", if last { "   " } else { "│  " });
+                let (own, next) = child_prefixes(&inherited, k + 1 == kids.len());
                 stack.push((c, depth + 1, next, own, Some(row)));
             }
         }
         rows
     }
+}
+
+/// The box-drawing prefixes of a child under a parent whose children's prefix is
+/// `inherited`: its own (`├─ `, `└─ ` for the last) and its children's (`│  `, `   `).
+pub(crate) fn child_prefixes(inherited: &str, last: bool) -> (String, String) {
+    let own = format!("{inherited}{}", if last { "└─ " } else { "├─ " });
+    let next = format!("{inherited}{}", if last { "   " } else { "│  " });
+    (own, next)
 }
 
 #[cfg(test)]
