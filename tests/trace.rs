@@ -10,9 +10,12 @@
 //! * the Chrome and OTLP exports have the shape their formats require;
 //! * a scheduler restarted mid-flow continues the trace from the pods' annotations;
 //! * a trace past its span budget is cut: its later writes carry it unsampled, no component
-//!   records them, and none starts a trace of its own.
+//!   records them, and none starts a trace of its own;
+//! * a delete's cascade and folded retries: [`cascade`].
 
 use crate::support;
+
+mod cascade;
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Command;
@@ -312,11 +315,16 @@ fn compare_golden(name: &str, actual: &str) {
     );
 }
 
-fn kubelet_running(spans: &[Span]) -> usize {
+/// How many `kubelet sync pod` spans say `what`.
+fn kubelet_syncs_saying(spans: &[Span], what: &str) -> usize {
     named(spans, "kubelet sync pod")
         .iter()
-        .filter(|s| s.summary.contains("New → Running"))
+        .filter(|s| s.summary.contains(what))
         .count()
+}
+
+fn kubelet_running(spans: &[Span]) -> usize {
+    kubelet_syncs_saying(spans, "New → Running")
 }
 
 #[test]
@@ -387,8 +395,9 @@ fn the_trace_of_a_three_replica_apply_has_every_step_under_its_cause() {
     assert_eq!(chain[1], "sync deployment", "{chain:?}");
     assert_eq!(chain.last(), Some(&"create deployments"));
 
-    // The tree and the waterfall views print, one line per span plus the headers.
-    let tree = miniplane_trace(&c.s, &["deploy/web"]);
+    // The tree and the waterfall views print, one line per span plus the headers (with
+    // --no-fold: retries are folded by default).
+    let tree = miniplane_trace(&c.s, &["deploy/web", "--no-fold"]);
     assert!(tree.lines().count() >= spans.len() + 2, "{tree}");
     assert!(tree.contains("sync replicaset: desired 3, have 0 → create 3 in batches 1, 2"));
     let waterfall = miniplane_trace(

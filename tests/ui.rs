@@ -8,7 +8,9 @@
 //! * the Deployment's "trace" link opens its trace: the spans from `create deployments` to
 //!   the kubelet's pods Running and `deployment available`, causal order, each span's "what
 //!   and why" on click, the time axis zoomed to a span's subtree; the replay slider shows the board at the trace's first write (no pod
-//!   yet) and at its last (three Running pods).
+//!   yet) and at its last (three Running pods); the time axis zooms (+, fit) and scrolls
+//!   sideways, and no span name is cut;
+//! * a crash-looping pod's card is red and says `CrashLoopBackOff`, as kubectl's STATUS does.
 //!
 //! Screenshots of each view go to `$CARGO_TARGET_TMPDIR/ui/`, and to `docs/ui/` with
 //! `UPDATE_SCREENSHOTS=1` (as `UPDATE_GOLDEN=1` rewrites golden files).
@@ -276,6 +278,88 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
            && b.querySelectorAll('.node-col[data-node^=\"node-\"] .pod').length === 0;",
     );
     screenshot(&browser, "trace");
+
+    // The waterfall zooms: the time axis widens with +, the pane scrolls sideways, "fit"
+    // brings it back; no span name is cut.
+    let widths = "const w = document.querySelector('.waterfall');
+         const track = w.querySelector('.wf-row .wf-track');
+         return [track.getBoundingClientRect().width, w.scrollWidth, w.clientWidth];";
+    let before = browser.execute(widths, json!([]));
+    browser.click(".wf-zoom-in");
+    browser.click(".wf-zoom-in");
+    let zoomed = browser.execute(widths, json!([]));
+    let width = |v: &Value, i: usize| v[i].as_f64().unwrap();
+    assert!(
+        width(&zoomed, 0) > width(&before, 0) * 2.0,
+        "two steps of 1.5x: {before} → {zoomed}"
+    );
+    assert!(
+        width(&zoomed, 1) > width(&zoomed, 2),
+        "the zoomed waterfall scrolls sideways: {zoomed}"
+    );
+    assert_eq!(
+        browser.execute(
+            "return document.querySelector('.wf-scale').textContent;",
+            json!([])
+        ),
+        "225%"
+    );
+    browser.click(".wf-zoom-reset");
+    let fitted = browser.execute(widths, json!([]));
+    assert!(
+        (width(&fitted, 0) - width(&before, 0)).abs() < 2.0,
+        "fit: {before} → {fitted}"
+    );
+    let cut = browser.execute(
+        "return [...document.querySelectorAll('.wf-row .wf-name')].filter(n =>
+           n.getBoundingClientRect().right > n.closest('.wf-label').getBoundingClientRect().right + 0.5)
+           .map(n => n.textContent);",
+        json!([]),
+    );
+    assert_eq!(cut, json!([]), "span names cut");
+
+    // A crash-looping pod is drawn red with kubectl's STATUS, never green.
+    let crashy = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "crashy", "annotations": {"miniplane.dev/fail": "crash"}},
+        "spec": {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+    });
+    http::request(
+        api,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        Some("application/json"),
+        crashy.to_string().as_bytes(),
+    )
+    .unwrap()
+    .expect_created();
+    browser.click("nav a[data-view=board]");
+    let card = browser.wait_for(
+        "the crash-looping pod's card, red, saying CrashLoopBackOff",
+        DEADLINE,
+        "const c = document.querySelector('.board-main .pod[data-name=crashy]');
+         return c && c.dataset.status === 'CrashLoopBackOff'
+           ? [c.dataset.tone, getComputedStyle(c).borderTopColor, c.querySelector('.pod-status').textContent, c.dataset.phase] : null;",
+    );
+    assert_eq!(
+        card,
+        json!(["bad", "rgb(192, 57, 43)", "CrashLoopBackOff", "Running"]),
+        "phase Running, but crash-looping: red, like kubectl's STATUS"
+    );
+    let pod = http::request(
+        api,
+        "GET",
+        "/api/v1/namespaces/default/pods/crashy",
+        None,
+        b"",
+    )
+    .unwrap()
+    .json();
+    assert_eq!(
+        pod["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"], 1,
+        "{pod}"
+    );
+    screenshot(&browser, "board-crashloop");
 }
 
 /// The controllers panel against the admin API (docs/faults.md): the Pause button stops the
@@ -419,4 +503,67 @@ fn pause_a_controller_and_see_its_queue_grow() {
         "{panel}"
     );
     assert_eq!(badge, "The workqueue: step 2/4, 0/1 checks pass");
+}
+
+/// Retries folded in the trace view as `miniplane trace` folds them: with half of the
+/// controllers' ReplicaSet writes answered 409 Conflict (a `FailWrites` fault), a
+/// Deployment's trace has runs of retries; each is one row, `× N retries (409 Conflict)`,
+/// that a click opens to every attempt and closes again.
+#[test]
+fn retries_fold_into_one_row_that_a_click_opens() {
+    let cluster = miniplane::Cluster::builder().nodes(3).start().unwrap();
+    let api = addr(cluster.url());
+    let fault = json!({"name": "conflicts", "kind": "FailWrites", "code": 409, "fraction": 0.5,
+                       "resource": "replicasets", "component": "kube-controller-manager"});
+    http::request(
+        api,
+        "POST",
+        "/miniplane/v1/faults",
+        Some("application/json"),
+        fault.to_string().as_bytes(),
+    )
+    .unwrap()
+    .expect_created();
+    create_deployment(api, "flaky", 3);
+    let browser = Browser::start(1280, 860);
+    browser.navigate(&format!(
+        "{}/ui#/trace/deployments/default/flaky",
+        cluster.url()
+    ));
+    let hidden = browser.wait_for(
+        "a fold row of 409 retries in the trace of flaky",
+        DEADLINE,
+        "const f = document.querySelector('.wf-row.fold');
+         return f && f.title.includes('409 Conflict') && !document.querySelector('.wf-row.unfolded')
+           ? f.title : null;",
+    );
+    assert!(hidden.as_str().unwrap().contains("retr"), "{hidden}");
+    let title = browser.execute(
+        "return document.querySelector('.trace-title').textContent;",
+        json!([]),
+    );
+    assert!(
+        title.as_str().unwrap().contains("in folded retries"),
+        "{title}"
+    );
+    let (all, shown) = (
+        "return document.querySelectorAll('.wf-row').length;",
+        "return document.querySelectorAll('.wf-row.unfolded').length;",
+    );
+    let before = browser.execute(all, json!([]));
+    browser.click(".wf-row.fold");
+    let opened = browser.wait_for(
+        "the fold opened: its attempts as rows",
+        DEADLINE,
+        "const n = document.querySelectorAll('.wf-row.unfolded').length;
+         return n > 0 && document.querySelector('.wf-row.fold.open') ? n : null;",
+    );
+    assert_eq!(
+        browser.execute(all, json!([])).as_u64().unwrap(),
+        before.as_u64().unwrap() + opened.as_u64().unwrap(),
+        "opening a fold adds exactly the rows it hid"
+    );
+    screenshot(&browser, "trace-fold");
+    browser.click(".wf-row.fold.open");
+    assert_eq!(browser.execute(shown, json!([])), 0, "closed again");
 }

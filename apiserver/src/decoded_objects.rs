@@ -26,6 +26,13 @@
 //! cacher holds the key at the revision just read from the store ([`Handoff::current`]),
 //! instead of decoding the stored bytes: kube-apiserver's `GuaranteedUpdate` likewise starts
 //! from the watch cache's copy (`cachedExistingObject`).
+//!
+//! A traced delete stores no object to stamp its trace context on, so it hands the context
+//! over the same way, keyed by the store key ([`Handoff::offer_delete`]): the cacher puts it on
+//! the DELETED event's object, so that whoever reacts to the deletion (the garbage collector)
+//! continues the delete's trace instead of the object's previous write's. This one is not an
+//! optimization: a watch served from the store's history (older than the cacher's ring)
+//! delivers the object as last stored, with its previous write's context.
 
 use crate::stored_json::{ResourceVersionSlot, StoredJson};
 use bytes::Bytes;
@@ -73,6 +80,8 @@ pub struct Handoff {
     /// Key prefixes that a cacher watches (only writes under them are offered).
     watched: RwLock<Vec<Watched>>,
     offers: Mutex<Generations>,
+    /// The trace context of each traced delete about to be written, by store key.
+    deletes: Mutex<HashMap<Bytes, String>>,
 }
 
 /// An offer's key: the address and length of the stored bytes.
@@ -197,6 +206,38 @@ impl Handoff {
             .map(|o| (o.object, o.slot))
     }
 
+    fn deletes(&self) -> std::sync::MutexGuard<'_, HashMap<Bytes, String>> {
+        self.deletes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Offers the `traceparent` of a delete of `key` about to be written, for the cacher to
+    /// stamp on the DELETED event's object; does nothing for a key no cacher watches. At most
+    /// [`GENERATION`] are held: past that, offers nobody took are dropped.
+    pub fn offer_delete(&self, key: &[u8], traceparent: &str) {
+        if !self.wants(key) {
+            return;
+        }
+        let mut deletes = self.deletes();
+        if deletes.len() >= GENERATION {
+            deletes.clear();
+        }
+        deletes.insert(Bytes::copy_from_slice(key), traceparent.to_owned());
+    }
+
+    /// Withdraws the delete offer of `key` made with `traceparent` (its delete did not happen;
+    /// another writer's offer for the same key stays).
+    pub fn withdraw_delete(&self, key: &[u8], traceparent: &str) {
+        let mut deletes = self.deletes();
+        if deletes.get(key).is_some_and(|t| t == traceparent) {
+            deletes.remove(key);
+        }
+    }
+
+    /// The trace context offered for the delete of `key`, if any (taken once).
+    pub fn take_delete(&self, key: &[u8]) -> Option<String> {
+        self.deletes().remove(key)
+    }
+
     /// How many offers are held (tests).
     pub fn held(&self) -> usize {
         let offers = self.offers();
@@ -244,6 +285,26 @@ mod tests {
         assert_eq!(h.take(&bytes), None);
         h.unwatch_prefix("/registry/core/pods/");
         assert!(!h.wants(b"/registry/core/pods/default/a"));
+    }
+
+    #[test]
+    fn a_delete_hands_over_its_trace_context_once() {
+        let h = Handoff::new();
+        let key = b"/registry/apps/deployments/default/web";
+        h.offer_delete(key, "00-a");
+        assert_eq!(h.take_delete(key), None, "no cacher watches deployments");
+        h.watch_prefix("/registry/apps/deployments/");
+        h.offer_delete(key, "00-a");
+        h.withdraw_delete(key, "00-b");
+        assert_eq!(
+            h.take_delete(key).as_deref(),
+            Some("00-a"),
+            "only its own is withdrawn"
+        );
+        assert_eq!(h.take_delete(key), None, "taken once");
+        h.offer_delete(key, "00-a");
+        h.withdraw_delete(key, "00-a");
+        assert_eq!(h.take_delete(key), None);
     }
 
     #[test]

@@ -96,13 +96,21 @@ impl WriteTrace {
     /// Stamps the annotation on `obj` (the object as it is about to be stored), unless this is
     /// a `/status` write and `obj` belongs to another trace.
     pub fn stamp(&self, obj: &mut Value) {
+        if self.stamp_for(obj).is_some() {
+            set_annotation(obj, Some(&self.traceparent));
+        }
+    }
+
+    /// The context [`WriteTrace::stamp`] would put on `obj`, if it would (for a delete, whose
+    /// DELETED event carries it instead: [`crate::handoff::Handoff::offer_delete`]).
+    pub fn stamp_for(&self, obj: &Value) -> Option<&str> {
         if self.status_only
             && let Some(current) = annotation(obj).and_then(|v| SpanContext::parse(v).ok())
             && current.trace_id != self.trace_id
         {
-            return;
+            return None;
         }
-        set_annotation(obj, Some(&self.traceparent));
+        Some(&self.traceparent)
     }
 
     /// A write trace stamping `traceparent` (tests of the storage layer).

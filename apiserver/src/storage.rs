@@ -18,7 +18,8 @@
 //!
 //! A [`Storage`] made for one traced request ([`Storage::traced`]) also stamps the request's
 //! trace context on every object it writes ([`crate::request_trace`]); a write that would
-//! change nothing but that annotation is not made.
+//! change nothing but that annotation is not made. A delete hands its context to the watch
+//! cache ([`Handoff::offer_delete`]), which puts it on the DELETED event's object.
 
 use crate::decoded_objects::Handoff;
 use crate::error::{ApiError, ErrorTarget, Result};
@@ -459,6 +460,8 @@ impl Storage {
             let update = decide(existing.as_deref())?;
             let mut stored = None;
             let mut moved = false;
+            // The trace context a delete hands to the watch cache's DELETED event.
+            let mut deleted_by = None;
             let compare = if existed {
                 Compare::mod_revision_eq(key.clone(), read_rev)
             } else {
@@ -507,6 +510,13 @@ impl Storage {
                     if !existed {
                         return Err(r.not_found());
                     }
+                    if !dry_run
+                        && let Some(trace) = &self.trace
+                        && let Some(tp) = trace.stamp_for(&obj)
+                    {
+                        deleted_by = Some(tp);
+                        self.handoff.offer_delete(&key, tp);
+                    }
                     (Op::Delete { key: key.clone() }, obj, true)
                 }
             };
@@ -531,10 +541,13 @@ impl Storage {
                 })
                 .await
                 .map_err(write_error);
-            if let Some(value) = &offered
-                && !resp.as_ref().is_ok_and(|r| r.succeeded)
-            {
-                self.handoff.withdraw(value);
+            if !resp.as_ref().is_ok_and(|r| r.succeeded) {
+                if let Some(value) = &offered {
+                    self.handoff.withdraw(value);
+                }
+                if let Some(tp) = deleted_by {
+                    self.handoff.withdraw_delete(&key, tp);
+                }
             }
             let resp = resp?;
             if resp.succeeded {
@@ -806,6 +819,44 @@ mod tests {
             .await
             .expect("dry run");
         assert_eq!(storage.handoff().held(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_traced_delete_offers_its_trace_context_for_the_deleted_event() {
+        let plain = Storage::new(Arc::new(MemoryBackend::new()));
+        let tp = "00-0000000000000000000000000000000a-00f067aa0ba902b7-01";
+        let traced = plain.traced(Some(Arc::new(request_trace::WriteTrace::for_tests(tp))));
+        let obj = json!({"metadata": {"name": "a", "namespace": "default"}});
+        plain.create(&pod("a"), obj.clone()).await.expect("create");
+        plain.create(&pod("b"), obj).await.expect("create");
+        plain.handoff().watch_prefix("/registry/core/pods/");
+        let delete = |cur: Option<&Value>| Ok(Update::Delete(cur.cloned().unwrap_or_default()));
+        traced
+            .guaranteed_update(&pod("a"), true, delete)
+            .await
+            .expect("dry run");
+        assert_eq!(
+            plain.handoff().take_delete(&pod("a").key()),
+            None,
+            "a dry run offers nothing"
+        );
+        traced
+            .guaranteed_update(&pod("a"), false, delete)
+            .await
+            .expect("delete");
+        assert_eq!(
+            plain.handoff().take_delete(&pod("a").key()).as_deref(),
+            Some(tp)
+        );
+        plain
+            .guaranteed_update(&pod("b"), false, delete)
+            .await
+            .expect("delete");
+        assert_eq!(
+            plain.handoff().take_delete(&pod("b").key()),
+            None,
+            "not traced"
+        );
     }
 
     #[tokio::test]

@@ -16,6 +16,7 @@
 //! | [`context`] | trace/span ids, `traceparent` parse and format | W3C Trace Context |
 //! | [`span`] | the span record components report | OpenTelemetry `Span` (a subset) |
 //! | [`tree`] | spans arranged by cause, orphans flagged | a trace viewer's model |
+//! | [`fold`] | the tree with runs of retries folded into one row | (none: viewers show every span) |
 //! | [`render`] | the tree and waterfall views for a terminal | Jaeger's trace view |
 //! | [`chrome`] | Chrome/Perfetto trace-event JSON | Trace Event Format |
 //! | [`otlp`] | OTLP JSON | OpenTelemetry protocol |
@@ -29,6 +30,7 @@
 
 pub mod chrome;
 pub mod context;
+pub mod fold;
 pub mod otlp;
 pub mod render;
 pub mod span;
@@ -83,6 +85,8 @@ pub mod attr {
     pub const RETRIES: &str = "retries";
     /// An error message.
     pub const ERROR: &str = "error";
+    /// Why a controller acted as it did (the garbage collector's reason for a delete).
+    pub const REASON: &str = "reason";
 }
 
 /// The Kubernetes verb of a request (`RequestInfoFactory.NewRequestInfo` in

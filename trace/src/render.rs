@@ -13,7 +13,9 @@
 //!   watch event · kube-controller-manager   |  ▏                                     |
 //! ```
 //!
-//! Both are plain functions from spans to text, so tests can compare them.
+//! Both are plain functions from spans to text, so tests can compare them. Both fold runs of
+//! retries into one line by default ([`crate::fold`]; the header says how many spans the
+//! folds hide), and show every span on request.
 
 use std::fmt::Write as _;
 
@@ -36,13 +38,18 @@ pub fn format_duration(nanos: u64) -> String {
 pub struct TreeOptions {
     /// Leave out the start and duration columns (golden files, docs).
     pub hide_timings: bool,
+    /// Show every span: no retries folded ([`crate::fold`]).
+    pub all: bool,
 }
 
-/// The one-line description of a span: `name: summary`, plus how long after its parent ended
-/// a delivered event arrived.
+/// The one-line description of a span: `name: summary` (for a fold, `name × 3 retries (409
+/// Conflict): summary`, the first attempt's summary).
 pub fn describe(row: &Row<'_>) -> String {
     let span = row.span;
     let mut line = span.name.clone();
+    if let Some(fold) = &row.fold {
+        let _ = write!(line, " {}", fold.label());
+    }
     if !span.summary.is_empty() {
         let _ = write!(line, ": {}", span.summary);
     }
@@ -67,6 +74,11 @@ pub fn delay_after_parent(row: &Row<'_>, rows: &[Row<'_>]) -> Option<String> {
 
 /// The header line: id, span count, total duration and the root's description.
 pub fn header(spans: &[Span]) -> String {
+    header_folded(spans, 0)
+}
+
+/// [`header`], saying how many of the spans `folded` retries hide (when any do).
+pub fn header_folded(spans: &[Span], folded: usize) -> String {
     let tree = Tree::build(spans);
     let (start, end) = tree.bounds();
     let root = tree
@@ -84,8 +96,12 @@ pub fn header(spans: &[Span]) -> String {
         .first()
         .map(|s| s.trace_id.to_string())
         .unwrap_or_default();
+    let folded = match folded {
+        0 => String::new(),
+        n => format!(" ({n} in folded retries)"),
+    };
     format!(
-        "trace {id} · {} spans · {} · {root}",
+        "trace {id} · {} spans{folded} · {} · {root}",
         tree.len(),
         format_duration(end.saturating_sub(start))
     )
@@ -95,7 +111,7 @@ pub fn header(spans: &[Span]) -> String {
 /// and why.
 pub fn tree(spans: &[Span], options: TreeOptions) -> String {
     let tree = Tree::build(spans);
-    let rows = tree.rows();
+    let (rows, folded) = shown_rows(&tree, options.all);
     let (t0, _) = tree.bounds();
     let width = rows
         .iter()
@@ -105,7 +121,7 @@ pub fn tree(spans: &[Span], options: TreeOptions) -> String {
         .max("component".len());
     let mut out = String::new();
     if !options.hide_timings {
-        let _ = writeln!(out, "{}", header(spans));
+        let _ = writeln!(out, "{}", header_folded(spans, folded));
         let _ = writeln!(
             out,
             "{:>9} {:>9}  {:<width$}  what and why",
@@ -132,22 +148,37 @@ pub fn tree(spans: &[Span], options: TreeOptions) -> String {
     out
 }
 
+/// The rows to show: every span's (`all`), or with retries folded; and how many spans the
+/// folds hide.
+fn shown_rows<'a>(tree: &Tree<'a>, all: bool) -> (Vec<Row<'a>>, usize) {
+    if all {
+        (tree.rows(), 0)
+    } else {
+        tree.folded_rows()
+    }
+}
+
 /// The waterfall: each span as a bar of `width` columns on the trace's time axis, indented by
-/// its depth, in causal order.
-pub fn waterfall(spans: &[Span], width: usize) -> String {
+/// its depth, in causal order; a run of retries is one bar, from the first attempt's start
+/// (unless `all`).
+pub fn waterfall(spans: &[Span], width: usize, all: bool) -> String {
     let width = width.max(10);
     let tree = Tree::build(spans);
-    let rows = tree.rows();
+    let (rows, folded) = shown_rows(&tree, all);
     let (t0, t1) = tree.bounds();
     let total = t1.saturating_sub(t0).max(1);
     let labels: Vec<String> = rows
         .iter()
         .map(|r| {
             format!(
-                "{}{} · {}",
+                "{}{} · {}{}",
                 "  ".repeat(r.depth.min(20)),
                 r.span.name,
-                r.span.component
+                r.span.component,
+                r.fold
+                    .as_ref()
+                    .map(|f| format!(" {}", f.label()))
+                    .unwrap_or_default()
             )
         })
         .collect();
@@ -158,7 +189,7 @@ pub fn waterfall(spans: &[Span], width: usize) -> String {
         .unwrap_or(0)
         .min(70);
     let mut out = String::new();
-    let _ = writeln!(out, "{}", header(spans));
+    let _ = writeln!(out, "{}", header_folded(spans, folded));
     let _ = writeln!(
         out,
         "{:label_width$} |{:<half$}{:>rest$}|",
@@ -245,7 +276,13 @@ mod tests {
                 .ends_with("└─ watch event: ADDED Deployment default/web (+1.5ms after the write)"),
             "{text}"
         );
-        let bare = tree(&spans(), TreeOptions { hide_timings: true });
+        let bare = tree(
+            &spans(),
+            TreeOptions {
+                hide_timings: true,
+                ..TreeOptions::default()
+            },
+        );
         assert_eq!(
             bare.lines().collect::<Vec<_>>(),
             [
@@ -257,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_waterfall_places_bars_on_one_time_axis() {
-        let text = waterfall(&spans(), 35);
+        let text = waterfall(&spans(), 35, false);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 4, "{text}");
         let bar = |l: &str| l.split('|').nth(1).unwrap().to_owned();
@@ -267,6 +304,58 @@ mod tests {
             Some(30),
             "{text}"
         );
+    }
+
+    #[test]
+    fn retries_print_as_one_line_unless_every_span_is_asked_for() {
+        let mut spans = spans();
+        let root = spans[0].context();
+        for (i, code) in [409_u16, 409, 409, 200].into_iter().enumerate() {
+            let mut put = Span::start(
+                root.child(),
+                Some(root.span_id),
+                "PUT deployments/status",
+                SpanKind::Client,
+                "kube-controller-manager",
+            )
+            .with(crate::attr::CODE, code)
+            .with(
+                "path",
+                "/apis/apps/v1/namespaces/default/deployments/web/status",
+            );
+            put.summary = format!("update default/web → {code}");
+            put.start_unix_nanos = 1_004_000_000 + i as u64;
+            put.end_unix_nanos = put.start_unix_nanos + 1;
+            spans.push(put);
+        }
+        let folded = tree(&spans, TreeOptions::default());
+        assert!(
+            folded
+                .lines()
+                .next()
+                .unwrap()
+                .contains("6 spans (3 in folded retries)"),
+            "{folded}"
+        );
+        assert!(
+            folded.contains(
+                "├─ PUT deployments/status × 3 retries (409 Conflict): update default/web → 409"
+            ),
+            "{folded}"
+        );
+        assert_eq!(folded.lines().count(), 2 + 4, "{folded}");
+        let all = tree(
+            &spans,
+            TreeOptions {
+                all: true,
+                ..TreeOptions::default()
+            },
+        );
+        assert_eq!(all.lines().count(), 2 + 6, "{all}");
+        assert!(!all.contains('×') && all.lines().next().unwrap().contains("6 spans ·"));
+        let bars = waterfall(&spans, 20, false);
+        assert!(bars.contains("× 3 retries"), "{bars}");
+        assert_eq!(waterfall(&spans, 20, true).lines().count(), 2 + 6);
     }
 
     #[test]

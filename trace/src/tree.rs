@@ -20,15 +20,16 @@
 use std::collections::HashMap;
 
 use crate::context::SpanId;
+use crate::fold::Fold;
 use crate::span::Span;
 
 /// One trace's spans arranged by cause.
 #[derive(Debug)]
 pub struct Tree<'a> {
-    spans: Vec<&'a Span>,
-    children: Vec<Vec<usize>>,
-    roots: Vec<usize>,
-    orphan: Vec<bool>,
+    pub(crate) spans: Vec<&'a Span>,
+    pub(crate) children: Vec<Vec<usize>>,
+    pub(crate) roots: Vec<usize>,
+    pub(crate) orphan: Vec<bool>,
 }
 
 /// One line of the tree in causal (pre-)order.
@@ -44,6 +45,9 @@ pub struct Row<'a> {
     pub orphan: bool,
     /// The row index of its parent, if it is not a root.
     pub parent_row: Option<usize>,
+    /// Set on a row that stands for a run of failed attempts ([`Tree::folded_rows`]); `span`
+    /// is the first of them.
+    pub fold: Option<Fold>,
 }
 
 fn order(spans: &[&Span], a: usize, b: usize) -> std::cmp::Ordering {
@@ -162,6 +166,24 @@ impl<'a> Tree<'a> {
         (start.unwrap_or(0), end.unwrap_or(0))
     }
 
+    /// The (unfolded) row of span `i`.
+    pub(crate) fn row(
+        &self,
+        i: usize,
+        depth: usize,
+        prefix: String,
+        parent_row: Option<usize>,
+    ) -> Row<'a> {
+        Row {
+            span: self.spans[i],
+            depth,
+            prefix,
+            orphan: self.orphan[i],
+            parent_row,
+            fold: None,
+        }
+    }
+
     /// Every span once, parents before children, siblings by start time.
     pub fn rows(&self) -> Vec<Row<'a>> {
         // (span index, depth, prefix for its children, own prefix, parent row)
@@ -174,23 +196,23 @@ impl<'a> Tree<'a> {
             .collect();
         while let Some((i, depth, inherited, own, parent_row)) = stack.pop() {
             let row = rows.len();
-            rows.push(Row {
-                span: self.spans[i],
-                depth,
-                prefix: own,
-                orphan: self.orphan[i],
-                parent_row,
-            });
+            rows.push(self.row(i, depth, own, parent_row));
             let kids = &self.children[i];
             for (k, &c) in kids.iter().enumerate().rev() {
-                let last = k + 1 == kids.len();
-                let own = format!("{inherited}{}", if last { "└─ " } else { "├─ " });
-                let next = format!("{inherited}{}", if last { "   " } else { "│  " });
+                let (own, next) = child_prefixes(&inherited, k + 1 == kids.len());
                 stack.push((c, depth + 1, next, own, Some(row)));
             }
         }
         rows
     }
+}
+
+/// The box-drawing prefixes of a child under a parent whose children's prefix is
+/// `inherited`: its own (`├─ `, `└─ ` for the last) and its children's (`│  `, `   `).
+pub(crate) fn child_prefixes(inherited: &str, last: bool) -> (String, String) {
+    let own = format!("{inherited}{}", if last { "└─ " } else { "├─ " });
+    let next = format!("{inherited}{}", if last { "   " } else { "│  " });
+    (own, next)
 }
 
 #[cfg(test)]

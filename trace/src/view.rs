@@ -3,6 +3,9 @@
 //! ([`crate::render::tree`]), plus what a drawing needs (depth, offsets) and the store
 //! revisions the trace's writes produced, which the UI's replay slider steps through.
 //!
+//! `folded` lists the rows the UI shows by default, with runs of retries folded as the CLI
+//! folds them (each fold lists the rows it hides, for a click to expand).
+//!
 //! Jaeger's UI gets raw spans and builds the tree in the browser; here the tree is built once,
 //! in Rust, by the code the terminal views use, so the two can never disagree.
 //!
@@ -14,11 +17,13 @@
 //!  "revisions":[{"revision":13,"atNanos":15500000,"row":0}, …]}
 //! ```
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::attr;
-use crate::context::TraceId;
-use crate::render::{delay_after_parent, describe, header};
+use crate::context::{SpanId, TraceId};
+use crate::render::{delay_after_parent, describe, header_folded};
 use crate::span::Span;
 use crate::tree::Tree;
 
@@ -41,6 +46,33 @@ pub struct TraceView {
     /// The trace reached the collector's span budget: its later steps were not recorded.
     #[serde(default)]
     pub cut: bool,
+    /// The rows as shown by default: runs of retries folded ([`crate::fold`]), in causal
+    /// order. Each names its row in `rows`; a fold names the first attempt's.
+    #[serde(default)]
+    pub folded: Vec<ShownRow>,
+}
+
+/// One row of the folded waterfall.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShownRow {
+    /// The row of `rows` it shows (for a fold: the first failed attempt).
+    pub row: usize,
+    /// Depth in the folded tree (a retry shown in place of its failed attempts sits at their
+    /// depth).
+    pub depth: usize,
+    /// For a fold: what it stands for, and the rows of `rows` it hides (shown on a click).
+    pub fold: Option<ShownFold>,
+}
+
+/// A run of retries as one row of the waterfall.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShownFold {
+    /// `× 37 retries (409 Conflict)`.
+    pub label: String,
+    /// The rows of `rows` it hides, in causal order.
+    pub rows: Vec<usize>,
 }
 
 /// One row of the waterfall.
@@ -81,6 +113,29 @@ pub struct RevisionMark {
 pub fn view(trace_id: TraceId, spans: &[Span]) -> TraceView {
     let tree = Tree::build(spans);
     let rows = tree.rows();
+    let (shown, folded_spans) = tree.folded_rows();
+    let row_of: HashMap<SpanId, usize> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.span.span_id, i))
+        .collect();
+    let folded: Vec<ShownRow> = shown
+        .iter()
+        .filter_map(|r| {
+            Some(ShownRow {
+                row: *row_of.get(&r.span.span_id)?,
+                depth: r.depth,
+                fold: r.fold.as_ref().map(|f| ShownFold {
+                    label: f.label(),
+                    rows: f
+                        .hidden
+                        .iter()
+                        .filter_map(|id| row_of.get(id).copied())
+                        .collect(),
+                }),
+            })
+        })
+        .collect();
     let (start, end) = tree.bounds();
     let out: Vec<ViewRow> = rows
         .iter()
@@ -114,12 +169,13 @@ pub fn view(trace_id: TraceId, spans: &[Span]) -> TraceView {
     revisions.dedup_by_key(|m| m.revision);
     TraceView {
         trace_id,
-        header: header(spans),
+        header: header_folded(spans, folded_spans),
         start_unix_nanos: start,
         end_unix_nanos: end,
         rows: out,
         revisions,
         cut: false,
+        folded,
     }
 }
 
@@ -208,5 +264,77 @@ mod tests {
             ]
         );
         assert!(v.header.contains("3 spans"), "{}", v.header);
+        // No retries: the folded rows are the rows.
+        assert_eq!(
+            v.folded
+                .iter()
+                .map(|r| (r.row, r.depth, r.fold.is_some()))
+                .collect::<Vec<_>>(),
+            [(0, 0, false), (1, 1, false), (2, 2, false)]
+        );
+    }
+
+    #[test]
+    fn folded_rows_name_the_rows_each_fold_hides() {
+        let root_ctx = SpanContext::new_root();
+        let mut spans = vec![at(
+            Span::start(root_ctx, None, "sync", SpanKind::Internal, "cm"),
+            0,
+            100,
+        )];
+        for (i, code) in [409_u16, 409, 200].into_iter().enumerate() {
+            let ctx = root_ctx.child();
+            let start = 10 + 10 * i as u64;
+            spans.push(at(
+                Span::start(
+                    ctx,
+                    Some(root_ctx.span_id),
+                    "PUT pods/status",
+                    SpanKind::Client,
+                    "cm",
+                )
+                .with(attr::CODE, code),
+                start,
+                start + 5,
+            ));
+            // The server's span of each request.
+            spans.push(at(
+                Span::start(
+                    ctx.child(),
+                    Some(ctx.span_id),
+                    "update pods/status",
+                    SpanKind::Server,
+                    "kube-apiserver",
+                )
+                .with(attr::CODE, code),
+                start + 1,
+                start + 4,
+            ));
+        }
+        let v = view(root_ctx.trace_id, &spans);
+        assert_eq!(v.rows.len(), 7, "every span is a row");
+        let shown: Vec<(usize, usize, Option<Vec<usize>>)> = v
+            .folded
+            .iter()
+            .map(|r| (r.row, r.depth, r.fold.as_ref().map(|f| f.rows.clone())))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (0, 0, None),
+                (1, 1, Some(vec![1, 2, 3, 4])),
+                (5, 1, None),
+                (6, 2, None)
+            ]
+        );
+        assert_eq!(
+            v.folded[1].fold.as_ref().map(|f| f.label.as_str()),
+            Some("× 2 retries (409 Conflict)")
+        );
+        assert!(
+            v.header.contains("7 spans (4 in folded retries)"),
+            "{}",
+            v.header
+        );
     }
 }

@@ -7,7 +7,7 @@
 
 import { h, mount } from "./dom.js";
 import { Informer, getJSON } from "./informer.js";
-import { board } from "./board.js";
+import { board, podLook } from "./board.js";
 import { ownershipTree } from "./objects.js";
 import { eventFeed } from "./events.js";
 import { TracePage } from "./trace.js";
@@ -37,8 +37,13 @@ function podSummary(pods) {
     if (((p.status && p.status.conditions) || []).some((c) => c.type === "Ready" && c.status === "True")) ready++;
   }
   const parts = Object.entries(phases).map(([k, v]) => `${v} ${k}`);
-  return `${pods.length} pods${parts.length ? `: ${parts.join(", ")}` : ""} (${ready} ready)`;
+  const failing = pods.filter((p) => podLook(p).tone === "bad").length;
+  return `${pods.length} pods${parts.length ? `: ${parts.join(", ")}` : ""} (${ready} ready${failing ? `, ${failing} failing` : ""})`;
 }
+
+/** The board's colours, as `podLook` gives them. */
+const TONES = [["ok", "Running, Ready"], ["warn", "not Ready"], ["pending", "Pending, ContainerCreating"],
+  ["bad", "CrashLoopBackOff, Error"], ["terminating", "Terminating"], ["done", "Completed"]];
 
 /** The live views: what each needs and how it draws. */
 const LIVE = {
@@ -47,7 +52,7 @@ const LIVE = {
     draw: () => h("div", { class: "board-page" },
       h("div", { class: "board-main" },
         h("p", { class: "summary" }, `${informers.nodes.items.size} nodes · ${podSummary(informers.pods.list())}`,
-          h("span", { class: "legend-pods" }, ["Pending", "Running", "Succeeded", "Failed"].map((p) => h("span", { class: `pod-swatch phase-${p} ready` }, p)),
+          h("span", { class: "legend-pods" }, TONES.map(([tone, text]) => h("span", { class: `pod-swatch pod tone-${tone} ready` }, text)),
             h("span", { class: "pod-swatch" }, "dashed: not Ready"))),
         board(informers.nodes.list(), informers.pods.list(), true)),
       h("aside", { class: "board-side" }, h("h2", {}, "Events ", h("a", { href: "#/events", class: "dim" }, "all")), eventFeed(informers.events.list(), 40))),

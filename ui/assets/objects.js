@@ -3,6 +3,7 @@
 // `kubectl tree` follow it). Objects no controller owns are listed after the tree.
 
 import { h, condition, Keep } from "./dom.js";
+import { podLook } from "./board.js";
 
 /** The "trace" links, one element per object for as long as it exists. */
 const links = new Keep();
@@ -18,14 +19,15 @@ function traceLink(resource, o) {
   return links.get(`${resource} ${o.metadata.uid}`, () => h("a", { class: "trace-link", href: `#/trace/${resource}/${o.metadata.namespace}/${o.metadata.name}`, title: "the trace that last changed it" }, "trace"));
 }
 
+/** The chip colour of each `podLook` tone. */
+const CHIP = { ok: "ok", bad: "bad", warn: "warn", pending: "warn", terminating: "warn", done: "" };
+
 function podLine(p) {
-  const phase = (p.status && p.status.phase) || "Pending";
-  const ready = condition(p, "Ready");
-  const isReady = !!ready && ready.status === "True";
-  return h("li", { class: "obj pod-obj", "data-name": p.metadata.name },
+  const look = podLook(p);
+  return h("li", { class: "obj pod-obj", "data-name": p.metadata.name, "data-status": look.reason, "data-tone": look.tone },
     h("span", { class: "kind" }, "Pod"), " ", h("span", { class: "name" }, p.metadata.name), " ",
-    h("span", { class: `chip phase-${phase}${isReady ? " ready" : ""}` }, isReady ? `${phase}, Ready` : phase),
-    p.metadata.deletionTimestamp ? [" ", h("span", { class: "chip warn" }, "Terminating")] : null,
+    h("span", { class: `chip ${CHIP[look.tone]}` }, look.isReady ? `${look.reason}, Ready` : look.reason),
+    look.restarts ? h("span", { class: "dim" }, look.detail) : null,
     p.spec && p.spec.nodeName ? h("span", { class: "dim" }, ` on ${p.spec.nodeName}`) : h("span", { class: "dim" }, " unscheduled"),
     " ", traceLink("pods", p));
 }

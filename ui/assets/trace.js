@@ -1,5 +1,7 @@
 // The trace view: the recent traces, one trace as a waterfall (the rows, "what and why" and
-// delays `miniplane trace` prints, from the collector's `?view=tree`), each span's details
+// delays `miniplane trace` prints, from the collector's `?view=tree`, with runs of retries
+// folded into one row that a click opens), a time axis that zooms (Ctrl + wheel, the − + fit
+// buttons) and scrolls sideways, a name column as wide as the names, each span's details
 // on click, and the replay: a slider over the store revisions the trace's writes produced
 // that draws the cluster board as it was at that revision (a LIST of nodes and pods with
 // `resourceVersion=N&resourceVersionMatch=Exact`, served from the store's history).
@@ -64,6 +66,11 @@ export class TracePage {
     this.selected = null;
     this.step = null;
     this.snapshots = new Map();
+    /** Folds clicked open (by the row of their first attempt), and "every span". */
+    this.expanded = new Set();
+    this.showAll = false;
+    /** The time axis' magnification: 1 fits the pane. */
+    this.scale = 1;
     this.layout();
   }
 
@@ -107,6 +114,8 @@ export class TracePage {
         this.view = null;
         this.selected = null;
         this.step = null;
+        this.expanded = new Set();
+        this.scale = 1;
       }
       await this.load(id, this.generation, true);
     } catch (e) {
@@ -180,32 +189,86 @@ export class TracePage {
     this.render();
   }
 
+  /** The rows drawn, in order: `{ row, depth, fold, unfolded }`. By default the view's
+   * `folded` rows (runs of retries as one row each, as `miniplane trace` prints them); a
+   * fold that was clicked open is followed by the rows it hides. */
+  shownRows() {
+    const v = this.view;
+    if (this.showAll || !v.folded || !v.folded.length) return v.rows.map((r, i) => ({ row: i, depth: r.depth }));
+    const out = [];
+    for (const f of v.folded) {
+      out.push({ row: f.row, depth: f.depth, fold: f.fold });
+      if (f.fold && this.expanded.has(f.row)) {
+        const base = v.rows[f.fold.rows[0]].depth;
+        for (const r of f.fold.rows) out.push({ row: r, depth: f.depth + 1 + v.rows[r].depth - base, unfolded: true });
+      }
+    }
+    return out;
+  }
+
+  /** Sets the time axis' magnification (1: the window fits the pane), keeping the time under
+   * `anchorX` (a pixel offset in the pane, default its middle) where it was. */
+  setScale(scale, anchorX) {
+    const pane = this.waterfallEl;
+    const old = this.scale || 1;
+    this.scale = Math.min(256, Math.max(1, scale));
+    const labelW = this.labelWidth || 0;
+    const x = anchorX ?? pane.clientWidth / 2;
+    const trackX = pane.scrollLeft + x - labelW;
+    this.applyWidths();
+    pane.scrollLeft = Math.max(0, (trackX * this.scale) / old - x + labelW);
+    if (this.zoomLabel) this.zoomLabel.textContent = `${Math.round(this.scale * 100)}%`;
+  }
+
+  /** The name column as wide as the widest indented name (plus room for the summary), the
+   * track the pane's remaining width times the scale: the pane scrolls sideways. */
+  applyWidths() {
+    const pane = this.waterfallEl;
+    const trackW = Math.max(300, pane.clientWidth - this.labelWidth - 2) * (this.scale || 1);
+    pane.style.setProperty("--label-w", `${this.labelWidth}px`);
+    pane.style.setProperty("--track-w", `${Math.round(trackW)}px`);
+  }
+
   render() {
     const v = this.view;
     const { from, to } = this.window();
     const span = to - from;
+    const folds = (v.folded || []).filter((f) => f.fold).length;
     mount(this.headEl,
       h("div", { class: "trace-title" }, v.header),
       v.cut && h("div", { class: "trace-cut" }, "cut: this trace reached the span budget per trace (--trace-max-spans-per-trace); its later steps were not recorded"),
       h("div", { class: "dim" }, "the same trace in a terminal: ", h("code", {}, `miniplane trace --id ${v.traceId}`), " · ",
         h("a", { href: `${COLLECTOR}/${v.traceId}`, target: "_blank" }, "spans as JSON"), " · ",
+        folds ? [h("label", { class: "show-all" }, h("input", { type: "checkbox", checked: !!this.showAll, onchange: (e) => { this.showAll = e.target.checked; this.render(); } }),
+          ` every span (${folds} run${folds === 1 ? "" : "s"} of retries folded)`), " · "] : null,
         ["kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet"].map((c) => h("span", { class: "legend" }, h("span", { class: `dot ${componentClass(c)}` }), c))));
     const marker = h("div", { class: "wf-marker" });
     this.marker = marker;
-    this.rowEls = v.rows.map((row, i) => {
+    this.rowEls = [];
+    const rowEls = this.shownRows().map(({ row: i, depth, fold, unfolded }) => {
+      const row = v.rows[i];
       const s = row.span;
       const left = ((row.offsetNanos - from) / span) * 100;
       const width = Math.max(0.15, (row.durationNanos / span) * 100);
       const visible = left + width >= 0 && left <= 100;
-      return h("div", {
-        class: `wf-row${row.orphan ? " orphan" : ""}${this.selected === i ? " selected" : ""}${visible ? "" : " outside"}`,
+      const open = fold && this.expanded.has(i);
+      const el = h("div", {
+        class: `wf-row${row.orphan ? " orphan" : ""}${this.selected === i ? " selected" : ""}${visible ? "" : " outside"}${fold ? " fold" : ""}${open ? " open" : ""}${unfolded ? " unfolded" : ""}`,
         "data-row": i, "data-name": s.name, "data-component": s.component,
-        title: `${row.line}${row.delay ? ` (${row.delay})` : ""}`,
-        onclick: () => this.select(i),
+        title: `${row.line}${fold ? ` ${fold.label}` : ""}${row.delay ? ` (${row.delay})` : ""}`,
+        onclick: () => {
+          if (fold) {
+            if (open) this.expanded.delete(i);
+            else this.expanded.add(i);
+            this.selected = i;
+            this.render();
+          } else this.select(i);
+        },
       },
       // Deep trees keep some room for the text: the indent stops growing at depth 24.
-      h("div", { class: "wf-label", style: { paddingLeft: `${4 + Math.min(row.depth, 24) * 7}px` } },
+      h("div", { class: "wf-label", style: { paddingLeft: `${4 + Math.min(depth, 24) * 7}px` } },
         h("span", { class: `dot ${componentClass(s.component)}` }), h("span", { class: "wf-name" }, s.name),
+        fold ? h("span", { class: "wf-fold", title: open ? "click to fold" : "click to show every attempt" }, `${open ? "\u25be" : "\u25b8"} ${fold.label}`) : null,
         s.summary ? h("span", { class: "wf-summary" }, ` ${s.summary}`) : null),
       h("div", { class: "wf-track" }, visible ? [
         h("div", { class: `wf-bar ${componentClass(s.component)}`, style: { left: `${Math.max(0, left)}%`, width: `${Math.min(width, 100 - Math.max(0, left))}%` } }),
@@ -213,22 +276,57 @@ export class TracePage {
         left + width < 85
           ? h("span", { class: "wf-dur", style: { left: `${Math.max(0, left) + width}%` } }, formatNanos(row.durationNanos))
           : h("span", { class: "wf-dur before", style: { right: `${100 - Math.max(0, left)}%` } }, formatNanos(row.durationNanos))] : null));
+      this.rowEls[i] = el;
+      return el;
     });
     const zoomed = from > 0 || to < v.endUnixNanos - v.startUnixNanos;
+    this.zoomLabel = h("span", { class: "wf-scale" }, `${Math.round((this.scale || 1) * 100)}%`);
     mount(this.waterfallEl,
-      h("div", { class: "wf-axis" }, h("div", { class: "wf-label" }, "span: what and why"),
+      h("div", { class: "wf-axis" }, h("div", { class: "wf-label" }, "span: what and why",
+        h("span", { class: "wf-zoom" },
+          h("button", { class: "wf-zoom-out", title: "zoom out the time axis (Ctrl + wheel)", onclick: (e) => { e.stopPropagation(); this.setScale((this.scale || 1) / 1.5); } }, "\u2212"),
+          this.zoomLabel,
+          h("button", { class: "wf-zoom-in", title: "zoom in the time axis (Ctrl + wheel)", onclick: (e) => { e.stopPropagation(); this.setScale((this.scale || 1) * 1.5); } }, "+"),
+          h("button", { class: "wf-zoom-reset", title: "fit the time axis to the pane", onclick: (e) => { e.stopPropagation(); this.setScale(1); } }, "fit"))),
       h("div", { class: "wf-track" }, h("span", {}, `+${formatNanos(from)}`),
         zoomed ? h("button", { class: "wf-unzoom", onclick: () => { this.zoom = null; this.render(); } }, "whole trace") : null,
         h("span", { class: "wf-total" }, `+${formatNanos(to)}`), marker)),
-      this.rowEls);
+      rowEls);
+    // The name column fits the widest name at its indent, plus room for the summary.
+    let widest = 0;
+    for (const el of rowEls) {
+      const label = el.firstChild;
+      const name = label.querySelector(".wf-name");
+      const fold = label.querySelector(".wf-fold");
+      // Rectangles, not offsets: the (sticky) label is the name's offset parent.
+      const end = (fold || name).getBoundingClientRect().right;
+      widest = Math.max(widest, end - label.getBoundingClientRect().left);
+    }
+    // Never narrower than the names; up to about half the pane for the summaries.
+    this.labelWidth = Math.ceil(Math.max(widest + 40, Math.min(widest + 360, this.waterfallEl.clientWidth * 0.55)));
+    this.applyWidths();
+    this.waterfallEl.onwheel = (e) => {
+      if (!e.ctrlKey && !e.metaKey) return;
+      e.preventDefault();
+      const x = e.clientX - this.waterfallEl.getBoundingClientRect().left;
+      this.setScale((this.scale || 1) * (e.deltaY < 0 ? 1.25 : 0.8), x);
+    };
     this.renderReplay();
-    if (this.selected !== null && this.selected < v.rows.length) this.select(this.selected, false);
+    if (this.selected !== null && this.rowEls[this.selected]) this.select(this.selected, false);
   }
 
   select(i, scroll = true) {
     const v = this.view;
     const row = v.rows[i];
     if (!row) return;
+    if (!this.rowEls[i]) {
+      // Hidden in a fold: open it.
+      const f = (v.folded || []).find((x) => x.fold && x.fold.rows.includes(i));
+      if (!f) return;
+      this.expanded.add(f.row);
+      this.render();
+      if (!this.rowEls[i]) return;
+    }
     if (this.selected !== null && this.rowEls[this.selected]) this.rowEls[this.selected].classList.remove("selected");
     this.selected = i;
     this.rowEls[i].classList.add("selected");
@@ -296,7 +394,7 @@ export class TracePage {
     this.revTimer = setTimeout(async () => {
       const m = this.view && this.view.revisions[i];
       if (!m) return;
-      for (const el of this.rowEls) el.classList.remove("at-step");
+      for (const el of this.rowEls) if (el) el.classList.remove("at-step");
       if (this.rowEls[m.row]) this.rowEls[m.row].classList.add("at-step");
       try {
         let snap = this.snapshots.get(m.revision);

@@ -111,9 +111,14 @@ impl Cacher {
             },
             EventKind::Delete => (None, None),
         };
+        // A traced delete's context, for the DELETED event's object.
+        let deleted_by = match e.kind {
+            EventKind::Delete => self.handoff.take_delete(&e.kv.key),
+            EventKind::Put => None,
+        };
         let mut s = self.lock();
         s.revision = s.revision.max(rev);
-        let Some(ev) = convert_cached(e, decoded, &mut s.objects) else {
+        let Some(ev) = convert_cached(e, decoded, deleted_by.as_deref(), &mut s.objects) else {
             return;
         };
         if let Some(encoded) = encoded {

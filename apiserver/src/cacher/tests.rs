@@ -89,6 +89,40 @@ async fn a_put_takes_the_object_its_writer_offered() {
 }
 
 #[tokio::test]
+async fn a_deleted_event_carries_the_trace_context_its_delete_offered() {
+    let b = Arc::new(MemoryBackend::new());
+    let handoff = Arc::new(Handoff::new());
+    let wc = cache(b.clone(), 16, 16).with_handoff(handoff.clone());
+    let mut w = wc.watch("/r/", b.current_revision()).await.expect("watch");
+    let created = format!(
+        "{{\"metadata\":{{\"name\":\"x\",\"annotations\":{{\"{}\":\"00-created\"}}}}}}",
+        trace::TRACEPARENT_ANNOTATION
+    );
+    put(&b, "/r/x", &created).await;
+    put(&b, "/r/y", &created).await;
+    for _ in 0..2 {
+        w.next().await.expect("event").expect("ok");
+    }
+    handoff.offer_delete(b"/r/x", "00-deleted");
+    b.delete(Bytes::from_static(b"/r/x")).await.expect("delete");
+    let ev = w.next().await.expect("event").expect("ok");
+    assert_eq!(ev.kind, EventType::Deleted);
+    assert_eq!(
+        crate::request_trace::annotation(&ev.object),
+        Some("00-deleted"),
+        "the delete's context, not the create's"
+    );
+    assert_eq!(handoff.take_delete(b"/r/x"), None, "taken");
+    // An untraced delete: the object as last stored.
+    b.delete(Bytes::from_static(b"/r/y")).await.expect("delete");
+    let ev = w.next().await.expect("event").expect("ok");
+    assert_eq!(
+        crate::request_trace::annotation(&ev.object),
+        Some("00-created")
+    );
+}
+
+#[tokio::test]
 async fn a_taken_offer_is_sent_as_its_stored_bytes_with_the_resource_version() {
     let b = Arc::new(MemoryBackend::new());
     let handoff = Arc::new(Handoff::new());

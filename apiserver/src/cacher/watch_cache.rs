@@ -158,12 +158,14 @@ pub(super) fn convert(e: store::Event) -> Option<CachedEvent> {
 
 /// A store event as a [`CachedEvent`] for the cacher: only the new object is decoded (by the
 /// caller, outside the cacher's lock: `decoded`, for a put); the previous one is
-/// `objects[key]`, which is then updated (`watchCache.processEvent`). Returns
+/// `objects[key]`, which is then updated (`watchCache.processEvent`). A delete's object is
+/// stamped with `deleted_by`, the delete's trace context, if it was traced. Returns
 /// `None` for an event the cacher cannot use (a value that is not JSON; a delete of a key it
 /// never saw).
 pub(super) fn convert_cached(
     e: store::Event,
     decoded: Option<Value>,
+    deleted_by: Option<&str>,
     objects: &mut BTreeMap<Bytes, Arc<Value>>,
 ) -> Option<CachedEvent> {
     let rev = e.revision();
@@ -197,8 +199,12 @@ pub(super) fn convert_cached(
         EventKind::Delete => {
             objects.remove(&key);
             let last = prev.clone()?;
-            // The deleted object as last seen, with the delete's resourceVersion.
+            // The deleted object as last seen, with the delete's resourceVersion (and the
+            // delete's trace context, when it was traced).
             let mut object = (*last).clone();
+            if let Some(tp) = deleted_by {
+                crate::request_trace::set_annotation(&mut object, Some(tp));
+            }
             crate::meta::set_meta_str(
                 &mut object,
                 crate::meta::MetaField::ResourceVersion,

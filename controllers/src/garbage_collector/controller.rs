@@ -40,7 +40,7 @@ use tokio_util::task::TaskTracker;
 use crate::executor::Executor;
 use crate::garbage_collector::custom_resources::CustomMonitors;
 use crate::garbage_collector::graph::{FINALIZER_ORPHAN_DEPENDENTS, OwnerGraph};
-use crate::garbage_collector::{attempt_to_delete_item, attempt_to_orphan};
+use crate::garbage_collector::{attempt_to_delete_item, attempt_to_orphan, reason};
 use crate::manager::metrics::ControllerMetrics;
 use crate::worker::{SyncResult, Workers};
 
@@ -241,7 +241,7 @@ impl GarbageCollector {
     /// graph may lag (an orphaning patch that dropped an ownerReference, say, not yet seen),
     /// so when the live metadata differs the graph is updated and the decision made again.
     pub async fn sync(&self, uid: &str) -> SyncResult {
-        let Some((identity, actions)) = self.decide(uid) else {
+        let Some((identity, actions, why)) = self.decide(uid) else {
             client::trace::set_summary(format!("{uid}: no longer in the graph"));
             return Ok(None);
         };
@@ -262,7 +262,7 @@ impl GarbageCollector {
             // Gone, or replaced by a namesake: the informer will tell the graph.
             return Ok(None);
         };
-        let actions = {
+        let (actions, why) = {
             let mut graph = self.graph();
             let node = graph.get(uid).cloned();
             let stale = node.is_none_or(|n| {
@@ -274,23 +274,28 @@ impl GarbageCollector {
                 graph.observe_meta(&identity.api_version, &identity.kind, &live.metadata);
                 drop(graph);
                 match self.decide(uid) {
-                    Some((_, actions)) => actions,
+                    Some((_, actions, why)) => (actions, why),
                     None => return Ok(None),
                 }
             } else {
-                actions
+                (actions, why)
             }
         };
         for action in &actions {
             tracing::info!(%uid, "garbage collector: {}", action.describe());
         }
-        client::trace::set_summary(
+        // The span says why, as Kubernetes' garbage collector logs it, then what.
+        client::trace::set_attribute(client::trace::attr::REASON, why.as_str());
+        client::trace::set_summary(format!(
+            "{} {}: {why} → {}",
+            identity.kind,
+            identity.key(),
             actions
                 .iter()
                 .map(|a| a.describe())
                 .collect::<Vec<_>>()
-                .join("; "),
-        );
+                .join("; ")
+        ));
         self.executor
             .execute(actions, None)
             .await
@@ -299,7 +304,11 @@ impl GarbageCollector {
     }
 
     /// The sans-IO decision for `uid` on the current graph.
-    fn decide(&self, uid: &str) -> Option<(apimachinery::ObjectRef, Vec<crate::action::Action>)> {
+    /// The decision about `uid` on the graph as it is: the object, what to do and why.
+    fn decide(
+        &self,
+        uid: &str,
+    ) -> Option<(apimachinery::ObjectRef, Vec<crate::action::Action>, String)> {
         let graph = self.graph();
         let node = graph.get(uid)?;
         let actions = if node.being_deleted && node.has_finalizer(FINALIZER_ORPHAN_DEPENDENTS) {
@@ -307,7 +316,12 @@ impl GarbageCollector {
         } else {
             attempt_to_delete_item(&graph, node)
         };
-        Some((node.identity.clone(), actions))
+        let why = if actions.is_empty() {
+            String::new()
+        } else {
+            reason(&graph, node)
+        };
+        Some((node.identity.clone(), actions, why))
     }
 }
 

@@ -188,6 +188,86 @@ pub fn attempt_to_delete_item(graph: &OwnerGraph, item: &Node) -> Vec<Action> {
     )]
 }
 
+/// Why the collector acts on `item` as it does, worded as Kubernetes' garbage collector logs
+/// the same branch of `attemptToDeleteItem` / `processDeletingDependentsItem` /
+/// `attemptToOrphanWorker` (for traces: `sync garbagecollector` spans carry it). Empty when it
+/// has nothing to do.
+pub fn reason(graph: &OwnerGraph, item: &Node) -> String {
+    let names = |owners: &[&Node]| {
+        owners
+            .iter()
+            .map(|o| format!("{} {}", o.identity.kind, o.identity.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if item.being_deleted && item.has_finalizer(FINALIZER_ORPHAN_DEPENDENTS) {
+        return "orphaning dependents of item, then removing its orphan finalizer".into();
+    }
+    if item.is_deleting_dependents() {
+        let blocking = graph.blocking_dependents(&item.identity.uid);
+        if blocking.is_empty() {
+            return "remove DeleteDependents finalizer for item".into();
+        }
+        // Each dependent is then attempted: say why it goes (or stays).
+        let each: Vec<String> = blocking
+            .iter()
+            .filter(|d| !d.is_deleting_dependents())
+            .map(|d| {
+                let why = reason(graph, d);
+                let why = if why.is_empty() {
+                    "waiting".into()
+                } else {
+                    why
+                };
+                format!("{} {}: {why}", d.identity.kind, d.identity.name)
+            })
+            .collect();
+        return format!(
+            "adding dependent to attemptToDelete, because its owner is deletingDependents ({}): {}",
+            names(&blocking),
+            each.join("; ")
+        );
+    }
+    if item.being_deleted || item.owners.is_empty() {
+        return String::new();
+    }
+    let c = classify_references(graph, item);
+    let dangling = c
+        .dangling
+        .iter()
+        .map(|o| format!("{} {}", o.kind, o.name))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let waiting = names(&c.waiting_for_dependents_deletion);
+    if !c.solid.is_empty() {
+        if c.dangling.is_empty() && c.waiting_for_dependents_deletion.is_empty() {
+            return String::new();
+        }
+        return format!(
+            "item has at least one existing owner ({}): remove dangling references and waiting references for item",
+            names(&c.solid)
+        );
+    }
+    if !c.waiting_for_dependents_deletion.is_empty()
+        && !graph.dependents(&item.identity.uid).is_empty()
+    {
+        return format!(
+            "at least one owner of item has FinalizerDeletingDependents ({waiting}), and the item itself has dependents, so it is going to be deleted in Foreground"
+        );
+    }
+    let mut why = Vec::new();
+    if !c.dangling.is_empty() {
+        why.push(format!("item's owner is not found ({dangling})"));
+    }
+    if !c.waiting_for_dependents_deletion.is_empty() {
+        why.push(format!(
+            "its owner is deleting dependents in the foreground ({waiting})"
+        ));
+    }
+    why.push("Deleting item".into());
+    why.join(": ")
+}
+
 /// `unblockOwnerReferencesStrategicMergePatch`: set `blockOwnerDeletion: false` on every
 /// blocking ownerReference of `item`.
 fn unblock_owner_references_patch(item: &Node) -> Action {

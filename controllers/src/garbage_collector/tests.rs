@@ -293,3 +293,42 @@ fn an_update_moves_a_dependent_only_when_its_owners_change() {
     assert_eq!(uids(&g, "r1"), ["p2"]);
     assert_eq!(uids(&g, "r2"), ["p1"]);
 }
+
+#[test]
+fn reasons_are_worded_as_kubernetes_logs_them() {
+    // Background: the Deployment is gone, so its ReplicaSet's owner is not found.
+    let g = chain(None);
+    let r1 = g.get("r1").expect("r1");
+    assert_eq!(
+        reason(&g, r1),
+        "item's owner is not found (Deployment d1-name): Deleting item"
+    );
+    // Foreground: the Deployment deletes its dependents; the ReplicaSet has pods.
+    let d1 = deleting(meta("d1", vec![]), FINALIZER_DELETE_DEPENDENTS);
+    let mut g = chain(Some(d1));
+    let r1 = g.get("r1").expect("r1");
+    assert!(
+        reason(&g, r1).starts_with(
+            "at least one owner of item has FinalizerDeletingDependents (Deployment d1-name)"
+        ),
+        "{}",
+        reason(&g, r1)
+    );
+    let d1 = g.get("d1").expect("d1");
+    assert!(
+        reason(&g, d1).starts_with(
+            "adding dependent to attemptToDelete, because its owner is deletingDependents (ReplicaSet r1-name): ReplicaSet r1-name: at least one owner of item has FinalizerDeletingDependents (Deployment d1-name)"
+        ),
+        "{}",
+        reason(&g, d1)
+    );
+    // Every dependent gone: the finalizer goes.
+    for uid in ["p1", "p2", "r1"] {
+        g.forget(uid);
+    }
+    let d1 = g.get("d1").expect("d1");
+    assert_eq!(reason(&g, d1), "remove DeleteDependents finalizer for item");
+    // Owners present: nothing to say.
+    let g = chain(Some(meta("d1", vec![])));
+    assert_eq!(reason(&g, g.get("r1").expect("r1")), "");
+}

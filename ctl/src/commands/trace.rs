@@ -13,6 +13,7 @@
 //!   miniplane trace deploy/web --follow   wait for the next trace touching it, show it as it grows
 //!   miniplane trace list [--all]          recent traces: root, spans, duration
 //!   --output tree | waterfall | chrome | otlp | json
+//!   --no-fold (--all)                     every span: the tree and waterfall fold retries
 //! ```
 //!
 //! The views and exports are the `trace` crate's (`trace::render`, `trace::chrome`,
@@ -60,6 +61,10 @@ pub struct TraceArgs {
     /// Width of the waterfall's time axis, in columns.
     #[arg(long, default_value_t = 60)]
     width: usize,
+    /// Show every span: runs of retries (a status update answered 409 Conflict, then
+    /// retried) are folded into one line by default.
+    #[arg(long, visible_alias = "all")]
+    no_fold: bool,
     #[command(flatten)]
     cluster: Cluster,
 }
@@ -289,7 +294,10 @@ async fn show(args: TraceArgs) -> anyhow::Result<()> {
     } else {
         api.trace(id).await?
     };
-    println!("{}", render(&spans, args.output, args.width)?.trim_end());
+    println!(
+        "{}",
+        render(&spans, args.output, args.width, args.no_fold)?.trim_end()
+    );
     if cut {
         eprintln!(
             "trace {id} was cut: it reached the API server's span budget per trace \
@@ -368,7 +376,7 @@ async fn follow(api: &Api, id: TraceId, args: &TraceArgs) -> anyhow::Result<(Vec
                 write!(
                     out,
                     "\x1b[H\x1b[2J{}",
-                    render(&spans, Output::Tree, args.width)?
+                    render(&spans, Output::Tree, args.width, args.no_fold)?
                 )?;
                 out.flush()?;
             }
@@ -382,11 +390,17 @@ async fn follow(api: &Api, id: TraceId, args: &TraceArgs) -> anyhow::Result<(Vec
     }
 }
 
-/// The spans in the chosen output.
-pub fn render(spans: &[Span], output: Output, width: usize) -> anyhow::Result<String> {
+/// The spans in the chosen output; the tree and the waterfall fold retries unless `all`.
+pub fn render(spans: &[Span], output: Output, width: usize, all: bool) -> anyhow::Result<String> {
     Ok(match output {
-        Output::Tree => trace::render::tree(spans, TreeOptions::default()),
-        Output::Waterfall => trace::render::waterfall(spans, width),
+        Output::Tree => trace::render::tree(
+            spans,
+            TreeOptions {
+                all,
+                ..TreeOptions::default()
+            },
+        ),
+        Output::Waterfall => trace::render::waterfall(spans, width, all),
         Output::Chrome => serde_json::to_string_pretty(&trace::chrome::to_chrome(spans))?,
         Output::Otlp => serde_json::to_string_pretty(&trace::otlp::to_otlp(spans))?,
         Output::Json => serde_json::to_string_pretty(spans)?,
