@@ -200,8 +200,29 @@ fn a_scale_and_an_undo_print_their_retries_folded_and_every_step_still_named() {
         !named(spans, "rollout complete").is_empty()
     });
     let id = spans[0].trace_id.to_string();
-    let folded = miniplane_trace(&c.s, &["--id", &id]);
-    let all = miniplane_trace(&c.s, &["--id", &id, "--no-fold"]);
+    // Spans recorded after "rollout complete" (Events, status writes) can still arrive:
+    // compare the two views only when both were printed from the same spans.
+    let span_count = |out: &str| -> Option<usize> {
+        let header = out.lines().next()?;
+        let spans = header.split(" spans").next()?;
+        spans.rsplit(' ').next()?.parse().ok()
+    };
+    let (folded, all) = (0..40)
+        .find_map(|_| {
+            let folded = miniplane_trace(&c.s, &["--id", &id]);
+            let all = miniplane_trace(&c.s, &["--id", &id, "--no-fold"]);
+            let again = miniplane_trace(&c.s, &["--id", &id]);
+            let same = span_count(&folded).is_some()
+                && span_count(&folded) == span_count(&all)
+                && span_count(&all) == span_count(&again);
+            if same {
+                Some((folded, all))
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                None
+            }
+        })
+        .expect("the trace stops growing within 20 s");
     // The header says how many spans the folds hide; each fold is one line.
     let header = folded.lines().next().unwrap_or_default();
     let hidden: usize = header
