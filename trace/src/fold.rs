@@ -32,38 +32,10 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
 use crate::attr;
 use crate::context::SpanId;
 use crate::span::Span;
-use crate::tree::{Row, Tree, child_prefixes};
-
-/// A run of failed attempts shown as one row.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Fold {
-    /// How many failed attempts the row stands for.
-    pub attempts: usize,
-    /// How many spans it hides: the attempts and what they caused, but the retries shown.
-    pub spans: usize,
-    /// Why they failed (`409 Conflict`), each once, in the order they first failed so.
-    pub reasons: Vec<String>,
-    /// The spans it hides, in causal order (for a view that expands it).
-    pub hidden: Vec<SpanId>,
-}
-
-impl Fold {
-    /// `× 37 retries (409 Conflict)`.
-    pub fn label(&self) -> String {
-        let noun = if self.attempts == 1 {
-            "retry"
-        } else {
-            "retries"
-        };
-        format!("× {} {noun} ({})", self.attempts, self.reasons.join(", "))
-    }
-}
+use crate::tree::{Fold, Row, Tree, child_prefixes};
 
 /// The name of an HTTP status code, as Go's `http.StatusText` has it, for the codes the API
 /// server answers.

@@ -19,8 +19,9 @@
 
 use std::collections::HashMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::context::SpanId;
-use crate::fold::Fold;
 use crate::span::Span;
 
 /// One trace's spans arranged by cause.
@@ -213,6 +214,33 @@ pub(crate) fn child_prefixes(inherited: &str, last: bool) -> (String, String) {
     let own = format!("{inherited}{}", if last { "└─ " } else { "├─ " });
     let next = format!("{inherited}{}", if last { "   " } else { "│  " });
     (own, next)
+}
+
+/// A run of failed attempts shown as one row (made by `fold`, which decides what is a
+/// retry; a [`Row`] carries it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fold {
+    /// How many failed attempts the row stands for.
+    pub attempts: usize,
+    /// How many spans it hides: the attempts and what they caused, but the retries shown.
+    pub spans: usize,
+    /// Why they failed (`409 Conflict`), each once, in the order they first failed so.
+    pub reasons: Vec<String>,
+    /// The spans it hides, in causal order (for a view that expands it).
+    pub hidden: Vec<SpanId>,
+}
+
+impl Fold {
+    /// `× 37 retries (409 Conflict)`.
+    pub fn label(&self) -> String {
+        let noun = if self.attempts == 1 {
+            "retry"
+        } else {
+            "retries"
+        };
+        format!("× {} {noun} ({})", self.attempts, self.reasons.join(", "))
+    }
 }
 
 #[cfg(test)]
