@@ -109,17 +109,25 @@ pub fn deletion_grace_period_seconds(obj: &Value) -> Option<i64> {
         .as_i64()
 }
 
-/// `metadata.labels` as pairs (empty when absent).
-pub fn labels(obj: &Value) -> Vec<(&str, &str)> {
-    obj.get("metadata")
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
-        .map(|m| {
-            m.iter()
-                .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
-                .collect()
-        })
-        .unwrap_or_default()
+/// `metadata.labels`, for matching a label selector (none when absent).
+pub fn labels(obj: &Value) -> ObjectLabels<'_> {
+    ObjectLabels(
+        obj.get("metadata")
+            .and_then(|m| m.get("labels"))
+            .and_then(Value::as_object),
+    )
+}
+
+/// An object's `metadata.labels` as a label selector reads them, straight from the JSON (no
+/// copy per object: list, watch and deletecollection match every object they pass). A label
+/// whose value is not a string counts as absent.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectLabels<'a>(Option<&'a serde_json::Map<String, Value>>);
+
+impl apimachinery::labels::Labels for ObjectLabels<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0?.get(key)?.as_str()
+    }
 }
 
 /// The value of one label.
