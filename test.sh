@@ -8,6 +8,8 @@
 #                    /usr/bin or /usr/local/bin
 #   chromium         the web UI's tests drive a real headless Chromium (or $CHROMIUM) ...
 #   chromium-driver  ... through chromedriver, found on the PATH
+#   protobuf-compiler  protoc, which the etcd client of the store bench (a dev-dependency of
+#                    the store crate, so built with its tests) compiles etcd's API with
 # As root, missing packages are installed with apt-get; otherwise the script stops at once,
 # naming every missing package and the command that installs them.
 set -euo pipefail
@@ -22,10 +24,11 @@ if [ -z "${CHROMIUM:-}" ] && [ ! -x /usr/lib/chromium/chromium ] \
     missing+=(chromium)
 fi
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+[ -n "${PROTOC:-}" ] || command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
-        echo "test.sh: the end-to-end tests need these Debian packages, not installed: ${missing[*]}" >&2
+        echo "test.sh: the tests need these Debian packages, not installed: ${missing[*]}" >&2
         echo "test.sh: install them (as root), then run ./test.sh again:" >&2
         echo "    sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
         exit 1
