@@ -126,7 +126,9 @@ pub struct ResourceInfo {
     pub subresources: Vec<Subresource>,
     /// How deletion proceeds.
     pub delete_policy: DeletePolicy,
-    /// Whether a delete answers with the object rather than a `Status` (pods).
+    /// Whether a delete answers with the deleted object rather than a `Status`: the
+    /// registries with `ReturnDeletedObject: true` in Kubernetes (`pkg/registry`): pods,
+    /// namespaces, services and serviceaccounts among the kinds served here.
     pub return_deleted_object: bool,
     /// Whether PUT to a missing name creates it (`AllowCreateOnUpdate`).
     pub allow_create_on_update: bool,
@@ -272,6 +274,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         .short(&["ns"])
         .with(&[Status, Finalize]);
     namespaces.delete_policy = DeletePolicy::Namespace;
+    namespaces.return_deleted_object = true;
     namespaces.reset_status_on_create = false;
     // As in Kubernetes, namespaces are deleted one by one (`kubectl delete ns --all` lists
     // and deletes each): their REST storage has no DeleteCollection.
@@ -285,6 +288,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         .in_all()
         .with(&[Status]);
     services.verbs.retain(|v| v != "deletecollection");
+    services.return_deleted_object = true;
     let mut endpoints = ResourceInfo::new("", "v1", "Endpoints", "endpoints", true).short(&["ep"]);
     endpoints.singular = "endpoints".into();
     // `.create_on_update()` marks the kinds whose Kubernetes strategy has
@@ -297,9 +301,11 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     let events = ResourceInfo::new("events.k8s.io", "v1", "Event", "events", true)
         .short(&["ev"])
         .create_on_update();
-    let service_accounts = ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true)
-        .short(&["sa"])
-        .create_on_update();
+    let mut service_accounts =
+        ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true)
+            .short(&["sa"])
+            .create_on_update();
+    service_accounts.return_deleted_object = true;
     let services = services.create_on_update();
     let endpoints = endpoints.create_on_update();
     let mut rows = vec![

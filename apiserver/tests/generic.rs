@@ -154,6 +154,16 @@ async fn every_resource_delete_and_not_found() {
             )
             .await;
         assert_eq!(deleted.status, StatusCode::OK, "{base}: {:?}", deleted.body);
+        // The registries with `ReturnDeletedObject: true` in Kubernetes' pkg/registry answer
+        // with the object (a typed client decodes it as the kind); the others with a Status.
+        if ["Pod", "Namespace", "Service", "ServiceAccount"].contains(&info.kind.as_str()) {
+            assert_eq!(deleted.body["kind"], info.kind.as_str(), "{base}");
+            assert_eq!(deleted.body["metadata"]["name"], "generic-d", "{base}");
+        } else {
+            assert_eq!(deleted.body["kind"], "Status", "{base}: {:?}", deleted.body);
+            assert_eq!(deleted.body["status"], "Success", "{base}");
+            assert_eq!(deleted.body["details"]["name"], "generic-d", "{base}");
+        }
         let after = h.get(&format!("{base}/generic-d")).await;
         if info.kind == "Namespace" {
             // Namespaces terminate; the namespace controller finishes the job.
