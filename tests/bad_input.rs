@@ -82,6 +82,87 @@ fn configmap_validation() {
     );
 }
 
+/// Service addresses (`pkg/registry/core/service/storage/alloc.go`): a node port or cluster
+/// IP another Service holds, or one outside the ranges, is refused with kube-apiserver's words,
+/// as kubectl prints them; deleting the holder frees it.
+#[test]
+fn taken_or_out_of_range_service_addresses_are_refused() {
+    let s = Server::start();
+    s.kubectl_ok(&[
+        "create",
+        "service",
+        "nodeport",
+        "first",
+        "--tcp=80",
+        "--node-port=30080",
+    ]);
+    let err = s.kubectl_err(&[
+        "create",
+        "service",
+        "nodeport",
+        "second",
+        "--tcp=80",
+        "--node-port=30080",
+    ]);
+    assert!(
+        err.contains(
+            "Service \"second\" is invalid: spec.ports[0].nodePort: Invalid value: 30080: provided port is already allocated"
+        ),
+        "{err}"
+    );
+    let ip = s.kubectl_ok(&[
+        "get",
+        "service",
+        "first",
+        "-o",
+        "jsonpath={.spec.clusterIP}",
+    ]);
+    let err = s.kubectl_err(&[
+        "create",
+        "service",
+        "clusterip",
+        "third",
+        "--tcp=80",
+        &format!("--clusterip={ip}"),
+    ]);
+    assert!(
+        err.contains(&format!(
+            "spec.clusterIPs: Invalid value: []string{{\"{ip}\"}}: failed to allocate IP {ip}: provided IP is already allocated"
+        )),
+        "{err}"
+    );
+    let err = s.kubectl_err(&[
+        "create",
+        "service",
+        "nodeport",
+        "low",
+        "--tcp=80",
+        "--node-port=80",
+    ]);
+    assert!(
+        err.contains("spec.ports[0].nodePort: Invalid value: 80: provided port is not in the valid range. The range of valid ports is 30000-32767"),
+        "{err}"
+    );
+    s.kubectl_ok(&["delete", "service", "first"]);
+    // The allocations follow the store: the port is free once the delete is seen.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let run = s.kubectl(&[
+            "create",
+            "service",
+            "nodeport",
+            "second",
+            "--tcp=80",
+            "--node-port=30080",
+        ]);
+        if run.ok() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{run}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn generate_name_gets_a_random_suffix() {
     let s = Server::start();

@@ -136,6 +136,11 @@ pub enum ApiError {
     /// 500: a bug or a store failure. The detail is logged, never sent.
     #[error("Internal error occurred: {0}")]
     Internal(String),
+    /// 500 with reason `InternalError` whose message is meant for the client: a range that
+    /// ran out (`failed to allocate a nodePort: range is full`), which Kubernetes answers
+    /// with `NewInternalError` and its cause.
+    #[error("Internal error occurred: {0}")]
+    Exhausted(String),
 }
 
 /// The result type of the API server.
@@ -185,7 +190,7 @@ impl ApiError {
             ApiError::RequestEntityTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
-            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Internal(_) | ApiError::Exhausted(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -204,7 +209,7 @@ impl ApiError {
             ApiError::RequestEntityTooLarge { .. } => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
-            ApiError::Internal(_) => "InternalError",
+            ApiError::Internal(_) | ApiError::Exhausted(_) => "InternalError",
         }
     }
 
@@ -243,6 +248,14 @@ impl ApiError {
                         field: c.field.clone(),
                     })
                     .collect(),
+                ..Details::default()
+            }),
+            ApiError::Exhausted(cause) => Some(Details {
+                causes: vec![Cause {
+                    reason: "",
+                    message: cause.clone(),
+                    field: String::new(),
+                }],
                 ..Details::default()
             }),
             ApiError::TooLargeResourceVersion { .. } => Some(Details {
@@ -339,6 +352,7 @@ struct Details<'a> {
 /// `metav1.StatusCause`: `reason`, `message`, `field` (left out when empty).
 #[derive(Serialize)]
 struct Cause<'a> {
+    #[serde(skip_serializing_if = "str::is_empty")]
     reason: &'a str,
     message: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -460,5 +474,22 @@ mod tests {
         let s = ApiError::Internal("disk on fire".into()).to_status();
         assert!(!s["message"].as_str().unwrap_or_default().contains("fire"));
         assert_eq!(s["code"], 500);
+    }
+
+    /// `errors.NewInternalError(fmt.Errorf("failed to allocate a nodePort: range is full"))`.
+    #[test]
+    fn an_exhausted_range_is_an_internal_error_that_says_so() {
+        let s =
+            ApiError::Exhausted("failed to allocate a nodePort: range is full".into()).to_status();
+        assert_eq!(
+            s,
+            serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "Internal error occurred: failed to allocate a nodePort: range is full",
+                "reason": "InternalError",
+                "details": {"causes": [{"message": "failed to allocate a nodePort: range is full"}]},
+                "code": 500
+            })
+        );
     }
 }

@@ -82,6 +82,7 @@ mod rest;
 mod router;
 mod selector;
 mod server;
+mod service_alloc;
 mod state;
 mod storage;
 mod stored_json;

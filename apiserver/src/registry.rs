@@ -14,6 +14,7 @@
 
 use crate::apiextensions::definition::{CustomResourceDefinitionRules, GROUP, RESOURCE};
 use crate::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
+use crate::service_alloc::ServiceAllocations;
 use crate::strategy::typed::Typed;
 use crate::strategy::{DefaultStrategy, Strategy, builtin_strategies};
 use std::collections::HashMap;
@@ -132,6 +133,9 @@ pub struct ResourceInfo {
     pub return_deleted_object: bool,
     /// Whether PUT to a missing name creates it (`AllowCreateOnUpdate`).
     pub allow_create_on_update: bool,
+    /// The cluster IP and node port allocators a write of this kind checks against (the
+    /// Service registry's, `crate::service_alloc`); set by the server for `services`.
+    pub allocations: Option<Arc<ServiceAllocations>>,
     /// Whether `.status` written on create is dropped (`PrepareForCreate` of most kinds with a
     /// status subresource; nodes keep theirs).
     pub reset_status_on_create: bool,
@@ -191,6 +195,7 @@ impl ResourceInfo {
             subresources: Vec::new(),
             delete_policy: DeletePolicy::Standard,
             return_deleted_object: false,
+            allocations: None,
             allow_create_on_update: false,
             reset_status_on_create: false,
             strategy: Arc::new(DefaultStrategy { gvk }),
@@ -407,6 +412,28 @@ impl Registry {
         rows.retain(|r| r.gvr != info.gvr);
         rows.push(Arc::new(info));
         *guard = Arc::new(rows);
+    }
+
+    /// Changes the row of `gv`/`plural` in place (keeping its position); false if none.
+    pub fn modify(
+        &self,
+        gv: &GroupVersion,
+        plural: &str,
+        change: impl FnOnce(&mut ResourceInfo),
+    ) -> bool {
+        let mut guard = self.rows.write().unwrap_or_else(|e| e.into_inner());
+        let mut rows: Vec<Arc<ResourceInfo>> = guard.as_ref().clone();
+        let Some(row) = rows
+            .iter_mut()
+            .find(|r| r.group_version() == *gv && r.gvr.resource == plural)
+        else {
+            return false;
+        };
+        let mut changed = row.as_ref().clone();
+        change(&mut changed);
+        *row = Arc::new(changed);
+        *guard = Arc::new(rows);
+        true
     }
 
     /// Replaces every row served for a CustomResourceDefinition by `rows` at once (the CRD

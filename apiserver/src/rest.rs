@@ -19,6 +19,7 @@ use crate::meta::{self, MetaField};
 use crate::patch;
 use crate::registry::{DeletePolicy, ResourceInfo};
 use crate::request::FieldValidation;
+use crate::service_alloc::Requested;
 use crate::storage::{ObjectRef, target};
 use crate::strategy::{FieldError, FieldErrorKind};
 use rand::Rng;
@@ -244,6 +245,8 @@ pub fn before_create(
     }
     let name = meta::name(obj).unwrap_or_default().to_string();
     check_path_segment(info, &name)?;
+    // What the client asked for itself, before defaulting picks the rest.
+    let requested = info.allocations.as_ref().map(|_| Requested::of(obj));
     meta::set_meta_str(obj, MetaField::Uid, Some(&uuid::Uuid::new_v4().to_string()));
     meta::set_meta_str(
         obj,
@@ -264,6 +267,11 @@ pub fn before_create(
         .map_err(|msg| decode_error(info, &msg))?;
     if !errors.is_empty() {
         return Err(invalid(info, &name, errors));
+    }
+    // A valid Service takes its cluster IP and node ports (`BeginCreate`'s allocation).
+    if let (Some(allocations), Some(requested)) = (&info.allocations, &requested) {
+        let owner = format!("{}/{name}", namespace.unwrap_or_default());
+        allocations.reserve(&owner, &name, requested, obj)?;
     }
     if let Some(manager) = &ctx.manager {
         patch::update_managed_fields(None, obj, &info.gvk(), manager, None, ctx.now);
@@ -333,6 +341,11 @@ pub fn before_update_noting_unknown(
     // The part of `new` a write of one part does not change is `old`'s. When that part of
     // `new` already equals `old`'s, the object decoded below holds every field `new` was sent
     // with (the metadata copied from `old` after this are scalars, with no fields inside).
+    let requested = info
+        .allocations
+        .as_ref()
+        .filter(|_| ctx.part == WritePart::Main)
+        .map(|_| Requested::of(&new));
     let (mut new, sent_unknown) = match ctx.part {
         WritePart::Main | WritePart::Scale | WritePart::Finalize => {
             let sent_unknown =
@@ -412,6 +425,12 @@ pub fn before_update_noting_unknown(
     }
     if !errors.is_empty() {
         return Err(invalid(info, &r.name, errors));
+    }
+    // A valid Service update takes what it newly uses (`BeginUpdate`'s allocation); what it
+    // stops using is released once the write is stored.
+    if let (Some(allocations), Some(requested)) = (&info.allocations, &requested) {
+        let owner = format!("{}/{}", r.namespace.as_deref().unwrap_or_default(), r.name);
+        allocations.reserve(&owner, &r.name, requested, &mut new)?;
     }
     // Custom resources count generations with or without a status subresource
     // (`customResourceStrategy.PrepareForUpdate`); built-in kinds only with one.

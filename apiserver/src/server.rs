@@ -79,6 +79,8 @@ impl AppState {
         }
         // Serve the stored CRDs' resources before the first request, then follow changes.
         let outcome = crate::apiextensions::controller::sync(self).await?;
+        // Who holds which Service address and node port, before the first Service write.
+        crate::service_alloc::start(self).await?;
         self.tasks()
             .spawn(crate::apiextensions::controller::run(self.clone(), outcome));
         Ok(())

@@ -13,8 +13,10 @@ use crate::admin::reports::Reports;
 use crate::cacher::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache};
 use crate::collector::Collector;
 use crate::connections::ConnectionLimits;
+use crate::gvk::GroupVersion;
 use crate::registry::Registry;
 use crate::request_trace::TracingOptions;
+use crate::service_alloc::ServiceAllocations;
 use crate::storage::Storage;
 use std::sync::Arc;
 use std::time::Duration;
@@ -74,6 +76,8 @@ struct Inner {
     faults: FaultTable,
     /// Components' work-queue reports and the lab status.
     reports: Reports,
+    /// Who holds which Service cluster IP and node port (`crate::service_alloc`).
+    service_allocations: Arc<ServiceAllocations>,
 }
 
 /// Everything a request handler needs, cheap to clone.
@@ -107,11 +111,17 @@ impl AppState {
             },
             options.tracing.max_spans_per_trace,
         );
+        let service_allocations = Arc::new(ServiceAllocations::default());
+        let registry = Registry::builtin();
+        registry.modify(&GroupVersion::new("", "v1"), "services", |row| {
+            row.allocations = Some(service_allocations.clone());
+        });
         AppState(Arc::new(Inner {
             collector,
             faults: FaultTable::default(),
             reports: Reports::default(),
-            registry: Arc::new(Registry::builtin()),
+            registry: Arc::new(registry),
+            service_allocations,
             storage,
             watch_cache,
             tasks,
@@ -148,6 +158,11 @@ impl AppState {
     /// The serving tunables.
     pub fn options(&self) -> &ServerOptions {
         &self.0.options
+    }
+
+    /// The Service cluster IP and node port allocations.
+    pub fn service_allocations(&self) -> &Arc<ServiceAllocations> {
+        &self.0.service_allocations
     }
 
     /// The trace collector.

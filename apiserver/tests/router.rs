@@ -14,6 +14,7 @@ mod deep_objects;
 mod fuzz;
 mod generic;
 mod list_watch;
+mod services;
 mod serving;
 mod subresources;
 mod traces;

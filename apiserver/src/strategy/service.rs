@@ -2,11 +2,11 @@
 //! `pkg/registry/core/service/strategy.go` and `storage/alloc.go`, `ValidateService` and
 //! `ValidateServiceUpdate` in `pkg/apis/core/validation/validation.go`, and `printService`).
 //!
-//! Unlike Kubernetes, there is no IP or port allocator with a bitmap in etcd: a new Service's
-//! cluster IP is a hash of `namespace/name` inside `10.96.0.0/12` (the `kubernetes` Service in
-//! `default` gets `10.96.0.1`), and node ports a hash inside `30000-32767`. Collisions are not
-//! detected; for a teaching cluster of a few dozen Services they are rare, and the addresses
-//! are stable across restarts. An update that omits the allocated values keeps the old ones.
+//! A new Service's cluster IP is first picked as a hash of `namespace/name` inside
+//! `10.96.0.0/12` (the `kubernetes` Service in `default` gets `10.96.0.1`), and node ports as a
+//! hash inside `30000-32767`; `crate::service_alloc` then checks them against every other
+//! Service (moving a picked value that is taken to the next free one, refusing a requested
+//! one with Kubernetes' errors). An update that omits the allocated values keeps the old ones.
 
 use super::field::{FieldPath, Rendered};
 use super::meta::validate_labels;
