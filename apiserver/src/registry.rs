@@ -330,6 +330,14 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             .with(&[Status, Scale]),
         leases,
         events,
+        // `kubectl get endpointslices`: no short name, no category.
+        ResourceInfo::new(
+            "discovery.k8s.io",
+            "v1",
+            "EndpointSlice",
+            "endpointslices",
+            true,
+        ),
         ResourceInfo::new("batch", "v1", "Job", "jobs", true)
             .in_all()
             .with(&[Status]),

@@ -17,6 +17,10 @@ pub enum Error {
     /// (`attemptToDeleteWorker`'s `requeueItem` for a virtual node that exists).
     #[error("owner {0} exists but is not observed yet")]
     OwnerNotObserved(String),
+    /// The informer cache lags behind this controller's own writes (the EndpointSlice and
+    /// Endpoints controllers): the key is retried with back-off until it catches up.
+    #[error("{0}")]
+    StaleInformerCache(String),
     /// An `IntOrString` such as `maxSurge: "abc"`; the message is Kubernetes'
     /// (`intstr.GetScaledValueFromIntOrPercent`).
     #[error("invalid value for IntOrString: {0}")]
