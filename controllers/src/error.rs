@@ -126,6 +126,17 @@ impl Error {
             .is_some_and(|(_, reason)| reason == "AlreadyExists")
     }
 
+    /// A create refused because its namespace is being deleted (`apierrors.HasStatusCause(err,
+    /// NamespaceTerminatingCause)`): the controllers drop such a key rather than retry it.
+    pub fn is_namespace_terminating(&self) -> bool {
+        match self {
+            Error::Api { code, message, .. } => {
+                *code == 403 && message.contains("because it is being terminated")
+            }
+            _ => false,
+        }
+    }
+
     /// `apierrors.IsConflict` (a stale resourceVersion or a failed precondition).
     pub fn is_conflict(&self) -> bool {
         self.api_reason()

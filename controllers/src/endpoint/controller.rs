@@ -220,6 +220,8 @@ impl EndpointsController {
                 }
                 Ok(outcome.requeue_after)
             }
+            // Creates keep failing in a namespace being deleted: drop the key.
+            Err(failure) if creating && failure.error.is_namespace_terminating() => Ok(None),
             Err(failure) => {
                 let namespace = key.namespace.as_deref().unwrap_or_default();
                 let (reason, message) = if creating {

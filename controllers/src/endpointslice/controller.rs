@@ -30,7 +30,7 @@ use tokio_util::task::TaskTracker;
 use super::endpoints::{LABEL_MANAGED_BY, LABEL_SERVICE_NAME};
 use super::trackers::{EndpointSliceTracker, TriggerTimeTracker};
 use super::{CONTROLLER_NAME, EndpointSliceSyncInput, service_key_of, sync_endpoint_slices};
-use crate::action;
+use crate::action::{self, Action};
 use crate::error::Error;
 use crate::executor::Executor;
 use crate::manager::metrics::ControllerMetrics;
@@ -322,6 +322,13 @@ impl EndpointSliceController {
         }
         match failure {
             None => Ok(outcome.requeue_after),
+            // Creates keep failing in a namespace being deleted: drop the key.
+            Some(failure)
+                if matches!(failure.action, Action::CreateEndpointSlice(_))
+                    && failure.error.is_namespace_terminating() =>
+            {
+                Ok(None)
+            }
             Some(failure) => {
                 let namespace = key.namespace.as_deref().unwrap_or_default();
                 self.executor.record_action(&action::event(

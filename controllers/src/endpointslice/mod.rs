@@ -264,7 +264,10 @@ fn reconcile_by_address_type(
             continue;
         }
         let ports = endpoint_ports(service, pod);
-        let key = port_map_key(&ports);
+        // The port group is desired even if this pod is skipped below, as in Go.
+        let (_, set) = desired
+            .entry(port_map_key(&ports))
+            .or_insert_with(|| (ports, EndpointSet::new()));
         let node_name = pod.spec.as_ref().and_then(|s| s.node_name.as_deref());
         let node = node_name.and_then(|n| nodes.get(n).copied());
         if node.is_none() && !publish {
@@ -279,10 +282,7 @@ fn reconcile_by_address_type(
         if endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(true) {
             ready += 1;
         }
-        let entry = desired
-            .entry(key)
-            .or_insert_with(|| (ports, EndpointSet::new()));
-        entry.1.insert(endpoint_key(&endpoint), endpoint);
+        set.insert(endpoint_key(&endpoint), endpoint);
     }
     for (key, (ports, set)) in desired.iter_mut() {
         let current = existing_by_ports.get(key).cloned().unwrap_or_default();
