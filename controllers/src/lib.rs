@@ -42,7 +42,7 @@
 //! | module | Kubernetes |
 //! | --- | --- |
 //! | [`manager`] | `cmd/kube-controller-manager/app/` (flags, informers, leader election, `/healthz`, `/metrics`) |
-//! | `*/controller.rs` | the controllers' handlers and `sync*` I/O (`deployment_controller.go`, `replica_set.go`, `garbagecollector.go` + `graph_builder.go`, `namespace_controller.go`) |
+//! | `*/controller.rs` | the controllers' handlers and `sync*` I/O (`deployment_controller.go`, `replica_set.go`, `endpointslice_controller.go`, `endpoints_controller.go`, `garbagecollector.go` + `graph_builder.go`, `namespace_controller.go`) |
 //! | [`worker`] | `processNextWorkItem` / `handleErr` |
 //! | [`executor`] | `podControl`, `rsControl`, the typed clientset writes |
 //! | [`adoption`] | `ControllerRefManager.ClaimObject` with `RecheckDeletionTimestamp` |

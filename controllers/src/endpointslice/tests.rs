@@ -397,3 +397,40 @@ fn the_tracker_tells_a_stale_cache() {
     );
     assert!(tracker.handle_deletion(&written));
 }
+
+#[test]
+fn service_labels_follow_and_foreign_slices_go() {
+    let svc = service(IntOrString::Int(8080));
+    let first = sync(&svc, &[pod(0, true)], &[]);
+    let existing = stored(created(&first)[0].clone(), "web-abcde");
+    // The Service's labels changed: the slice is updated for them alone.
+    let mut relabelled = svc.clone();
+    relabelled.metadata.labels = Some(BTreeMap::from([("tier".to_owned(), "back".to_owned())]));
+    let out = sync(
+        &relabelled,
+        &[pod(0, true)],
+        std::slice::from_ref(&existing),
+    );
+    let up = updated(&out);
+    assert_eq!(up.len(), 1, "{}", out.summary);
+    let labels = up[0].metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["tier"], "back");
+    assert_eq!(labels["kubernetes.io/service-name"], "web");
+    // A slice of an earlier Service of the same name (another UID) is deleted.
+    let mut foreign = existing.clone();
+    foreign.metadata.name = Some("web-old".into());
+    foreign.metadata.uid = Some("uid-web-old".into());
+    if let Some(refs) = foreign.metadata.owner_references.as_mut() {
+        refs[0].uid = "uid-earlier".into();
+    }
+    let out = sync(&svc, &[pod(0, true)], &[existing, foreign]);
+    let deleted: Vec<&str> = out
+        .actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::DeleteEndpointSlice(s) => s.metadata.name.as_deref(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deleted, vec!["web-old"], "{}", out.summary);
+}
