@@ -111,6 +111,14 @@ fn an_exposed_deployment_gets_endpoint_slices_and_endpoints() {
         let cell = out.split_whitespace().nth(1)?.to_owned();
         (cell.split(',').count() == 3).then_some(cell)
     });
+    // As kube-apiserver 1.33 does, the server warns that core/v1 Endpoints is deprecated.
+    let run = env.kubectl(&["get", "endpoints", "web"]);
+    assert!(
+        run.stderr.contains(
+            "Warning: v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice"
+        ),
+        "{run}"
+    );
     let mut listed: Vec<String> = endpoints
         .split(',')
         .map(|e| e.trim_end_matches(":80").to_owned())

@@ -150,6 +150,10 @@ pub struct ResourceInfo {
     /// Whether the row's CRD is being deleted: its custom resources are still served, but
     /// no new one may be created.
     pub terminating: bool,
+    /// The `Warning` every request of a deprecated kind is answered with
+    /// (`deprecation.WarningMessage` from the type's `APILifecycleDeprecated`), e.g. core/v1
+    /// Endpoints since 1.33.
+    pub deprecation: Option<&'static str>,
 }
 
 /// The paths a custom resource's `/scale` subresource reads and writes
@@ -197,6 +201,7 @@ impl ResourceInfo {
             scale: None,
             deep_objects: false,
             terminating: false,
+            deprecation: None,
         }
     }
 
@@ -287,6 +292,8 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     services.verbs.retain(|v| v != "deletecollection");
     let mut endpoints = ResourceInfo::new("", "v1", "Endpoints", "endpoints", true).short(&["ep"]);
     endpoints.singular = "endpoints".into();
+    endpoints.deprecation =
+        Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice");
     // `.create_on_update()` marks the kinds whose Kubernetes strategy has
     // `AllowCreateOnUpdate() == true`: a PUT to a missing name creates it.
     let leases =
