@@ -434,3 +434,62 @@ fn service_labels_follow_and_foreign_slices_go() {
         .collect();
     assert_eq!(deleted, vec!["web-old"], "{}", out.summary);
 }
+
+#[test]
+fn pod_events_wake_the_services_selecting_the_pod() {
+    use std::sync::Arc;
+    let indexer = client::Indexer::<Service>::new();
+    let web = service(IntOrString::Int(8080));
+    let mut api = web.clone();
+    api.metadata.name = Some("api".into());
+    if let Some(spec) = api.spec.as_mut() {
+        spec.selector = Some(labels("api"));
+    }
+    let mut bare = web.clone();
+    bare.metadata.name = Some("bare".into());
+    if let Some(spec) = bare.spec.as_mut() {
+        spec.selector = None;
+    }
+    for s in [web, api, bare] {
+        indexer.add(Arc::new(s));
+    }
+    let services = client::Lister::new(indexer);
+    let names = |keys: Vec<apimachinery::ObjectKey>| -> Vec<String> {
+        keys.into_iter().map(|k| k.name).collect()
+    };
+    let p = pod(0, true);
+    assert_eq!(
+        names(controller::services_for_pod_change(&services, None, &p)),
+        ["web"]
+    );
+    // A status write that changes nothing endpoints show: no Service to sync.
+    let mut same = p.clone();
+    same.metadata.resource_version = Some("2".into());
+    assert!(controller::services_for_pod_change(&services, Some(&p), &same).is_empty());
+    // Relabelled from web to api: both.
+    let mut moved = same.clone();
+    moved.metadata.labels = Some(labels("api"));
+    moved.metadata.resource_version = Some("3".into());
+    assert_eq!(
+        names(controller::services_for_pod_change(
+            &services,
+            Some(&same),
+            &moved
+        )),
+        ["api", "web"]
+    );
+    // Turned unready: the Services selecting it.
+    let mut unready = same.clone();
+    unready.metadata.resource_version = Some("4".into());
+    if let Some(s) = unready.status.as_mut() {
+        s.conditions = None;
+    }
+    assert_eq!(
+        names(controller::services_for_pod_change(
+            &services,
+            Some(&same),
+            &unready
+        )),
+        ["web"]
+    );
+}
