@@ -32,7 +32,7 @@ pub mod trackers;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use apimachinery::{ObjectKey, ObjectRef};
+use apimachinery::ObjectKey;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointPort, EndpointSlice};
@@ -475,11 +475,6 @@ fn finalize(service: &Service, mut plan: Plan) -> Plan {
         plan.create.clear();
     }
     plan
-}
-
-/// The reference [`Action::DeleteEndpointSlice`] deletes by.
-pub fn slice_ref(slice: &EndpointSlice) -> ObjectRef {
-    ObjectRef::from_object(slice)
 }
 
 /// `namespace/name` of the Service a slice belongs to (its service-name label).
