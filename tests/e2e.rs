@@ -29,6 +29,7 @@ mod node_lifecycle;
 mod operator;
 mod rollouts;
 mod scheduler_e2e;
+mod services;
 mod trace;
 mod ui;
 mod up;

@@ -13,8 +13,14 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Controllers whose work queue can be paused and stepped.
-pub const PAUSABLE_CONTROLLERS: [&str; 4] =
-    ["deployment", "replicaset", "garbagecollector", "namespace"];
+pub const PAUSABLE_CONTROLLERS: [&str; 6] = [
+    "deployment",
+    "replicaset",
+    "endpoint",
+    "endpointslice",
+    "garbagecollector",
+    "namespace",
+];
 
 /// Components `StopComponent` can stop (the names `miniplane up` reports them by).
 pub const STOPPABLE_COMPONENTS: [&str; 3] = ["controller-manager", "scheduler", "kubelet"];
@@ -53,7 +59,8 @@ pub enum FaultSpec {
     },
     /// The controller's workers take no key from its queue (except granted steps).
     PauseController {
-        /// The controller (`deployment`, `replicaset`, `garbagecollector`, `namespace`).
+        /// The controller (`deployment`, `replicaset`, `endpoint`, `endpointslice`,
+        /// `garbagecollector`, `namespace`).
         controller: String,
         /// Steps granted so far: each lets one key through.
         #[serde(default)]

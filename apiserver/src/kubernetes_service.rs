@@ -12,8 +12,14 @@
 //!   sessionAffinity None; no selector (its endpoints are not a pod's)
 //! ```
 //!
-//! Simplifications: the Service's endpoints (kube-apiserver's endpoint reconciler) are not
-//! written, and the port is named `https` though the API server speaks plain HTTP.
+//! Simplifications: the Service's endpoints are not written, and the port is named `https`
+//! though the API server speaks plain HTTP. kube-apiserver's endpoint reconciler
+//! (`pkg/controlplane/reconcilers/lease.go` through `endpointsadapter.go`) writes the Endpoints
+//! `default/kubernetes` and an EndpointSlice of the same name (label
+//! `kubernetes.io/service-name: kubernetes` only, no managed-by label) with its advertised
+//! address; miniplane's address is a loopback one, which Endpoints and EndpointSlice
+//! validation refuse. The controller-manager's Endpoints and EndpointSlice controllers leave
+//! the Service alone: it has no selector.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -156,6 +156,10 @@ pub struct ResourceInfo {
     /// Whether the row's CRD is being deleted: its custom resources are still served, but
     /// no new one may be created.
     pub terminating: bool,
+    /// The `Warning` every request of a deprecated kind is answered with
+    /// (`deprecation.WarningMessage` from the type's `APILifecycleDeprecated`), e.g. core/v1
+    /// Endpoints since 1.33.
+    pub deprecation: Option<&'static str>,
 }
 
 /// The paths a custom resource's `/scale` subresource reads and writes
@@ -204,6 +208,7 @@ impl ResourceInfo {
             scale: None,
             deep_objects: false,
             terminating: false,
+            deprecation: None,
         }
     }
 
@@ -296,6 +301,8 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     services.return_deleted_object = true;
     let mut endpoints = ResourceInfo::new("", "v1", "Endpoints", "endpoints", true).short(&["ep"]);
     endpoints.singular = "endpoints".into();
+    endpoints.deprecation =
+        Some("v1 Endpoints is deprecated in v1.33+; use discovery.k8s.io/v1 EndpointSlice");
     // `.create_on_update()` marks the kinds whose Kubernetes strategy has
     // `AllowCreateOnUpdate() == true`: a PUT to a missing name creates it.
     let leases =
@@ -341,6 +348,14 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             .with(&[Status, Scale]),
         leases,
         events,
+        // `kubectl get endpointslices`: no short name, no category.
+        ResourceInfo::new(
+            "discovery.k8s.io",
+            "v1",
+            "EndpointSlice",
+            "endpointslices",
+            true,
+        ),
         ResourceInfo::new("batch", "v1", "Job", "jobs", true)
             .in_all()
             .with(&[Status]),

@@ -26,6 +26,7 @@ PACKAGES = {
     "k8s.io/api/batch/v1": ("batch/v1", f"{API}/batch/v1"),
     "k8s.io/api/coordination/v1": ("coordination/v1", f"{API}/coordination/v1"),
     "k8s.io/api/events/v1": ("events/v1", f"{API}/events/v1"),
+    "k8s.io/api/discovery/v1": ("discovery/v1", f"{API}/discovery/v1"),
     "k8s.io/api/policy/v1": ("policy/v1", f"{API}/policy/v1"),
     "k8s.io/api/autoscaling/v1": ("autoscaling/v1", f"{API}/autoscaling/v1"),
     "k8s.io/apimachinery/pkg/apis/meta/v1": ("meta/v1", f"{MACHINERY}/pkg/apis/meta/v1"),
@@ -48,6 +49,7 @@ GROUP_VERSIONS = [
     ("batch/v1", "batch/v1", ["Job", "CronJob"]),
     ("coordination.k8s.io/v1", "coordination/v1", ["Lease"]),
     ("events.k8s.io/v1", "events/v1", ["Event"]),
+    ("discovery.k8s.io/v1", "discovery/v1", ["EndpointSlice"]),
     ("policy/v1", "policy/v1", ["Eviction"]),
     ("autoscaling/v1", "autoscaling/v1", ["Scale"]),
     ("apiextensions.k8s.io/v1", "apiextensions/v1", ["CustomResourceDefinition"]),
@@ -228,7 +230,9 @@ def fields_of(key):
             repeated = True
             goty = goty[2:].lstrip("*")
         if goty.startswith("map["):
-            if label != "rep":
+            # A map is repeated key/value entries on the wire; a few tags (discovery/v1
+            # `Endpoint.deprecatedTopology`) still say `opt` for one.
+            if label not in ("rep", "opt"):
                 raise SystemExit(f"map not rep: {key} {name}")
         else:
             resolved_key = None if goty in BASIC else qualify(key[0], aliases, goty)

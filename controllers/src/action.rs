@@ -26,7 +26,8 @@ use std::time::Duration;
 
 use apimachinery::{EventType, ObjectKey, ObjectRef};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 
 /// An event for the event recorder (`record.EventRecorder.Eventf`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -145,6 +146,17 @@ pub enum Action {
     /// `PUT /api/v1/namespaces/<name>/finalize` with `spec.finalizers` emptied of
     /// `kubernetes`; the API server then removes the namespace.
     FinalizeNamespace(Box<Namespace>),
+    /// `POST` an EndpointSlice (it has `generateName`); the shell tracks the generation the
+    /// API server answered with.
+    CreateEndpointSlice(Box<EndpointSlice>),
+    /// `PUT` an EndpointSlice.
+    UpdateEndpointSlice(Box<EndpointSlice>),
+    /// `DELETE` an EndpointSlice; NotFound counts as done.
+    DeleteEndpointSlice(Box<EndpointSlice>),
+    /// `POST` an Endpoints object (named after its Service).
+    CreateEndpoints(Box<Endpoints>),
+    /// `PUT` an Endpoints object.
+    UpdateEndpoints(Box<Endpoints>),
     /// Record an event.
     Event(Event),
     /// Add the key back to the workqueue after this delay (`AddAfter`); zero means "now,
@@ -160,6 +172,32 @@ impl Action {
             format!(
                 "{verb} ReplicaSet {} (replicas {replicas})",
                 ObjectKey::from_meta(&rs.metadata)
+            )
+        }
+        fn slice_line(verb: &str, s: &EndpointSlice) -> String {
+            let name = s
+                .metadata
+                .name
+                .clone()
+                .or_else(|| s.metadata.generate_name.clone())
+                .unwrap_or_default();
+            let namespace = s.metadata.namespace.as_deref();
+            format!(
+                "{verb} EndpointSlice {} ({} endpoints)",
+                ObjectKey::new(namespace, name),
+                s.endpoints.len()
+            )
+        }
+        fn endpoints_line(verb: &str, e: &Endpoints) -> String {
+            let (ready, not_ready) = e.subsets.iter().flatten().fold((0, 0), |(r, n), s| {
+                (
+                    r + s.addresses.as_ref().map_or(0, Vec::len),
+                    n + s.not_ready_addresses.as_ref().map_or(0, Vec::len),
+                )
+            });
+            format!(
+                "{verb} Endpoints {} ({ready} ready, {not_ready} not ready)",
+                ObjectKey::from_meta(&e.metadata)
             )
         }
         match self {
@@ -213,6 +251,11 @@ impl Action {
             Action::FinalizeNamespace(ns) => {
                 format!("finalize Namespace {}", ObjectKey::from_meta(&ns.metadata))
             }
+            Action::CreateEndpointSlice(s) => slice_line("create", s),
+            Action::UpdateEndpointSlice(s) => slice_line("update", s),
+            Action::DeleteEndpointSlice(s) => slice_line("delete", s),
+            Action::CreateEndpoints(e) => endpoints_line("create", e),
+            Action::UpdateEndpoints(e) => endpoints_line("update", e),
             Action::Event(e) => format!("event {} {}: {}", e.type_.as_str(), e.reason, e.message),
             Action::RequeueAfter(d) => format!("requeue after {}s", d.as_secs_f64()),
         }

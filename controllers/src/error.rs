@@ -17,6 +17,10 @@ pub enum Error {
     /// (`attemptToDeleteWorker`'s `requeueItem` for a virtual node that exists).
     #[error("owner {0} exists but is not observed yet")]
     OwnerNotObserved(String),
+    /// The informer cache lags behind this controller's own writes (the EndpointSlice and
+    /// Endpoints controllers): the key is retried with back-off until it catches up.
+    #[error("{0}")]
+    StaleInformerCache(String),
     /// An `IntOrString` such as `maxSurge: "abc"`; the message is Kubernetes'
     /// (`intstr.GetScaledValueFromIntOrPercent`).
     #[error("invalid value for IntOrString: {0}")]
@@ -120,6 +124,17 @@ impl Error {
     pub fn is_already_exists(&self) -> bool {
         self.api_reason()
             .is_some_and(|(_, reason)| reason == "AlreadyExists")
+    }
+
+    /// A create refused because its namespace is being deleted (`apierrors.HasStatusCause(err,
+    /// NamespaceTerminatingCause)`): the controllers drop such a key rather than retry it.
+    pub fn is_namespace_terminating(&self) -> bool {
+        match self {
+            Error::Api { code, message, .. } => {
+                *code == 403 && message.contains("because it is being terminated")
+            }
+            _ => false,
+        }
     }
 
     /// `apierrors.IsConflict` (a stale resourceVersion or a failed precondition).

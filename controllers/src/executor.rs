@@ -32,7 +32,8 @@ use apimachinery::{ObjectKey, ObjectRef};
 use client::{EventRecorder, Tracer};
 use futures::future::{BoxFuture, join_all};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Namespace, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, ObjectReference, Pod};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
     PostParams, Preconditions,
@@ -56,6 +57,13 @@ pub struct Outcome {
     /// The ReplicaSets created or updated, as the API server answered (the Deployment
     /// controller lays them over its cache until its informer has them).
     pub replica_sets: Vec<ReplicaSet>,
+    /// The EndpointSlices created or updated, as the API server answered (for the
+    /// EndpointSlice controller's generation tracker).
+    pub endpoint_slices: Vec<EndpointSlice>,
+    /// The EndpointSlices deleted (or found gone).
+    pub deleted_endpoint_slices: Vec<EndpointSlice>,
+    /// The Endpoints created or updated, as the API server answered.
+    pub endpoints: Vec<Endpoints>,
 }
 
 /// The first action that failed, and why. Actions after it were not attempted.
@@ -332,6 +340,33 @@ impl Executor {
                             Error::from_kube("finalize", format!("Namespace {name}"), e)
                         })?;
                 }
+                Action::CreateEndpointSlice(slice) => {
+                    let created = self.create_typed::<EndpointSlice>(slice).await?;
+                    run.outcome.endpoint_slices.push(created);
+                }
+                Action::UpdateEndpointSlice(slice) => {
+                    let updated = self.replace_typed::<EndpointSlice>(slice).await?;
+                    run.outcome.endpoint_slices.push(updated);
+                }
+                Action::DeleteEndpointSlice(slice) => {
+                    let api: Api<EndpointSlice> = self.namespaced(&slice.metadata);
+                    let name = slice.name_any();
+                    if let Err(e) = api.delete(&name, &DeleteParams::default()).await {
+                        let e = Error::from_kube("delete", format!("EndpointSlice {name}"), e);
+                        if !e.is_not_found() {
+                            return Err(e);
+                        }
+                    }
+                    run.outcome.deleted_endpoint_slices.push((**slice).clone());
+                }
+                Action::CreateEndpoints(endpoints) => {
+                    let created = self.create_typed::<Endpoints>(endpoints).await?;
+                    run.outcome.endpoints.push(created);
+                }
+                Action::UpdateEndpoints(endpoints) => {
+                    let updated = self.replace_typed::<Endpoints>(endpoints).await?;
+                    run.outcome.endpoints.push(updated);
+                }
                 Action::Event(event) => {
                     self.record(event);
                     return Ok(());
@@ -369,6 +404,21 @@ impl Executor {
         api.create(&PostParams::default(), obj).await.map_err(|e| {
             Error::from_kube("create", format!("{} {}", K::kind(&()), obj.name_any()), e)
         })
+    }
+
+    async fn replace_typed<K>(&self, obj: &K) -> Result<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let api: Api<K> = self.namespaced(obj.meta());
+        let name = obj.name_any();
+        api.replace(&name, &PostParams::default(), obj)
+            .await
+            .map_err(|e| Error::from_kube("update", format!("{} {name}", K::kind(&())), e))
     }
 
     /// An untyped API for `target`'s kind (the garbage collector and namespace controller act
@@ -519,7 +569,9 @@ impl Executor {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn record_action(&self, action: &Action) {
+    /// Records `action` if it is an [`Action::Event`] (for events a shell decides after a
+    /// failed write).
+    pub fn record_action(&self, action: &Action) {
         if let Action::Event(event) = action {
             self.record(event);
         }

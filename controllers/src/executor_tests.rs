@@ -1,4 +1,5 @@
-//! The executor's `updateReplicaSetStatus` against a scripted API server.
+//! The executor's `updateReplicaSetStatus` and EndpointSlice writes against a scripted API
+//! server.
 
 use super::*;
 use k8s_openapi::api::apps::v1::ReplicaSetStatus;
@@ -30,7 +31,12 @@ fn scripted_client(conflicts: usize) -> (Client, Arc<Mutex<Vec<Seen>>>) {
                     .map(String::from),
                 body["status"]["replicas"].as_i64(),
             ));
-            let (code, answer) = if method == "GET" {
+            let (code, answer) = if method == "DELETE" {
+                let ok = serde_json::json!({
+                    "kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200
+                });
+                (200, ok)
+            } else if method == "GET" {
                 let mut rs = serde_json::json!({
                     "apiVersion": "apps/v1", "kind": "ReplicaSet",
                     "metadata": {"name": "web", "namespace": "default", "resourceVersion": "7"},
@@ -130,4 +136,49 @@ async fn a_second_failure_is_returned_for_the_rate_limited_requeue() {
         3,
         "PUT, GET, PUT: one retry only"
     );
+}
+
+#[tokio::test]
+async fn endpoint_slice_writes_are_reported_for_the_tracker() {
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
+    let (client, seen) = scripted_client(0);
+    let slice = |name: Option<&str>| {
+        let mut s = EndpointSlice {
+            address_type: "IPv4".into(),
+            ..Default::default()
+        };
+        s.metadata.namespace = Some("default".into());
+        s.metadata.generate_name = Some("web-".into());
+        s.metadata.name = name.map(String::from);
+        s
+    };
+    let outcome = executor(client)
+        .execute(
+            vec![
+                Action::CreateEndpointSlice(Box::new(slice(None))),
+                Action::UpdateEndpointSlice(Box::new(slice(Some("web-abcde")))),
+                Action::DeleteEndpointSlice(Box::new(slice(Some("web-fghij")))),
+            ],
+            None,
+        )
+        .await
+        .unwrap_or_else(|f| panic!("{}", f.error));
+    let path = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    let seen: Vec<(String, String)> = seen
+        .lock()
+        .expect("seen")
+        .iter()
+        .map(|(m, p, _, _)| (m.clone(), p.clone()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("POST".into(), path.into()),
+            ("PUT".into(), format!("{path}/web-abcde")),
+            ("DELETE".into(), format!("{path}/web-fghij")),
+        ]
+    );
+    assert_eq!(outcome.endpoint_slices.len(), 2);
+    assert_eq!(outcome.deleted_endpoint_slices.len(), 1);
+    assert_eq!(outcome.writes, 3);
 }

@@ -13,6 +13,8 @@
 //! | [`replicaset`] | `pkg/controller/replicaset/replica_set.go` + `controller_utils.go` |
 //! | [`expectations`] | `ControllerExpectations` / `UIDTrackingControllerExpectations` |
 //! | [`controller_ref`] | `pkg/controller/controller_ref_manager.go` (adopt / release) |
+//! | [`endpointslice`] | `pkg/controller/endpointslice/` + `staging/src/k8s.io/endpointslice/reconciler.go` |
+//! | [`endpoint`] | `pkg/controller/endpoint/endpoints_controller.go` |
 //! | [`garbage_collector`] | `pkg/controller/garbagecollector/` (owner graph, propagation) |
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
 //! | [`selector`] | `metav1.LabelSelectorAsSelector`, `labels.Selector` |
@@ -29,6 +31,8 @@
 //! | Deployment | Deployments, ReplicaSets, Pods | [`deployment::sync_deployment`]: the Deployment, its ReplicaSets after [`controller_ref::claim_objects`], pods by ReplicaSet UID, `now` | — |
 //! | ReplicaSet | ReplicaSets, Pods | [`replicaset::sync_replica_set`]: the ReplicaSet, its claimed pods, sibling pods, `now` | [`expectations::Expectations`] (informer handlers call `creation_observed` / `deletion_observed`) |
 //! | garbage collector | every resource (metadata) | [`garbage_collector::garbage_collect`] over an [`garbage_collector::graph::OwnerGraph`] it updates on every event | the graph |
+//! | EndpointSlice | Services, Pods, EndpointSlices, Nodes | [`endpointslice::sync_endpoint_slices`]: the Service, the pods it selects, its managed slices, their nodes, the trigger time | generations written ([`endpointslice::trackers::EndpointSliceTracker`]), trigger times |
+//! | Endpoints | Services, Pods, Endpoints | [`endpoint::sync_endpoints`]: the Service, the pods it selects, its Endpoints, the trigger time | trigger times, the resourceVersion last written over |
 //! | namespace | Namespaces, plus a list of every namespaced resource | [`namespace::sync_namespace`]: the Namespace and what is left in it, `now` | — |
 //!
 //! Every sync also returns a one-line summary ("what and why") for logs and traces.
@@ -38,7 +42,7 @@
 //! | module | Kubernetes |
 //! | --- | --- |
 //! | [`manager`] | `cmd/kube-controller-manager/app/` (flags, informers, leader election, `/healthz`, `/metrics`) |
-//! | `*/controller.rs` | the controllers' handlers and `sync*` I/O (`deployment_controller.go`, `replica_set.go`, `garbagecollector.go` + `graph_builder.go`, `namespace_controller.go`) |
+//! | `*/controller.rs` | the controllers' handlers and `sync*` I/O (`deployment_controller.go`, `replica_set.go`, `endpointslice_controller.go`, `endpoints_controller.go`, `garbagecollector.go` + `graph_builder.go`, `namespace_controller.go`) |
 //! | [`worker`] | `processNextWorkItem` / `handleErr` |
 //! | [`executor`] | `podControl`, `rsControl`, the typed clientset writes |
 //! | [`adoption`] | `ControllerRefManager.ClaimObject` with `RecheckDeletionTimestamp` |
@@ -48,6 +52,8 @@ pub mod action;
 pub mod adoption;
 pub mod controller_ref;
 pub mod deployment;
+pub mod endpoint;
+pub mod endpointslice;
 pub mod error;
 pub mod executor;
 pub mod expectations;

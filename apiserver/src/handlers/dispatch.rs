@@ -33,7 +33,14 @@ pub async fn resource(ctx: RequestContext) -> Result<Response> {
     // An object nested deeper than a worker's stack can take may be decoded, kept, encoded or
     // dropped anywhere in the request: all of it runs on a large stack then.
     let large = crate::deep::needs_large_stack(info.deep_objects, &ctx.body);
-    crate::deep::LargeStack::new(dispatch(ctx, info), large).await
+    let deprecation = info.deprecation;
+    let mut resp = crate::deep::LargeStack::new(dispatch(ctx, info), large).await?;
+    // A deprecated kind's warning (`WithWarningRecorder` + `AddWarningsHandler` of the
+    // installer); here on successful answers only.
+    if let Some(warning) = deprecation {
+        super::add_warnings(&mut resp, &[warning.to_owned()]);
+    }
+    Ok(resp)
 }
 
 /// [`resource`], once the route is known to be a resource's.

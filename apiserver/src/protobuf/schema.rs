@@ -29,6 +29,11 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("batch/v1", "CronJob", &BATCH_V1_CRON_JOB),
     ("coordination.k8s.io/v1", "Lease", &COORDINATION_V1_LEASE),
     ("events.k8s.io/v1", "Event", &EVENTS_V1_EVENT),
+    (
+        "discovery.k8s.io/v1",
+        "EndpointSlice",
+        &DISCOVERY_V1_ENDPOINT_SLICE,
+    ),
     ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
     (
@@ -239,6 +244,26 @@ static EVENTS_V1_EVENT: Message = Message {
         Field::new(13, "deprecatedFirstTimestamp", Ty::Time, 0),
         Field::new(14, "deprecatedLastTimestamp", Ty::Time, 0),
         Field::new(15, "deprecatedCount", Ty::Int32, 0),
+    ],
+};
+
+static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
+    name: "EndpointSlice",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(4, "addressType", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "endpoints",
+            Ty::Msg(&DISCOVERY_V1_ENDPOINT),
+            REPEATED | KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "ports",
+            Ty::Msg(&DISCOVERY_V1_ENDPOINT_PORT),
+            REPEATED | KEEP_ZERO,
+        ),
     ],
 };
 
@@ -970,6 +995,40 @@ static EVENTS_V1_EVENT_SERIES: Message = Message {
     fields: &[
         Field::new(1, "count", Ty::Int32, KEEP_ZERO),
         Field::new(2, "lastObservedTime", Ty::MicroTime, KEEP_ZERO),
+    ],
+};
+
+static DISCOVERY_V1_ENDPOINT: Message = Message {
+    name: "Endpoint",
+    fields: &[
+        Field::new(1, "addresses", Ty::Str, REPEATED | KEEP_ZERO),
+        Field::new(
+            2,
+            "conditions",
+            Ty::Msg(&DISCOVERY_V1_ENDPOINT_CONDITIONS),
+            0,
+        ),
+        Field::new(3, "hostname", Ty::Str, KEEP_ZERO),
+        Field::new(
+            4,
+            "targetRef",
+            Ty::Msg(&CORE_V1_OBJECT_REFERENCE),
+            KEEP_ZERO,
+        ),
+        Field::new(5, "deprecatedTopology", Ty::Map(&Ty::Str), 0),
+        Field::new(6, "nodeName", Ty::Str, KEEP_ZERO),
+        Field::new(7, "zone", Ty::Str, KEEP_ZERO),
+        Field::new(8, "hints", Ty::Msg(&DISCOVERY_V1_ENDPOINT_HINTS), KEEP_ZERO),
+    ],
+};
+
+static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
+    name: "EndpointPort",
+    fields: &[
+        Field::new(1, "name", Ty::Str, KEEP_ZERO),
+        Field::new(2, "protocol", Ty::Str, KEEP_ZERO),
+        Field::new(3, "port", Ty::Int32, KEEP_ZERO),
+        Field::new(4, "appProtocol", Ty::Str, KEEP_ZERO),
     ],
 };
 
@@ -1749,6 +1808,23 @@ static BATCH_V1_JOB_TEMPLATE_SPEC: Message = Message {
     ],
 };
 
+static DISCOVERY_V1_ENDPOINT_CONDITIONS: Message = Message {
+    name: "EndpointConditions",
+    fields: &[
+        Field::new(1, "ready", Ty::Bool, KEEP_ZERO),
+        Field::new(2, "serving", Ty::Bool, KEEP_ZERO),
+        Field::new(3, "terminating", Ty::Bool, KEEP_ZERO),
+    ],
+};
+
+static DISCOVERY_V1_ENDPOINT_HINTS: Message = Message {
+    name: "EndpointHints",
+    fields: &[
+        Field::new(1, "forZones", Ty::Msg(&DISCOVERY_V1_FOR_ZONE), REPEATED),
+        Field::new(2, "forNodes", Ty::Msg(&DISCOVERY_V1_FOR_NODE), REPEATED),
+    ],
+};
+
 static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_NAMES: Message = Message {
     name: "CustomResourceDefinitionNames",
     fields: &[
@@ -2490,6 +2566,16 @@ static BATCH_V1_SUCCESS_POLICY_RULE: Message = Message {
         Field::new(1, "succeededIndexes", Ty::Str, KEEP_ZERO),
         Field::new(2, "succeededCount", Ty::Int32, KEEP_ZERO),
     ],
+};
+
+static DISCOVERY_V1_FOR_ZONE: Message = Message {
+    name: "ForZone",
+    fields: &[Field::new(1, "name", Ty::Str, KEEP_ZERO)],
+};
+
+static DISCOVERY_V1_FOR_NODE: Message = Message {
+    name: "ForNode",
+    fields: &[Field::new(1, "name", Ty::Str, KEEP_ZERO)],
 };
 
 static APIEXTENSIONS_V1_CUSTOM_RESOURCE_VALIDATION: Message = Message {

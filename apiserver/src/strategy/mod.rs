@@ -32,6 +32,7 @@ pub mod daemonset;
 pub mod decode;
 pub mod deployment;
 pub mod endpoints;
+pub mod endpointslice;
 pub mod event;
 pub mod events_v1;
 pub mod field;
@@ -347,6 +348,7 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(secret::SecretRules)),
         Arc::new(Typed(service::ServiceRules)),
         Arc::new(Typed(endpoints::EndpointsRules)),
+        Arc::new(Typed(endpointslice::EndpointSliceRules)),
         Arc::new(Typed(serviceaccount::ServiceAccountRules)),
         Arc::new(Typed(lease::LeaseRules)),
         Arc::new(Typed(event::EventRules)),
@@ -411,6 +413,10 @@ mod tests {
                 json!({"spec": {"schedule": "@hourly", "jobTemplate": {"spec": {"template": t}}}})
             }
             "Service" => json!({"spec": {"selector": {"app": "sample"}, "ports": [{"port": 80}]}}),
+            "EndpointSlice" => {
+                json!({"addressType": "IPv4", "endpoints": [{"addresses": ["10.244.0.5"]}],
+                                      "ports": [{"name": "", "port": 80, "protocol": "TCP"}]})
+            }
             "Lease" => json!({"spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}}),
             "Event" if gvk.group.is_empty() => {
                 json!({"involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "Started"})
@@ -430,7 +436,7 @@ mod tests {
     #[test]
     fn every_builtin_kind_defaults_validates_and_prints_its_sample() {
         let strategies = builtin_strategies();
-        assert_eq!(strategies.len(), 17);
+        assert_eq!(strategies.len(), 18);
         let now: jiff::Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for s in &strategies {

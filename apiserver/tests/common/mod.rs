@@ -249,6 +249,10 @@ pub fn sample(info: &ResourceInfo, name: &str) -> Value {
             json!({"spec": {"serviceName": "s", "selector": selector, "template": template}})
         }
         ("coordination.k8s.io", "Lease") => json!({"spec": {"holderIdentity": "me"}}),
+        ("discovery.k8s.io", "EndpointSlice") => json!({
+            "addressType": "IPv4", "endpoints": [{"addresses": ["10.244.0.5"]}],
+            "ports": [{"name": "http", "port": 80}],
+        }),
         ("events.k8s.io", "Event") => json!({
             "eventTime": "2024-01-01T00:00:00.000000Z", "reportingController": "test/ctl",
             "reportingInstance": "i1", "action": "Test", "reason": "Test", "type": "Normal", "note": "hi",

@@ -19,7 +19,8 @@
 //! Coverage: Kubernetes' graph builder watches every deletable resource found by discovery
 //! (as metadata), except Events (`DefaultIgnoredResources`). miniplane's garbage collector
 //! watches every built-in kind its API server serves but Events — Pods, ReplicaSets,
-//! Deployments, DaemonSets, StatefulSets, Jobs, CronJobs, Services, Endpoints, ConfigMaps,
+//! Deployments, DaemonSets, StatefulSets, Jobs, CronJobs, Services, Endpoints, EndpointSlices,
+//! ConfigMaps,
 //! Secrets, ServiceAccounts, Leases, Nodes and Namespaces — with typed informers shared with
 //! the other controllers, and every custom resource of an established CRD
 //! ([`super::custom_resources`]). One queue serves deletion and orphaning.
@@ -33,6 +34,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Endpoints, Namespace, Node, Pod, Secret, Service, ServiceAccount,
 };
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -75,6 +77,7 @@ impl GarbageCollector {
         this.monitor::<CronJob>(factory);
         this.monitor::<Service>(factory);
         this.monitor::<Endpoints>(factory);
+        this.monitor::<EndpointSlice>(factory);
         this.monitor::<ConfigMap>(factory);
         this.monitor::<Secret>(factory);
         this.monitor::<ServiceAccount>(factory);

@@ -12,9 +12,11 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 5] = [
+pub const KNOWN_CONTROLLERS: [&str; 7] = [
     "deployment",
     "replicaset",
+    "endpoint",
+    "endpointslice",
     "garbagecollector",
     "namespace",
     "nodelifecycle",
@@ -111,6 +113,12 @@ pub struct Config {
     pub concurrent_deployment_syncs: usize,
     /// `--concurrent-replicaset-syncs` (5).
     pub concurrent_replicaset_syncs: usize,
+    /// `--concurrent-endpoint-syncs` (5).
+    pub concurrent_endpoint_syncs: usize,
+    /// `--concurrent-service-endpoint-syncs` (5): the EndpointSlice controller's workers.
+    pub concurrent_service_endpoint_syncs: usize,
+    /// `--max-endpoints-per-slice` (100).
+    pub max_endpoints_per_slice: usize,
     /// `--concurrent-gc-syncs` (20).
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-namespace-syncs` (10).
@@ -146,6 +154,9 @@ impl Config {
             controllers: EnabledControllers::all(),
             concurrent_deployment_syncs: 5,
             concurrent_replicaset_syncs: 5,
+            concurrent_endpoint_syncs: 5,
+            concurrent_service_endpoint_syncs: 5,
+            max_endpoints_per_slice: crate::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
             concurrent_gc_syncs: 20,
             concurrent_namespace_syncs: 10,
             leader_election: None,
@@ -173,6 +184,8 @@ mod tests {
             vec![
                 "deployment",
                 "replicaset",
+                "endpoint",
+                "endpointslice",
                 "garbagecollector",
                 "nodelifecycle"
             ]

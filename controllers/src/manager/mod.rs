@@ -10,8 +10,10 @@
 //!      │                 (lost while leading ─▶ Err(LeaderElectionLost): the process exits)
 //!      ▼ leading (or no election)
 //!   tracer (unless --tracing=false) ─▶ exporter task posting spans to the API server
-//!   SharedInformerFactory: Deployments, ReplicaSets, Pods, Namespaces (one watch each)
-//!   controllers: deployment, replicaset, garbagecollector, namespace (--controllers)
+//!   SharedInformerFactory: Deployments, ReplicaSets, Pods, Services, Endpoints,
+//!                          EndpointSlices, Nodes, Namespaces, ... (one watch each)
+//!   controllers: deployment, replicaset, endpoint, endpointslice, garbagecollector,
+//!                namespace, nodelifecycle (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
 //!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
 //!      ▼ shutdown
@@ -43,6 +45,8 @@ use self::admin::{Controlled, PauseState};
 pub use self::config::{ApiServer, Config, EnabledControllers, LeaderElection};
 use self::metrics::Registry;
 use crate::deployment::controller::DeploymentController;
+use crate::endpoint::controller::EndpointsController;
+use crate::endpointslice::controller::EndpointSliceController;
 use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::garbage_collector::controller::GarbageCollector;
@@ -238,6 +242,30 @@ async fn run_controllers(
             queue: Arc::new(c.queue().clone()),
         });
         let n = config.concurrent_replicaset_syncs;
+        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("endpoint") {
+        let c = EndpointsController::new(&factory, executor("endpoint-controller"));
+        registry.register(c.metrics.clone(), c.queue().metrics());
+        controlled.push(Controlled {
+            metrics: c.metrics.clone(),
+            queue: Arc::new(c.queue().clone()),
+        });
+        let n = config.concurrent_endpoint_syncs;
+        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("endpointslice") {
+        let c = EndpointSliceController::new(
+            &factory,
+            executor("endpoint-slice-controller"),
+            config.max_endpoints_per_slice,
+        );
+        registry.register(c.metrics.clone(), c.queue().metrics());
+        controlled.push(Controlled {
+            metrics: c.metrics.clone(),
+            queue: Arc::new(c.queue().clone()),
+        });
+        let n = config.concurrent_service_endpoint_syncs;
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("garbagecollector") {

@@ -75,7 +75,7 @@ enum FaultCommand {
     },
     /// Pauses a controller: its workers take nothing from its work queue.
     Pause {
-        /// deployment, replicaset, garbagecollector or namespace.
+        /// deployment, replicaset, endpoint, endpointslice, garbagecollector or namespace.
         controller: String,
     },
     /// Resumes a paused controller.

@@ -229,6 +229,12 @@ const RESOURCES: &[(&[&str], &str, &str, bool)] = &[
     (&["job"], "jobs", "/apis/batch/v1", true),
     (&["cj", "cronjob"], "cronjobs", "/apis/batch/v1", true),
     (&["lease"], "leases", "/apis/coordination.k8s.io/v1", true),
+    (
+        &["endpointslice"],
+        "endpointslices",
+        "/apis/discovery.k8s.io/v1",
+        true,
+    ),
     (&["no", "node"], "nodes", "/api/v1", false),
     (&["ns", "namespace"], "namespaces", "/api/v1", false),
 ];
@@ -459,6 +465,11 @@ mod tests {
         let n = resolve("Node/node-1", "default").unwrap();
         assert_eq!(n.object.to_string(), "nodes/node-1");
         assert_eq!(n.path.as_deref(), Some("/api/v1/nodes/node-1"));
+        let slice = resolve("endpointslices.discovery.k8s.io/web-abcde", "default").unwrap();
+        assert_eq!(
+            slice.path.as_deref(),
+            Some("/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/web-abcde")
+        );
         let crd = resolve("widgets.example.com/w1", "team").unwrap();
         assert_eq!(crd.object.to_string(), "widgets/team/w1");
         assert!(crd.path.is_none());

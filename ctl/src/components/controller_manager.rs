@@ -28,7 +28,8 @@ pub struct ControllerManagerArgs {
     #[arg(long, value_name = "URL")]
     master: Option<String>,
     /// Controllers to run: `*` for all, `name` to enable, `-name` to disable
-    /// (deployment, replicaset, garbagecollector, namespace, nodelifecycle).
+    /// (deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace,
+    /// nodelifecycle).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// Deployment workers.
@@ -37,6 +38,15 @@ pub struct ControllerManagerArgs {
     /// ReplicaSet workers.
     #[arg(long, default_value_t = 5)]
     concurrent_replicaset_syncs: usize,
+    /// Endpoints controller workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_endpoint_syncs: usize,
+    /// EndpointSlice controller workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_service_endpoint_syncs: usize,
+    /// The most endpoints an EndpointSlice controller's slice holds.
+    #[arg(long, default_value_t = controllers::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE)]
+    max_endpoints_per_slice: usize,
     /// Garbage-collector workers.
     #[arg(long, default_value_t = 20)]
     concurrent_gc_syncs: usize,
@@ -79,6 +89,9 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.controllers = EnabledControllers::parse(&args.controllers)?;
     config.concurrent_deployment_syncs = args.concurrent_deployment_syncs;
     config.concurrent_replicaset_syncs = args.concurrent_replicaset_syncs;
+    config.concurrent_endpoint_syncs = args.concurrent_endpoint_syncs;
+    config.concurrent_service_endpoint_syncs = args.concurrent_service_endpoint_syncs;
+    config.max_endpoints_per_slice = args.max_endpoints_per_slice;
     config.concurrent_gc_syncs = args.concurrent_gc_syncs;
     config.concurrent_namespace_syncs = args.concurrent_namespace_syncs;
     config.listen = health_address(args.listen, args.secure_port);

@@ -440,3 +440,53 @@ fn events_and_lease() {
         }),
     );
 }
+
+#[test]
+fn endpoint_slice() {
+    use k8s_pb::api::discovery::v1 as discovery;
+    let slice = discovery::EndpointSlice {
+        metadata: Some(object_meta("web-abcde")),
+        address_type: s("IPv4"),
+        endpoints: vec![discovery::Endpoint {
+            addresses: strings(&["10.244.0.5"]),
+            conditions: Some(discovery::EndpointConditions {
+                ready: Some(false),
+                serving: Some(true),
+                terminating: Some(false),
+            }),
+            hostname: None,
+            target_ref: Some(core::ObjectReference {
+                kind: s("Pod"),
+                namespace: s("default"),
+                name: s("web-1"),
+                uid: s("u-1"),
+                ..Default::default()
+            }),
+            deprecated_topology: map(&[("rack", "r1")]),
+            node_name: s("node-1"),
+            zone: None,
+            hints: None,
+        }],
+        ports: vec![discovery::EndpointPort {
+            name: s(""),
+            protocol: s("TCP"),
+            port: Some(80),
+            app_protocol: None,
+        }],
+    };
+    round_trip::<k8s_openapi::api::discovery::v1::EndpointSlice>(
+        &slice,
+        json!({
+            "metadata": object_meta_json("web-abcde"),
+            "addressType": "IPv4",
+            "endpoints": [{
+                "addresses": ["10.244.0.5"],
+                "conditions": {"ready": false, "serving": true, "terminating": false},
+                "targetRef": {"kind": "Pod", "namespace": "default", "name": "web-1", "uid": "u-1"},
+                "deprecatedTopology": {"rack": "r1"},
+                "nodeName": "node-1"
+            }],
+            "ports": [{"name": "", "protocol": "TCP", "port": 80}]
+        }),
+    );
+}
