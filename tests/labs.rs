@@ -201,6 +201,11 @@ async fn lab_10_crd_operator() {
     run_lab("10-crd-operator").await;
 }
 
+#[tokio::test]
+async fn lab_11_service_endpoints() {
+    run_lab("11-service-endpoints").await;
+}
+
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process
 /// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
 #[test]

@@ -35,6 +35,8 @@ pub fn resource_of(kind: &str) -> Option<(&'static str, &'static str, &'static s
         "Event" => ("", "v1", "events", true),
         "ConfigMap" => ("", "v1", "configmaps", true),
         "Service" => ("", "v1", "services", true),
+        "Endpoints" => ("", "v1", "endpoints", true),
+        "EndpointSlice" => ("discovery.k8s.io", "v1", "endpointslices", true),
         "Namespace" => ("", "v1", "namespaces", false),
         "Deployment" => ("apps", "v1", "deployments", true),
         "ReplicaSet" => ("apps", "v1", "replicasets", true),
