@@ -14,6 +14,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use apimachinery::{EventType, ObjectKey, ObjectRef, Selector};
 use client::{DeltaObject, Lister, RateLimitingQueue, SharedInformerFactory};
@@ -45,6 +46,8 @@ pub struct EndpointsController {
     /// `staleEndpointsTracker`: the resourceVersion each Endpoints had before this
     /// controller's last write to it.
     stale: Arc<Mutex<HashMap<ObjectKey, String>>>,
+    /// `--endpoint-updates-batch-period`.
+    batch_period: Duration,
     executor: Executor,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
@@ -56,7 +59,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl EndpointsController {
     /// Builds the controller on the factory's informers and registers its handlers.
-    pub fn new(factory: &SharedInformerFactory, executor: Executor) -> Self {
+    pub fn new(
+        factory: &SharedInformerFactory,
+        executor: Executor,
+        batch_period: Duration,
+    ) -> Self {
         let svc_informer = factory.informer::<Service>();
         let pod_informer = factory.informer::<Pod>();
         let ep_informer = factory.informer::<Endpoints>();
@@ -67,6 +74,7 @@ impl EndpointsController {
             queue: RateLimitingQueue::new("endpoint"),
             trigger_times: Arc::new(Mutex::new(TriggerTimeTracker::new())),
             stale: Arc::new(Mutex::new(HashMap::new())),
+            batch_period,
             executor,
             metrics: Arc::new(ControllerMetrics::new("endpoint")),
         };
@@ -81,13 +89,21 @@ impl EndpointsController {
         pod_informer.add_event_handler(
             client::ResourceEventHandlerFuncs::new()
                 .on_add(move |p: Arc<Pod>, _| {
-                    add.queue_all(services_for_pod_change(&add.services, None, &p))
+                    add.queue_batched(services_for_pod_change(&add.services, None, &p))
                 })
                 .on_update(move |old: Arc<Pod>, cur: Arc<Pod>| {
-                    update.queue_all(services_for_pod_change(&update.services, Some(&old), &cur))
+                    update.queue_batched(services_for_pod_change(
+                        &update.services,
+                        Some(&old),
+                        &cur,
+                    ))
                 })
                 .on_delete(move |p: DeltaObject<Pod>| {
-                    delete.queue_all(services_for_pod_change(&delete.services, None, p.object()))
+                    delete.queue_batched(services_for_pod_change(
+                        &delete.services,
+                        None,
+                        p.object(),
+                    ))
                 }),
         );
         let delete = this.clone();
@@ -103,9 +119,11 @@ impl EndpointsController {
         &self.queue
     }
 
-    fn queue_all(&self, keys: Vec<ObjectKey>) {
+    /// A pod change wakes its Services after `--endpoint-updates-batch-period`
+    /// (`queue.AddAfter` in `addPod`/`updatePod`/`deletePod`).
+    fn queue_batched(&self, keys: Vec<ObjectKey>) {
         for key in keys {
-            self.queue.add(key);
+            self.queue.add_after(key, self.batch_period);
         }
     }
 

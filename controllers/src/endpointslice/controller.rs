@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use apimachinery::{EventType, ObjectKey, ObjectRef, Selector};
 use client::{DeltaObject, Lister, RateLimitingQueue, SharedInformerFactory};
@@ -47,6 +48,8 @@ pub struct EndpointSliceController {
     tracker: Arc<Mutex<EndpointSliceTracker>>,
     trigger_times: Arc<Mutex<TriggerTimeTracker>>,
     max_endpoints_per_slice: usize,
+    /// `--endpointslice-updates-batch-period`.
+    batch_period: Duration,
     executor: Executor,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
@@ -145,6 +148,7 @@ impl EndpointSliceController {
         factory: &SharedInformerFactory,
         executor: Executor,
         max_endpoints_per_slice: usize,
+        batch_period: Duration,
     ) -> Self {
         let svc_informer = factory.informer::<Service>();
         let pod_informer = factory.informer::<Pod>();
@@ -159,6 +163,7 @@ impl EndpointSliceController {
             tracker: Arc::new(Mutex::new(EndpointSliceTracker::new())),
             trigger_times: Arc::new(Mutex::new(TriggerTimeTracker::new())),
             max_endpoints_per_slice,
+            batch_period,
             executor,
             metrics: Arc::new(ControllerMetrics::new("endpointslice")),
         };
@@ -173,13 +178,21 @@ impl EndpointSliceController {
         pod_informer.add_event_handler(
             client::ResourceEventHandlerFuncs::new()
                 .on_add(move |p: Arc<Pod>, _| {
-                    add.queue_all(services_for_pod_change(&add.services, None, &p))
+                    add.queue_batched(services_for_pod_change(&add.services, None, &p))
                 })
                 .on_update(move |old: Arc<Pod>, cur: Arc<Pod>| {
-                    update.queue_all(services_for_pod_change(&update.services, Some(&old), &cur))
+                    update.queue_batched(services_for_pod_change(
+                        &update.services,
+                        Some(&old),
+                        &cur,
+                    ))
                 })
                 .on_delete(move |p: DeltaObject<Pod>| {
-                    delete.queue_all(services_for_pod_change(&delete.services, None, p.object()))
+                    delete.queue_batched(services_for_pod_change(
+                        &delete.services,
+                        None,
+                        p.object(),
+                    ))
                 }),
         );
         let (add, update, delete) = (this.clone(), this.clone(), this.clone());
@@ -215,6 +228,15 @@ impl EndpointSliceController {
     fn queue_all(&self, keys: Vec<ObjectKey>) {
         for key in keys {
             self.queue.add(key);
+        }
+    }
+
+    /// A pod change wakes its Services after `--endpointslice-updates-batch-period`
+    /// (`queue.AddAfter` in `addPod`/`updatePod`/`deletePod`), joining the changes of that
+    /// period into one sync.
+    fn queue_batched(&self, keys: Vec<ObjectKey>) {
+        for key in keys {
+            self.queue.add_after(key, self.batch_period);
         }
     }
 

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use client::RateLimit;
 
@@ -92,6 +93,17 @@ pub use client::LeaderElection;
 /// The Lease kube-controller-manager campaigns for, in `kube-system`.
 pub const LEASE_NAME: &str = "kube-controller-manager";
 
+/// `--endpoint-updates-batch-period` and `--endpointslice-updates-batch-period` unless set.
+///
+/// Kubernetes' default is 0: every pod change syncs the Services selecting the pod at once.
+/// Each sync reads all of a Service's pods, so while pods keep changing the two controllers
+/// sync back to back; on nodes that start pods as fast as the simulated kubelets do, a Service
+/// over a 10,000-replica Deployment then kept both cores busy and stretched the rollout from
+/// 7.4 s to 77-100 s (`docs/benchmarks.md`, "Apply to Running at scale"). Joining a Service's
+/// pod changes for this long bounds it to a sync per period; Service changes still sync at
+/// once. `--endpoint-updates-batch-period 0` gives Kubernetes' timing.
+pub const DEFAULT_ENDPOINT_BATCH_PERIOD: Duration = Duration::from_secs(1);
+
 /// Where the API server is: `--kubeconfig` and/or `--master` (which overrides the
 /// kubeconfig's server, as in Kubernetes).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +131,11 @@ pub struct Config {
     pub concurrent_service_endpoint_syncs: usize,
     /// `--max-endpoints-per-slice` (100).
     pub max_endpoints_per_slice: usize,
+    /// `--endpoint-updates-batch-period`: how long a pod change waits to be joined with
+    /// others before the Endpoints controller syncs its Services ([`DEFAULT_ENDPOINT_BATCH_PERIOD`]).
+    pub endpoint_updates_batch_period: Duration,
+    /// `--endpointslice-updates-batch-period`: the same for the EndpointSlice controller.
+    pub endpointslice_updates_batch_period: Duration,
     /// `--concurrent-gc-syncs` (20).
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-namespace-syncs` (10).
@@ -157,6 +174,8 @@ impl Config {
             concurrent_endpoint_syncs: 5,
             concurrent_service_endpoint_syncs: 5,
             max_endpoints_per_slice: crate::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
+            endpoint_updates_batch_period: DEFAULT_ENDPOINT_BATCH_PERIOD,
+            endpointslice_updates_batch_period: DEFAULT_ENDPOINT_BATCH_PERIOD,
             concurrent_gc_syncs: 20,
             concurrent_namespace_syncs: 10,
             leader_election: None,

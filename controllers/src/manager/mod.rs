@@ -245,7 +245,11 @@ async fn run_controllers(
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("endpoint") {
-        let c = EndpointsController::new(&factory, executor("endpoint-controller"));
+        let c = EndpointsController::new(
+            &factory,
+            executor("endpoint-controller"),
+            config.endpoint_updates_batch_period,
+        );
         registry.register(c.metrics.clone(), c.queue().metrics());
         controlled.push(Controlled {
             metrics: c.metrics.clone(),
@@ -259,6 +263,7 @@ async fn run_controllers(
             &factory,
             executor("endpoint-slice-controller"),
             config.max_endpoints_per_slice,
+            config.endpointslice_updates_batch_period,
         );
         registry.register(c.metrics.clone(), c.queue().metrics());
         controlled.push(Controlled {

@@ -47,6 +47,13 @@ pub struct ControllerManagerArgs {
     /// The most endpoints an EndpointSlice controller's slice holds.
     #[arg(long, default_value_t = controllers::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE)]
     max_endpoints_per_slice: usize,
+    /// How long the Endpoints controller joins pod changes before it syncs their Services
+    /// (Kubernetes' default: 0s; see `controllers::manager::config::DEFAULT_ENDPOINT_BATCH_PERIOD`).
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    endpoint_updates_batch_period: Duration,
+    /// The same for the EndpointSlice controller.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    endpointslice_updates_batch_period: Duration,
     /// Garbage-collector workers.
     #[arg(long, default_value_t = 20)]
     concurrent_gc_syncs: usize,
@@ -92,6 +99,8 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.concurrent_endpoint_syncs = args.concurrent_endpoint_syncs;
     config.concurrent_service_endpoint_syncs = args.concurrent_service_endpoint_syncs;
     config.max_endpoints_per_slice = args.max_endpoints_per_slice;
+    config.endpoint_updates_batch_period = args.endpoint_updates_batch_period;
+    config.endpointslice_updates_batch_period = args.endpointslice_updates_batch_period;
     config.concurrent_gc_syncs = args.concurrent_gc_syncs;
     config.concurrent_namespace_syncs = args.concurrent_namespace_syncs;
     config.listen = health_address(args.listen, args.secure_port);
@@ -147,4 +156,50 @@ pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
         manager.run(shutdown).await?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerManagerArgs,
+    }
+
+    fn parsed(flags: &[&str]) -> Config {
+        let cli = Cli::try_parse_from(
+            ["controller-manager", "--master", "http://127.0.0.1:1"]
+                .iter()
+                .chain(flags),
+        )
+        .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        config(cli.args).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+    }
+
+    #[test]
+    fn endpoint_batch_periods_default_to_a_second_and_take_go_durations() {
+        let c = parsed(&[]);
+        assert_eq!(
+            c.endpoint_updates_batch_period,
+            controllers::manager::config::DEFAULT_ENDPOINT_BATCH_PERIOD
+        );
+        assert_eq!(c.endpointslice_updates_batch_period, Duration::from_secs(1));
+        let c = parsed(&[
+            "--endpoint-updates-batch-period",
+            "0s",
+            "--endpointslice-updates-batch-period",
+            "250ms",
+        ]);
+        assert_eq!(c.endpoint_updates_batch_period, Duration::ZERO);
+        assert_eq!(
+            c.endpointslice_updates_batch_period,
+            Duration::from_millis(250)
+        );
+        let bad =
+            Cli::try_parse_from(["controller-manager", "--endpoint-updates-batch-period", "3"]);
+        assert!(bad.is_err_and(|e| e.to_string().contains("missing unit")));
+    }
 }
