@@ -13,7 +13,14 @@
 //! BENCH_APISERVER_ARGS="--trace-max-spans-per-trace 0" cargo bench ... # more API server flags
 //! BENCH_PROCESSES=one cargo bench -p ctl --bench apply_to_running  # `miniplane up`, one process
 //! BENCH_WATCH=running cargo bench -p ctl --bench apply_to_running    # a lighter observer (below)
+//! BENCH_SERVICE=1 cargo bench -p ctl --bench apply_to_running        # and a Service (below)
 //! ```
+//!
+//! With `BENCH_SERVICE=1` a Service selecting the Deployment's pods is created first, and each
+//! run also waits, after the last pod is Running, until the Service's EndpointSlices list
+//! every pod as ready (read from a watch of them): the time printed as "endpoints ready", and
+//! the CPU is counted up to then. Set beside runs without it, that is what the EndpointSlice
+//! and Endpoints controllers cost per pod.
 //!
 //! ```text
 //!   apiserver (--no-fsync) ◀── kubelet --nodes N, scheduler, controller-manager (4 processes)
@@ -46,10 +53,11 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use client::list_watch::{ApiListerWatcher, ListerWatcher, WatchOptions};
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ApiResource, ListParams, PostParams, WatchEvent};
+use k8s_openapi::api::core::v1::{Node, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{ApiResource, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::core::Object;
 use kube::{Api, Client, Config};
 use serde::Deserialize;
@@ -71,6 +79,8 @@ struct RunResult {
     created: Option<Duration>,
     bound: Option<Duration>,
     running: Duration,
+    /// When the Service's EndpointSlices listed every pod ready (`BENCH_SERVICE=1` only).
+    endpoints_ready: Option<Duration>,
     /// Peak RSS of apiserver, controller-manager, scheduler, kubelet; in one process, of the
     /// process (the others `None`).
     rss: [Option<f64>; 4],
@@ -312,6 +322,18 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         }
     }))
     .unwrap();
+    let with_service = std::env::var("BENCH_SERVICE").is_ok_and(|v| v == "1");
+    if with_service {
+        let service: Service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "bench"},
+            "spec": {"selector": {"app": "bench"}, "ports": [{"port": 80, "targetPort": 8080}]}
+        }))
+        .unwrap();
+        Api::<Service>::namespaced(client.clone(), "default")
+            .create(&PostParams::default(), &service)
+            .await
+            .unwrap();
+    }
     let cpu_of = |under: &Under| {
         let [a, b, c, d] = under.cpu();
         [a, b, c, d, cpu_seconds(std::process::id())]
@@ -370,6 +392,12 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         }
     }
     let running_at = t0.elapsed();
+    let endpoints_ready = if with_service {
+        wait_for_ready_endpoints(&client, "bench", replicas).await;
+        Some(t0.elapsed())
+    } else {
+        None
+    };
     let cpu_after = cpu_of(&under);
     let host_after = host_cpu();
     let rv_after = list_revision(&pods).await;
@@ -378,6 +406,7 @@ async fn one_run(node_count: usize, replicas: usize) -> RunResult {
         created: t_created,
         bound: t_bound,
         running: running_at,
+        endpoints_ready,
         rss: under.rss(),
         cpu: std::array::from_fn(|i| cpu_after[i] - cpu_before[i]),
         host: (host_after.0 - host_before.0, host_after.1 - host_before.1),
@@ -443,12 +472,15 @@ fn main() {
             let latency = memory_latency_ns();
             let r = runtime.block_on(one_run(node_count, replicas));
             println!(
-                "run {run}: nodes Ready {:.2}s; pods created {}, bound {}, Running {:.2}s ({:.0} pods/s); {}",
+                "run {run}: nodes Ready {:.2}s; pods created {}, bound {}, Running {:.2}s ({:.0} pods/s){}; {}",
                 r.nodes_ready.as_secs_f64(),
                 seconds(r.created),
                 seconds(r.bound),
                 r.running.as_secs_f64(),
                 replicas as f64 / r.running.as_secs_f64(),
+                r.endpoints_ready
+                    .map(|t| format!(", endpoints ready {:.2}s", t.as_secs_f64()))
+                    .unwrap_or_default(),
                 rss_text(r.rss),
             );
             let per_pod = |s: f64| s * 1000.0 / replicas as f64;
@@ -471,12 +503,16 @@ fn main() {
         .collect();
     let m = |f: &dyn Fn(&RunResult) -> f64| median(results.iter().map(f).collect());
     println!(
-        "median: nodes Ready {:.2}s; created {}, bound {}, all Running {:.2}s = {:.0} pods/s; {}",
+        "median: nodes Ready {:.2}s; created {}, bound {}, all Running {:.2}s = {:.0} pods/s{}; CPU {:.2} ms/pod; {}",
         m(&|r| r.nodes_ready.as_secs_f64()),
         seconds(median_of(results.iter().map(|r| r.created))),
         seconds(median_of(results.iter().map(|r| r.bound))),
         m(&|r| r.running.as_secs_f64()),
         m(&|r| replicas as f64 / r.running.as_secs_f64()),
+        median_of(results.iter().map(|r| r.endpoints_ready))
+            .map(|t| format!(", endpoints ready {:.2}s", t.as_secs_f64()))
+            .unwrap_or_default(),
+        m(&|r| r.cpu[..4].iter().sum::<f64>() * 1000.0 / replicas as f64),
         rss_text(std::array::from_fn(|i| {
             results[0].rss[i].map(|_| m(&|r| r.rss[i].unwrap_or(0.0)))
         })),
@@ -541,6 +577,53 @@ fn host_cpu() -> (f64, f64) {
         .collect();
     let steal = ticks.get(7).copied().unwrap_or(0.0);
     (ticks.iter().sum::<f64>() / 100.0, steal / 100.0)
+}
+
+/// Waits until the EndpointSlices of Service `name` list `count` ready endpoints, from a list
+/// and then a watch of them (the watch resumed when the server ends it).
+async fn wait_for_ready_endpoints(client: &Client, name: &str, count: usize) {
+    use std::collections::HashMap;
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let selector = format!("kubernetes.io/service-name={name}");
+    let ready = |s: &EndpointSlice| {
+        s.endpoints
+            .iter()
+            .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            .count()
+    };
+    let list = slices
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .unwrap();
+    let mut by_slice: HashMap<String, usize> = list
+        .items
+        .iter()
+        .map(|s| (s.metadata.name.clone().unwrap_or_default(), ready(s)))
+        .collect();
+    let mut rv = list.metadata.resource_version.unwrap_or_default();
+    while by_slice.values().sum::<usize>() < count {
+        let params = WatchParams::default().labels(&selector).timeout(290);
+        let mut stream = slices.watch(&params, &rv).await.unwrap().boxed();
+        while by_slice.values().sum::<usize>() < count {
+            let event = tokio::time::timeout(Duration::from_secs(300), stream.try_next())
+                .await
+                .expect("no EndpointSlice event for 300 s")
+                .expect("EndpointSlice watch failed");
+            match event {
+                Some(WatchEvent::Added(s) | WatchEvent::Modified(s)) => {
+                    rv = s.metadata.resource_version.clone().unwrap_or(rv);
+                    by_slice.insert(s.metadata.name.clone().unwrap_or_default(), ready(&s));
+                }
+                Some(WatchEvent::Deleted(s)) => {
+                    rv = s.metadata.resource_version.clone().unwrap_or(rv);
+                    by_slice.remove(&s.metadata.name.clone().unwrap_or_default());
+                }
+                Some(WatchEvent::Error(e)) => panic!("EndpointSlice watch error: {e:?}"),
+                Some(WatchEvent::Bookmark(_)) => {}
+                None => break,
+            }
+        }
+    }
 }
 
 /// The resourceVersion of a one-item list of `pods`: the store's current revision.
