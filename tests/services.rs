@@ -280,3 +280,55 @@ endpoints:
         "{run}"
     );
 }
+
+/// The `kubernetes` Service's endpoints name the API server (`--advertise-address`, as
+/// kube-apiserver's endpoint reconciler writes them), and a loopback advertise address is
+/// refused at start.
+#[test]
+fn the_kubernetes_service_has_the_api_servers_endpoints() {
+    let s = support::Server::start_with(&["--advertise-address", "192.0.2.10"]);
+    let url = s.url();
+    let port: u16 = url.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap();
+    let want = format!("192.0.2.10:{port}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let out = s.kubectl(&[
+            "get",
+            "endpoints",
+            "kubernetes",
+            "-o",
+            "jsonpath={.subsets[0].addresses[0].ip}:{.subsets[0].ports[0].port}",
+        ]);
+        if out.ok() && out.stdout.trim() == want {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{out}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let slice = s.kubectl_json(&["get", "endpointslice", "kubernetes", "-o", "json"]);
+    assert_eq!(slice["endpoints"][0]["addresses"][0], "192.0.2.10");
+    assert_eq!(slice["ports"][0]["port"], port);
+    let describe = s.kubectl_ok(&["describe", "service", "kubernetes"]);
+    assert!(
+        describe
+            .lines()
+            .any(|l| l.starts_with("Endpoints:") && l.trim_end().ends_with(&format!(" {want}"))),
+        "{describe}"
+    );
+
+    let refused = std::process::Command::new(env!("CARGO_BIN_EXE_miniplane"))
+        .args([
+            "apiserver",
+            "--data-dir",
+            "/nonexistent-dir-unused",
+            "--listen",
+            "127.0.0.1:0",
+            "--advertise-address",
+            "127.0.0.1",
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--advertise-address 127.0.0.1: the kubernetes service's endpoints may not name a loopback or unspecified address"), "{stderr}");
+}

@@ -45,6 +45,11 @@ pub struct ServerOptions {
     pub access: AccessOptions,
     /// Where `componentstatuses` finds the scheduler and the controller-manager.
     pub component_probes: crate::ComponentProbes,
+    /// The address the `kubernetes` Service's endpoints name (kube-apiserver's
+    /// `--advertise-address`); `None`: the address of the interface of the default route, as
+    /// kube-apiserver picks it when bound to a loopback address
+    /// ([`crate::kubernetes_service::host_interface_address`]).
+    pub advertise_address: Option<std::net::IpAddr>,
 }
 
 impl Default for ServerOptions {
@@ -59,6 +64,7 @@ impl Default for ServerOptions {
             connections: ConnectionLimits::default(),
             access: AccessOptions::default(),
             component_probes: crate::ComponentProbes::default(),
+            advertise_address: None,
         }
     }
 }

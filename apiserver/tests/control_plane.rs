@@ -93,6 +93,55 @@ async fn the_kubernetes_service_comes_back_after_a_delete_and_keeps_its_ports() 
     task.await.unwrap();
 }
 
+/// kube-apiserver's endpoint reconciler: the Endpoints and the EndpointSlice
+/// `default/kubernetes` name the advertise address and the API server's port, are written
+/// only when missing or different, and come back when changed.
+#[tokio::test]
+async fn the_kubernetes_service_gets_endpoints_at_the_advertise_address() {
+    use apiserver::kubernetes_service::ensure_endpoints;
+    const ENDPOINTS: &str = "/api/v1/namespaces/default/endpoints/kubernetes";
+    const SLICE: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes";
+    let h = Harness::new().await;
+    let ip = "192.0.2.10".parse().unwrap();
+    assert!(ensure_endpoints(&h.state, ip, 6443).await.unwrap());
+    let ep = h.get(ENDPOINTS).await;
+    assert_eq!(ep.status, StatusCode::OK, "{:?}", ep.body);
+    assert_eq!(
+        ep.body["subsets"],
+        json!([{"addresses": [{"ip": "192.0.2.10"}],
+                "ports": [{"name": "https", "port": 6443, "protocol": "TCP"}]}])
+    );
+    assert_eq!(
+        ep.body["metadata"]["labels"],
+        json!({"endpointslice.kubernetes.io/skip-mirror": "true"})
+    );
+    let slice = h.get(SLICE).await;
+    assert_eq!(slice.status, StatusCode::OK, "{:?}", slice.body);
+    assert_eq!(
+        slice.body["metadata"]["labels"],
+        json!({"kubernetes.io/service-name": "kubernetes"})
+    );
+    assert_eq!(slice.body["addressType"], "IPv4");
+    assert_eq!(
+        slice.body["endpoints"],
+        json!([{"addresses": ["192.0.2.10"], "conditions": {"ready": true}}])
+    );
+    assert_eq!(
+        slice.body["ports"],
+        json!([{"name": "https", "port": 6443, "protocol": "TCP"}])
+    );
+    // In place: nothing to write. Another address or port: both are put back.
+    assert!(!ensure_endpoints(&h.state, ip, 6443).await.unwrap());
+    let moved = "192.0.2.11".parse().unwrap();
+    assert!(ensure_endpoints(&h.state, moved, 7443).await.unwrap());
+    let ep = h.get(ENDPOINTS).await.body;
+    assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "192.0.2.11");
+    assert_eq!(ep["subsets"][0]["ports"][0]["port"], 7443);
+    let slice = h.get(SLICE).await.body;
+    assert_eq!(slice["endpoints"][0]["addresses"][0], "192.0.2.11");
+    assert_eq!(slice["ports"][0]["port"], 7443);
+}
+
 /// A `/healthz` that answers `ok`, as the components' do.
 async fn healthz_server() -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -55,6 +55,10 @@ pub struct ServingArgs {
     /// How long a client that does not read may hold a write before its connection closes.
     #[arg(long, value_name = "DURATION", value_parser = apimachinery::duration::parse_duration, default_value = "30s")]
     write_stall_timeout: Duration,
+    /// The address the `kubernetes` Service's endpoints name (default: the address of the
+    /// default route's interface, as kube-apiserver picks it).
+    #[arg(long, value_name = "IP")]
+    advertise_address: Option<std::net::IpAddr>,
 }
 
 impl ServingArgs {
@@ -75,6 +79,14 @@ impl ServingArgs {
         c.header_read_timeout = self.header_read_timeout;
         c.body_read_timeout = self.body_read_timeout;
         c.write_stall_timeout = self.write_stall_timeout;
+        if let Some(ip) = self.advertise_address
+            && (ip.is_loopback() || ip.is_unspecified())
+        {
+            anyhow::bail!(
+                "--advertise-address {ip}: the kubernetes service's endpoints may not name a loopback or unspecified address"
+            );
+        }
+        options.advertise_address = self.advertise_address;
         Ok(())
     }
 }
