@@ -48,7 +48,7 @@
 //!   blocks, such as ages, QoS, quantities and name syntax, are the `apimachinery` crate's);
 //! - the request's edges, for the fuzz and limit tests: the body decoders
 //!   ([`from_json_strict`], [`decode_json`], [`decode_yaml`]), the patch engines
-//!   ([`json_patch`], [`json_merge_patch`], [`strategic_merge_patch`], [`server_side_apply`]),
+//!   ([`json_patch()`], [`json_merge_patch`], [`strategic_merge_patch`], [`server_side_apply`]),
 //!   the field selector ([`FieldSelector`]; label selectors are `apimachinery`'s) and the head limits
 //!   ([`MAX_HEAD_BYTES`], [`MAX_URI_BYTES`], [`LongTarget`]).
 

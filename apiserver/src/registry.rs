@@ -151,7 +151,7 @@ pub struct ResourceInfo {
     pub scale: Option<ScalePaths>,
     /// Whether its objects may nest deeper than a worker's stack can take (a custom resource
     /// that preserves unknown fields somewhere): its requests and its watch cache run on a
-    /// large stack ([`crate::deep`]).
+    /// large stack (`crate::deep`).
     pub deep_objects: bool,
     /// Whether the row's CRD is being deleted: its custom resources are still served, but
     /// no new one may be created.
@@ -185,7 +185,7 @@ impl std::fmt::Debug for ResourceInfo {
 }
 
 impl ResourceInfo {
-    /// A row with Kubernetes' defaults: standard verbs, no subresources, a [`DefaultStrategy`].
+    /// A row with Kubernetes' defaults: standard verbs, no subresources, a `DefaultStrategy`.
     pub fn new(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
         let gvk = GroupVersionKind::new(group, version, kind);
         ResourceInfo {

@@ -131,7 +131,7 @@ impl Route {
 
 /// The request target of a request whose URI is longer than `http::Uri` holds (65,534
 /// bytes), as the connection layer read it (`crate::request_heads`): the request's own URI is
-/// then a placeholder, and its path and query are read from here (see [`path_and_query`]).
+/// then a placeholder, and its path and query are read from here (see `path_and_query`).
 #[derive(Debug, Clone)]
 pub struct LongTarget(std::sync::Arc<str>);
 

@@ -54,7 +54,7 @@ pub struct TracingOptions {
     /// Spans the collector keeps (`--trace-max-spans`).
     pub max_spans: usize,
     /// Spans one trace may have before its further writes go unsampled
-    /// (`--trace-max-spans-per-trace`; 0: no limit). See [`crate::collector`].
+    /// (`--trace-max-spans-per-trace`; 0: no limit). See `crate::collector`.
     pub max_spans_per_trace: usize,
 }
 

@@ -72,7 +72,7 @@ impl AppState {
     /// Creates the namespaces every cluster has (`default`, `kube-system`, `kube-public`,
     /// `kube-node-lease`) if they are missing, as kube-apiserver's bootstrap controller does,
     /// serves the resources of the stored CustomResourceDefinitions and starts the CRD
-    /// controller ([`crate::apiextensions::controller`]).
+    /// controller (`crate::apiextensions::controller`).
     pub async fn bootstrap(&self) -> Result<()> {
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             handlers::create::ensure_namespace(self, ns).await?;

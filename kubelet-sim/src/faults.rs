@@ -4,7 +4,7 @@
 //! caller that knows the simulator's own port.
 //!
 //! No Kubernetes counterpart: in a real cluster one stops the kubelet on the VM, or deletes the
-//! VM. [`NodeFaults::plan`] decides; [`run`] applies.
+//! VM. [`NodeFaults::plan`] decides; `run` applies.
 //!
 //! ```text
 //!   StopHeartbeats{node}  set ─▶ heartbeats off           cleared ─▶ heartbeats on, pods resynced

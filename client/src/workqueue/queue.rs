@@ -43,7 +43,7 @@ use crate::trace::{Cause, take_cause};
 /// Causes kept per key: a hot key merging thousands of events keeps the first ones only.
 const MAX_CAUSES_PER_KEY: usize = 32;
 
-/// What a work queue can hold: usually an [`crate::ObjectKey`].
+/// What a work queue can hold: usually an [`apimachinery::ObjectKey`].
 pub trait QueueItem: Clone + Eq + Hash + Debug + Send + Sync + 'static {}
 impl<T: Clone + Eq + Hash + Debug + Send + Sync + 'static> QueueItem for T {}
 

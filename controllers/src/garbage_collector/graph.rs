@@ -123,7 +123,7 @@ impl OwnerGraph {
 
     /// Records the resourceVersion of an update that changed nothing else the graph holds
     /// (owners, finalizers, deletion): a pod's binding and status writes. Returns false if
-    /// `uid` is not in the graph (then [`Graph::observe_meta`] must record it).
+    /// `uid` is not in the graph (then [`OwnerGraph::observe_meta`] must record it).
     pub fn observe_resource_version(&mut self, uid: &str, resource_version: Option<&str>) -> bool {
         match self.nodes.get_mut(uid) {
             Some(node) => {

@@ -2,7 +2,7 @@
 //! there (`pkg/scheduler/framework/plugins/nodename/node_name.go`).
 //!
 //! The scheduler's queue only holds pods without `spec.nodeName`, so this fails only for
-//! pods a caller hands to [`crate::schedule_one::schedule_pod`] directly; it is kept for
+//! pods a caller hands to [`crate::schedule_one::Algorithm::schedule_pod`] directly; it is kept for
 //! fidelity with the default profile.
 
 use super::{Code, Status};
