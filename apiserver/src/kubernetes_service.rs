@@ -83,16 +83,7 @@ fn ports(port: u16) -> Value {
 /// (`CreateOrUpdateMasterServiceIfNeeded` with `reconcile`); true if it wrote.
 pub async fn ensure(state: &AppState, port: u16) -> Result<bool> {
     let info = services(state)?;
-    let r = ObjectRef {
-        info: info.clone(),
-        namespace: Some(NAMESPACE.into()),
-        name: NAME.into(),
-    };
-    let wctx = WriteContext {
-        manager: Some("kube-apiserver".into()),
-        now: state.now(),
-        part: WritePart::Main,
-    };
+    let (r, wctx) = target(&info, state);
     match state.storage().get(&r).await? {
         None => {
             let mut obj = json!({
@@ -157,6 +148,21 @@ fn needs_update(current: &Value, port: u16) -> bool {
             .iter()
             .all(|f| current_ports[0][f] == want[0][f]);
     !same_ports || spec["type"] != "ClusterIP"
+}
+
+/// `default/kubernetes` of `info`'s resource, and how kube-apiserver writes it.
+fn target(info: &Arc<ResourceInfo>, state: &AppState) -> (ObjectRef, WriteContext) {
+    let r = ObjectRef {
+        info: info.clone(),
+        namespace: Some(NAMESPACE.into()),
+        name: NAME.into(),
+    };
+    let wctx = WriteContext {
+        manager: Some("kube-apiserver".into()),
+        now: state.now(),
+        part: WritePart::Main,
+    };
+    (r, wctx)
 }
 
 fn services(state: &AppState) -> Result<Arc<ResourceInfo>> {
@@ -239,16 +245,7 @@ async fn ensure_object(
     want: Value,
     fields: &[&str],
 ) -> Result<bool> {
-    let r = ObjectRef {
-        info: info.clone(),
-        namespace: Some(NAMESPACE.into()),
-        name: NAME.into(),
-    };
-    let wctx = WriteContext {
-        manager: Some("kube-apiserver".into()),
-        now: state.now(),
-        part: WritePart::Main,
-    };
+    let (r, wctx) = target(&info, state);
     let differs = |current: &Value| {
         fields.iter().any(|f| !same(&current[*f], &want[*f]))
             || want["metadata"]["labels"]

@@ -1,7 +1,9 @@
 //! Shared test helpers: a fixed clock and small builders.
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, PodCondition, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, Pod, PodCondition, PodIP, PodSpec, PodStatus, PodTemplateSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, Time};
 
 /// `t0 + secs`, with t0 a fixed instant (tests never read the clock).
@@ -56,6 +58,43 @@ pub fn pod_template(
                 image: Some(image.into()),
                 ..Default::default()
             }],
+            ..Default::default()
+        }),
+    }
+}
+
+/// `{"app": app}`.
+pub fn app_labels(app: &str) -> std::collections::BTreeMap<String, String> {
+    std::collections::BTreeMap::from([("app".to_owned(), app.to_owned())])
+}
+
+/// Pod `web-<i>` on `node-1` with IP `10.244.<i/250>.<i%250+1>`, ready unless `!ready`.
+pub fn service_pod(i: usize, ready: bool) -> Pod {
+    let ip = format!("10.244.{}.{}", i / 250, i % 250 + 1);
+    Pod {
+        metadata: ObjectMeta {
+            labels: Some(app_labels("web")),
+            ..object_meta(&format!("web-{i}"))
+        },
+        spec: Some(PodSpec {
+            node_name: Some("node-1".into()),
+            containers: vec![Container {
+                name: "c".into(),
+                ports: Some(vec![ContainerPort {
+                    name: Some("http".into()),
+                    container_port: 8080,
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        status: Some(PodStatus {
+            phase: Some("Running".into()),
+            pod_ip: Some(ip.clone()),
+            pod_ips: Some(vec![PodIP { ip }]),
+            conditions: if ready { ready_since(Some(1)) } else { None },
             ..Default::default()
         }),
     }

@@ -69,6 +69,20 @@ pub struct Workers<T: QueueItem> {
 /// Looks up the trace context on the object of a key (see [`Tracer::begin_work`]).
 pub type ObjectContext<T> = Arc<dyn Fn(&T) -> Option<client::trace::SpanContext> + Send + Sync>;
 
+/// The [`ObjectContext`] of a controller whose keys name objects of `lister`'s kind: the
+/// trace context on the cached object.
+pub fn object_context_of<K>(lister: &client::Lister<K>) -> ObjectContext<apimachinery::ObjectKey>
+where
+    K: kube::Resource + Send + Sync + 'static,
+{
+    let lister = lister.clone();
+    Arc::new(move |key: &apimachinery::ObjectKey| {
+        lister
+            .get(key.namespace.as_deref(), &key.name)
+            .and_then(|o| client::trace::object_context(o.meta()))
+    })
+}
+
 impl<T: QueueItem + std::fmt::Display> Workers<T> {
     /// Spawns the workers on `tracker`. When `shutdown` fires the queue is shut down; the
     /// workers finish the keys already queued (client-go's `ShutDownWithDrain`) and exit.

@@ -42,7 +42,7 @@ use crate::lookup::{resolve_controller_ref, selecting_controllers};
 use crate::manager::metrics::ControllerMetrics;
 use crate::owner_ref::get_controller_of;
 use crate::selector;
-use crate::worker::{SyncResult, Workers};
+use crate::worker::{SyncResult, Workers, object_context_of};
 
 /// The moments of a Deployment's life a trace marks, as the status it is about to write
 /// reaches them: `Available` turning true, and a rollout completing (`Progressing` with
@@ -164,14 +164,7 @@ impl DeploymentController {
             max_retries: Some(MAX_RETRIES),
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
-            object_context: Some({
-                let lister = self.deployments.clone();
-                Arc::new(move |key: &ObjectKey| {
-                    lister
-                        .get(key.namespace.as_deref(), &key.name)
-                        .and_then(|o| client::trace::object_context(&o.metadata))
-                })
-            }),
+            object_context: Some(object_context_of(&self.deployments)),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();

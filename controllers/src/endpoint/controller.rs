@@ -24,12 +24,12 @@ use tokio_util::task::TaskTracker;
 
 use super::{EndpointsSyncInput, sync_endpoints};
 use crate::action::{self, Action};
-use crate::endpointslice::controller::services_for_pod_change;
+use crate::endpointslice::controller::queue_services_on_changes;
 use crate::endpointslice::trackers::TriggerTimeTracker;
 use crate::error::Error;
 use crate::executor::Executor;
 use crate::manager::metrics::ControllerMetrics;
-use crate::worker::{SyncResult, Workers};
+use crate::worker::{SyncResult, Workers, object_context_of};
 
 /// The annotation of the Endpoints objects old leader election used as locks, left alone
 /// (`resourcelock.LeaderElectionRecordAnnotationKey`).
@@ -46,8 +46,6 @@ pub struct EndpointsController {
     /// `staleEndpointsTracker`: the resourceVersion each Endpoints had before this
     /// controller's last write to it.
     stale: Arc<Mutex<HashMap<ObjectKey, String>>>,
-    /// `--endpoint-updates-batch-period`.
-    batch_period: Duration,
     executor: Executor,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
@@ -74,38 +72,10 @@ impl EndpointsController {
             queue: RateLimitingQueue::new("endpoint"),
             trigger_times: Arc::new(Mutex::new(TriggerTimeTracker::new())),
             stale: Arc::new(Mutex::new(HashMap::new())),
-            batch_period,
             executor,
             metrics: Arc::new(ControllerMetrics::new("endpoint")),
         };
-        let (add, update, delete) = (this.clone(), this.clone(), this.clone());
-        svc_informer.add_event_handler(
-            client::ResourceEventHandlerFuncs::new()
-                .on_add(move |s: Arc<Service>, _| add.queue.add(ObjectKey::of(s.as_ref())))
-                .on_update(move |_, s: Arc<Service>| update.queue.add(ObjectKey::of(s.as_ref())))
-                .on_delete(move |s: DeltaObject<Service>| delete.queue.add(s.key())),
-        );
-        let (add, update, delete) = (this.clone(), this.clone(), this.clone());
-        pod_informer.add_event_handler(
-            client::ResourceEventHandlerFuncs::new()
-                .on_add(move |p: Arc<Pod>, _| {
-                    add.queue_batched(services_for_pod_change(&add.services, None, &p))
-                })
-                .on_update(move |old: Arc<Pod>, cur: Arc<Pod>| {
-                    update.queue_batched(services_for_pod_change(
-                        &update.services,
-                        Some(&old),
-                        &cur,
-                    ))
-                })
-                .on_delete(move |p: DeltaObject<Pod>| {
-                    delete.queue_batched(services_for_pod_change(
-                        &delete.services,
-                        None,
-                        p.object(),
-                    ))
-                }),
-        );
+        queue_services_on_changes(factory, &this.services, &this.queue, batch_period);
         let delete = this.clone();
         ep_informer.add_event_handler(
             client::ResourceEventHandlerFuncs::new()
@@ -117,14 +87,6 @@ impl EndpointsController {
     /// The controller's work queue.
     pub fn queue(&self) -> &RateLimitingQueue<ObjectKey> {
         &self.queue
-    }
-
-    /// A pod change wakes its Services after `--endpoint-updates-batch-period`
-    /// (`queue.AddAfter` in `addPod`/`updatePod`/`deletePod`).
-    fn queue_batched(&self, keys: Vec<ObjectKey>) {
-        for key in keys {
-            self.queue.add_after(key, self.batch_period);
-        }
     }
 
     /// Starts `workers` workers on `tracker` (call after the caches synced), after queueing
@@ -148,14 +110,7 @@ impl EndpointsController {
             max_retries: None,
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
-            object_context: Some({
-                let lister = self.services.clone();
-                Arc::new(move |key: &ObjectKey| {
-                    lister
-                        .get(key.namespace.as_deref(), &key.name)
-                        .and_then(|o| client::trace::object_context(&o.metadata))
-                })
-            }),
+            object_context: Some(object_context_of(&self.services)),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();

@@ -1,19 +1,11 @@
 //! The Endpoints controller's decisions, as `endpoints_controller_test.go` checks them.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::{
-    Endpoints, Pod, PodIP, PodSpec, PodStatus, Service, ServicePort, ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Endpoints, Pod, Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
-use crate::testing::{at, object_meta, ready_since};
-
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_owned(), app.to_owned())])
-}
+use crate::testing::{app_labels as labels, at, object_meta, service_pod as pod};
 
 fn service() -> Service {
     Service {
@@ -35,27 +27,6 @@ fn service() -> Service {
             ..Default::default()
         }),
         ..Default::default()
-    }
-}
-
-fn pod(i: usize, ready: bool) -> Pod {
-    let ip = format!("10.244.{}.{}", i / 250, i % 250 + 1);
-    Pod {
-        metadata: ObjectMeta {
-            labels: Some(labels("web")),
-            ..object_meta(&format!("web-{i}"))
-        },
-        spec: Some(PodSpec {
-            node_name: Some("node-1".into()),
-            ..Default::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".into()),
-            pod_ip: Some(ip.clone()),
-            pod_ips: Some(vec![PodIP { ip }]),
-            conditions: if ready { ready_since(Some(1)) } else { None },
-            ..Default::default()
-        }),
     }
 }
 

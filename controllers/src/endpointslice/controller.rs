@@ -35,7 +35,7 @@ use crate::action::{self, Action};
 use crate::error::Error;
 use crate::executor::Executor;
 use crate::manager::metrics::ControllerMetrics;
-use crate::worker::{SyncResult, Workers};
+use crate::worker::{SyncResult, Workers, object_context_of};
 
 /// The EndpointSlice controller (cheap to clone).
 #[derive(Clone)]
@@ -48,8 +48,6 @@ pub struct EndpointSliceController {
     tracker: Arc<Mutex<EndpointSliceTracker>>,
     trigger_times: Arc<Mutex<TriggerTimeTracker>>,
     max_endpoints_per_slice: usize,
-    /// `--endpointslice-updates-batch-period`.
-    batch_period: Duration,
     executor: Executor,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
@@ -84,10 +82,12 @@ pub fn services_for_pod_change(
     cur: &Pod,
 ) -> Vec<ObjectKey> {
     let empty = BTreeMap::new();
-    let labels = |p: &Pod| p.metadata.labels.clone().unwrap_or_else(|| empty.clone());
+    fn labels<'a>(p: &'a Pod, empty: &'a BTreeMap<String, String>) -> &'a BTreeMap<String, String> {
+        p.metadata.labels.as_ref().unwrap_or(empty)
+    }
     let ns = cur.metadata.namespace.as_deref();
     let Some(old) = old else {
-        return services_selecting(services, ns, &labels(cur));
+        return services_selecting(services, ns, labels(cur, &empty));
     };
     if old.metadata.resource_version == cur.metadata.resource_version {
         return Vec::new();
@@ -96,11 +96,11 @@ pub fn services_for_pod_change(
     if !pod_changed && !labels_changed {
         return Vec::new();
     }
-    let now = services_selecting(services, ns, &labels(cur));
+    let now = services_selecting(services, ns, labels(cur, &empty));
     if !labels_changed {
         return now;
     }
-    let before = services_selecting(services, ns, &labels(old));
+    let before = services_selecting(services, ns, labels(old, &empty));
     let mut out: Vec<ObjectKey> = if pod_changed {
         now.iter().chain(before.iter()).cloned().collect()
     } else {
@@ -114,6 +114,41 @@ pub fn services_for_pod_change(
     out.sort();
     out.dedup();
     out
+}
+
+/// The Service and Pod handlers of both endpoint controllers (`NewController`'s): a Service
+/// change queues it at once; a pod change queues the Services selecting the pod (before or
+/// after it) after `batch_period` (`--endpoint(slice)-updates-batch-period`, `AddAfter` in
+/// `addPod`/`updatePod`/`deletePod`), joining the changes of that period into one sync.
+pub fn queue_services_on_changes(
+    factory: &SharedInformerFactory,
+    services: &Lister<Service>,
+    queue: &RateLimitingQueue<ObjectKey>,
+    batch_period: Duration,
+) {
+    let (add, update, delete) = (queue.clone(), queue.clone(), queue.clone());
+    factory.informer::<Service>().add_event_handler(
+        client::ResourceEventHandlerFuncs::new()
+            .on_add(move |s: Arc<Service>, _| add.add(ObjectKey::of(s.as_ref())))
+            .on_update(move |_, s: Arc<Service>| update.add(ObjectKey::of(s.as_ref())))
+            .on_delete(move |s: DeltaObject<Service>| delete.add(s.key())),
+    );
+    let on_pod = move |queue: RateLimitingQueue<ObjectKey>, services: Lister<Service>| {
+        move |old: Option<&Pod>, cur: &Pod| {
+            for key in services_for_pod_change(&services, old, cur) {
+                queue.add_after(key, batch_period);
+            }
+        }
+    };
+    let add = on_pod(queue.clone(), services.clone());
+    let update = on_pod(queue.clone(), services.clone());
+    let delete = on_pod(queue.clone(), services.clone());
+    factory.informer::<Pod>().add_event_handler(
+        client::ResourceEventHandlerFuncs::new()
+            .on_add(move |p: Arc<Pod>, _| add(None, &p))
+            .on_update(move |old: Arc<Pod>, cur: Arc<Pod>| update(Some(&old), &cur))
+            .on_delete(move |p: DeltaObject<Pod>| delete(None, p.object())),
+    );
 }
 
 /// `podEndpointsChanged`: (what endpoints show changed, the labels or hostname changed).
@@ -163,38 +198,10 @@ impl EndpointSliceController {
             tracker: Arc::new(Mutex::new(EndpointSliceTracker::new())),
             trigger_times: Arc::new(Mutex::new(TriggerTimeTracker::new())),
             max_endpoints_per_slice,
-            batch_period,
             executor,
             metrics: Arc::new(ControllerMetrics::new("endpointslice")),
         };
-        let (add, update, delete) = (this.clone(), this.clone(), this.clone());
-        svc_informer.add_event_handler(
-            client::ResourceEventHandlerFuncs::new()
-                .on_add(move |s: Arc<Service>, _| add.queue.add(ObjectKey::of(s.as_ref())))
-                .on_update(move |_, s: Arc<Service>| update.queue.add(ObjectKey::of(s.as_ref())))
-                .on_delete(move |s: DeltaObject<Service>| delete.queue.add(s.key())),
-        );
-        let (add, update, delete) = (this.clone(), this.clone(), this.clone());
-        pod_informer.add_event_handler(
-            client::ResourceEventHandlerFuncs::new()
-                .on_add(move |p: Arc<Pod>, _| {
-                    add.queue_batched(services_for_pod_change(&add.services, None, &p))
-                })
-                .on_update(move |old: Arc<Pod>, cur: Arc<Pod>| {
-                    update.queue_batched(services_for_pod_change(
-                        &update.services,
-                        Some(&old),
-                        &cur,
-                    ))
-                })
-                .on_delete(move |p: DeltaObject<Pod>| {
-                    delete.queue_batched(services_for_pod_change(
-                        &delete.services,
-                        None,
-                        p.object(),
-                    ))
-                }),
-        );
+        queue_services_on_changes(factory, &this.services, &this.queue, batch_period);
         let (add, update, delete) = (this.clone(), this.clone(), this.clone());
         slice_informer.add_event_handler(
             client::ResourceEventHandlerFuncs::new()
@@ -231,15 +238,6 @@ impl EndpointSliceController {
         }
     }
 
-    /// A pod change wakes its Services after `--endpointslice-updates-batch-period`
-    /// (`queue.AddAfter` in `addPod`/`updatePod`/`deletePod`), joining the changes of that
-    /// period into one sync.
-    fn queue_batched(&self, keys: Vec<ObjectKey>) {
-        for key in keys {
-            self.queue.add_after(key, self.batch_period);
-        }
-    }
-
     /// `onEndpointSliceAdd`/`Update`: a managed slice this controller did not write as it
     /// is now wakes its Service.
     fn on_slice_change(&self, slice: &EndpointSlice) {
@@ -257,14 +255,7 @@ impl EndpointSliceController {
             max_retries: None,
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
-            object_context: Some({
-                let lister = self.services.clone();
-                Arc::new(move |key: &ObjectKey| {
-                    lister
-                        .get(key.namespace.as_deref(), &key.name)
-                        .and_then(|o| client::trace::object_context(&o.metadata))
-                })
-            }),
+            object_context: Some(object_context_of(&self.services)),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();

@@ -2,20 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Node, Pod, PodIP, PodSpec, PodStatus, Service, ServicePort,
-    ServiceSpec,
-};
+use k8s_openapi::api::core::v1::{Node, Pod, PodStatus, Service, ServicePort, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 use super::*;
-use crate::testing::{at, object_meta, ready_since};
-
-fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app".to_owned(), app.to_owned())])
-}
+use crate::testing::{annotation, app_labels as labels, at, object_meta, service_pod as pod};
 
 fn service(target: IntOrString) -> Service {
     Service {
@@ -37,38 +30,6 @@ fn service(target: IntOrString) -> Service {
             ..Default::default()
         }),
         ..Default::default()
-    }
-}
-
-/// Pod `web-<i>` on `node-1` with IP `10.244.<i/250>.<i%250+1>`, ready unless `!ready`.
-fn pod(i: usize, ready: bool) -> Pod {
-    let ip = format!("10.244.{}.{}", i / 250, i % 250 + 1);
-    Pod {
-        metadata: ObjectMeta {
-            labels: Some(labels("web")),
-            ..object_meta(&format!("web-{i}"))
-        },
-        spec: Some(PodSpec {
-            node_name: Some("node-1".into()),
-            containers: vec![Container {
-                name: "c".into(),
-                ports: Some(vec![ContainerPort {
-                    name: Some("http".into()),
-                    container_port: 8080,
-                    protocol: Some("TCP".into()),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        status: Some(PodStatus {
-            phase: Some("Running".into()),
-            pod_ip: Some(ip.clone()),
-            pod_ips: Some(vec![PodIP { ip }]),
-            conditions: if ready { ready_since(Some(1)) } else { None },
-            ..Default::default()
-        }),
     }
 }
 
@@ -192,10 +153,6 @@ fn three_ready_pods_make_one_slice_owned_by_the_service() {
         "{}",
         out.summary
     );
-}
-
-fn annotation<'a>(meta: &'a ObjectMeta, key: &str) -> Option<&'a str> {
-    crate::testing::annotation(meta, key)
 }
 
 #[test]

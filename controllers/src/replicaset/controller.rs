@@ -43,7 +43,7 @@ use crate::owner_ref::get_controller_of;
 use crate::pod_readiness::is_pod_ready;
 use crate::replicaset::{ReplicaSetSyncInput, status_after_manage_error, sync_replica_set};
 use crate::selector;
-use crate::worker::{SyncResult, Workers};
+use crate::worker::{SyncResult, Workers, object_context_of};
 
 /// The ReplicaSet controller (cheap to clone).
 #[derive(Clone)]
@@ -115,14 +115,7 @@ impl ReplicaSetController {
             max_retries: None,
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),
-            object_context: Some({
-                let lister = self.replica_sets.clone();
-                Arc::new(move |key: &ObjectKey| {
-                    lister
-                        .get(key.namespace.as_deref(), &key.name)
-                        .and_then(|o| client::trace::object_context(&o.metadata))
-                })
-            }),
+            object_context: Some(object_context_of(&self.replica_sets)),
         }
         .spawn(tracker, shutdown, move |key| {
             let this = this.clone();
