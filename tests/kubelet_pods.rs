@@ -241,3 +241,100 @@ fn failures_crash_loop_bad_image_and_completion() {
     );
     assert!(events.contains("Back-off pulling image"), "{events}");
 }
+
+/// The first and last address of an IPv4 CIDR.
+fn cidr_range(cidr: &str) -> (u32, u32) {
+    let (ip, prefix) = cidr.split_once('/').unwrap();
+    let ip = u32::from(ip.parse::<std::net::Ipv4Addr>().unwrap());
+    let size = 1u32 << (32 - prefix.parse::<u32>().unwrap());
+    (ip, ip + size - 1)
+}
+
+/// With `--pod-cidr-from-node` a node registers without a pod CIDR and its pods wait for one;
+/// the controller-manager's node IPAM controller (`--allocate-node-cidrs`) gives each Node a
+/// block of `--cluster-cidr`, the kubelet takes its pods' IPs from it, and the block can't be
+/// changed afterwards.
+#[test]
+fn node_ipam_hands_out_pod_cidrs_that_the_kubelet_uses() {
+    let s = Server::start();
+    let _kubelet = Component::start(
+        &s,
+        &[
+            "kubelet",
+            "--nodes",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+            "--profile",
+            "fast",
+            "--pod-cidr-from-node",
+        ],
+        "miniplane kubelet: 2 nodes registered",
+    );
+    let pod_cidr =
+        |node: &str| s.kubectl_ok(&["get", "node", node, "-o", "jsonpath={.spec.podCIDR}"]);
+    assert_eq!(pod_cidr("node-1"), "", "no pod CIDR before the controller");
+    s.apply_ok(&pod("early", "node-1", "nginx", "", "Always"), &[]);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let ip = || s.kubectl_ok(&["get", "pod", "early", "-o", "jsonpath={.status.podIP}"]);
+    assert_eq!(ip(), "", "no sandbox network without a pod CIDR");
+
+    let _cm = Component::start(
+        &s,
+        &[
+            "controller-manager",
+            "--listen",
+            "127.0.0.1:0",
+            "--leader-elect=false",
+            "--controllers",
+            "nodeipam",
+            "--allocate-node-cidrs",
+            "--cluster-cidr",
+            "10.200.0.0/16",
+            "--node-cidr-mask-size",
+            "26",
+        ],
+        "miniplane controller-manager started",
+    );
+    let cidrs: Vec<String> = ["node-0", "node-1"]
+        .iter()
+        .map(|n| {
+            eventually(&format!("{n} gets a pod CIDR"), DEADLINE, || {
+                Some(pod_cidr(n)).filter(|c| !c.is_empty())
+            })
+        })
+        .collect();
+    assert_ne!(cidrs[0], cidrs[1]);
+    for c in &cidrs {
+        assert!(
+            c.starts_with("10.200.0.") && c.ends_with("/26"),
+            "{cidrs:?}"
+        );
+    }
+    let node = s.kubectl_json(&["get", "node", "node-1", "-o", "json"]);
+    assert_eq!(node["spec"]["podCIDRs"], serde_json::json!([cidrs[1]]));
+    let got = eventually("the waiting pod gets an IP", DEADLINE, || {
+        Some(ip()).filter(|i| !i.is_empty())
+    });
+    let (first, last) = cidr_range(&cidrs[1]);
+    let got_ip = u32::from(got.parse::<std::net::Ipv4Addr>().unwrap());
+    assert!(
+        first + 2 <= got_ip && got_ip < last,
+        "{got} in {}",
+        cidrs[1]
+    );
+
+    let err = s.kubectl_err(&[
+        "patch",
+        "node",
+        "node-1",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"podCIDR":"10.9.9.0/24","podCIDRs":["10.9.9.0/24"]}}"#,
+    ]);
+    assert!(
+        err.contains(r#"spec.podCIDRs: Forbidden: node updates may not change podCIDR except from "" to valid"#),
+        "{err}"
+    );
+}

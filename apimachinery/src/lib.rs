@@ -11,6 +11,7 @@
 //!   qos             a pod's quality-of-service class                              component-helpers
 //!   fmt             Go's %q, as Kubernetes' messages quote values
 //!   cron            CronJob schedules: robfig/cron's syntax, activation times      robfig/cron/v3
+//!   net             IPv4 CIDR ranges: cluster and node pod CIDRs, pod IPs           k8s.io/utils/net
 //! ```
 //!
 //! `cron` is not apimachinery's in Kubernetes: the API server's CronJob validation and the
@@ -25,6 +26,7 @@ pub mod duration;
 pub mod event_type;
 pub mod fmt;
 pub mod labels;
+pub mod net;
 pub mod object_key;
 pub mod qos;
 pub mod resource;
@@ -32,5 +34,6 @@ pub mod validation;
 
 pub use event_type::EventType;
 pub use labels::Selector;
+pub use net::Ipv4Cidr;
 pub use object_key::{ObjectKey, ObjectRef};
 pub use resource::quantity::Quantity;

@@ -17,6 +17,7 @@
 //! | [`endpoint`] | `pkg/controller/endpoint/endpoints_controller.go` |
 //! | [`garbage_collector`] | `pkg/controller/garbagecollector/` (owner graph, propagation) |
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
+//! | [`node_ipam`] | `pkg/controller/nodeipam/ipam/range_allocator.go` + `cidrset` (node pod CIDRs) |
 //! | [`selector`] | `metav1.LabelSelectorAsSelector`, `labels.Selector` |
 //! | [`action`] | what the shell executes: writes, events, requeues |
 //!
@@ -34,6 +35,7 @@
 //! | EndpointSlice | Services, Pods, EndpointSlices, Nodes | [`endpointslice::sync_endpoint_slices`]: the Service, the pods it selects, its managed slices, their nodes, the trigger time | generations written ([`endpointslice::trackers::EndpointSliceTracker`]), trigger times |
 //! | Endpoints | Services, Pods, Endpoints | [`endpoint::sync_endpoints`]: the Service, the pods it selects, its Endpoints, the trigger time | trigger times, the resourceVersion last written over |
 //! | namespace | Namespaces, plus a list of every namespaced resource | [`namespace::sync_namespace`]: the Namespace and what is left in it, `now` | — |
+//! | node IPAM | Nodes | [`node_ipam::sync_node`]: the Node and the [`node_ipam::CidrSet`] | the set of blocks in use |
 //!
 //! Every sync also returns a one-line summary ("what and why") for logs and traces.
 //!
@@ -61,6 +63,7 @@ pub mod garbage_collector;
 pub mod lookup;
 pub mod manager;
 pub mod namespace;
+pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod owner_ref;
 pub mod pod_readiness;

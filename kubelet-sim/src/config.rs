@@ -157,6 +157,15 @@ pub struct Config {
     pub pod_workers: usize,
     /// The control API (`/healthz`, faults); none if unset.
     pub listen: Option<SocketAddr>,
+    /// Take each node's pod CIDR from its Node's `spec.podCIDR`, written by the
+    /// controller-manager's node IPAM controller (`--allocate-node-cidrs`), as a kubelet does;
+    /// pods on a node wait for it. Off: each node registers with its own `10.244.<i>.0/24`,
+    /// as a kubelet given `--pod-cidr`.
+    pub pod_cidr_from_node: bool,
+    /// `--cloud-provider=external`: nodes register tainted
+    /// `node.cloudprovider.kubernetes.io/uninitialized:NoSchedule` for the
+    /// cloud-controller-manager to initialize (addresses, providerID, zone labels).
+    pub cloud_provider_external: bool,
     /// `--tracing`: continue the traces of the pods the kubelets run and report spans to the
     /// API server's collector (on by default).
     pub tracing: bool,
@@ -177,6 +186,8 @@ impl Config {
             stages: StageConfig::default(),
             pod_workers: 64,
             listen: None,
+            pod_cidr_from_node: false,
+            cloud_provider_external: false,
             tracing: true,
         }
     }

@@ -151,6 +151,9 @@ impl Simulator {
         )
         .with_tracer(tracer);
         workers.register_handler();
+        if config.pod_cidr_from_node {
+            watch_pod_cidrs(&factory, &nodes, &workers);
+        }
         let (registered, registered_rx) = watch::channel(false);
         let handle = SimHandle {
             client: client.clone(),
@@ -264,4 +267,36 @@ impl Simulator {
         tracker.wait().await;
         Ok(())
     }
+}
+
+/// Hands each simulated node the pod CIDR the node IPAM controller wrote into its Node (as a
+/// kubelet's `updatePodCIDR` does) and resyncs the pods that were waiting for it.
+fn watch_pod_cidrs(factory: &SharedInformerFactory, nodes: &NodeTable, workers: &PodWorkers) {
+    let seen = {
+        let (nodes, workers) = (nodes.clone(), workers.clone());
+        move |node: &Node| {
+            let Some(name) = node.metadata.name.as_deref() else {
+                return;
+            };
+            let Some(cidr) = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.pod_cidr.as_deref())
+                .and_then(|c| c.parse::<apimachinery::Ipv4Cidr>().ok())
+            else {
+                return;
+            };
+            if let Some(state) = pod_workers::lookup(&nodes, name)
+                && state.set_pod_cidr(cidr)
+            {
+                workers.resync_node(name);
+            }
+        }
+    };
+    let on_update = seen.clone();
+    factory.informer::<Node>().add_event_handler(
+        client::ResourceEventHandlerFuncs::new()
+            .on_add(move |n: Arc<Node>, _| seen(&n))
+            .on_update(move |_, n: Arc<Node>| on_update(&n)),
+    );
 }

@@ -34,7 +34,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::node_status::{
     LEASE_NAMESPACE, conditions_match, healthy_conditions, host_ip, lease_object, node_object,
-    pod_cidr_base,
+    pod_cidr,
 };
 use crate::pod_ip::PodIpAllocator;
 use crate::pod_status::NodeContext;
@@ -50,8 +50,9 @@ pub struct NodeState {
     heartbeat: watch::Sender<bool>,
     /// Fires when the node is removed from the simulation.
     pub removed: CancellationToken,
-    /// Pod IPs of this node.
-    allocator: Mutex<PodIpAllocator>,
+    /// Pod IPs of this node; `None` until its Node has a pod CIDR (with
+    /// [`Config::pod_cidr_from_node`]).
+    allocator: Mutex<Option<PodIpAllocator>>,
     /// The images pulled on this node so far (the container runtime's image store; a
     /// container whose image is here starts without a pull unless its policy is `Always`).
     /// Unlike a kubelet, nothing is garbage-collected and `status.images` is not reported.
@@ -69,7 +70,9 @@ impl NodeState {
             },
             heartbeat: watch::Sender::new(true),
             removed: CancellationToken::new(),
-            allocator: Mutex::new(PodIpAllocator::new(pod_cidr_base(index))),
+            allocator: Mutex::new(
+                (!config.pod_cidr_from_node).then(|| PodIpAllocator::new(pod_cidr(index))),
+            ),
             images: Mutex::new(HashSet::new()),
         }
     }
@@ -94,9 +97,23 @@ impl NodeState {
         self.heartbeat.subscribe()
     }
 
-    /// The pod IP allocator (never held across an `.await`).
-    pub fn allocator(&self) -> MutexGuard<'_, PodIpAllocator> {
+    /// The pod IP allocator, `None` while the node has no pod CIDR (never held across an
+    /// `.await`).
+    pub fn allocator(&self) -> MutexGuard<'_, Option<PodIpAllocator>> {
         self.allocator.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes `cidr` (from the Node's `spec.podCIDR`) as the node's pod range, if it has none
+    /// yet; returns whether it was new. A pod CIDR never changes once set (the API server
+    /// forbids it), so a later, different one is ignored.
+    pub fn set_pod_cidr(&self, cidr: apimachinery::Ipv4Cidr) -> bool {
+        let mut allocator = self.allocator();
+        if allocator.is_some() {
+            return false;
+        }
+        tracing::info!(node = self.name(), pod_cidr = %cidr, "pod CIDR set");
+        *allocator = Some(PodIpAllocator::new(cidr));
+        true
     }
 
     fn images(&self) -> MutexGuard<'_, HashSet<String>> {

@@ -5,17 +5,26 @@
 //! (`ReadyCondition`, `MemoryPressureCondition`, ... with their exact reasons and messages)
 //! and `pkg/kubelet/nodelease/controller.go` (`newLease`).
 //!
-//! Node `i` gets the pod CIDR `10.244.i.0/24` (continuing into `10.245.0.0/24` after 255, so
-//! thousands of nodes have disjoint ranges) and the InternalIP `172.16.0.0 + i + 2`.
+//! Node `i` gets the InternalIP `172.16.0.0 + i + 2`. Its pod CIDR is the node IPAM
+//! controller's (`spec.podCIDR`, when [`Config::pod_cidr_from_node`]) or else its own,
+//! `10.244.i.0/24` (continuing into `10.245.0.0/24` after 255, so thousands of nodes have
+//! disjoint ranges), as a kubelet given `--pod-cidr` registers with.
+//!
+//! With [`Config::cloud_provider_external`] the node registers as a kubelet started with
+//! `--cloud-provider=external`: tainted `node.cloudprovider.kubernetes.io/uninitialized`
+//! until the cloud-controller-manager initializes it, with its `--node-ip` in the
+//! `alpha.kubernetes.io/provided-node-ip` annotation and no instance-type label (the cloud's
+//! to set).
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use apimachinery::Ipv4Cidr;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeCondition, NodeDaemonEndpoints, NodeSpec, NodeStatus,
-    NodeSystemInfo,
+    NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference, Time};
@@ -31,16 +40,19 @@ pub const RUNTIME_VERSION: &str = "miniplane://sim";
 /// `node.kubernetes.io/instance-type` of every simulated node.
 pub const INSTANCE_TYPE: &str = "miniplane-sim";
 
-/// The first address of node `index`'s pod CIDR (a /24).
-pub fn pod_cidr_base(index: usize) -> Ipv4Addr {
+/// The taint of a Node the cloud-controller-manager has not initialized yet
+/// (`cloudproviderapi.TaintExternalCloudProvider`).
+pub const TAINT_UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The annotation with the kubelet's `--node-ip` for the cloud node controller
+/// (`cloudproviderapi.AnnotationAlphaNodeProvidedIPAddr`).
+pub const ANNOTATION_PROVIDED_NODE_IP: &str = "alpha.kubernetes.io/provided-node-ip";
+
+/// Node `index`'s own pod CIDR, `10.244.<index>.0/24`.
+pub fn pod_cidr(index: usize) -> Ipv4Cidr {
     let base = u32::from(Ipv4Addr::new(10, 244, 0, 0));
     let offset = u32::try_from(index).unwrap_or(u32::MAX >> 8) << 8;
-    Ipv4Addr::from(base.wrapping_add(offset))
-}
-
-/// Node `index`'s pod CIDR, `10.244.<index>.0/24`.
-pub fn pod_cidr(index: usize) -> String {
-    format!("{}/24", pod_cidr_base(index))
+    Ipv4Cidr::new(Ipv4Addr::from(base.wrapping_add(offset)), 24)
+        .unwrap_or_else(|| unreachable!("a /24 is a valid prefix"))
 }
 
 /// Node `index`'s InternalIP.
@@ -131,12 +143,34 @@ pub fn node_object(config: &Config, index: usize, now: Timestamp) -> Node {
         ("kubernetes.io/arch", "amd64"),
         ("beta.kubernetes.io/os", "linux"),
         ("beta.kubernetes.io/arch", "amd64"),
-        ("node.kubernetes.io/instance-type", INSTANCE_TYPE),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
+    if !config.cloud_provider_external {
+        labels.insert(
+            "node.kubernetes.io/instance-type".to_owned(),
+            INSTANCE_TYPE.to_owned(),
+        );
+    }
     labels.extend(config.labels.clone());
+    let mut annotations =
+        BTreeMap::from([("node.alpha.kubernetes.io/ttl".to_owned(), "0".to_owned())]);
+    let mut taints = config.taints.clone();
+    if config.cloud_provider_external {
+        annotations.insert(
+            ANNOTATION_PROVIDED_NODE_IP.to_owned(),
+            host_ip(index).to_string(),
+        );
+        if !taints.iter().any(|t| t.key == TAINT_UNINITIALIZED) {
+            taints.push(Taint {
+                key: TAINT_UNINITIALIZED.to_owned(),
+                value: Some("true".to_owned()),
+                effect: "NoSchedule".to_owned(),
+                time_added: None,
+            });
+        }
+    }
     let resources: BTreeMap<String, Quantity> = [
         ("cpu", config.capacity.cpu.clone()),
         ("memory", config.capacity.memory.clone()),
@@ -146,21 +180,18 @@ pub fn node_object(config: &Config, index: usize, now: Timestamp) -> Node {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), Quantity(v)))
     .collect();
-    let cidr = pod_cidr(index);
+    let cidr = (!config.pod_cidr_from_node).then(|| pod_cidr(index).to_string());
     Node {
         metadata: ObjectMeta {
             name: Some(name.clone()),
             labels: Some(labels),
-            annotations: Some(BTreeMap::from([(
-                "node.alpha.kubernetes.io/ttl".to_owned(),
-                "0".to_owned(),
-            )])),
+            annotations: Some(annotations),
             ..Default::default()
         },
         spec: Some(NodeSpec {
-            pod_cidr: Some(cidr.clone()),
-            pod_cidrs: Some(vec![cidr]),
-            taints: (!config.taints.is_empty()).then(|| config.taints.clone()),
+            pod_cidr: cidr.clone(),
+            pod_cidrs: cidr.map(|c| vec![c]),
+            taints: (!taints.is_empty()).then_some(taints),
             ..Default::default()
         }),
         status: Some(NodeStatus {
@@ -242,6 +273,38 @@ mod tests {
     }
 
     #[test]
+    fn external_cloud_and_ipam_leave_their_fields_to_the_controllers() {
+        let mut c = config();
+        c.pod_cidr_from_node = true;
+        c.cloud_provider_external = true;
+        let node = node_object(&c, 1, Timestamp::UNIX_EPOCH);
+        let spec = node.spec.clone().unwrap_or_default();
+        assert_eq!(spec.pod_cidr, None);
+        assert_eq!(spec.pod_cidrs, None);
+        let taints = spec.taints.unwrap_or_default();
+        assert_eq!(taints.len(), 1);
+        assert_eq!(taints[0].key, TAINT_UNINITIALIZED);
+        assert_eq!(taints[0].value.as_deref(), Some("true"));
+        assert_eq!(taints[0].effect, "NoSchedule");
+        let meta = &node.metadata;
+        assert_eq!(
+            meta.annotations
+                .as_ref()
+                .map(|a| a[ANNOTATION_PROVIDED_NODE_IP].as_str()),
+            Some("172.16.0.3")
+        );
+        assert!(
+            !meta
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("node.kubernetes.io/instance-type")),
+            "the cloud sets the instance type"
+        );
+        let plain = node_object(&config(), 1, Timestamp::UNIX_EPOCH);
+        assert_eq!(plain.spec.and_then(|s| s.taints), None);
+    }
+
+    #[test]
     fn node_shape() {
         let now = Timestamp::UNIX_EPOCH;
         let node = node_object(&config(), 2, now);
@@ -282,9 +345,9 @@ mod tests {
 
     #[test]
     fn pod_cidrs_are_disjoint_past_255() {
-        assert_eq!(pod_cidr(0), "10.244.0.0/24");
-        assert_eq!(pod_cidr(255), "10.244.255.0/24");
-        assert_eq!(pod_cidr(256), "10.245.0.0/24");
+        assert_eq!(pod_cidr(0).to_string(), "10.244.0.0/24");
+        assert_eq!(pod_cidr(255).to_string(), "10.244.255.0/24");
+        assert_eq!(pod_cidr(256).to_string(), "10.245.0.0/24");
     }
 
     #[test]

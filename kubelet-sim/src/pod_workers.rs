@@ -307,8 +307,9 @@ impl PodWorkers {
         self.own_writes.forget(key);
         if let Some(memory) = self.memory().remove(key)
             && let Some(node) = node
+            && let Some(allocator) = node.allocator().as_mut()
         {
-            node.allocator().release(&memory.uid);
+            allocator.release(&memory.uid);
         }
     }
 
@@ -327,7 +328,9 @@ impl PodWorkers {
                     .cloned()
                     .collect();
                 for node in nodes {
-                    node.allocator().release(&uid);
+                    if let Some(allocator) = node.allocator().as_mut() {
+                        allocator.release(&uid);
+                    }
                 }
                 self.memory().remove(key);
             }
@@ -347,24 +350,41 @@ impl PodWorkers {
             match all.get(key) {
                 Some(entry) if entry.uid == uid => entry.clone(),
                 previous => {
-                    if let Some(old) = previous {
-                        node.allocator().release(&old.uid);
+                    if let Some(old) = previous
+                        && let Some(allocator) = node.allocator().as_mut()
+                    {
+                        allocator.release(&old.uid);
                     }
                     // First sight (or a restarted simulator): rebuild from the posted status.
                     let recovered = PodMemory::recover(&pod);
                     if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref())
                         && let Ok(ip) = ip.parse()
+                        && let Some(allocator) = node.allocator().as_mut()
                     {
-                        node.allocator().claim(&uid, ip);
+                        allocator.claim(&uid, ip);
                     }
                     all.insert(key.clone(), recovered.clone());
                     recovered
                 }
             }
         };
-        let Some(ip) = node.allocator().allocate(&uid) else {
-            tracing::warn!(pod = %key, node = node.name(), "pod CIDR exhausted");
-            return Some(Duration::from_secs(5));
+        let allocated = node.allocator().as_mut().map(|a| a.allocate(&uid));
+        let ip = match allocated {
+            Some(Some(ip)) => ip,
+            Some(None) => {
+                tracing::warn!(pod = %key, node = node.name(), "pod CIDR exhausted");
+                client::trace::set_summary(format!("{}: pod CIDR exhausted", node.name()));
+                return Some(Duration::from_secs(5));
+            }
+            None => {
+                // The sandbox's network needs the node's pod CIDR: the Node informer's
+                // handler resyncs the node's pods once the node IPAM controller wrote it.
+                client::trace::set_summary(format!(
+                    "{}: no pod CIDR yet, waiting for the node IPAM controller",
+                    node.name()
+                ));
+                return None;
+            }
         };
         let now = self.clock.wall();
         let result = step_on(

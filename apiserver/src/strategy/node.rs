@@ -16,6 +16,20 @@ use k8s_openapi::api::core::v1::Node;
 use serde_json::Value;
 use std::collections::BTreeSet;
 
+/// Whether `value` is an IPv4 or IPv6 CIDR (`IsValidCIDRForLegacyField`, which also takes
+/// the non-canonical forms Go's `ParseCIDRSloppy` accepts).
+fn is_valid_cidr(value: &str) -> bool {
+    if value.parse::<apimachinery::Ipv4Cidr>().is_ok() {
+        return true;
+    }
+    value.split_once('/').is_some_and(|(addr, prefix)| {
+        addr.parse::<std::net::Ipv6Addr>().is_ok()
+            && prefix.len() <= 3
+            && prefix.bytes().all(|b| b.is_ascii_digit())
+            && prefix.parse::<u8>().is_ok_and(|p| p <= 128)
+    })
+}
+
 /// The Node rules.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NodeRules;
@@ -62,6 +76,61 @@ impl KindRules for NodeRules {
                     &effects,
                 ));
             }
+        }
+        let cidrs_path = FieldPath::new("spec").child("podCIDRs");
+        let cidrs = obj
+            .spec
+            .iter()
+            .flat_map(|s| s.pod_cidrs.iter().flatten())
+            .collect::<Vec<_>>();
+        for (i, cidr) in cidrs.iter().enumerate() {
+            if !is_valid_cidr(cidr) {
+                errs.push(FieldError::invalid(
+                    &cidrs_path.index(i),
+                    cidr.as_str(),
+                    "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+                ));
+            }
+        }
+        if cidrs.len() > 1 {
+            let v6 = cidrs.iter().filter(|c| c.contains(':')).count();
+            if cidrs.len() > 2 || v6 != 1 {
+                errs.push(FieldError::invalid(
+                    &cidrs_path,
+                    super::field::Rendered(format!(
+                        "[]string{{{}}}",
+                        cidrs
+                            .iter()
+                            .map(|c| apimachinery::fmt::go_quote(c))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )),
+                    "may specify no more than one CIDR for each IP family",
+                ));
+            }
+        }
+        errs
+    }
+
+    /// `ValidateNodeUpdate`: `spec.podCIDRs` and `spec.providerID` are set once (the node
+    /// IPAM controller and the cloud node controller fill them in) and never changed.
+    fn validate_update(&self, new: &Node, old: &Node) -> Vec<FieldError> {
+        let mut errs = self.validate(new);
+        let spec = |n: &Node| n.spec.clone().unwrap_or_default();
+        let (new_spec, old_spec) = (spec(new), spec(old));
+        let old_cidrs = old_spec.pod_cidrs.unwrap_or_default();
+        if !old_cidrs.is_empty() && new_spec.pod_cidrs.unwrap_or_default() != old_cidrs {
+            errs.push(FieldError::forbidden(
+                &FieldPath::new("spec").child("podCIDRs"),
+                "node updates may not change podCIDR except from \"\" to valid",
+            ));
+        }
+        let old_id = old_spec.provider_id.unwrap_or_default();
+        if !old_id.is_empty() && new_spec.provider_id.unwrap_or_default() != old_id {
+            errs.push(FieldError::forbidden(
+                &FieldPath::new("spec").child("providerID"),
+                "node updates may not change providerID except from \"\" to valid",
+            ));
         }
         errs
     }
@@ -269,6 +338,41 @@ mod tests {
             errs,
             vec![
                 "spec.taints[0].effect: Unsupported value: \"Sometimes\": supported values: \"NoSchedule\", \"PreferNoSchedule\", \"NoExecute\""
+            ]
+        );
+    }
+
+    #[test]
+    fn pod_cidrs_and_provider_id_are_set_once() {
+        let s = Typed(NodeRules);
+        let bare = json!({"metadata": {"name": "n"}, "spec": {}});
+        let with = |spec: Value| json!({"metadata": {"name": "n"}, "spec": spec});
+        let assigned = with(
+            json!({"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"],
+                                   "providerID": "miniplane:///local-1a/i-1"}),
+        );
+        assert!(
+            s.validate_update(&assigned, &bare).is_empty(),
+            "from \"\" to valid"
+        );
+        assert!(s.validate_update(&assigned, &assigned).is_empty());
+        let changed = with(
+            json!({"podCIDR": "10.244.2.0/24", "podCIDRs": ["10.244.2.0/24"],
+                                  "providerID": "miniplane:///local-1a/i-2"}),
+        );
+        assert_eq!(
+            crate::strategy::messages(&s.validate_update(&changed, &assigned)),
+            vec![
+                "spec.podCIDRs: Forbidden: node updates may not change podCIDR except from \"\" to valid",
+                "spec.providerID: Forbidden: node updates may not change providerID except from \"\" to valid",
+            ]
+        );
+        let bad = with(json!({"podCIDRs": ["10.244.1.0", "fd00::/64", "10.1.0.0/16"]}));
+        assert_eq!(
+            crate::strategy::messages(&s.validate_create(&bad)),
+            vec![
+                "spec.podCIDRs[0]: Invalid value: \"10.244.1.0\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+                "spec.podCIDRs: Invalid value: []string{\"10.244.1.0\", \"fd00::/64\", \"10.1.0.0/16\"}: may specify no more than one CIDR for each IP family",
             ]
         );
     }

@@ -13,13 +13,14 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 7] = [
+pub const KNOWN_CONTROLLERS: [&str; 8] = [
     "deployment",
     "replicaset",
     "endpoint",
     "endpointslice",
     "garbagecollector",
     "namespace",
+    "nodeipam",
     "nodelifecycle",
 ];
 
@@ -153,6 +154,11 @@ pub struct Config {
     /// `--node-monitor-grace-period` / `--node-monitor-period` of the node lifecycle
     /// controller.
     pub node_lifecycle: crate::node_lifecycle::Config,
+    /// `--allocate-node-cidrs` with `--cluster-cidr`, `--node-cidr-mask-size` and
+    /// `--service-cluster-ip-range`: the node IPAM controller's settings. `None` (Kubernetes'
+    /// default, `--allocate-node-cidrs=false`): the `nodeipam` controller does not start even
+    /// when enabled, as in kube-controller-manager.
+    pub node_ipam: Option<crate::node_ipam::Config>,
     /// `--tracing`: continue the traces of the objects the controllers react to and report
     /// spans to the API server's collector (on by default).
     pub tracing: bool,
@@ -182,6 +188,7 @@ impl Config {
             rate_limit: None,
             listen: None,
             node_lifecycle: crate::node_lifecycle::Config::default(),
+            node_ipam: None,
             tracing: true,
         }
     }
@@ -206,6 +213,7 @@ mod tests {
                 "endpoint",
                 "endpointslice",
                 "garbagecollector",
+                "nodeipam",
                 "nodelifecycle"
             ]
         );

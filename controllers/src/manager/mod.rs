@@ -13,7 +13,7 @@
 //!   SharedInformerFactory: Deployments, ReplicaSets, Pods, Services, Endpoints,
 //!                          EndpointSlices, Nodes, Namespaces, ... (one watch each)
 //!   controllers: deployment, replicaset, endpoint, endpointslice, garbagecollector,
-//!                namespace, nodelifecycle (--controllers)
+//!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
 //!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
 //!      ▼ shutdown
@@ -51,6 +51,7 @@ use crate::error::{Error, Result};
 use crate::executor::Executor;
 use crate::garbage_collector::controller::GarbageCollector;
 use crate::namespace::controller::NamespaceController;
+use crate::node_ipam::controller::{self as node_ipam, NodeIpamController};
 use crate::node_lifecycle::controller::NodeLifecycleController;
 use crate::replicaset::controller::ReplicaSetController;
 
@@ -292,6 +293,20 @@ async fn run_controllers(
         });
         let n = config.concurrent_namespace_syncs;
         starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if let Some(ipam) = config
+        .node_ipam
+        .as_ref()
+        .filter(|_| enabled.is_enabled("nodeipam"))
+    {
+        ipam.validate().map_err(Error::Config)?;
+        let c = NodeIpamController::new(&factory, executor("cidrAllocator"), ipam);
+        registry.register(c.metrics.clone(), c.queue().metrics());
+        controlled.push(Controlled {
+            metrics: c.metrics.clone(),
+            queue: Arc::new(c.queue().clone()),
+        });
+        starts.push(Box::new(move |t, s| c.spawn(node_ipam::WORKERS, t, s)));
     }
     if enabled.is_enabled("nodelifecycle") {
         let (recorder, broadcaster) = new_recorder(

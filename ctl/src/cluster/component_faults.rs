@@ -92,6 +92,8 @@ pub(crate) struct Restarter {
     pub(crate) leader_elect: bool,
     /// Told where a restarted component serves `/healthz` (on a free port).
     pub(crate) component_probes: apiserver::ComponentProbes,
+    /// The cluster's node IPAM settings ([`Plan::node_ipam`]).
+    pub(crate) node_ipam: Option<controllers::node_ipam::Config>,
 }
 
 impl Restarter {
@@ -111,6 +113,7 @@ impl Restarter {
             fast_node_lifecycle: self.fast_node_lifecycle,
             tracing: self.tracing.clone(),
             kubelet: self.kubelet.clone(),
+            node_ipam: self.node_ipam.clone(),
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.url, members).await?,

@@ -105,6 +105,7 @@ pub(crate) async fn start_clients(
             config.node_lifecycle.node_startup_grace_period = FAST_GRACE;
         }
         config.listen = Some(health_address(plan, CONTROLLER_MANAGER_PORT));
+        config.node_ipam = plan.node_ipam.clone();
         if plan.leader_elect {
             config.leader_election =
                 Some(controllers::manager::Config::leader_election_for_controller_manager());
@@ -173,6 +174,7 @@ pub(crate) async fn start_clients(
     let mut config = kubelet_sim::Config::new(ClusterSource::Url(url.to_owned()), plan.nodes);
     config.tracing = plan.tracing.enabled;
     plan.kubelet.apply_to(&mut config);
+    config.pod_cidr_from_node = plan.node_ipam.is_some();
     if plan.fast_node_lifecycle {
         config.heartbeat.lease_renew_interval = FAST_PERIOD;
         config.heartbeat.status_update_frequency = FAST_PERIOD;

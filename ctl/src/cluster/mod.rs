@@ -65,6 +65,7 @@ const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
 #[must_use = "a builder does nothing until `start`"]
 pub struct ClusterBuilder {
     plan: Plan,
+    allocate_node_cidrs: bool,
     data_dir: Option<PathBuf>,
     fresh: bool,
     fsync: Option<bool>,
@@ -83,6 +84,15 @@ impl ClusterBuilder {
     /// ReplicaSet — a test of one's own controller may want exactly that.
     pub fn controller_manager(mut self, run: bool) -> Self {
         self.plan.controller_manager = run;
+        self
+    }
+
+    /// Whether the controller-manager's node IPAM controller gives each Node its pod CIDR
+    /// (`--allocate-node-cidrs`, as kind and kubeadm run it) and the simulated kubelets take
+    /// their pods' IPs from it (default: yes). Off, or without a controller-manager, each node
+    /// registers with its own `10.244.<i>.0/24`.
+    pub fn allocate_node_cidrs(mut self, allocate: bool) -> Self {
+        self.allocate_node_cidrs = allocate;
         self
     }
 
@@ -203,6 +213,7 @@ impl ClusterBuilder {
     pub fn start(self) -> Result<Cluster> {
         let ClusterBuilder {
             mut plan,
+            allocate_node_cidrs,
             data_dir,
             fresh,
             fsync,
@@ -210,6 +221,8 @@ impl ClusterBuilder {
             progress,
         } = self;
         plan.fsync = fsync.unwrap_or(data_dir.is_some());
+        plan.node_ipam = (allocate_node_cidrs && plan.controller_manager)
+            .then(|| plan::node_ipam_for(plan.nodes));
         let (path, temp) = match data_dir {
             Some(dir) => (dir, None),
             None => {
@@ -320,7 +333,9 @@ impl Cluster {
                 fast_node_lifecycle: false,
                 tracing: TracingOptions::default(),
                 kubelet: KubeletOptions::default(),
+                node_ipam: None,
             },
+            allocate_node_cidrs: true,
             data_dir: None,
             fresh: false,
             fsync: None,
@@ -452,6 +467,7 @@ fn run(
                     kubelet: plan.kubelet.clone(),
                     leader_elect: plan.leader_elect,
                     component_probes: plan.component_probes.clone(),
+                    node_ipam: plan.node_ipam.clone(),
                 };
                 let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));

@@ -32,6 +32,25 @@ pub(crate) struct Plan {
     pub(crate) tracing: TracingOptions,
     /// How the simulated kubelets run pods and what their nodes look like.
     pub(crate) kubelet: KubeletOptions,
+    /// The controller-manager's node IPAM settings (`--allocate-node-cidrs`): when set, the
+    /// kubelets take their nodes' pod CIDRs from their Nodes. Decided for the whole cluster
+    /// ([`node_ipam_for`]), so a restarted component keeps it.
+    pub(crate) node_ipam: Option<controllers::node_ipam::Config>,
+}
+
+/// The node IPAM settings of a cluster of `nodes` nodes: kind's `10.244.0.0/16` in /24 blocks,
+/// widened for clusters of more than 256 nodes to the smallest range around it with a /24 per
+/// node (`10.244.0.0/14` for 1,024 nodes, `10.192.0.0/10` for 16,384), which stays clear of
+/// the Services' `10.96.0.0/12`.
+pub(crate) fn node_ipam_for(nodes: usize) -> controllers::node_ipam::Config {
+    let blocks = nodes.max(1).div_ceil(256).next_power_of_two();
+    let prefix = 16u8.saturating_sub(blocks.trailing_zeros() as u8).max(9);
+    controllers::node_ipam::Config {
+        cluster_cidr: apimachinery::Ipv4Cidr::new(std::net::Ipv4Addr::new(10, 244, 0, 0), prefix)
+            .unwrap_or_else(|| unreachable!("prefixes 9 to 16 are valid")),
+        node_cidr_mask_size: controllers::node_ipam::DEFAULT_NODE_CIDR_MASK_SIZE,
+        service_cidr: "10.96.0.0/12".parse().ok(),
+    }
 }
 
 /// How fast the simulated kubelets move a pod through its stages: `miniplane kubelet
@@ -124,5 +143,31 @@ impl KubeletOptions {
             args.extend(["--node-labels".to_owned(), labels.join(",")]);
         }
         args
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cluster_cidr_grows_with_the_nodes_and_avoids_the_service_range() {
+        let cidr = |n| node_ipam_for(n).cluster_cidr.to_string();
+        assert_eq!(cidr(3), "10.244.0.0/16");
+        assert_eq!(cidr(256), "10.244.0.0/16");
+        assert_eq!(cidr(257), "10.244.0.0/15");
+        assert_eq!(cidr(1000), "10.244.0.0/14");
+        assert_eq!(cidr(10_000), "10.192.0.0/10");
+        let service: apimachinery::Ipv4Cidr = "10.96.0.0/12".parse().expect("cidr");
+        for n in [1, 1000, 10_000, 30_000] {
+            let c = node_ipam_for(n);
+            assert!(c.validate().is_ok());
+            assert!(c.cluster_cidr.subnet_count(24) >= n as u64, "{n} nodes");
+            assert!(
+                !c.cluster_cidr.overlaps(&service),
+                "{n} nodes: {}",
+                c.cluster_cidr
+            );
+        }
     }
 }

@@ -217,8 +217,18 @@ impl Launcher {
         if !plan.leader_elect {
             common.push("--leader-elect=false");
         }
+        let ipam = plan.node_ipam.as_ref().map(|c| {
+            [
+                "--allocate-node-cidrs".to_owned(),
+                "--cluster-cidr".to_owned(),
+                c.cluster_cidr.to_string(),
+                "--node-cidr-mask-size".to_owned(),
+                c.node_cidr_mask_size.to_string(),
+            ]
+        });
         if plan.controller_manager {
             let mut args = common.clone();
+            args.extend(ipam.iter().flatten().map(String::as_str));
             if fast {
                 args.extend([
                     "--node-monitor-grace-period",
@@ -244,6 +254,9 @@ impl Launcher {
                 &tracing,
             ];
             args.extend(kubelet_args.iter().map(String::as_str));
+            if ipam.is_some() {
+                args.push("--pod-cidr-from-node");
+            }
             if fast {
                 args.extend([
                     "--lease-renew-interval",

@@ -74,6 +74,18 @@ pub struct ControllerManagerArgs {
     /// How often the node lifecycle controller checks nodes.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     node_monitor_period: Duration,
+    /// Give every Node a pod CIDR from --cluster-cidr (the node IPAM controller).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    allocate_node_cidrs: bool,
+    /// The range Nodes' pod CIDRs come from (with --allocate-node-cidrs).
+    #[arg(long, value_name = "CIDR", default_value = controllers::node_ipam::DEFAULT_CLUSTER_CIDR)]
+    cluster_cidr: String,
+    /// The prefix length of each Node's pod CIDR.
+    #[arg(long, default_value_t = controllers::node_ipam::DEFAULT_NODE_CIDR_MASK_SIZE)]
+    node_cidr_mask_size: u8,
+    /// The Services' range, kept out of the Nodes' pod CIDRs where they overlap.
+    #[arg(long, value_name = "CIDR", default_value = "10.96.0.0/12")]
+    service_cluster_ip_range: String,
     /// Port of /healthz and /metrics on 127.0.0.1 (0: not served).
     #[arg(long, value_name = "PORT", default_value_t = 10257)]
     secure_port: u16,
@@ -117,6 +129,23 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
             })
         }
     };
+    if args.allocate_node_cidrs {
+        let parse = |flag: &str, value: &str| {
+            value
+                .parse::<apimachinery::Ipv4Cidr>()
+                .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+        };
+        let ipam = controllers::node_ipam::Config {
+            cluster_cidr: parse("cluster-cidr", &args.cluster_cidr)?,
+            node_cidr_mask_size: args.node_cidr_mask_size,
+            service_cidr: Some(parse(
+                "service-cluster-ip-range",
+                &args.service_cluster_ip_range,
+            )?),
+        };
+        ipam.validate().map_err(anyhow::Error::msg)?;
+        config.node_ipam = Some(ipam);
+    }
     config.leader_election = args
         .leader_election
         .election(controllers::manager::config::LEASE_NAME)?;
@@ -201,5 +230,32 @@ mod tests {
         let bad =
             Cli::try_parse_from(["controller-manager", "--endpoint-updates-batch-period", "3"]);
         assert!(bad.is_err_and(|e| e.to_string().contains("missing unit")));
+    }
+
+    #[test]
+    fn node_ipam_runs_only_with_allocate_node_cidrs_and_checks_its_flags() {
+        assert_eq!(parsed(&[]).node_ipam, None);
+        let ipam = parsed(&["--allocate-node-cidrs", "--cluster-cidr", "10.200.0.0/14"])
+            .node_ipam
+            .expect("on");
+        assert_eq!(ipam.cluster_cidr.to_string(), "10.200.0.0/14");
+        assert_eq!(ipam.node_cidr_mask_size, 24);
+        assert_eq!(
+            ipam.service_cidr.map(|c| c.to_string()).as_deref(),
+            Some("10.96.0.0/12")
+        );
+        let cli = Cli::try_parse_from([
+            "controller-manager",
+            "--master",
+            "http://127.0.0.1:1",
+            "--allocate-node-cidrs=true",
+            "--cluster-cidr",
+            "10.244.0.0",
+        ])
+        .expect("parses");
+        assert_eq!(
+            config(cli.args).map_err(|e| e.to_string()).err().as_deref(),
+            Some("--cluster-cidr: invalid CIDR address: 10.244.0.0")
+        );
     }
 }

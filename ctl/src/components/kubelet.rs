@@ -67,6 +67,14 @@ pub struct KubeletArgs {
     /// Back-off cap for crash loops and image pulls (overrides the profile).
     #[arg(long, value_parser = parse_duration)]
     backoff_max: Option<Duration>,
+    /// Take each node's pod CIDR from its Node's spec.podCIDR, written by the controller-manager
+    /// (--allocate-node-cidrs), instead of registering with its own 10.244.<i>.0/24.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    pod_cidr_from_node: bool,
+    /// `external`: register the nodes tainted node.cloudprovider.kubernetes.io/uninitialized
+    /// for the cloud-controller-manager to initialize (the kubelet's only choice since 1.29).
+    #[arg(long, value_name = "PROVIDER", value_parser = ["external", ""], default_value = "")]
+    cloud_provider: String,
     /// Pod workers shared by all nodes (a real kubelet has a goroutine per pod and a status
     /// manager per node; this bounds how many pods are synced at once).
     #[arg(long, default_value_t = 64)]
@@ -156,6 +164,8 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
         config.stages.backoff_base = config.stages.backoff_base.min(max);
     }
     config.pod_workers = args.pod_workers;
+    config.pod_cidr_from_node = args.pod_cidr_from_node;
+    config.cloud_provider_external = args.cloud_provider == "external";
     config.tracing = args.tracing;
     Ok(config)
 }
