@@ -12,6 +12,8 @@ mod api_semantics;
 mod bad_input;
 mod chaos;
 mod cli;
+mod cloud;
+mod cloud_controller_manager;
 mod cluster_apply;
 mod control_plane;
 mod controller_manager;

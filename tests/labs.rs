@@ -84,6 +84,7 @@ async fn run_lab(name: &str) {
     let cluster = Cluster::builder()
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
+        .cloud(lab.cluster.cloud)
         .start()
         .unwrap();
     let runner = LabRunner::new(
@@ -204,6 +205,16 @@ async fn lab_10_crd_operator() {
 #[tokio::test]
 async fn lab_11_service_endpoints() {
     run_lab("11-service-endpoints").await;
+}
+
+#[tokio::test]
+async fn lab_12_cloud_node_init() {
+    run_lab("12-cloud-node-init").await;
+}
+
+#[tokio::test]
+async fn lab_13_load_balancer() {
+    run_lab("13-load-balancer").await;
 }
 
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process

@@ -369,7 +369,7 @@ fn up_shapes_its_nodes_as_its_flags_say() {
         "--node-memory",
         "32Gi",
         "--node-labels",
-        "disktype=ssd,topology.kubernetes.io/zone=zone-a",
+        "disktype=ssd,example.com/rack=r1",
     ];
     for separate in [false, true] {
         let env = UpEnv::new();
@@ -394,7 +394,7 @@ fn up_shapes_its_nodes_as_its_flags_say() {
             }
             let labels = &node["metadata"]["labels"];
             assert_eq!(labels["disktype"], "ssd", "{name}: {labels}");
-            assert_eq!(labels["topology.kubernetes.io/zone"], "zone-a", "{name}");
+            assert_eq!(labels["example.com/rack"], "r1", "{name}");
             assert_eq!(labels["kubernetes.io/hostname"], name, "{name}");
         }
         // What kubectl shows of them: the labels select the nodes.

@@ -12,14 +12,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Controllers whose work queue can be paused and stepped.
-pub const PAUSABLE_CONTROLLERS: [&str; 6] = [
+/// Controllers whose work queue can be paused and stepped: kube-controller-manager's, then
+/// the cloud-controller-manager's (by their `--controllers` names).
+pub const PAUSABLE_CONTROLLERS: [&str; 9] = [
     "deployment",
     "replicaset",
     "endpoint",
     "endpointslice",
     "garbagecollector",
     "namespace",
+    "nodeipam",
+    "cloud-node",
+    "service",
 ];
 
 /// Components `StopComponent` can stop (the names `miniplane up` reports them by).

@@ -3,7 +3,7 @@
 //!
 //! Run with `cargo bench -p ctl --bench up` (`MINIPLANE_BENCH_RUNS=N`, default 7). Each run
 //! starts the release `miniplane up --port 0 --nodes 3` on a fresh temporary data dir (store
-//! with fsync, as a user gets it) and measures:
+//! with fsync and the simulated cloud, as a user gets it) and measures:
 //!
 //! ```text
 //!   spawn ──────────────▶ "miniplane is ready at" on stdout      = ready (wall, from exec)
@@ -11,6 +11,12 @@
 //!   + 2 s idle ─▶ VmRSS of the process (with --separate: of it and its children)
 //!   SIGTERM ─────────────▶ exit                                   = stop
 //! ```
+//!
+//! Then the same start with many nodes (`MINIPLANE_BENCH_CLOUD_NODES`, default 1,000;
+//! `--no-fsync`, 3 runs each at least), once with the simulated cloud and its
+//! cloud-controller-manager (every Node registered with the uninitialized taint, initialized
+//! by the CCM: ready means every Node Ready *and* schedulable) and once with `--cloud=false`
+//! (the kubelets set their own addresses): the difference is the CCM's start-up cost.
 //!
 //! Medians are printed with the load average, since the machine may be shared.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -62,9 +68,28 @@ fn lines(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
-fn one_up(separate: bool) -> UpRun {
+/// How `miniplane up` is started for one run.
+#[derive(Clone, Copy)]
+struct UpShape {
+    separate: bool,
+    nodes: usize,
+    cloud: bool,
+    fsync: bool,
+}
+
+impl UpShape {
+    const THREE: UpShape = UpShape {
+        separate: false,
+        nodes: 3,
+        cloud: true,
+        fsync: true,
+    };
+}
+
+fn one_up(shape: UpShape) -> UpRun {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_miniplane"));
+    let nodes = shape.nodes.to_string();
     cmd.args([
         "up",
         "--kubelet-profile",
@@ -72,16 +97,25 @@ fn one_up(separate: bool) -> UpRun {
         "--port",
         "0",
         "--nodes",
-        "3",
+        &nodes,
+        if shape.cloud {
+            "--cloud=true"
+        } else {
+            "--cloud=false"
+        },
         "--data-dir",
     ])
     .arg(dir.path().join("mp"))
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
-    if separate {
+    if shape.separate {
         cmd.arg("--separate");
     }
+    if !shape.fsync {
+        cmd.arg("--no-fsync");
+    }
+    let ready_prefix = format!("✓ {nodes}/{nodes} nodes Ready (");
     let t0 = Instant::now();
     let mut child = cmd.spawn().expect("spawn miniplane up");
     let rx = lines(&mut child);
@@ -89,10 +123,10 @@ fn one_up(separate: bool) -> UpRun {
     let mut pids = vec![child.id()];
     let ready_wall = loop {
         let line = rx
-            .recv_timeout(Duration::from_secs(60))
+            .recv_timeout(Duration::from_secs(300))
             .expect("miniplane up to become ready");
         if let Some(ms) = line
-            .strip_prefix("✓ 3/3 nodes Ready (")
+            .strip_prefix(ready_prefix.as_str())
             .and_then(|r| r.strip_suffix(" ms)"))
         {
             ready_inside = Duration::from_millis(ms.parse().unwrap());
@@ -165,7 +199,11 @@ fn main() {
         ("one process", false),
         ("--separate (4 processes + up)", true),
     ] {
-        let results: Vec<UpRun> = (0..runs).map(|_| one_up(separate)).collect();
+        let shape = UpShape {
+            separate,
+            ..UpShape::THREE
+        };
+        let results: Vec<UpRun> = (0..runs).map(|_| one_up(shape)).collect();
         println!(
             "| {label} | {} | {} | {:.1} MiB | {} |",
             ms(median(results.iter().map(|r| r.ready_wall).collect())),
@@ -185,6 +223,36 @@ fn main() {
             "| {nodes} nodes, controller-manager, scheduler | {} | {} |",
             ms(start),
             ms(stop)
+        );
+    }
+    println!();
+    let many: usize = std::env::var("MINIPLANE_BENCH_CLOUD_NODES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000);
+    println!(
+        "| miniplane up --nodes {many} --no-fsync | ready (from exec) | ready (in process) | RSS idle |"
+    );
+    println!("|---|---:|---:|---:|");
+    for (label, cloud) in [
+        ("--cloud=false (kubelets set their own addresses)", false),
+        (
+            "cloud + cloud-controller-manager (every Node initialized)",
+            true,
+        ),
+    ] {
+        let shape = UpShape {
+            nodes: many,
+            cloud,
+            fsync: false,
+            ..UpShape::THREE
+        };
+        let results: Vec<UpRun> = (0..runs.clamp(3, 5)).map(|_| one_up(shape)).collect();
+        println!(
+            "| {label} | {} | {} | {:.1} MiB |",
+            ms(median(results.iter().map(|r| r.ready_wall).collect())),
+            ms(median(results.iter().map(|r| r.ready_inside).collect())),
+            median(results.iter().map(|r| r.rss_mib).collect::<Vec<_>>()),
         );
     }
     println!();

@@ -39,6 +39,8 @@ enum Command {
     Scheduler(components::scheduler::SchedulerArgs),
     /// Runs simulated kubelets for many nodes (registration, heartbeats, pod lifecycle).
     Kubelet(components::kubelet::KubeletArgs),
+    /// Runs the cloud-controller-manager against an API server and a cloud (docs/cloud.md).
+    CloudControllerManager(components::cloud_controller_manager::CloudControllerManagerArgs),
     /// The kubectl-like verbs: apply, get, describe, delete, scale, rollout, events.
     #[command(flatten)]
     Verb(kubectl::Verb),
@@ -48,6 +50,9 @@ enum Command {
     Fault(commands::fault::FaultArgs),
     /// Teaching labs: list, start, status, check, hint, solve, reset (docs/labs.md).
     Lab(commands::lab::LabArgs),
+    /// The simulated cloud: its instances, load balancers, routes and faults; `serve` runs it
+    /// (docs/cloud.md).
+    Cloud(commands::cloud::CloudArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -59,6 +64,8 @@ fn main() -> std::process::ExitCode {
         Command::Up(_) | Command::Kubeconfig(_) => "warn",
         // Errors are reported as one line; kube's own request logs stay off (RUST_LOG shows them).
         Command::Fault(_) | Command::Lab(_) => "off",
+        // The client verbs likewise; `cloud serve` logs as a component does.
+        Command::Cloud(ref args) => args.default_log_filter(),
         _ => "info",
     };
     tracing_subscriber::fmt()
@@ -76,10 +83,12 @@ fn main() -> std::process::ExitCode {
         Command::ControllerManager(args) => components::controller_manager::main(args),
         Command::Scheduler(args) => components::scheduler::main(args),
         Command::Kubelet(args) => components::kubelet::main(args),
+        Command::CloudControllerManager(args) => components::cloud_controller_manager::main(args),
         Command::Verb(verb) => kubectl::main(verb),
         Command::Trace(args) => commands::trace::main(args),
         Command::Fault(args) => commands::fault::main(args),
         Command::Lab(args) => commands::lab::main(args),
+        Command::Cloud(args) => commands::cloud::main(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -24,6 +24,10 @@ pub enum Component {
     Scheduler,
     /// The simulated kubelets of every node.
     Kubelet,
+    /// The simulated cloud the nodes run on (not a Kubernetes component: the cloud's API).
+    Cloud,
+    /// The cloud-controller-manager.
+    CloudControllerManager,
 }
 
 impl Component {
@@ -34,6 +38,8 @@ impl Component {
             Component::ControllerManager => "controller-manager",
             Component::Scheduler => "scheduler",
             Component::Kubelet => "kubelet",
+            Component::Cloud => "cloud",
+            Component::CloudControllerManager => "cloud-controller-manager",
         }
     }
 }
@@ -56,7 +62,7 @@ pub enum Progress {
         url: Option<String>,
         /// Its process, when components run as child processes.
         pid: Option<u32>,
-        /// Nodes it simulates (the kubelet).
+        /// Nodes it simulates (the kubelet), instances it holds (the cloud).
         nodes: Option<usize>,
         /// Since the start began.
         elapsed: Duration,
@@ -91,10 +97,12 @@ impl fmt::Display for Progress {
                 elapsed,
             } => {
                 write!(f, "✓ {component}")?;
-                match nodes {
-                    Some(1) => write!(f, ": 1 node registered")?,
-                    Some(nodes) => write!(f, ": {nodes} nodes registered")?,
-                    None => {}
+                match (component, nodes) {
+                    (Component::Cloud, Some(1)) => write!(f, ": 1 instance")?,
+                    (Component::Cloud, Some(n)) => write!(f, ": {n} instances")?,
+                    (_, Some(1)) => write!(f, ": 1 node registered")?,
+                    (_, Some(nodes)) => write!(f, ": {nodes} nodes registered")?,
+                    (_, None) => {}
                 }
                 let mut details = Vec::new();
                 if let Some(url) = url {

@@ -197,6 +197,24 @@ pub fn object_context(meta: &kube::api::ObjectMeta) -> Option<SpanContext> {
         .and_then(|v| SpanContext::parse(v).ok())
 }
 
+/// Whether two objects' annotations are the same but for the trace annotation, which every
+/// traced write changes: a controller that acts on annotation changes (as Kubernetes' service
+/// controller does) compares them with this, or each write would look like a change.
+pub fn same_annotations_but_trace(
+    old: &kube::api::ObjectMeta,
+    new: &kube::api::ObjectMeta,
+) -> bool {
+    let rest = |m: &kube::api::ObjectMeta| {
+        m.annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| *k != TRACEPARENT_ANNOTATION)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect::<Vec<_>>()
+    };
+    rest(old) == rest(new)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +246,26 @@ mod tests {
         };
         assert_eq!(object_context(&meta), Some(ctx));
         assert_eq!(object_context(&kube::api::ObjectMeta::default()), None);
+    }
+
+    #[test]
+    fn annotations_compare_without_the_trace() {
+        let meta = |pairs: &[(&str, &str)]| kube::api::ObjectMeta {
+            annotations: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let a = meta(&[("x", "1"), (TRACEPARENT_ANNOTATION, "00-a")]);
+        let b = meta(&[("x", "1"), (TRACEPARENT_ANNOTATION, "00-b")]);
+        assert!(same_annotations_but_trace(&a, &b));
+        assert!(same_annotations_but_trace(
+            &meta(&[]),
+            &kube::api::ObjectMeta::default()
+        ));
+        assert!(!same_annotations_but_trace(&a, &meta(&[("x", "2")])));
     }
 }

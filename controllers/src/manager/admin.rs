@@ -21,7 +21,6 @@ use client::workqueue::queue::QueueItem;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::COMPONENT;
 use super::metrics::ControllerMetrics;
 
 /// How often the queues are looked at for a report.
@@ -80,10 +79,10 @@ pub struct Controlled {
 }
 
 impl Controlled {
-    fn status(&self) -> ControllerStatus {
+    fn status(&self, component: &str) -> ControllerStatus {
         ControllerStatus {
             name: self.metrics.name().to_string(),
-            component: COMPONENT.to_string(),
+            component: component.to_string(),
             syncs: self.metrics.syncs(),
             sync_errors: self.metrics.errors(),
             ..self.queue.status()
@@ -175,16 +174,18 @@ pub fn apply(controllers: &[Controlled], ops: &[(String, QueueOp)]) {
     }
 }
 
-/// Applies fault changes and reports the queues until `shutdown` fires. The first fault
-/// snapshot has already been applied by the caller (before the workers started).
+/// Applies fault changes and reports the queues of `component` (the program name its
+/// User-Agent carries, e.g. [`super::COMPONENT`]) until `shutdown` fires. The first fault snapshot
+/// has already been applied by the caller (before the workers started).
 pub async fn run(
+    component: &str,
     client: kube::Client,
     controllers: Vec<Controlled>,
     mut faults: watch::Receiver<Vec<Fault>>,
     mut state: PauseState,
     shutdown: CancellationToken,
 ) {
-    let path = format!("{}/components/{COMPONENT}/controllers", admin::PREFIX);
+    let path = format!("{}/components/{component}/controllers", admin::PREFIX);
     let mut last: Option<ControllerList> = None;
     let mut last_sent = Instant::now();
     let mut watching = true;
@@ -205,7 +206,7 @@ pub async fn run(
             _ = ticker.tick() => {}
         }
         let report = ControllerList {
-            items: controllers.iter().map(Controlled::status).collect(),
+            items: controllers.iter().map(|c| c.status(component)).collect(),
         };
         if last.as_ref() == Some(&report) && last_sent.elapsed() < REPORT_EVERY {
             continue;

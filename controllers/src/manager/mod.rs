@@ -22,33 +22,28 @@
 //!
 //! Files: [`config`] (flags as a struct), [`metrics`] (controller counters + work-queue
 //! metrics), [`health`] (`/healthz`, `/metrics`), [`admin`] (pause/step faults, queue reports
-//! to the API server).
+//! to the API server), [`shell`] (the process parts this manager shares with the
+//! cloud-controller-manager: client, health port, leader election, informers, pauses).
 
 pub mod admin;
 pub mod config;
 pub mod health;
 pub mod metrics;
+pub mod shell;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use client::events::{ApiEventSink, new_recorder};
-use client::trace::Exporter;
-use client::{ClientConfig, ClusterSource, SharedInformerFactory, TokioClock, Tracer};
-use kube::Client;
-use tokio::net::TcpListener;
+use client::{ClientConfig, ClusterSource, TokioClock};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use self::admin::{Controlled, PauseState};
 pub use self::config::{ApiServer, Config, EnabledControllers, LeaderElection};
 use self::metrics::Registry;
+use self::shell::{ControllerSet, Shell};
 use crate::deployment::controller::DeploymentController;
 use crate::endpoint::controller::EndpointsController;
 use crate::endpointslice::controller::EndpointSliceController;
 use crate::error::{Error, Result};
-use crate::executor::Executor;
 use crate::garbage_collector::controller::GarbageCollector;
 use crate::namespace::controller::NamespaceController;
 use crate::node_ipam::controller::{self as node_ipam, NodeIpamController};
@@ -58,17 +53,8 @@ use crate::replicaset::controller::ReplicaSetController;
 /// A controller-manager with its client built and its health port bound, ready to run.
 pub struct ControllerManager {
     config: Config,
-    client: Client,
-    listener: Option<TcpListener>,
-    registry: Arc<Registry>,
-    tracer: Tracer,
-    /// Sends the tracer's spans; runs until the controllers have stopped.
-    exporter: Option<Exporter>,
+    shell: Shell,
 }
-
-/// How long a starting controller-manager waits for the faults in force before its workers
-/// start anyway.
-const FIRST_FAULTS_WAIT: Duration = Duration::from_secs(5);
 
 /// The component name of the controller-manager's spans.
 pub const COMPONENT: &str = "kube-controller-manager";
@@ -89,210 +75,81 @@ impl ControllerManager {
             source,
             rate_limit: config.rate_limit,
             tracing: config.tracing,
-            user_agent: Some(COMPONENT.to_string()),
+            user_agent: None,
         };
-        let client = client::build_client(&client_config)
-            .await
-            .map_err(|e| Error::Config(e.to_string()))?;
-        let (tracer, exporter) = client::trace::start(&client_config, COMPONENT)
-            .await
-            .map_err(|e| Error::Config(e.to_string()))?;
-        let listener = match config.listen {
-            Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| Error::Bind {
-                addr: addr.to_string(),
-                message: e.to_string(),
-                in_use: e.kind() == std::io::ErrorKind::AddrInUse,
-            })?),
-            None => None,
-        };
-        Ok(ControllerManager {
-            config,
-            client,
-            listener,
-            registry: Arc::new(Registry::default()),
-            tracer,
-            exporter,
-        })
+        let shell = Shell::bind(COMPONENT, client_config, config.listen).await?;
+        Ok(ControllerManager { config, shell })
     }
 
     /// Where `/healthz` and `/metrics` are served, if anywhere.
     pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.listener.as_ref().and_then(|l| l.local_addr().ok())
+        self.shell.local_addr()
     }
 
     /// The metrics registry (benchmarks read sync counts from it).
     pub fn registry(&self) -> Arc<Registry> {
-        self.registry.clone()
+        self.shell.registry()
     }
 
-    /// Runs until `shutdown` fires; `Err(LeaderElectionLost)` if leadership was lost first.
+    /// Runs until `shutdown` fires; `Err(LeaderElectionLost)` if leadership was lost first
+    /// (with `--leader-elect`, the controllers run only while holding the Lease).
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let tracker = TaskTracker::new();
-        let serving = CancellationToken::new();
-        if let Some(exporter) = self.exporter {
-            tracker.spawn(exporter.run(serving.clone()));
-        }
-        if let Some(listener) = self.listener {
-            tracker.spawn(health::serve(
-                listener,
-                self.registry.clone(),
-                serving.clone(),
-            ));
-        }
-        let result = match &self.config.leader_election {
-            None => {
-                self.registry.set_leader(true);
-                run_controllers(
-                    &self.client,
-                    &self.config,
-                    &self.registry,
-                    &self.tracer,
-                    shutdown.clone(),
-                )
-                .await
-            }
-            Some(election) => {
-                run_with_leader_election(
-                    &self.client,
-                    &self.config,
-                    election,
-                    &self.registry,
-                    &self.tracer,
-                    &shutdown,
-                )
-                .await
-            }
-        };
-        serving.cancel();
-        tracker.close();
-        tracker.wait().await;
-        result
+        let ControllerManager { config, shell } = self;
+        shell
+            .run(config.leader_election.as_ref(), shutdown, |set| {
+                run_controllers(&config, set)
+            })
+            .await
     }
 }
 
-/// Campaigns for the Lease and runs the controllers while leading
-/// ([`client::run_while_leading`]: `leaderelection.RunOrDie` with `OnStartedLeading: run`,
-/// `OnStoppedLeading: exit`).
-async fn run_with_leader_election(
-    client: &Client,
-    config: &Config,
-    election: &LeaderElection,
-    registry: &Arc<Registry>,
-    tracer: &Tracer,
-    shutdown: &CancellationToken,
-) -> Result<()> {
-    let leadership = client::run_while_leading(client, election, shutdown, |token| async move {
-        registry.set_leader(true);
-        tracing::info!(identity = %election.identity, "became leader: starting controllers");
-        let result = run_controllers(client, config, registry, tracer, token).await;
-        registry.set_leader(false);
-        result
-    })
-    .await;
-    match leadership.output {
-        _ if leadership.lost => Err(Error::LeaderElectionLost),
-        Some(Err(e)) => Err(e),
-        _ => Ok(()),
-    }
-}
-
-/// Builds the enabled controllers on one informer factory, starts the informers, waits for
-/// their caches, starts the workers, and on `shutdown` drains and joins everything.
-async fn run_controllers(
-    client: &Client,
-    config: &Config,
-    registry: &Registry,
-    tracer: &Tracer,
-    shutdown: CancellationToken,
-) -> Result<()> {
-    // Unlike Kubernetes (a resync every 12-24 h), informers never resync: every decision is
-    // driven by watch events and the controllers' own requeues.
-    let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
-    factory.set_tracer(tracer.clone());
-    // As kube-controller-manager's informers (`trim`): no controller reads managedFields.
-    factory.set_without_managed_fields();
-    let tracker = TaskTracker::new();
-    let executor = |component: &str| {
-        let (recorder, broadcaster) = new_recorder(
-            Arc::new(ApiEventSink::new(client.clone())),
-            component,
-            TokioClock::shared(),
-        );
-        tracker.spawn(broadcaster.run(shutdown.clone()));
-        Executor::new(client.clone(), recorder).with_tracer(tracer.clone())
-    };
-    type Start = Box<dyn FnOnce(&TaskTracker, CancellationToken) + Send>;
-    let mut starts: Vec<Start> = Vec::new();
-    let mut controlled: Vec<Controlled> = Vec::new();
+/// Builds the enabled controllers on the set's informer factory and runs them until shutdown.
+async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> {
     let enabled = &config.controllers;
     if enabled.is_enabled("deployment") {
-        let c = DeploymentController::new(&factory, executor("deployment-controller"));
-        registry.register(c.metrics.clone(), c.queue().metrics());
-        controlled.push(Controlled {
-            metrics: c.metrics.clone(),
-            queue: Arc::new(c.queue().clone()),
-        });
+        let c = DeploymentController::new(set.factory(), set.executor("deployment-controller"));
         let n = config.concurrent_deployment_syncs;
-        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("replicaset") {
-        let c = ReplicaSetController::new(&factory, executor("replicaset-controller"));
-        registry.register(c.metrics.clone(), c.queue().metrics());
-        controlled.push(Controlled {
-            metrics: c.metrics.clone(),
-            queue: Arc::new(c.queue().clone()),
-        });
+        let c = ReplicaSetController::new(set.factory(), set.executor("replicaset-controller"));
         let n = config.concurrent_replicaset_syncs;
-        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("endpoint") {
         let c = EndpointsController::new(
-            &factory,
-            executor("endpoint-controller"),
+            set.factory(),
+            set.executor("endpoint-controller"),
             config.endpoint_updates_batch_period,
         );
-        registry.register(c.metrics.clone(), c.queue().metrics());
-        controlled.push(Controlled {
-            metrics: c.metrics.clone(),
-            queue: Arc::new(c.queue().clone()),
-        });
         let n = config.concurrent_endpoint_syncs;
-        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("endpointslice") {
         let c = EndpointSliceController::new(
-            &factory,
-            executor("endpoint-slice-controller"),
+            set.factory(),
+            set.executor("endpoint-slice-controller"),
             config.max_endpoints_per_slice,
             config.endpointslice_updates_batch_period,
         );
-        registry.register(c.metrics.clone(), c.queue().metrics());
-        controlled.push(Controlled {
-            metrics: c.metrics.clone(),
-            queue: Arc::new(c.queue().clone()),
-        });
         let n = config.concurrent_service_endpoint_syncs;
-        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("garbagecollector") {
-        let c = GarbageCollector::new(&factory, executor("garbage-collector-controller"));
-        registry.register(c.metrics.clone(), c.queue().metrics());
-        controlled.push(Controlled {
-            metrics: c.metrics.clone(),
-            queue: Arc::new(c.queue().clone()),
-        });
+        let c = GarbageCollector::new(set.factory(), set.executor("garbage-collector-controller"));
         let n = config.concurrent_gc_syncs;
-        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("namespace") {
-        let c = NamespaceController::new(&factory, executor("namespace-controller"));
-        registry.register(c.metrics.clone(), c.queue().metrics());
-        controlled.push(Controlled {
-            metrics: c.metrics.clone(),
-            queue: Arc::new(c.queue().clone()),
-        });
+        let c = NamespaceController::new(set.factory(), set.executor("namespace-controller"));
         let n = config.concurrent_namespace_syncs;
-        starts.push(Box::new(move |t, s| c.spawn(n, t, s)));
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if let Some(ipam) = config
         .node_ipam
@@ -300,60 +157,25 @@ async fn run_controllers(
         .filter(|_| enabled.is_enabled("nodeipam"))
     {
         ipam.validate().map_err(Error::Config)?;
-        let c = NodeIpamController::new(&factory, executor("cidrAllocator"), ipam);
-        registry.register(c.metrics.clone(), c.queue().metrics());
-        controlled.push(Controlled {
-            metrics: c.metrics.clone(),
-            queue: Arc::new(c.queue().clone()),
-        });
-        starts.push(Box::new(move |t, s| c.spawn(node_ipam::WORKERS, t, s)));
+        let c = NodeIpamController::new(set.factory(), set.executor("cidrAllocator"), ipam);
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(
+            &metrics,
+            &queue,
+            Box::new(move |t, s| c.spawn(node_ipam::WORKERS, t, s)),
+        );
     }
     if enabled.is_enabled("nodelifecycle") {
-        let (recorder, broadcaster) = new_recorder(
-            Arc::new(ApiEventSink::new(client.clone())),
-            "node-controller",
-            TokioClock::shared(),
-        );
-        tracker.spawn(broadcaster.run(shutdown.clone()));
         let c = NodeLifecycleController::new(
-            client.clone(),
-            &factory,
+            set.client().clone(),
+            set.factory(),
             config.node_lifecycle.clone(),
-            recorder,
+            set.recorder("node-controller"),
             TokioClock::shared(),
         );
-        starts.push(Box::new(move |t, s| {
+        set.add(Box::new(move |t, s| {
             t.spawn(c.run(s));
         }));
     }
-    let (mut faults, fault_watcher) = client::faults::fault_watch(client.clone());
-    tracker.spawn(fault_watcher.run(shutdown.clone()));
-    factory.start(&shutdown);
-    if factory.wait_for_cache_sync(&shutdown).await {
-        // Pauses in force apply before any worker takes a key.
-        let first = tokio::time::timeout(FIRST_FAULTS_WAIT, faults.changed()).await;
-        if !matches!(first, Ok(Ok(()))) {
-            tracing::warn!("faults not known yet: starting the controllers unpaused");
-        }
-        let mut pauses = PauseState::default();
-        let current = faults.borrow_and_update().clone();
-        admin::apply(&controlled, &pauses.plan(&current, true));
-        tracker.spawn(admin::run(
-            client.clone(),
-            controlled,
-            faults,
-            pauses,
-            shutdown.clone(),
-        ));
-        for start in starts {
-            start(&tracker, shutdown.clone());
-        }
-        tracing::info!(controllers = ?enabled.names(), "caches synced: controllers started");
-    }
-    shutdown.cancelled().await;
-    tracker.close();
-    tracker.wait().await;
-    factory.shutdown().await;
-    tracing::info!("controllers stopped");
-    Ok(())
+    set.run(enabled.names()).await
 }

@@ -114,6 +114,9 @@ impl Restarter {
             tracing: self.tracing.clone(),
             kubelet: self.kubelet.clone(),
             node_ipam: self.node_ipam.clone(),
+            // The cloud-controller-manager is not among the components faults stop (a restarted
+            // kubelet registers for it all the same: `kubelet.external_cloud`).
+            cloud: None,
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.url, members).await?,

@@ -5,6 +5,7 @@
 //!   ├── LOCK               flock'ed by the miniplane that runs the cluster
 //!   ├── store/             the API server's store (etcd's data dir: WAL + sled)
 //!   ├── kubeconfig         context `miniplane` → the API server's URL
+//!   ├── cloud/             the simulated cloud's state and its cloud-config.json
 //!   └── logs/              each component's stderr, with --separate
 //! ```
 //!
@@ -55,10 +56,14 @@ impl DataDir {
             _lock: file,
         };
         if fresh {
-            match std::fs::remove_dir_all(dir.store()) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io(dir.store())(e)),
+            // A fresh cluster comes with a fresh cloud: no instance or load balancer of the
+            // last one is left behind.
+            for sub in [dir.store(), dir.cloud()] {
+                match std::fs::remove_dir_all(&sub) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io(&sub)(e)),
+                }
             }
         }
         Ok(dir)
@@ -67,6 +72,11 @@ impl DataDir {
     /// The API server's store.
     pub(crate) fn store(&self) -> PathBuf {
         self.path.join("store")
+    }
+
+    /// The simulated cloud's directory.
+    pub(crate) fn cloud(&self) -> PathBuf {
+        self.path.join("cloud")
     }
 
     /// The kubeconfig `up` writes.

@@ -168,6 +168,56 @@ pub(crate) async fn start_clients(
             .reporter()
             .started(Component::Scheduler, None, None, None);
     }
+    if let Some(cloud) = &plan.cloud {
+        let mut config = cloud_controller_manager::Config::new(ClusterSource::Url(url.to_owned()));
+        config.tracing = plan.tracing.enabled;
+        config.cluster_cidr = plan.node_ipam.as_ref().map(|c| c.cluster_cidr);
+        if plan.fast_node_lifecycle {
+            config.node_monitor_period = FAST_PERIOD;
+        }
+        config.listen = Some(health_address(
+            plan,
+            cloud_controller_manager::config::DEFAULT_PORT,
+        ));
+        if plan.leader_elect {
+            config.leader_election = Some(client::LeaderElection::new(
+                cloud_controller_manager::config::LEASE_NAME,
+            ));
+        }
+        let cloud_config = cloud.cloud_config();
+        let (bound_tx, bound_rx) = oneshot::channel();
+        members.spawn_thread(
+            Component::CloudControllerManager,
+            move |shutdown| async move {
+                let provider = match cloud::sim::HttpCloud::from_cloud_config(&cloud_config) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = bound_tx.send(Err(e.to_string()));
+                        return idle_until(shutdown).await;
+                    }
+                };
+                match cloud_controller_manager::CloudControllerManager::bind(
+                    config,
+                    std::sync::Arc::new(provider),
+                )
+                .await
+                {
+                    Ok(manager) => {
+                        let _ = bound_tx.send(Ok(()));
+                        manager.run(shutdown).await
+                    }
+                    Err(e) => {
+                        let _ = bound_tx.send(Err(e.to_string()));
+                        idle_until(shutdown).await
+                    }
+                }
+            },
+        )?;
+        bound(Component::CloudControllerManager, bound_rx).await?;
+        members
+            .reporter()
+            .started(Component::CloudControllerManager, None, None, None);
+    }
     if plan.nodes == 0 {
         return Ok(None);
     }

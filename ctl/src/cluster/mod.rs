@@ -37,6 +37,7 @@ use apiserver::TracingOptions;
 use client::{ClientConfig, ClusterSource};
 use tokio_util::sync::CancellationToken;
 
+mod cloud;
 mod component_faults;
 mod data_dir;
 mod in_process;
@@ -66,6 +67,7 @@ const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(1);
 pub struct ClusterBuilder {
     plan: Plan,
     allocate_node_cidrs: bool,
+    cloud: bool,
     data_dir: Option<PathBuf>,
     fresh: bool,
     fsync: Option<bool>,
@@ -93,6 +95,15 @@ impl ClusterBuilder {
     /// registers with its own `10.244.<i>.0/24`.
     pub fn allocate_node_cidrs(mut self, allocate: bool) -> Self {
         self.allocate_node_cidrs = allocate;
+        self
+    }
+
+    /// Whether the cluster runs on a simulated cloud (`docs/cloud.md`; default: no, as kind;
+    /// `miniplane up`: yes): the cloud (its state in `<data-dir>/cloud/`) gets an instance
+    /// per node, the cloud-controller-manager runs, and the kubelets register with
+    /// `--cloud-provider=external`, so Nodes are schedulable once the CCM has initialized them.
+    pub fn cloud(mut self, cloud: bool) -> Self {
+        self.cloud = cloud;
         self
     }
 
@@ -214,6 +225,7 @@ impl ClusterBuilder {
         let ClusterBuilder {
             mut plan,
             allocate_node_cidrs,
+            cloud,
             data_dir,
             fresh,
             fsync,
@@ -234,6 +246,8 @@ impl ClusterBuilder {
             }
         };
         let dir = DataDir::lock(&path, fresh)?;
+        plan.cloud = cloud.then(|| cloud::CloudPlan { dir: dir.cloud() });
+        plan.kubelet.external_cloud = cloud;
         let launcher = exe.map(|exe| Launcher {
             exe,
             logs: dir.logs(),
@@ -334,8 +348,10 @@ impl Cluster {
                 tracing: TracingOptions::default(),
                 kubelet: KubeletOptions::default(),
                 node_ipam: None,
+                cloud: None,
             },
             allocate_node_cidrs: true,
+            cloud: false,
             data_dir: None,
             fresh: false,
             fsync: None,
@@ -539,6 +555,19 @@ async fn start(
     members
         .reporter()
         .started(Component::ApiServer, Some(url.clone()), pid, None);
+    let kubelet = kubelet_sim::Config::new(ClusterSource::Url(url.clone()), plan.nodes);
+    let names: Vec<String> = (0..plan.nodes).map(|i| kubelet.node_name(i)).collect();
+    let cloud = match &plan.cloud {
+        Some(cloud) => {
+            let machines: Vec<_> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.clone(), kubelet_sim::node_status::host_ip(i)))
+                .collect();
+            Some(cloud::start_cloud(cloud, &machines, members).await?)
+        }
+        None => None,
+    };
     let kubelet_url = match launcher {
         None => in_process::start_clients(plan, &url, members).await?,
         Some(launcher) => {
@@ -547,10 +576,15 @@ async fn start(
                 .await?
         }
     };
+    if let (Some(cloud), Some(kubelet_url)) = (cloud, &kubelet_url) {
+        let (kubelet_url, nodes) = (kubelet_url.clone(), names.iter().cloned().collect());
+        members.spawn_task(Component::Cloud, move |stop| async move {
+            cloud::follow_power(cloud, kubelet_url, nodes, stop).await;
+            Ok::<(), String>(())
+        });
+    }
     if plan.nodes > 0 {
-        let kubelet = kubelet_sim::Config::new(ClusterSource::Url(url.clone()), plan.nodes);
-        let names: Vec<String> = (0..plan.nodes).map(|i| kubelet.node_name(i)).collect();
-        readiness::wait_nodes_ready(&client, &names).await?;
+        readiness::wait_nodes_ready(&client, &names, plan.cloud.is_some()).await?;
         members.reporter().report(Progress::NodesReady {
             nodes: plan.nodes,
             elapsed: members.reporter().elapsed(),

@@ -36,6 +36,9 @@ pub(crate) struct Plan {
     /// kubelets take their nodes' pod CIDRs from their Nodes. Decided for the whole cluster
     /// ([`node_ipam_for`]), so a restarted component keeps it.
     pub(crate) node_ipam: Option<controllers::node_ipam::Config>,
+    /// The simulated cloud the nodes run on: when set, its cloud-controller-manager runs and
+    /// the kubelets register as `--cloud-provider=external` ones.
+    pub(crate) cloud: Option<super::cloud::CloudPlan>,
 }
 
 /// The node IPAM settings of a cluster of `nodes` nodes: kind's `10.244.0.0/16` in /24 blocks,
@@ -110,6 +113,9 @@ pub(crate) struct KubeletOptions {
     pub(crate) memory: Option<String>,
     /// Extra labels on every node (`--node-labels`).
     pub(crate) labels: BTreeMap<String, String>,
+    /// Register the nodes for a cloud-controller-manager to initialize
+    /// (`--cloud-provider=external`).
+    pub(crate) external_cloud: bool,
 }
 
 impl KubeletOptions {
@@ -123,6 +129,7 @@ impl KubeletOptions {
             config.capacity.memory = memory.clone();
         }
         config.labels.extend(self.labels.clone());
+        config.cloud_provider_external = self.external_cloud;
     }
 
     /// The same settings as flags of `miniplane kubelet`.
@@ -141,6 +148,9 @@ impl KubeletOptions {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             args.extend(["--node-labels".to_owned(), labels.join(",")]);
+        }
+        if self.external_cloud {
+            args.extend(["--cloud-provider".to_owned(), "external".to_owned()]);
         }
         args
     }

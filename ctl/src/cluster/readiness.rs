@@ -1,5 +1,6 @@
 //! When is a starting cluster ready? When the API server serves and every node reports
-//! `Ready=True` through the API — what `kubectl wait --for=condition=Ready node --all` checks.
+//! `Ready=True` through the API — what `kubectl wait --for=condition=Ready node --all` checks —
+//! and, on a cloud, the cloud-controller-manager has initialized it (pods can schedule there).
 
 use std::time::Duration;
 
@@ -25,9 +26,14 @@ pub(crate) async fn wait_serving(client: &kube::Client) {
     }
 }
 
-/// Waits until every node in `names` reports `Ready=True`. Nodes of an earlier run with more
-/// nodes (same data dir) are not waited for.
-pub(crate) async fn wait_nodes_ready(client: &kube::Client, names: &[String]) -> Result<()> {
+/// Waits until every node in `names` reports `Ready=True` (and, with `initialized`, has lost
+/// the uninitialized taint). Nodes of an earlier run with more nodes (same data dir) are not
+/// waited for.
+pub(crate) async fn wait_nodes_ready(
+    client: &kube::Client,
+    names: &[String],
+    initialized: bool,
+) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
     let mut pause = FIRST_POLL;
     loop {
@@ -36,7 +42,7 @@ pub(crate) async fn wait_nodes_ready(client: &kube::Client, names: &[String]) ->
             .items
             .iter()
             .filter(|n| n.metadata.name.as_ref().is_some_and(|m| names.contains(m)))
-            .filter(|n| is_ready(n))
+            .filter(|n| is_ready(n) && (!initialized || !is_uninitialized(n)))
             .count();
         if ready == names.len() {
             return Ok(());
@@ -44,6 +50,18 @@ pub(crate) async fn wait_nodes_ready(client: &kube::Client, names: &[String]) ->
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MAX_POLL);
     }
+}
+
+/// Whether the node still waits for the cloud-controller-manager (tainted
+/// `node.cloudprovider.kubernetes.io/uninitialized`): pods do not schedule onto it.
+pub(crate) fn is_uninitialized(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.key == kubelet_sim::node_status::TAINT_UNINITIALIZED)
+        })
 }
 
 /// Whether the node's `Ready` condition is `True`.

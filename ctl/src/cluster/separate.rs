@@ -74,6 +74,9 @@ fn start_line(component: Component) -> &'static str {
         Component::ControllerManager => "miniplane controller-manager started",
         Component::Scheduler => "miniplane scheduler started",
         Component::Kubelet => "miniplane kubelet: ",
+        Component::CloudControllerManager => "miniplane cloud-controller-manager started",
+        // The cloud runs in the launcher's process, never as a child.
+        Component::Cloud => "",
     }
 }
 
@@ -242,6 +245,19 @@ impl Launcher {
         if plan.scheduler {
             wanted.push((Component::Scheduler, common.clone()));
         }
+        let cloud_config = plan
+            .cloud
+            .as_ref()
+            .map(|c| c.cloud_config().to_string_lossy().into_owned());
+        if let Some(cloud_config) = &cloud_config {
+            let mut args = common.clone();
+            args.extend(["--cloud-config", cloud_config]);
+            args.extend(ipam.iter().flatten().take(3).map(String::as_str));
+            if fast {
+                args.extend(["--node-monitor-period", "200ms"]);
+            }
+            wanted.push((Component::CloudControllerManager, args));
+        }
         let kubelet_args = plan.kubelet.args();
         if plan.nodes > 0 {
             let mut args = vec![
@@ -257,6 +273,7 @@ impl Launcher {
             if ipam.is_some() {
                 args.push("--pod-cidr-from-node");
             }
+
             if fast {
                 args.extend([
                     "--lease-renew-interval",

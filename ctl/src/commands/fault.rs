@@ -75,7 +75,8 @@ enum FaultCommand {
     },
     /// Pauses a controller: its workers take nothing from its work queue.
     Pause {
-        /// deployment, replicaset, endpoint, endpointslice, garbagecollector or namespace.
+        /// deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace, nodeipam
+        /// (kube-controller-manager) or cloud-node, service (cloud-controller-manager).
         controller: String,
     },
     /// Resumes a paused controller.

@@ -390,6 +390,7 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
         .fsync(false)
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
+        .cloud(lab.cluster.cloud)
         .on_progress(|p| {
             if matches!(p, miniplane::Progress::Exited { .. }) {
                 eprintln!("{p}");

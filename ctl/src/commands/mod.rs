@@ -1,8 +1,10 @@
 //! miniplane's own verbs, which no single Kubernetes component has: `up` (a whole cluster,
 //! as kind's `create cluster`), `kubeconfig`, `trace` (what a write set in motion), `fault`
-//! (injecting failures, `docs/faults.md`) and `lab` (the teaching labs, `docs/labs.md`).
+//! (injecting failures, `docs/faults.md`), `lab` (the teaching labs, `docs/labs.md`) and
+//! `cloud` (the simulated cloud under the cluster, `docs/cloud.md`).
 //! The kubectl-like verbs are in `kubectl/`; the components' own subcommands in `components/`.
 
+pub(crate) mod cloud;
 pub(crate) mod fault;
 pub(crate) mod kubeconfig;
 pub(crate) mod lab;

@@ -8,8 +8,10 @@
 //! ✓ apiserver http://127.0.0.1:6443 (29 ms)
 //! ✓ controller-manager (39 ms)
 //! ✓ scheduler (42 ms)
+//! ✓ cloud: 3 instances http://127.0.0.1:40127 (35 ms)
+//! ✓ cloud-controller-manager (48 ms)
 //! ✓ kubelet: 3 nodes registered, control API http://127.0.0.1:38301 (64 ms)
-//! ✓ 3/3 nodes Ready (65 ms)
+//! ✓ 3/3 nodes Ready (85 ms)
 //!
 //! miniplane is ready at http://127.0.0.1:6443 ...
 //! ```
@@ -37,9 +39,14 @@ pub struct UpArgs {
     /// Run each component as its own child process (so that one can be killed).
     #[arg(long)]
     separate: bool,
-    /// Start from an empty store (deletes the objects kept in the data dir).
+    /// Start from an empty store (deletes the objects kept in the data dir, and the cloud).
     #[arg(long)]
     fresh: bool,
+    /// Run the nodes on a simulated cloud with its cloud-controller-manager (docs/cloud.md):
+    /// Nodes get providerIDs, zones and addresses from it, LoadBalancer Services an external
+    /// IP (`--cloud=false`: a bare-metal-like cluster, as kind's).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    cloud: bool,
     /// Acknowledge writes before they reach the disk (tests and benchmarks only), as
     /// `miniplane apiserver --no-fsync`.
     #[arg(long)]
@@ -127,6 +134,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .port(args.port)
         .nodes(args.nodes)
         .leader_elect(true)
+        .cloud(args.cloud)
         .trace_options(args.trace.options())
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);
@@ -191,11 +199,18 @@ Then try:
     kubectl get deploy,rs,pods -o wide
     kubectl scale deploy/nginx --replicas=5
     kubectl set image deploy/nginx nginx=nginx:1.28 && kubectl rollout status deploy/nginx
-
+{cloud}
 Watch it in a browser: {url}/ui  (the board, the objects, the events{traces})
 ",
         traces = if args.trace.options().enabled {
             ", each trace"
+        } else {
+            ""
+        },
+        cloud = if args.cloud {
+            "    kubectl expose deploy/nginx --type LoadBalancer --port 80 && kubectl get svc nginx -w
+    miniplane cloud instances; miniplane cloud load-balancers
+"
         } else {
             ""
         },

@@ -15,8 +15,7 @@ use std::time::Duration;
 
 use controllers::manager::{ApiServer, Config, ControllerManager, EnabledControllers};
 
-use super::flags::{LeaderElectArgs, bind_error, health_address};
-use tokio_util::sync::CancellationToken;
+use super::flags::{LeaderElectArgs, health_address, manager_bind_error, serve_manager};
 
 /// Flags of `miniplane controller-manager` (named as kube-controller-manager's).
 #[derive(Debug, clap::Args)]
@@ -160,30 +159,11 @@ pub fn main(args: ControllerManagerArgs) -> anyhow::Result<()> {
         let listen = config.listen;
         let manager = ControllerManager::bind(config)
             .await
-            .map_err(|e| match (e, listen) {
-                (
-                    controllers::Error::Bind {
-                        message, in_use, ..
-                    },
-                    Some(addr),
-                ) => bind_error("controller-manager", addr, in_use, &message),
-                (e, _) => e.into(),
-            })?;
-        match manager.local_addr() {
-            Some(addr) => println!(
-                "miniplane controller-manager started (healthz and metrics on http://{addr})"
-            ),
-            None => println!("miniplane controller-manager started"),
-        }
-        let shutdown = CancellationToken::new();
-        let signal_token = shutdown.clone();
-        tokio::spawn(async move {
-            crate::components::apiserver::wait_for_signal().await;
-            tracing::info!("shutting down");
-            signal_token.cancel();
-        });
-        manager.run(shutdown).await?;
-        Ok(())
+            .map_err(|e| manager_bind_error("controller-manager", listen, e))?;
+        serve_manager("controller-manager", manager.local_addr(), |shutdown| {
+            manager.run(shutdown)
+        })
+        .await
     })
 }
 

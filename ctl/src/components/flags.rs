@@ -80,6 +80,53 @@ pub fn bind_error(component: &str, addr: SocketAddr, in_use: bool, detail: &str)
     }
 }
 
+/// A controller manager's bind error as the CLI says it: a health port that could not be
+/// bound is [`bind_error`]'s one line, anything else as it is.
+pub fn manager_bind_error(
+    component: &str,
+    listen: Option<SocketAddr>,
+    error: controllers::Error,
+) -> anyhow::Error {
+    match (error, listen) {
+        (
+            controllers::Error::Bind {
+                message, in_use, ..
+            },
+            Some(addr),
+        ) => bind_error(component, addr, in_use, &message),
+        (e, _) => e.into(),
+    }
+}
+
+/// What a bound controller manager (`component`: `controller-manager`,
+/// `cloud-controller-manager`) does in the foreground: print its start line on stdout
+/// (`miniplane NAME started (healthz and metrics on URL)`), then `run` until Ctrl-C or SIGTERM.
+pub async fn serve_manager<F, Fut>(
+    component: &str,
+    health: Option<SocketAddr>,
+    run: F,
+) -> anyhow::Result<()>
+where
+    F: FnOnce(tokio_util::sync::CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = controllers::Result<()>>,
+{
+    match health {
+        Some(addr) => {
+            println!("miniplane {component} started (healthz and metrics on http://{addr})")
+        }
+        None => println!("miniplane {component} started"),
+    }
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let signal_token = shutdown.clone();
+    tokio::spawn(async move {
+        crate::components::apiserver::wait_for_signal().await;
+        tracing::info!("shutting down");
+        signal_token.cancel();
+    });
+    run(shutdown).await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,6 +63,10 @@ pub struct ClusterSpec {
     /// Heartbeats every 200 ms, nodes Unknown after 2 s of silence.
     #[serde(default)]
     pub fast_node_lifecycle: bool,
+    /// The nodes run on the simulated cloud, with its cloud-controller-manager (as
+    /// `miniplane up` runs them); off by default, as for the library's clusters.
+    #[serde(default)]
+    pub cloud: bool,
 }
 
 fn three() -> usize {
@@ -74,6 +78,7 @@ impl Default for ClusterSpec {
         ClusterSpec {
             nodes: 3,
             fast_node_lifecycle: false,
+            cloud: false,
         }
     }
 }

@@ -1,0 +1,312 @@
+//! End to end: the cloud-controller-manager over the simulated cloud. Through `miniplane up`
+//! (which runs on the cloud by default) and the real kubectl: Nodes initialized from the cloud
+//! (providerID, addresses, zone and instance-type labels, the uninitialized taint gone, a route
+//! per pod CIDR); a LoadBalancer Service from `<pending>` to an address of 203.0.113.0/24 with
+//! Kubernetes' events, its endpoints still written by kube-controller-manager; a failing cloud
+//! API reported as `SyncLoadBalancerFailed` and retried; the load balancer released on delete.
+//! Through the library with fast node timing: a stopped instance taints its Node
+//! `node.cloudprovider.kubernetes.io/shutdown`, a started one clears it, a deleted one takes its
+//! Node along.
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use serde_json::Value;
+
+use crate::support;
+use support::up::UpEnv;
+use support::{DEADLINE, deployment_yaml, eventually};
+
+/// `kubectl get svc NAME`'s EXTERNAL-IP column.
+fn external_ip(env: &UpEnv, name: &str) -> String {
+    let out = env.kubectl_ok(&["get", "svc", name, "--no-headers"]);
+    out.split_whitespace().nth(3).unwrap_or_default().to_owned()
+}
+
+/// The reasons of the Events about Service `name`, oldest first.
+fn service_events(env: &UpEnv, name: &str) -> Vec<(String, String, String)> {
+    let list = env.get_json(&[
+        "events",
+        "--field-selector",
+        &format!("involvedObject.kind=Service,involvedObject.name={name}"),
+    ]);
+    let mut items = list["items"].as_array().cloned().unwrap_or_default();
+    items.sort_by_key(|e| e["lastTimestamp"].as_str().unwrap_or_default().to_owned());
+    items
+        .iter()
+        .map(|e| {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                s(&e["reason"]),
+                s(&e["message"]),
+                s(&e["source"]["component"]),
+            )
+        })
+        .collect()
+}
+
+fn has_event(events: &[(String, String, String)], reason: &str) -> bool {
+    events.iter().any(|(r, _, _)| r == reason)
+}
+
+#[test]
+fn nodes_are_initialized_and_load_balancers_come_and_go() {
+    let env = UpEnv::new();
+    let _up = env.up(&["--port", "0", "--nodes", "2"]);
+
+    // Nodes: initialized by the cloud node controller before `up` said it was ready.
+    let nodes = env.get_json(&["nodes"]);
+    let nodes = nodes["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(nodes.len(), 2);
+    for node in &nodes {
+        let name = node["metadata"]["name"].as_str().unwrap_or_default();
+        let provider_id = node["spec"]["providerID"].as_str().unwrap_or_default();
+        assert!(
+            provider_id.starts_with("miniplane:///local-1"),
+            "{name}: {provider_id}"
+        );
+        let labels = &node["metadata"]["labels"];
+        assert_eq!(labels["topology.kubernetes.io/region"], "local-1");
+        assert!(
+            labels["topology.kubernetes.io/zone"]
+                .as_str()
+                .is_some_and(|z| provider_id.contains(z)),
+            "{labels}"
+        );
+        assert_eq!(labels["node.kubernetes.io/instance-type"], "sim.standard-2");
+        assert_eq!(
+            labels["failure-domain.beta.kubernetes.io/zone"],
+            labels["topology.kubernetes.io/zone"]
+        );
+        let taints = node["spec"]["taints"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            !taints
+                .iter()
+                .any(|t| t["key"] == "node.cloudprovider.kubernetes.io/uninitialized"),
+            "{name}: {taints:?}"
+        );
+        let types: Vec<&str> = node["status"]["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["type"].as_str())
+            .collect();
+        assert_eq!(types, ["InternalIP", "ExternalIP", "Hostname"], "{name}");
+    }
+    let wide = env.kubectl_ok(&["get", "nodes", "-o", "wide", "--no-headers"]);
+    assert!(wide.contains("198.51.100."), "EXTERNAL-IP column: {wide}");
+    eventually(
+        "a route per node: NetworkUnavailable False",
+        DEADLINE,
+        || {
+            let out = env.kubectl_ok(&[
+            "get",
+            "nodes",
+            "-o",
+            "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"NetworkUnavailable\")].reason}{\" \"}{end}",
+        ]);
+            (out.trim() == "RouteCreated RouteCreated").then_some(())
+        },
+    );
+    let synced = env.kubectl_ok(&["get", "events", "--field-selector", "reason=Synced"]);
+    assert!(synced.contains("Node synced successfully"), "{synced}");
+
+    // A LoadBalancer Service: <pending>, then an address of the cloud.
+    env.apply(&deployment_yaml("web", 2, "nginx"));
+    env.running_pods("web", 2);
+    env.kubectl_ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--type",
+        "LoadBalancer",
+        "--port",
+        "80",
+    ]);
+    let ip = eventually("web gets an external IP", DEADLINE, || {
+        Some(external_ip(&env, "web")).filter(|ip| ip.starts_with("203.0.113."))
+    });
+    let svc = env.get_json(&["svc", "web"]);
+    assert_eq!(
+        svc["status"]["loadBalancer"]["ingress"][0]["ip"],
+        ip.as_str()
+    );
+    assert_eq!(
+        svc["metadata"]["finalizers"],
+        serde_json::json!(["service.kubernetes.io/load-balancer-cleanup"])
+    );
+    let events = eventually("the service controller's events", DEADLINE, || {
+        let events = service_events(&env, "web");
+        has_event(&events, "EnsuredLoadBalancer").then_some(events)
+    });
+    assert_eq!(events[0].0, "EnsuringLoadBalancer", "{events:?}");
+    assert_eq!(events[0].1, "Ensuring load balancer");
+    assert!(
+        events.iter().all(|e| e.2 == "service-controller"),
+        "{events:?}"
+    );
+    // Its endpoints are kube-controller-manager's, never the CCM's.
+    let slices = env.get_json(&["endpointslices", "-l", "kubernetes.io/service-name=web"]);
+    let slice = &slices["items"][0];
+    assert_eq!(
+        slice["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"],
+        "endpointslice-controller.k8s.io"
+    );
+    let managers: Vec<&str> = slice["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(
+        !managers
+            .iter()
+            .any(|m| m.contains("cloud-controller-manager")),
+        "{managers:?}"
+    );
+
+    // The cloud's API fails: the service controller reports it and retries.
+    let cloud = |args: &[&str]| {
+        let mut all = vec!["cloud", "--cloud-config"];
+        let config = env.data_dir().join("cloud/cloud-config.json");
+        let config = config.to_string_lossy().into_owned();
+        all.push(&config);
+        all.extend(args);
+        let out = env.miniplane(&all).output().unwrap();
+        assert!(
+            out.status.success(),
+            "miniplane {all:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let lbs = cloud(&["load-balancers"]);
+    assert!(lbs.contains(&ip) && lbs.contains("default/web"), "{lbs}");
+    cloud(&[
+        "fault",
+        "set",
+        "--api",
+        "loadbalancers",
+        "--fail-fraction",
+        "1",
+    ]);
+    env.kubectl_ok(&[
+        "expose",
+        "deployment",
+        "web",
+        "--name",
+        "web2",
+        "--type",
+        "LoadBalancer",
+        "--port",
+        "80",
+    ]);
+    let failed = eventually("SyncLoadBalancerFailed on web2", DEADLINE, || {
+        service_events(&env, "web2")
+            .into_iter()
+            .find(|e| e.0 == "SyncLoadBalancerFailed")
+    });
+    assert!(
+        failed
+            .1
+            .starts_with("Error syncing load balancer: failed to ensure load balancer: "),
+        "{failed:?}"
+    );
+    assert_eq!(external_ip(&env, "web2"), "<pending>");
+    cloud(&["fault", "clear"]);
+    eventually("web2 gets its IP once the cloud answers", DEADLINE, || {
+        Some(external_ip(&env, "web2")).filter(|ip| ip.starts_with("203.0.113."))
+    });
+
+    // Deleted: the finalizer holds the Service until the cloud released its LB.
+    env.kubectl_ok(&["delete", "svc", "web", "--timeout=30s"]);
+    let events = service_events(&env, "web");
+    for reason in ["DeletingLoadBalancer", "DeletedLoadBalancer"] {
+        assert!(has_event(&events, reason), "{reason}: {events:?}");
+    }
+    let lbs = cloud(&["load-balancers"]);
+    assert!(!lbs.contains("default/web "), "{lbs}");
+    assert!(lbs.contains("default/web2"), "{lbs}");
+}
+
+#[tokio::test]
+async fn stopped_and_deleted_instances_show_on_their_nodes() {
+    let cluster = miniplane::Cluster::builder()
+        .nodes(2)
+        .cloud(true)
+        .fast_node_lifecycle(true)
+        .start()
+        .unwrap();
+    let cloud = cloud::sim::HttpCloud::from_cloud_config(
+        &cluster.data_dir().join("cloud/cloud-config.json"),
+    )
+    .unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let taints = |node: Node| -> Vec<String> {
+        node.spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| t.key)
+            .collect()
+    };
+    let shutdown = "node.cloudprovider.kubernetes.io/shutdown".to_string();
+
+    cloud.stop_instance("node-1").await.unwrap();
+    eventually_async("node-1 tainted shutdown", DEADLINE, || {
+        let nodes = nodes.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            let node = nodes.get("node-1").await.ok()?;
+            taints(node).contains(&shutdown).then_some(())
+        }
+    })
+    .await;
+    cloud.start_instance("node-1").await.unwrap();
+    eventually_async("node-1 Ready again, taint gone", DEADLINE, || {
+        let nodes = nodes.clone();
+        let shutdown = shutdown.clone();
+        async move {
+            let node = nodes.get("node-1").await.ok()?;
+            (!taints(node).contains(&shutdown)).then_some(())
+        }
+    })
+    .await;
+
+    cloud.delete_instance("node-0").await.unwrap();
+    eventually_async("node-0 deleted with its instance", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            let gone =
+                matches!(nodes.get("node-0").await, Err(kube::Error::Api(s)) if s.code == 404);
+            gone.then_some(())
+        }
+    })
+    .await;
+    assert!(nodes.get("node-1").await.is_ok(), "the other node stays");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout`.
+async fn eventually_async<T, F, Fut>(what: &str, timeout: std::time::Duration, check: F) -> T
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
