@@ -6,7 +6,7 @@
 //! API reported as `SyncLoadBalancerFailed` and retried; the load balancer released on delete.
 //! Through the library with fast node timing: a stopped instance taints its Node
 //! `node.cloudprovider.kubernetes.io/shutdown`, a started one clears it, a deleted one takes its
-//! Node along.
+//! Node along; a cloud whose API fails loses no Node and initializes a new one once it answers.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -286,6 +286,130 @@ async fn stopped_and_deleted_instances_show_on_their_nodes() {
     })
     .await;
     assert!(nodes.get("node-1").await.is_ok(), "the other node stays");
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// A cloud whose instances API fails every call: a NotReady node is not deleted (its
+/// instance cannot be looked up, which is not "gone"), and a node that registers meanwhile
+/// keeps its uninitialized taint, retried with back-off, until the cloud answers again.
+#[tokio::test]
+async fn a_failing_cloud_loses_no_node_and_initializes_it_once_it_answers() {
+    use admin::FaultSpec;
+    use cloud::sim::{Fault, FaultApi};
+    use miniplane::admin_client::AdminClient;
+
+    let cluster = miniplane::Cluster::builder()
+        .nodes(2)
+        .cloud(true)
+        .fast_node_lifecycle(true)
+        .start()
+        .unwrap();
+    let cloud = cloud::sim::HttpCloud::from_cloud_config(
+        &cluster.data_dir().join("cloud/cloud-config.json"),
+    )
+    .unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let admin = AdminClient::new(cluster.client());
+    let uninitialized = |node: &Node| {
+        node.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized")
+            })
+    };
+    let ready = |node: &Node| {
+        node.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True")
+    };
+
+    cloud
+        .set_fault(&Fault {
+            api: FaultApi::Instances,
+            fail_fraction: 1.0,
+            delay_ms: 0,
+        })
+        .await
+        .unwrap();
+    // node-0 goes silent: NotReady within 2 s, then looked up in the cloud every 200 ms.
+    admin
+        .inject(FaultSpec::StopHeartbeats {
+            node: "node-0".into(),
+        })
+        .await
+        .unwrap();
+    eventually_async("node-0 NotReady", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            let node = nodes.get("node-0").await.ok()?;
+            (!ready(&node)).then_some(())
+        }
+    })
+    .await;
+    // node-1 joins anew: registered with the taint, which the CCM cannot lift yet.
+    admin
+        .inject(FaultSpec::RemoveNode {
+            node: "node-1".into(),
+        })
+        .await
+        .unwrap();
+    eventually_async("node-1 removed", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            matches!(nodes.get("node-1").await, Err(kube::Error::Api(s)) if s.code == 404)
+                .then_some(())
+        }
+    })
+    .await;
+    admin.clear("remove-node-node-1").await.unwrap();
+    eventually_async("node-1 registered again, tainted", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            let node = nodes.get("node-1").await.ok()?;
+            uninitialized(&node).then_some(())
+        }
+    })
+    .await;
+    // Several lifecycle periods and retries with the cloud down.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let node0 = nodes.get("node-0").await.expect("node-0 is not deleted");
+    assert!(!ready(&node0), "node-0 is still silent");
+    let node1 = nodes.get("node-1").await.expect("node-1 is kept");
+    assert!(uninitialized(&node1), "node-1 waits for the cloud");
+    assert!(
+        node1
+            .spec
+            .as_ref()
+            .and_then(|s| s.provider_id.as_ref())
+            .is_none(),
+        "no providerID without the cloud"
+    );
+
+    cloud.clear_faults(None).await.unwrap();
+    eventually_async(
+        "node-1 initialized once the cloud answers",
+        DEADLINE,
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let node = nodes.get("node-1").await.ok()?;
+                let provider = node.spec.as_ref()?.provider_id.clone()?;
+                (!uninitialized(&node) && provider.starts_with("miniplane://")).then_some(())
+            }
+        },
+    )
+    .await;
+    assert!(
+        nodes.get("node-0").await.is_ok(),
+        "node-0's instance exists: the answer keeps it"
+    );
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .unwrap()
