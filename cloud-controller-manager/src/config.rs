@@ -42,6 +42,8 @@ pub struct Config {
     pub route_reconciliation_period: Duration,
     /// `--concurrent-service-syncs` (1).
     pub concurrent_service_syncs: usize,
+    /// `--concurrent-node-syncs` (1): the cloud node controller's workers.
+    pub concurrent_node_syncs: usize,
     /// `--leader-elect`: run the controllers only while holding the Lease
     /// `kube-system/cloud-controller-manager`.
     pub leader_election: Option<LeaderElection>,
@@ -66,6 +68,7 @@ impl Config {
             node_monitor_period: Duration::from_secs(5),
             route_reconciliation_period: Duration::from_secs(10),
             concurrent_service_syncs: 1,
+            concurrent_node_syncs: 1,
             leader_election: None,
             rate_limit: None,
             listen: None,

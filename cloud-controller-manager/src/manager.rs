@@ -93,8 +93,9 @@ async fn run_controllers(
             set.executor("cloud-node-controller"),
             config.node_status_update_frequency,
         );
+        let n = config.concurrent_node_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
-        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(t, s)));
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if config.runs("cloud-node-lifecycle") {
         let c = CloudNodeLifecycleController::new(

@@ -197,7 +197,7 @@ fn main() {
     println!("|---|---:|---:|---:|---:|");
     for (label, separate) in [
         ("one process", false),
-        ("--separate (4 processes + up)", true),
+        ("--separate (5 processes + up)", true),
     ] {
         let shape = UpShape {
             separate,

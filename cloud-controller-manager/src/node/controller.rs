@@ -92,13 +92,13 @@ impl CloudNodeController {
         &self.queue
     }
 
-    /// Starts the worker and the periodic address update on `tracker` (call after the caches
-    /// synced).
-    pub fn spawn(&self, tracker: &TaskTracker, shutdown: CancellationToken) {
+    /// Starts `workers` workers (`--concurrent-node-syncs`) and the periodic address update on
+    /// `tracker` (call after the caches synced).
+    pub fn spawn(&self, workers: usize, tracker: &TaskTracker, shutdown: CancellationToken) {
         let this = self.clone();
         Workers {
             queue: self.queue.clone(),
-            count: 1,
+            count: workers,
             max_retries: None,
             metrics: self.metrics.clone(),
             tracer: self.executor.tracer().clone(),

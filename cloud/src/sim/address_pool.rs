@@ -3,14 +3,17 @@
 //!
 //! ```text
 //!   172.31.0.0/16     INTERNAL   an instance's InternalIP when the launcher gives none
-//!   198.51.100.0/24   EXTERNAL   an instance's ExternalIP (TEST-NET-2, documentation only)
+//!   198.51.100.0/24   EXTERNAL   an instance's ExternalIP (TEST-NET-2, documentation only),
+//!   198.18.0.0/15     EXTERNAL   then these, past its 254 (RFC 2544's benchmarking range)
 //!   203.0.113.0/24    INGRESS    a load balancer's ingress IP (TEST-NET-3, documentation only)
 //! ```
 //!
 //! A pool hands out its lowest free host address (neither the network's first address nor
 //! its last, the broadcast), so addresses are predictable and a freed one is the next one
 //! taken. The documentation ranges of RFC 5737 route nowhere: nothing on the machine answers
-//! them, which is right for a simulated cloud.
+//! them, which is right for a simulated cloud. A cluster of more than 254 nodes needs more
+//! external addresses than TEST-NET-2 has; they continue in 198.18.0.0/15, which is reserved
+//! for network benchmarks and routes nowhere either (131,070 addresses).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -25,8 +28,11 @@ pub(crate) struct AddressPool {
 
 /// Where instances get an InternalIP when the launcher names none.
 pub(crate) const INTERNAL: AddressPool = AddressPool::new(Ipv4Addr::new(172, 31, 0, 0), 16);
-/// Where instances get their ExternalIP.
-pub(crate) const EXTERNAL: AddressPool = AddressPool::new(Ipv4Addr::new(198, 51, 100, 0), 24);
+/// Where instances get their ExternalIP, the first range first.
+pub(crate) const EXTERNAL: [AddressPool; 2] = [
+    AddressPool::new(Ipv4Addr::new(198, 51, 100, 0), 24),
+    AddressPool::new(Ipv4Addr::new(198, 18, 0, 0), 15),
+];
 /// Where load balancers get their ingress IP.
 pub(crate) const INGRESS: AddressPool = AddressPool::new(Ipv4Addr::new(203, 0, 113, 0), 24);
 
@@ -57,6 +63,11 @@ impl AddressPool {
     }
 }
 
+/// The lowest free host address of the first of `pools` that has one.
+pub(crate) fn lowest_free_of(pools: &[AddressPool], used: &BTreeSet<Ipv4Addr>) -> Option<Ipv4Addr> {
+    pools.iter().find_map(|p| p.lowest_free(used))
+}
+
 impl fmt::Display for AddressPool {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.network, self.prefix)
@@ -66,6 +77,24 @@ impl fmt::Display for AddressPool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn external_addresses_go_on_past_test_net_2() {
+        let mut used: BTreeSet<Ipv4Addr> =
+            (1..=254).map(|i| Ipv4Addr::new(198, 51, 100, i)).collect();
+        used.remove(&Ipv4Addr::new(198, 51, 100, 7));
+        assert_eq!(
+            lowest_free_of(&EXTERNAL, &used),
+            Some(Ipv4Addr::new(198, 51, 100, 7)),
+            "TEST-NET-2 first"
+        );
+        used.insert(Ipv4Addr::new(198, 51, 100, 7));
+        assert_eq!(
+            lowest_free_of(&EXTERNAL, &used),
+            Some(Ipv4Addr::new(198, 18, 0, 1))
+        );
+        assert_eq!(EXTERNAL[1].host_count(), 131_070);
+    }
 
     #[test]
     fn hands_out_the_lowest_free_host_address() {
@@ -102,6 +131,6 @@ mod tests {
         );
         assert_eq!(INGRESS.host_count(), 254);
         assert_eq!(INTERNAL.host_count(), 65_534);
-        assert_eq!(EXTERNAL.to_string(), "198.51.100.0/24");
+        assert_eq!(EXTERNAL[0].to_string(), "198.51.100.0/24");
     }
 }

@@ -18,8 +18,8 @@
 //!   `spec.providerID` takes (`aws:///us-east-1a/i-0abc...` on AWS).
 //! * Zones `local-1a`, `local-1b`, `local-1c` of region `local-1`, round-robin in launch order.
 //! * Addresses: the InternalIP the launcher gives (the node's) or the lowest free one of
-//!   172.31.0.0/16, an ExternalIP from 198.51.100.0/24, and the name as Hostname. A terminated
-//!   instance's addresses are free again.
+//!   172.31.0.0/16, an ExternalIP from 198.51.100.0/24 (then 198.18.0.0/15), and the name
+//!   as Hostname. A terminated instance's addresses are free again.
 //! * A terminated instance does not exist for `InstancesV2` (the node lifecycle controller
 //!   deletes its Node); a stopped one exists and is shut down (the Node is tainted).
 //!
@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{InstanceMetadata, NodeAddress};
 
-use super::address_pool::{EXTERNAL, INTERNAL};
+use super::address_pool::{AddressPool, EXTERNAL, INTERNAL, lowest_free_of};
 use super::api::{LaunchRequest, Rejection, check_name};
 use super::state::CloudState;
 
@@ -218,13 +218,12 @@ impl CloudState {
                 let used: BTreeSet<Ipv4Addr> = live().map(|i| i.internal_ip).collect();
                 INTERNAL
                     .lowest_free(&used)
-                    .ok_or_else(|| exhausted("internal", INTERNAL))?
+                    .ok_or_else(|| exhausted("internal", &[INTERNAL]))?
             }
         };
         let used: BTreeSet<Ipv4Addr> = live().map(|i| i.external_ip).collect();
-        let external_ip = EXTERNAL
-            .lowest_free(&used)
-            .ok_or_else(|| exhausted("external", EXTERNAL))?;
+        let external_ip =
+            lowest_free_of(&EXTERNAL, &used).ok_or_else(|| exhausted("external", &EXTERNAL))?;
         let id = loop {
             let id = format!("i-{:017x}", rng.random::<u128>() & ((1u128 << 68) - 1));
             if !self.instances.iter().any(|i| i.id == id) {
@@ -303,10 +302,12 @@ pub(crate) fn instance_not_found(name: &str) -> Rejection {
     Rejection::NotFound(format!("instance {name:?} not found"))
 }
 
-fn exhausted(which: &str, pool: super::address_pool::AddressPool) -> Rejection {
+fn exhausted(which: &str, pools: &[AddressPool]) -> Rejection {
+    let count: u32 = pools.iter().map(AddressPool::host_count).sum();
+    let ranges: Vec<String> = pools.iter().map(ToString::to_string).collect();
     Rejection::Conflict(format!(
-        "no free {which} IP: all {} addresses of {pool} are in use",
-        pool.host_count()
+        "no free {which} IP: all {count} addresses of {} are in use",
+        ranges.join(" and ")
     ))
 }
 

@@ -64,6 +64,9 @@ pub struct CloudControllerManagerArgs {
     /// Service workers.
     #[arg(long, default_value_t = 1)]
     concurrent_service_syncs: usize,
+    /// Cloud node controller workers (Nodes initialized at once).
+    #[arg(long, default_value_t = 1)]
+    concurrent_node_syncs: usize,
     #[command(flatten)]
     leader_election: LeaderElectArgs,
     /// Port of /healthz and /metrics on 127.0.0.1 (0: not served).
@@ -101,6 +104,7 @@ fn config(args: &CloudControllerManagerArgs) -> anyhow::Result<Config> {
     config.node_monitor_period = args.node_monitor_period;
     config.route_reconciliation_period = args.route_reconciliation_period;
     config.concurrent_service_syncs = args.concurrent_service_syncs;
+    config.concurrent_node_syncs = args.concurrent_node_syncs;
     config.listen = health_address(args.listen, args.secure_port);
     config.tracing = args.tracing;
     config.leader_election = args.leader_election.election(LEASE_NAME)?;
