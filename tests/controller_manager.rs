@@ -5,7 +5,8 @@
 //! What is checked: a Deployment's ReplicaSet and pods, events, availability and
 //! `rollout status`; rolling updates that never break maxSurge/maxUnavailable at any
 //! observed state; history and undo; scaling and pod replacement; the three cascading
-//! deletes; namespace deletion; a SIGKILL mid-rollout; and leader election fail-over.
+//! deletes; namespace deletion, and the `default` ServiceAccount of each namespace; a SIGKILL
+//! mid-rollout; and leader election fail-over.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -378,6 +379,40 @@ fn deleting_a_namespace_removes_its_content_then_the_namespace() {
     eventually("2 pods in dev", DEADLINE, || {
         (pods(&s, "dev", "web").len() == 2).then_some(())
     });
+    // The ServiceAccount controller: `default` in every active namespace, made again when
+    // deleted.
+    let default_sa = |ns: &str| {
+        items(&s, &format!("/api/v1/namespaces/{ns}/serviceaccounts"))
+            .iter()
+            .any(|sa| name(sa) == "default")
+    };
+    eventually(
+        "ServiceAccount default in dev and kube-system",
+        DEADLINE,
+        || (default_sa("dev") && default_sa("kube-system")).then_some(()),
+    );
+    let first = s.kubectl_ok(&[
+        "get",
+        "sa",
+        "default",
+        "-n",
+        "dev",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    s.kubectl_ok(&["delete", "sa", "default", "-n", "dev"]);
+    eventually("ServiceAccount default made again", DEADLINE, || {
+        let again = s.kubectl(&[
+            "get",
+            "sa",
+            "default",
+            "-n",
+            "dev",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ]);
+        (again.ok() && !again.stdout.is_empty() && again.stdout != first).then_some(())
+    });
     s.kubectl_ok(&["delete", "ns", "dev", "--timeout=60s"]);
     let gone = s.kubectl(&["get", "ns", "dev"]);
     assert!(!gone.ok() && gone.stderr.contains("NotFound"), "{gone}");
@@ -386,6 +421,7 @@ fn deleting_a_namespace_removes_its_content_then_the_namespace() {
         "/apis/apps/v1/namespaces/dev/replicasets",
         "/apis/apps/v1/namespaces/dev/deployments",
         "/api/v1/namespaces/dev/configmaps",
+        "/api/v1/namespaces/dev/serviceaccounts",
     ] {
         assert!(items(&s, path).is_empty(), "{path} emptied");
     }

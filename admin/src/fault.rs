@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// Controllers whose work queue can be paused and stepped: kube-controller-manager's, then
 /// the cloud-controller-manager's (by their `--controllers` names).
-pub const PAUSABLE_CONTROLLERS: [&str; 9] = [
+pub const PAUSABLE_CONTROLLERS: [&str; 10] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -22,6 +22,7 @@ pub const PAUSABLE_CONTROLLERS: [&str; 9] = [
     "garbagecollector",
     "namespace",
     "nodeipam",
+    "serviceaccount",
     "cloud-node",
     "service",
 ];

@@ -69,6 +69,7 @@ pub mod owner_ref;
 pub mod pod_readiness;
 pub mod replicaset;
 pub mod selector;
+pub mod serviceaccount;
 pub mod worker;
 
 #[cfg(test)]

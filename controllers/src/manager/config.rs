@@ -13,7 +13,7 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 8] = [
+pub const KNOWN_CONTROLLERS: [&str; 9] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -22,6 +22,7 @@ pub const KNOWN_CONTROLLERS: [&str; 8] = [
     "namespace",
     "nodeipam",
     "nodelifecycle",
+    "serviceaccount",
 ];
 
 /// Which controllers run: kube-controller-manager's `--controllers` list.
@@ -214,7 +215,8 @@ mod tests {
                 "endpointslice",
                 "garbagecollector",
                 "nodeipam",
-                "nodelifecycle"
+                "nodelifecycle",
+                "serviceaccount"
             ]
         );
         assert_eq!(parse("replicaset").unwrap_or_default(), vec!["replicaset"]);

@@ -13,7 +13,8 @@
 //!   SharedInformerFactory: Deployments, ReplicaSets, Pods, Services, Endpoints,
 //!                          EndpointSlices, Nodes, Namespaces, ... (one watch each)
 //!   controllers: deployment, replicaset, endpoint, endpointslice, garbagecollector,
-//!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle (--controllers)
+//!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle,
+//!                serviceaccount (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
 //!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
 //!      ▼ shutdown
@@ -49,6 +50,7 @@ use crate::namespace::controller::NamespaceController;
 use crate::node_ipam::controller::{self as node_ipam, NodeIpamController};
 use crate::node_lifecycle::controller::NodeLifecycleController;
 use crate::replicaset::controller::ReplicaSetController;
+use crate::serviceaccount::controller::ServiceAccountsController;
 
 /// A controller-manager with its client built and its health port bound, ready to run.
 pub struct ControllerManager {
@@ -164,6 +166,15 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
             &queue,
             Box::new(move |t, s| c.spawn(node_ipam::WORKERS, t, s)),
         );
+    }
+    if enabled.is_enabled("serviceaccount") {
+        let c = ServiceAccountsController::new(
+            set.factory(),
+            set.executor("serviceaccount-controller"),
+        );
+        // One worker, as kube-controller-manager runs it (`startServiceAccountController`).
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(1, t, s)));
     }
     if enabled.is_enabled("nodelifecycle") {
         let c = NodeLifecycleController::new(

@@ -75,8 +75,9 @@ enum FaultCommand {
     },
     /// Pauses a controller: its workers take nothing from its work queue.
     Pause {
-        /// deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace, nodeipam
-        /// (kube-controller-manager) or cloud-node, service (cloud-controller-manager).
+        /// deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace, nodeipam,
+        /// serviceaccount (kube-controller-manager) or cloud-node, service
+        /// (cloud-controller-manager).
         controller: String,
     },
     /// Resumes a paused controller.
