@@ -6,7 +6,8 @@
 //! API reported as `SyncLoadBalancerFailed` and retried; the load balancer released on delete.
 //! Through the library with fast node timing: a stopped instance taints its Node
 //! `node.cloudprovider.kubernetes.io/shutdown`, a started one clears it, a deleted one takes its
-//! Node along; a cloud whose API fails loses no Node and initializes a new one once it answers.
+//! Node along; a cloud whose API fails loses no Node and initializes a new one once it answers;
+//! a stopped cloud-controller-manager (`StopComponent`) initializes nothing until restarted.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -410,6 +411,95 @@ async fn a_failing_cloud_loses_no_node_and_initializes_it_once_it_answers() {
         nodes.get("node-0").await.is_ok(),
         "node-0's instance exists: the answer keeps it"
     );
+    tokio::task::spawn_blocking(move || cluster.stop())
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+/// `miniplane fault stop-component cloud-controller-manager`: while it is stopped a Node that
+/// registers keeps its uninitialized taint (nobody else lifts it); cleared, the restarted CCM
+/// lists, watches and initializes it.
+#[tokio::test]
+async fn a_stopped_cloud_controller_manager_initializes_nodes_when_restarted() {
+    use admin::FaultSpec;
+    use miniplane::admin_client::AdminClient;
+
+    let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let seen = stopped.clone();
+    let cluster = miniplane::Cluster::builder()
+        .nodes(2)
+        .cloud(true)
+        .on_progress(move |p| {
+            if let miniplane::Progress::Exited {
+                component: miniplane::Component::CloudControllerManager,
+                ..
+            } = p
+            {
+                seen.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+        .start()
+        .unwrap();
+    let nodes: Api<Node> = Api::all(cluster.client());
+    let admin = AdminClient::new(cluster.client());
+    let uninitialized = |node: &Node| {
+        node.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| {
+                ts.iter()
+                    .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized")
+            })
+    };
+    admin
+        .inject(FaultSpec::StopComponent {
+            component: "cloud-controller-manager".into(),
+        })
+        .await
+        .unwrap();
+    // The supervisor stops it once it sees the fault, and says so; then node-1 joins anew.
+    eventually_async("the CCM stopped", DEADLINE, || {
+        let done = stopped.load(std::sync::atomic::Ordering::SeqCst);
+        async move { done.then_some(()) }
+    })
+    .await;
+    admin
+        .inject(FaultSpec::RemoveNode {
+            node: "node-1".into(),
+        })
+        .await
+        .unwrap();
+    eventually_async("node-1 removed", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            matches!(nodes.get("node-1").await, Err(kube::Error::Api(s)) if s.code == 404)
+                .then_some(())
+        }
+    })
+    .await;
+    admin.clear("remove-node-node-1").await.unwrap();
+    eventually_async("node-1 registered again, tainted", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            let node = nodes.get("node-1").await.ok()?;
+            uninitialized(&node).then_some(())
+        }
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let node = nodes.get("node-1").await.unwrap();
+    assert!(uninitialized(&node), "no CCM, no initialization");
+
+    admin.clear("stop-cloud-controller-manager").await.unwrap();
+    eventually_async("node-1 initialized by the restarted CCM", DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            let node = nodes.get("node-1").await.ok()?;
+            (!uninitialized(&node) && node.spec.as_ref()?.provider_id.is_some()).then_some(())
+        }
+    })
+    .await;
     tokio::task::spawn_blocking(move || cluster.stop())
         .await
         .unwrap()

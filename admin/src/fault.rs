@@ -28,7 +28,12 @@ pub const PAUSABLE_CONTROLLERS: [&str; 10] = [
 ];
 
 /// Components `StopComponent` can stop (the names `miniplane up` reports them by).
-pub const STOPPABLE_COMPONENTS: [&str; 3] = ["controller-manager", "scheduler", "kubelet"];
+pub const STOPPABLE_COMPONENTS: [&str; 4] = [
+    "controller-manager",
+    "scheduler",
+    "kubelet",
+    "cloud-controller-manager",
+];
 
 /// Longest watch-event delay (`WatchEvents.delayMs`).
 pub const MAX_DELAY_MS: u64 = 60_000;

@@ -42,6 +42,7 @@ fn component(name: &str) -> Option<Component> {
         "controller-manager" => Some(Component::ControllerManager),
         "scheduler" => Some(Component::Scheduler),
         "kubelet" => Some(Component::Kubelet),
+        "cloud-controller-manager" => Some(Component::CloudControllerManager),
         _ => None,
     }
 }
@@ -94,6 +95,9 @@ pub(crate) struct Restarter {
     pub(crate) component_probes: apiserver::ComponentProbes,
     /// The cluster's node IPAM settings ([`Plan::node_ipam`]).
     pub(crate) node_ipam: Option<controllers::node_ipam::Config>,
+    /// The cluster's cloud ([`Plan::cloud`]): where a restarted cloud-controller-manager
+    /// finds it (the cloud itself is never stopped: it is not a cluster component).
+    pub(crate) cloud: Option<super::cloud::CloudPlan>,
 }
 
 impl Restarter {
@@ -114,9 +118,12 @@ impl Restarter {
             tracing: self.tracing.clone(),
             kubelet: self.kubelet.clone(),
             node_ipam: self.node_ipam.clone(),
-            // The cloud-controller-manager is not among the components faults stop (a restarted
-            // kubelet registers for it all the same: `kubelet.external_cloud`).
-            cloud: None,
+            // Only a restarted cloud-controller-manager gets the cloud (a restarted kubelet
+            // registers for it all the same: `kubelet.external_cloud`).
+            cloud: self
+                .cloud
+                .clone()
+                .filter(|_| component == Component::CloudControllerManager),
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.url, members).await?,

@@ -484,6 +484,7 @@ fn run(
                     leader_elect: plan.leader_elect,
                     component_probes: plan.component_probes.clone(),
                     node_ipam: plan.node_ipam.clone(),
+                    cloud: plan.cloud.clone(),
                 };
                 let client = ready.client.clone();
                 let _ = ready_tx.send(Ok(ready));

@@ -123,7 +123,8 @@ enum FaultCommand {
         #[arg(long)]
         component: Option<String>,
     },
-    /// Stops a component (controller-manager, scheduler, kubelet) until the fault is cleared.
+    /// Stops a component (controller-manager, scheduler, kubelet, cloud-controller-manager)
+    /// until the fault is cleared.
     StopComponent {
         /// The component.
         component: String,
