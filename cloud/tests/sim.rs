@@ -679,3 +679,46 @@ async fn every_error_is_json() {
     );
     running.stop().await;
 }
+
+/// Launches that arrive together are saved together (group commit) and each gets its own
+/// answer: distinct names, ids and addresses for the good ones, a conflict for the one that
+/// asks for a taken internal IP (undone alone), and all of it back after a restart.
+#[tokio::test]
+async fn concurrent_launches_are_saved_together_and_answered_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = Running::start(dir.path(), Duration::ZERO).await;
+    let launches = (0..64).map(|i| {
+        let cloud = running.cloud.clone();
+        tokio::spawn(async move {
+            let ip = Ipv4Addr::new(10, 0, 0, u8::try_from(i % 63 + 1).unwrap());
+            cloud.launch_instance(&format!("n-{i}"), Some(ip)).await
+        })
+    });
+    let answers: Vec<_> = joined(launches).await;
+    let (ok, refused): (Vec<_>, Vec<_>) = answers.into_iter().partition(Result::is_ok);
+    // n-0 and n-63 ask for 10.0.0.1: whichever came second is refused.
+    assert_eq!(ok.len(), 63, "{refused:?}");
+    assert_eq!(refused.len(), 1);
+    assert!(
+        matches!(&refused[0], Err(CloudError::Api { status: 409, .. })),
+        "{refused:?}"
+    );
+    let instances: Vec<CloudInstance> = ok.into_iter().map(Result::unwrap).collect();
+    let ids: std::collections::BTreeSet<_> = instances.iter().map(|i| i.id.clone()).collect();
+    let external: std::collections::BTreeSet<_> = instances.iter().map(|i| i.external_ip).collect();
+    assert_eq!((ids.len(), external.len()), (63, 63));
+    running.stop().await;
+
+    let again = Running::start(dir.path(), Duration::ZERO).await;
+    let listed = again.cloud.list_instances().await.unwrap();
+    assert_eq!(listed.len(), 63, "every answered launch was on disk");
+    again.stop().await;
+}
+
+async fn joined<T>(handles: impl Iterator<Item = JoinHandle<T>>) -> Vec<T> {
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap());
+    }
+    out
+}
