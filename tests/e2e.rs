@@ -29,6 +29,7 @@ mod labs;
 mod library;
 mod node_lifecycle;
 mod operator;
+mod rbac;
 mod rollouts;
 mod scheduler_e2e;
 mod services;

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// Controllers whose work queue can be paused and stepped: kube-controller-manager's, then
 /// the cloud-controller-manager's (by their `--controllers` names).
-pub const PAUSABLE_CONTROLLERS: [&str; 10] = [
+pub const PAUSABLE_CONTROLLERS: [&str; 11] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -23,6 +23,7 @@ pub const PAUSABLE_CONTROLLERS: [&str; 10] = [
     "namespace",
     "nodeipam",
     "serviceaccount",
+    "clusterrole-aggregation",
     "cloud-node",
     "service",
 ];

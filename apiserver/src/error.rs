@@ -146,16 +146,19 @@ pub enum ApiError {
 /// The result type of the API server.
 pub type Result<T, E = ApiError> = std::result::Result<T, E>;
 
+/// The errors as `ErrorList.ToAggregate().Error()` prints them: each distinct message once (a
+/// repeated one is dropped, as when a strategy validates the same object twice), in brackets
+/// when there is more than one. The `Status` causes keep every error.
 fn render_field_errors(errors: &[FieldError]) -> String {
-    match errors {
-        [one] => one.to_string(),
-        many => format!(
-            "[{}]",
-            many.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+    let mut distinct: Vec<String> = Vec::with_capacity(errors.len());
+    for message in errors.iter().map(ToString::to_string) {
+        if !distinct.contains(&message) {
+            distinct.push(message);
+        }
+    }
+    match distinct.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
     }
 }
 
@@ -428,6 +431,31 @@ mod tests {
         let msg = two["message"].as_str().unwrap_or_default();
         assert!(msg.contains(": [a: Invalid value"), "{msg}");
         assert_eq!(two["details"]["causes"].as_array().map(Vec::len), Some(2));
+        // A repeated error (RBAC updates validate the object twice) is printed once, as
+        // `ToAggregate` prints it, and kept in the causes.
+        let repeated = ApiError::Invalid {
+            target: deploy("nginx"),
+            errors: vec![e("a"), e("a")],
+        }
+        .to_status();
+        assert_eq!(
+            repeated["message"],
+            "Deployment.apps \"nginx\" is invalid: a: Invalid value: -1: must be greater than or equal to 0"
+        );
+        assert_eq!(
+            repeated["details"]["causes"].as_array().map(Vec::len),
+            Some(2)
+        );
+        let three = ApiError::Invalid {
+            target: deploy("nginx"),
+            errors: vec![e("a"), e("b"), e("a")],
+        }
+        .to_status();
+        let msg = three["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.ends_with(": [a: Invalid value: -1: must be greater than or equal to 0, b: Invalid value: -1: must be greater than or equal to 0]"),
+            "{msg}"
+        );
     }
 
     #[test]

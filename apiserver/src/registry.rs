@@ -15,6 +15,7 @@
 use crate::apiextensions::definition::{CustomResourceDefinitionRules, GROUP, RESOURCE};
 use crate::gvk::{GroupVersion, GroupVersionKind, GroupVersionResource};
 use crate::service_alloc::ServiceAllocations;
+use crate::strategy::rbac::GROUP as RBAC;
 use crate::strategy::typed::Typed;
 use crate::strategy::{DefaultStrategy, Strategy, builtin_strategies};
 use std::collections::HashMap;
@@ -363,6 +364,19 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             .short(&["cj"])
             .in_all()
             .with(&[Status]),
+        // rbac.authorization.k8s.io: no short names, no categories, in the order Kubernetes'
+        // discovery lists them; every RBAC strategy allows create on update.
+        ResourceInfo::new(
+            RBAC,
+            "v1",
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            false,
+        )
+        .create_on_update(),
+        ResourceInfo::new(RBAC, "v1", "ClusterRole", "clusterroles", false).create_on_update(),
+        ResourceInfo::new(RBAC, "v1", "RoleBinding", "rolebindings", true).create_on_update(),
+        ResourceInfo::new(RBAC, "v1", "Role", "roles", true).create_on_update(),
     ];
     let strategies: HashMap<GroupVersionKind, Arc<dyn Strategy>> = builtin_strategies()
         .into_iter()
@@ -545,6 +559,48 @@ mod tests {
             .expect("namespaces served");
         assert!(!ns.namespaced);
         assert_eq!(reg.group_versions()[0], GroupVersion::new("", "v1"));
+    }
+
+    #[test]
+    fn rbac_rows_are_served_as_kubernetes_discovers_them() {
+        let reg = Registry::builtin();
+        let gv = GroupVersion::new("rbac.authorization.k8s.io", "v1");
+        let rows: Vec<(String, String, bool)> = reg
+            .snapshot()
+            .iter()
+            .filter(|r| r.group_version() == gv)
+            .map(|r| (r.gvr.resource.clone(), r.singular.clone(), r.namespaced))
+            .collect();
+        let row = |plural: &str, singular: &str, namespaced| {
+            (plural.to_owned(), singular.to_owned(), namespaced)
+        };
+        assert_eq!(
+            rows,
+            [
+                row("clusterrolebindings", "clusterrolebinding", false),
+                row("clusterroles", "clusterrole", false),
+                row("rolebindings", "rolebinding", true),
+                row("roles", "role", true),
+            ]
+        );
+        for plural in [
+            "clusterrolebindings",
+            "clusterroles",
+            "rolebindings",
+            "roles",
+        ] {
+            let r = reg.lookup(&gv, plural).expect("served");
+            assert!(
+                r.short_names.is_empty() && r.categories.is_empty(),
+                "{plural}"
+            );
+            assert!(
+                r.subresources.is_empty() && r.allow_create_on_update,
+                "{plural}"
+            );
+            assert_eq!(r.verbs, STANDARD_VERBS, "{plural}");
+            assert_eq!(r.strategy.gvk(), r.gvk(), "{plural} has its own strategy");
+        }
     }
 
     #[test]

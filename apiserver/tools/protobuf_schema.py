@@ -29,6 +29,7 @@ PACKAGES = {
     "k8s.io/api/discovery/v1": ("discovery/v1", f"{API}/discovery/v1"),
     "k8s.io/api/policy/v1": ("policy/v1", f"{API}/policy/v1"),
     "k8s.io/api/autoscaling/v1": ("autoscaling/v1", f"{API}/autoscaling/v1"),
+    "k8s.io/api/rbac/v1": ("rbac/v1", f"{API}/rbac/v1"),
     "k8s.io/apimachinery/pkg/apis/meta/v1": ("meta/v1", f"{MACHINERY}/pkg/apis/meta/v1"),
     "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1": (
         "apiextensions/v1",
@@ -50,6 +51,8 @@ GROUP_VERSIONS = [
     ("coordination.k8s.io/v1", "coordination/v1", ["Lease"]),
     ("events.k8s.io/v1", "events/v1", ["Event"]),
     ("discovery.k8s.io/v1", "discovery/v1", ["EndpointSlice"]),
+    ("rbac.authorization.k8s.io/v1", "rbac/v1",
+     ["ClusterRoleBinding", "ClusterRole", "RoleBinding", "Role"]),
     ("policy/v1", "policy/v1", ["Eviction"]),
     ("autoscaling/v1", "autoscaling/v1", ["Scale"]),
     ("apiextensions.k8s.io/v1", "apiextensions/v1", ["CustomResourceDefinition"]),

@@ -18,6 +18,7 @@
 //! | [`garbage_collector`] | `pkg/controller/garbagecollector/` (owner graph, propagation) |
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
 //! | [`node_ipam`] | `pkg/controller/nodeipam/ipam/range_allocator.go` + `cidrset` (node pod CIDRs) |
+//! | [`clusterrole_aggregation`] | `pkg/controller/clusterroleaggregation/` (aggregated ClusterRoles' rules) |
 //! | [`selector`] | `metav1.LabelSelectorAsSelector`, `labels.Selector` |
 //! | [`action`] | what the shell executes: writes, events, requeues |
 //!
@@ -36,6 +37,7 @@
 //! | Endpoints | Services, Pods, Endpoints | [`endpoint::sync_endpoints`]: the Service, the pods it selects, its Endpoints, the trigger time | trigger times, the resourceVersion last written over |
 //! | namespace | Namespaces, plus a list of every namespaced resource | [`namespace::sync_namespace`]: the Namespace and what is left in it, `now` | — |
 //! | node IPAM | Nodes | [`node_ipam::sync_node`]: the Node and the [`node_ipam::CidrSet`] | the set of blocks in use |
+//! | ClusterRole aggregation | ClusterRoles | [`clusterrole_aggregation::aggregate`]: the aggregated ClusterRole and every cached ClusterRole | — |
 //!
 //! Every sync also returns a one-line summary ("what and why") for logs and traces.
 //!
@@ -52,6 +54,7 @@
 
 pub mod action;
 pub mod adoption;
+pub mod clusterrole_aggregation;
 pub mod controller_ref;
 pub mod deployment;
 pub mod endpoint;

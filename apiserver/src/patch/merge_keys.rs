@@ -35,6 +35,7 @@ const APPS: &str = "io.k8s.api.apps.v1.";
 const BATCH: &str = "io.k8s.api.batch.v1.";
 const CRD: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.";
 const DISCOVERY: &str = "io.k8s.api.discovery.v1.";
+const RBAC: &str = "io.k8s.api.rbac.v1.";
 
 /// The tags of one field of one type.
 #[derive(Debug, Clone, Copy)]
@@ -243,6 +244,17 @@ const FIELD_RULES: &[FieldRule] = &[
     // discovery.k8s.io/v1
     atomic(DISCOVERY, "EndpointSlice", "endpoints"),
     atomic(DISCOVERY, "EndpointSlice", "ports"),
+    // rbac.authorization.k8s.io/v1
+    atomic(RBAC, "PolicyRule", "verbs"),
+    atomic(RBAC, "PolicyRule", "apiGroups"),
+    atomic(RBAC, "PolicyRule", "resources"),
+    atomic(RBAC, "PolicyRule", "resourceNames"),
+    atomic(RBAC, "PolicyRule", "nonResourceURLs"),
+    atomic(RBAC, "Role", "rules"),
+    atomic(RBAC, "ClusterRole", "rules"),
+    atomic(RBAC, "AggregationRule", "clusterRoleSelectors"),
+    atomic(RBAC, "RoleBinding", "subjects"),
+    atomic(RBAC, "ClusterRoleBinding", "subjects"),
     // apiextensions.k8s.io/v1
     FieldRule {
         list_type: "map",
@@ -262,6 +274,8 @@ const ATOMIC_STRUCTS: &[(&str, &str)] = &[
     (CORE, "SecretKeySelector"),
     (CORE, "ObjectFieldSelector"),
     (CORE, "ResourceFieldSelector"),
+    (RBAC, "Subject"),
+    (RBAC, "RoleRef"),
 ];
 
 /// Defaults of list-map key fields (`+default`), which server-side apply uses when an element

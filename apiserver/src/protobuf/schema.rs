@@ -34,6 +34,22 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
         "EndpointSlice",
         &DISCOVERY_V1_ENDPOINT_SLICE,
     ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        &RBAC_V1_CLUSTER_ROLE_BINDING,
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        &RBAC_V1_CLUSTER_ROLE,
+    ),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        &RBAC_V1_ROLE_BINDING,
+    ),
+    ("rbac.authorization.k8s.io/v1", "Role", &RBAC_V1_ROLE),
     ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
     (
@@ -262,6 +278,56 @@ static DISCOVERY_V1_ENDPOINT_SLICE: Message = Message {
             3,
             "ports",
             Ty::Msg(&DISCOVERY_V1_ENDPOINT_PORT),
+            REPEATED | KEEP_ZERO,
+        ),
+    ],
+};
+
+static RBAC_V1_CLUSTER_ROLE_BINDING: Message = Message {
+    name: "ClusterRoleBinding",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(2, "subjects", Ty::Msg(&RBAC_V1_SUBJECT), REPEATED),
+        Field::new(3, "roleRef", Ty::Msg(&RBAC_V1_ROLE_REF), KEEP_ZERO),
+    ],
+};
+
+static RBAC_V1_CLUSTER_ROLE: Message = Message {
+    name: "ClusterRole",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "rules",
+            Ty::Msg(&RBAC_V1_POLICY_RULE),
+            REPEATED | KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "aggregationRule",
+            Ty::Msg(&RBAC_V1_AGGREGATION_RULE),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static RBAC_V1_ROLE_BINDING: Message = Message {
+    name: "RoleBinding",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(2, "subjects", Ty::Msg(&RBAC_V1_SUBJECT), REPEATED),
+        Field::new(3, "roleRef", Ty::Msg(&RBAC_V1_ROLE_REF), KEEP_ZERO),
+    ],
+};
+
+static RBAC_V1_ROLE: Message = Message {
+    name: "Role",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "rules",
+            Ty::Msg(&RBAC_V1_POLICY_RULE),
             REPEATED | KEEP_ZERO,
         ),
     ],
@@ -1030,6 +1096,46 @@ static DISCOVERY_V1_ENDPOINT_PORT: Message = Message {
         Field::new(3, "port", Ty::Int32, KEEP_ZERO),
         Field::new(4, "appProtocol", Ty::Str, KEEP_ZERO),
     ],
+};
+
+static RBAC_V1_SUBJECT: Message = Message {
+    name: "Subject",
+    fields: &[
+        Field::new(1, "kind", Ty::Str, KEEP_ZERO),
+        Field::new(2, "apiGroup", Ty::Str, 0),
+        Field::new(3, "name", Ty::Str, KEEP_ZERO),
+        Field::new(4, "namespace", Ty::Str, 0),
+    ],
+};
+
+static RBAC_V1_ROLE_REF: Message = Message {
+    name: "RoleRef",
+    fields: &[
+        Field::new(1, "apiGroup", Ty::Str, KEEP_ZERO),
+        Field::new(2, "kind", Ty::Str, KEEP_ZERO),
+        Field::new(3, "name", Ty::Str, KEEP_ZERO),
+    ],
+};
+
+static RBAC_V1_POLICY_RULE: Message = Message {
+    name: "PolicyRule",
+    fields: &[
+        Field::new(1, "verbs", Ty::Str, REPEATED | KEEP_ZERO),
+        Field::new(2, "apiGroups", Ty::Str, REPEATED),
+        Field::new(3, "resources", Ty::Str, REPEATED),
+        Field::new(4, "resourceNames", Ty::Str, REPEATED),
+        Field::new(5, "nonResourceURLs", Ty::Str, REPEATED),
+    ],
+};
+
+static RBAC_V1_AGGREGATION_RULE: Message = Message {
+    name: "AggregationRule",
+    fields: &[Field::new(
+        1,
+        "clusterRoleSelectors",
+        Ty::Msg(&META_V1_LABEL_SELECTOR),
+        REPEATED,
+    )],
 };
 
 static AUTOSCALING_V1_SCALE_SPEC: Message = Message {

@@ -44,6 +44,7 @@ pub mod node;
 pub mod pod;
 pub mod pod_printer;
 pub mod pod_spec;
+pub mod rbac;
 pub mod replicaset;
 pub mod secret;
 pub mod selector;
@@ -359,6 +360,10 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(statefulset::StatefulSetRules)),
         Arc::new(Typed(job::JobRules)),
         Arc::new(Typed(cronjob::CronJobRules)),
+        Arc::new(Typed(rbac::ClusterRoleBindingRules)),
+        Arc::new(Typed(rbac::ClusterRoleRules)),
+        Arc::new(Typed(rbac::RoleBindingRules)),
+        Arc::new(Typed(rbac::RoleRules)),
     ]
 }
 
@@ -418,6 +423,26 @@ mod tests {
                                       "ports": [{"name": "", "port": 80, "protocol": "TCP"}]})
             }
             "Lease" => json!({"spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}}),
+            "Role" => {
+                json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+            }
+            "ClusterRole" => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("namespace"));
+                json!({"rules": [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]})
+            }
+            "RoleBinding" => {
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+                       "subjects": [{"kind": "ServiceAccount", "name": "default"}]})
+            }
+            "ClusterRoleBinding" => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("namespace"));
+                json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                       "subjects": [{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}]})
+            }
             "Event" if gvk.group.is_empty() => {
                 json!({"involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "Started"})
             }
@@ -436,7 +461,7 @@ mod tests {
     #[test]
     fn every_builtin_kind_defaults_validates_and_prints_its_sample() {
         let strategies = builtin_strategies();
-        assert_eq!(strategies.len(), 18);
+        assert_eq!(strategies.len(), 22);
         let now: jiff::Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for s in &strategies {

@@ -2,6 +2,10 @@
 //! `pkg/apis/meta/v1/validation/validation.go` `ValidateLabelSelector`) and the Go rendering
 //! of a `metav1.LabelSelector` in error messages.
 //!
+//! [`validate_label_selector`] is what the workloads use; [`validate_label_selector_with`]
+//! is apimachinery 1.33's to the letter (its order, and the label values of expressions),
+//! which the RBAC kinds use.
+//!
 //! Matching and printing (`LabelSelectorAsSelector`, `FormatLabelSelector`) are the
 //! `apimachinery` crate's [`apimachinery::labels`].
 
@@ -9,7 +13,7 @@ use super::FieldError;
 use super::field::{FieldPath, Rendered};
 use super::meta::validate_labels;
 use apimachinery::fmt::go_quote;
-use apimachinery::validation::is_qualified_name;
+use apimachinery::validation::{is_label_value, is_qualified_name};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::collections::BTreeMap;
 
@@ -49,6 +53,56 @@ pub fn validate_label_selector(sel: &LabelSelector, path: &FieldPath) -> Vec<Fie
     }
     if let Some(labels) = &sel.match_labels {
         errs.extend(validate_labels(labels, &path.child("matchLabels")));
+    }
+    errs
+}
+
+/// `ValidateLabelSelector` as apimachinery 1.33 has it, with
+/// `LabelSelectorValidationOptions.AllowInvalidLabelValueInSelector`: `matchLabels` first,
+/// then each matchExpression's operator and values, its key, and (unless
+/// `allow_invalid_label_values`) each value, which must be a label value.
+pub fn validate_label_selector_with(
+    sel: &LabelSelector,
+    allow_invalid_label_values: bool,
+    path: &FieldPath,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    if let Some(labels) = &sel.match_labels {
+        errs.extend(validate_labels(labels, &path.child("matchLabels")));
+    }
+    for (i, req) in sel.match_expressions.iter().flatten().enumerate() {
+        let p = path.child("matchExpressions").index(i);
+        let values = req.values.as_deref().unwrap_or_default();
+        match req.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => errs.push(FieldError::required(
+                &p.child("values"),
+                "must be specified when `operator` is 'In' or 'NotIn'",
+            )),
+            "Exists" | "DoesNotExist" if !values.is_empty() => errs.push(FieldError::forbidden(
+                &p.child("values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+            other => errs.push(FieldError::invalid(
+                &p.child("operator"),
+                other,
+                "not a valid selector operator",
+            )),
+        }
+        for msg in is_qualified_name(&req.key) {
+            errs.push(FieldError::invalid(&p.child("key"), &req.key, &msg));
+        }
+        if !allow_invalid_label_values {
+            for (j, value) in values.iter().enumerate() {
+                for msg in is_label_value(value) {
+                    errs.push(FieldError::invalid(
+                        &p.child("values").index(j),
+                        value,
+                        &msg,
+                    ));
+                }
+            }
+        }
     }
     errs
 }

@@ -1,9 +1,10 @@
 //! Building blocks of `kubectl get` tables (`pkg/printers/internalversion/printers.go`):
 //! column definitions with the descriptions Kubernetes serves, and cells shared by several
-//! kinds (ages, container names and images, `<none>` placeholders).
+//! kinds (ages, creation times, container names and images, `<none>` placeholders).
 
 use super::TableColumn;
 use k8s_openapi::api::core::v1::PodSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -30,6 +31,26 @@ pub const fn age_column() -> TableColumn {
         "string",
         "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.",
         0,
+    )
+}
+
+/// The `Created At` column of the default table convertor (`rest.NewDefaultTableConvertor`),
+/// which kinds without a printer of their own get (roles, cluster roles, CRDs).
+pub const fn created_at_column() -> TableColumn {
+    column(
+        "Created At",
+        "date",
+        "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.",
+        0,
+    )
+}
+
+/// The `Created At` cell: `metadata.creationTimestamp` in RFC 3339, UTC (Go's zero time
+/// when unset, as the default table convertor prints it).
+pub fn created_at(meta: &ObjectMeta) -> String {
+    meta.creation_timestamp.as_ref().map_or_else(
+        || "0001-01-01T00:00:00Z".to_owned(),
+        |t| t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
     )
 }
 

@@ -83,7 +83,8 @@ fn create_cases(out: &mut Vec<Case>) {
                 .json(&other_ns)
                 .is(400, "BadRequest", NS_MISMATCH),
         );
-        if kind != "Event" {
+        // Events' and the RBAC kinds' names need only be path segments.
+        if !matches!(kind.as_str(), "Event" | "Role" | "RoleBinding") {
             let mut bad_name = good.clone();
             bad_name["metadata"]["name"] = json!("Bad_Name");
             out.push(

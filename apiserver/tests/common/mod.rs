@@ -258,6 +258,13 @@ pub fn sample(info: &ResourceInfo, name: &str) -> Value {
             "reportingInstance": "i1", "action": "Test", "reason": "Test", "type": "Normal", "note": "hi",
             "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
         }),
+        ("rbac.authorization.k8s.io", "Role" | "ClusterRole") => {
+            json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => json!({
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}],
+        }),
         ("batch", "Job") => {
             json!({"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
         }

@@ -13,7 +13,7 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 9] = [
+pub const KNOWN_CONTROLLERS: [&str; 10] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -23,6 +23,7 @@ pub const KNOWN_CONTROLLERS: [&str; 9] = [
     "nodeipam",
     "nodelifecycle",
     "serviceaccount",
+    "clusterrole-aggregation",
 ];
 
 /// Which controllers run: kube-controller-manager's `--controllers` list.
@@ -216,7 +217,8 @@ mod tests {
                 "garbagecollector",
                 "nodeipam",
                 "nodelifecycle",
-                "serviceaccount"
+                "serviceaccount",
+                "clusterrole-aggregation"
             ]
         );
         assert_eq!(parse("replicaset").unwrap_or_default(), vec!["replicaset"]);

@@ -14,7 +14,7 @@
 //!                          EndpointSlices, Nodes, Namespaces, ... (one watch each)
 //!   controllers: deployment, replicaset, endpoint, endpointslice, garbagecollector,
 //!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle,
-//!                serviceaccount (--controllers)
+//!                serviceaccount, clusterrole-aggregation (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
 //!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
 //!      ▼ shutdown
@@ -41,6 +41,9 @@ use tokio_util::sync::CancellationToken;
 pub use self::config::{ApiServer, Config, EnabledControllers, LeaderElection};
 use self::metrics::Registry;
 use self::shell::{ControllerSet, Shell};
+use crate::clusterrole_aggregation::controller::{
+    self as clusterrole_aggregation, ClusterRoleAggregationController,
+};
 use crate::deployment::controller::DeploymentController;
 use crate::endpoint::controller::EndpointsController;
 use crate::endpointslice::controller::EndpointSliceController;
@@ -175,6 +178,18 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
         // One worker, as kube-controller-manager runs it (`startServiceAccountController`).
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(1, t, s)));
+    }
+    if enabled.is_enabled("clusterrole-aggregation") {
+        let c = ClusterRoleAggregationController::new(
+            set.factory(),
+            set.executor("clusterrole-aggregation-controller"),
+        );
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(
+            &metrics,
+            &queue,
+            Box::new(move |t, s| c.spawn(clusterrole_aggregation::WORKERS, t, s)),
+        );
     }
     if enabled.is_enabled("nodelifecycle") {
         let c = NodeLifecycleController::new(

@@ -28,7 +28,7 @@ pub struct ControllerManagerArgs {
     master: Option<String>,
     /// Controllers to run: `*` for all, `name` to enable, `-name` to disable
     /// (deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace,
-    /// nodelifecycle).
+    /// nodeipam, nodelifecycle, serviceaccount, clusterrole-aggregation).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// Deployment workers.

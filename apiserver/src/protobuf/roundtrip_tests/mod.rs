@@ -10,6 +10,7 @@
 
 mod core_kinds;
 mod fixtures;
+mod rbac;
 mod workloads;
 
 use super::{MAGIC, decode};
