@@ -314,15 +314,6 @@ async fn a_failing_cloud_loses_no_node_and_initializes_it_once_it_answers() {
     .unwrap();
     let nodes: Api<Node> = Api::all(cluster.client());
     let admin = AdminClient::new(cluster.client());
-    let uninitialized = |node: &Node| {
-        node.spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|ts| {
-                ts.iter()
-                    .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized")
-            })
-    };
     let ready = |node: &Node| {
         node.status
             .as_ref()
@@ -355,29 +346,7 @@ async fn a_failing_cloud_loses_no_node_and_initializes_it_once_it_answers() {
     })
     .await;
     // node-1 joins anew: registered with the taint, which the CCM cannot lift yet.
-    admin
-        .inject(FaultSpec::RemoveNode {
-            node: "node-1".into(),
-        })
-        .await
-        .unwrap();
-    eventually_async("node-1 removed", DEADLINE, || {
-        let nodes = nodes.clone();
-        async move {
-            matches!(nodes.get("node-1").await, Err(kube::Error::Api(s)) if s.code == 404)
-                .then_some(())
-        }
-    })
-    .await;
-    admin.clear("remove-node-node-1").await.unwrap();
-    eventually_async("node-1 registered again, tainted", DEADLINE, || {
-        let nodes = nodes.clone();
-        async move {
-            let node = nodes.get("node-1").await.ok()?;
-            uninitialized(&node).then_some(())
-        }
-    })
-    .await;
+    rejoin(&admin, &nodes, "node-1").await;
     // Several lifecycle periods and retries with the cloud down.
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let node0 = nodes.get("node-0").await.expect("node-0 is not deleted");
@@ -443,15 +412,6 @@ async fn a_stopped_cloud_controller_manager_initializes_nodes_when_restarted() {
         .unwrap();
     let nodes: Api<Node> = Api::all(cluster.client());
     let admin = AdminClient::new(cluster.client());
-    let uninitialized = |node: &Node| {
-        node.spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|ts| {
-                ts.iter()
-                    .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized")
-            })
-    };
     admin
         .inject(FaultSpec::StopComponent {
             component: "cloud-controller-manager".into(),
@@ -464,29 +424,7 @@ async fn a_stopped_cloud_controller_manager_initializes_nodes_when_restarted() {
         async move { done.then_some(()) }
     })
     .await;
-    admin
-        .inject(FaultSpec::RemoveNode {
-            node: "node-1".into(),
-        })
-        .await
-        .unwrap();
-    eventually_async("node-1 removed", DEADLINE, || {
-        let nodes = nodes.clone();
-        async move {
-            matches!(nodes.get("node-1").await, Err(kube::Error::Api(s)) if s.code == 404)
-                .then_some(())
-        }
-    })
-    .await;
-    admin.clear("remove-node-node-1").await.unwrap();
-    eventually_async("node-1 registered again, tainted", DEADLINE, || {
-        let nodes = nodes.clone();
-        async move {
-            let node = nodes.get("node-1").await.ok()?;
-            uninitialized(&node).then_some(())
-        }
-    })
-    .await;
+    rejoin(&admin, &nodes, "node-1").await;
     tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let node = nodes.get("node-1").await.unwrap();
     assert!(uninitialized(&node), "no CCM, no initialization");
@@ -504,6 +442,46 @@ async fn a_stopped_cloud_controller_manager_initializes_nodes_when_restarted() {
         .await
         .unwrap()
         .unwrap();
+}
+
+/// Whether the Node still carries `node.cloudprovider.kubernetes.io/uninitialized`.
+fn uninitialized(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| {
+            ts.iter()
+                .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized")
+        })
+}
+
+/// Makes `name` join anew, as a new machine would (`RemoveNode`, then cleared), and waits
+/// until its kubelet has registered it again with the uninitialized taint.
+async fn rejoin(admin: &miniplane::admin_client::AdminClient, nodes: &Api<Node>, name: &str) {
+    admin
+        .inject(admin::FaultSpec::RemoveNode { node: name.into() })
+        .await
+        .unwrap();
+    eventually_async(&format!("{name} removed"), DEADLINE, || {
+        let nodes = nodes.clone();
+        async move {
+            matches!(nodes.get(name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+        }
+    })
+    .await;
+    admin.clear(&format!("remove-node-{name}")).await.unwrap();
+    eventually_async(
+        &format!("{name} registered again, tainted"),
+        DEADLINE,
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let node = nodes.get(name).await.ok()?;
+                uninitialized(&node).then_some(())
+            }
+        },
+    )
+    .await;
 }
 
 /// Polls `check` every 100 ms until it returns `Some`, or panics after `timeout`.
