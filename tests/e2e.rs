@@ -9,6 +9,7 @@ mod support;
 mod abuse;
 mod access;
 mod api_semantics;
+mod authz;
 mod bad_input;
 mod chaos;
 mod cli;

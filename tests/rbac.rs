@@ -6,8 +6,8 @@
 //! and the wide subject columns for bindings), `kubectl describe`, discovery and `explain`, an
 //! invalid binding refused with kube-apiserver's 422, a binding's `roleRef` that cannot
 //! change, server-side apply of a Role; and an aggregated ClusterRole applied with two labelled
-//! ClusterRoles, whose rules the controller fills in, follows and empties. Nothing is
-//! enforced: miniplane has no authorization yet.
+//! ClusterRoles, whose rules the controller fills in, follows and empties. The server runs
+//! with `--authorization-mode AlwaysAllow` (its default) here; enforcement is `authz`'s.
 
 use crate::support;
 
@@ -156,7 +156,13 @@ fn kubectl_creates_gets_and_describes_roles_and_bindings() {
             && lines[1].ends_with("   alice, bob   devs     default/robot"),
         "{wide}"
     );
-    let wide = s.kubectl_ok(&["get", "clusterrolebinding", "-o", "wide"]);
+    let wide = s.kubectl_ok(&[
+        "get",
+        "clusterrolebinding",
+        "read-pods-everywhere",
+        "-o",
+        "wide",
+    ]);
     let row: Vec<&str> = wide
         .lines()
         .nth(1)

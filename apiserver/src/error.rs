@@ -107,6 +107,10 @@ pub enum ApiError {
         /// Full message.
         message: String,
     },
+    /// 401: the request's credentials were not accepted (`errors.NewUnauthorized`; why is
+    /// logged, not sent).
+    #[error("Unauthorized")]
+    Unauthorized,
     /// 405: the verb is not served on this path.
     #[error("{0}")]
     MethodNotAllowed(String),
@@ -187,6 +191,7 @@ impl ApiError {
             ApiError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::Expired(_) => StatusCode::GONE,
@@ -206,6 +211,7 @@ impl ApiError {
             ApiError::Invalid { .. } => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::Forbidden { .. } => "Forbidden",
+            ApiError::Unauthorized => "Unauthorized",
             ApiError::MethodNotAllowed(_) => "MethodNotAllowed",
             ApiError::NotAcceptable(_) => "NotAcceptable",
             ApiError::Expired(_) => "Expired",

@@ -161,6 +161,7 @@ fn target(info: &Arc<ResourceInfo>, state: &AppState) -> (ObjectRef, WriteContex
         manager: Some("kube-apiserver".into()),
         now: state.now(),
         part: WritePart::Main,
+        escalation: None,
     };
     (r, wctx)
 }

@@ -55,6 +55,7 @@
 mod access;
 mod admin;
 mod apiextensions;
+mod auth;
 mod cacher;
 mod collector;
 mod component_probes;
@@ -72,6 +73,7 @@ mod meta;
 mod metrics;
 mod openapi;
 mod patch;
+mod prefix_follower;
 mod protobuf;
 mod registry;
 mod request;
@@ -93,6 +95,8 @@ mod ui;
 mod wire;
 
 pub use access::AccessOptions;
+pub use auth::token_file::{TokenFile, TokenFileError};
+pub use auth::{AuthOptions, AuthorizationMode};
 pub use collector::{DEFAULT_MAX_SPANS, DEFAULT_MAX_SPANS_PER_TRACE};
 pub use component_probes::ComponentProbes;
 pub use connections::{ConnectionLimits, raise_nofile_limit};

@@ -154,7 +154,8 @@ pub fn set_finalizers(obj: &mut Value, finalizers: Vec<String>) {
     }
 }
 
-fn string_list(v: Option<&Value>) -> Vec<String> {
+/// The strings of a JSON array (other items skipped; empty when it is not an array).
+pub fn string_list(v: Option<&Value>) -> Vec<String> {
     v.and_then(Value::as_array)
         .map(|a| {
             a.iter()

@@ -403,6 +403,43 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     statuses.verbs = vec!["get".into(), "list".into()];
     statuses.strategy = Arc::new(crate::strategy::componentstatus::ComponentStatusStrategy);
     rows.push(statuses);
+    // The reviews (`crate::auth::review`): create only, answered and never stored.
+    for (group, kind, plural, namespaced) in [
+        (
+            "authentication.k8s.io",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            false,
+        ),
+        (
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+        ),
+        (
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+        ),
+        (
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+        ),
+        (
+            "authorization.k8s.io",
+            "SubjectAccessReview",
+            "subjectaccessreviews",
+            false,
+        ),
+    ] {
+        let mut row = ResourceInfo::new(group, "v1", kind, plural, namespaced);
+        row.verbs = vec!["create".into()];
+        rows.push(row);
+    }
     rows
 }
 

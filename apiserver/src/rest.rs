@@ -64,6 +64,9 @@ pub struct WriteContext {
     pub now: jiff::Timestamp,
     /// Which part is written.
     pub part: WritePart,
+    /// The privilege-escalation check of a write of an RBAC object by a user outside
+    /// `system:masters` under RBAC (`crate::auth::rbac::escalation`); `None` otherwise.
+    pub escalation: Option<std::sync::Arc<crate::auth::rbac::escalation::EscalationCheck>>,
 }
 
 /// Checks `apiVersion`/`kind` of a body against the resource, filling them in when absent
@@ -243,6 +246,9 @@ pub fn before_create(
             }
         }
     }
+    if let Some(check) = &ctx.escalation {
+        check.check(&info.gvr.resource, namespace, obj, None)?;
+    }
     let name = meta::name(obj).unwrap_or_default().to_string();
     check_path_segment(info, &name)?;
     // What the client asked for itself, before defaulting picks the rest.
@@ -377,6 +383,9 @@ pub fn before_update_noting_unknown(
     meta::copy_meta(old, &mut new, MetaField::Name);
     meta::copy_meta(old, &mut new, MetaField::Namespace);
     meta::copy_meta(old, &mut new, MetaField::ResourceVersion);
+    if let Some(check) = &ctx.escalation {
+        check.check(&info.gvr.resource, r.namespace.as_deref(), &new, Some(old))?;
+    }
     // default → prepare_for_update → validate_update (and whether the generation moves), in
     // one decoding of each object; the results are used in Kubernetes' order below.
     // managedFields sent back as stored (by a patch that does not touch them) were checked when
@@ -566,6 +575,7 @@ mod tests {
             manager: Some(manager.into()),
             now: "2026-12-02T23:00:00Z".parse().expect("a time"),
             part,
+            escalation: None,
         };
         // A pod created by one manager and bound, then written by the kubelet.
         let mut pod = json!({"apiVersion": "v1", "kind": "Pod",

@@ -21,6 +21,7 @@
 
 use crate::access::{self, Verdict};
 use crate::admin;
+use crate::auth;
 use crate::collector;
 use crate::connections;
 use crate::discovery;
@@ -60,20 +61,105 @@ fn dispatch_internal(
     })
 }
 
-async fn dispatch(State(state): State<AppState>, req: Request) -> Response {
+async fn dispatch(State(state): State<AppState>, mut req: Request) -> Response {
     let cors = match state.options().access.check(req.method(), req.headers()) {
         Verdict::Serve => None,
         Verdict::ServeCors(origin) => Some(origin),
         Verdict::Answer(resp) => return nosniff(resp),
     };
-    let mut resp = match route(state, req).await {
-        Ok(resp) => resp,
-        Err(e) => e.into_response(),
+    let mut resp = match authenticate_and_authorize(&state, &mut req) {
+        Err(refused) => *refused,
+        Ok(()) => match route(state, req).await {
+            Ok(resp) => resp,
+            Err(e) => e.into_response(),
+        },
     };
     if let Some(origin) = cors {
         access::add_cors_headers(&mut resp, origin);
     }
     nosniff(resp)
+}
+
+/// Who sent the request (401 when its credentials are not valid), whom it acts as (its
+/// `Impersonate-*` headers, each allowed or 403), and whether that user may do what it asks
+/// (403 with Kubernetes' wording); the user is left in the request's extensions.
+fn authenticate_and_authorize(
+    state: &AppState,
+    req: &mut Request,
+) -> std::result::Result<(), Box<Response>> {
+    let auth = state.auth();
+    let user = match auth.authenticate(req.headers()) {
+        Ok(user) => user,
+        Err(why) => {
+            tracing::info!(path = %req.uri().path(), reason = %why, "Unable to authenticate the request");
+            return Err(Box::new(ApiError::Unauthorized.into_response()));
+        }
+    };
+    let user = match auth.impersonate(&user, req.headers_mut()) {
+        Ok(None) => user,
+        Ok(Some(acting)) => {
+            tracing::debug!("{} is impersonating {}", user.describe(), acting.describe());
+            acting
+        }
+        Err(auth::Refusal::Forbidden(e)) => return Err(Box::new(e.into_response())),
+        Err(auth::Refusal::Malformed(why)) => {
+            let text = format!("Internal Server Error: {:?}: {why}", req.uri().to_string());
+            let mut resp = (StatusCode::INTERNAL_SERVER_ERROR, text).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            return Err(Box::new(resp));
+        }
+    };
+    let allowed_without_asking = auth.options().authorization_mode
+        == auth::AuthorizationMode::AlwaysAllow
+        || user.in_group(auth::user::SYSTEM_MASTERS);
+    let reason = if allowed_without_asking {
+        String::new()
+    } else {
+        let (path, query) = crate::request::path_and_query(req.uri(), req.extensions());
+        let attrs =
+            auth::attributes::Attributes::of_request(user.clone(), req.method(), path, query);
+        let decision = auth.authorize(&attrs);
+        if !decision.allowed {
+            tracing::info!(user = %attrs.user.describe(), verb = %attrs.verb, resource = %attrs.combined_resource(), namespace = %attrs.namespace, path = %attrs.path, reason = %decision.reason, "Forbidden");
+            let err = auth::forbidden(&attrs, &decision.reason);
+            trace_refusal(state, req, &attrs, &err);
+            return Err(Box::new(err.into_response()));
+        }
+        decision.reason
+    };
+    req.extensions_mut()
+        .insert(auth::RequestUser { user, reason });
+    Ok(())
+}
+
+/// Records the span of a resource request refused by authorization (when it would have been
+/// traced), so the 403 shows in the caller's trace with the user and the reason.
+fn trace_refusal(
+    state: &AppState,
+    req: &Request,
+    attrs: &auth::attributes::Attributes,
+    err: &ApiError,
+) {
+    if !state.options().tracing.enabled {
+        return;
+    }
+    let (path, raw_query) = crate::request::path_and_query(req.uri(), req.extensions());
+    let Route::Resource(path) = Route::parse(path) else {
+        return;
+    };
+    let watch = Query::parse(raw_query).flag("watch").unwrap_or(false);
+    let Some(mut trace) = request_trace::begin(req.method(), &path, watch, req.headers(), |id| {
+        state.collector().samples(id)
+    }) else {
+        return;
+    };
+    trace.set_attribute("user", &attrs.user.name);
+    if let Some(span) = trace.finish(err.code(), Some(format!("{}: {err}", err.reason()))) {
+        state.collector().record(span);
+    }
 }
 
 /// `X-Content-Type-Options: nosniff` on every answer, as kube-apiserver's response writers
@@ -234,6 +320,14 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 None
             };
             let mut trace = trace;
+            if let (Some(t), Some(who)) =
+                (trace.as_mut(), parts.extensions.get::<auth::RequestUser>())
+            {
+                t.set_attribute("user", &who.user.name);
+                if !who.reason.is_empty() {
+                    t.set_attribute("authorization", &who.reason);
+                }
+            }
             if let (Some(t), Some(what)) = (
                 trace.as_mut(),
                 parts
@@ -256,6 +350,11 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 }
                 None => {
                     handlers::dispatch::resource(handlers::RequestContext {
+                        user: parts
+                            .extensions
+                            .get::<auth::RequestUser>()
+                            .map(|u| u.user.clone())
+                            .unwrap_or_else(auth::user::UserInfo::api_server),
                         storage: state.storage().traced(trace.as_ref().map(|t| t.write())),
                         state,
                         method: parts.method,

@@ -81,6 +81,19 @@ impl AppState {
         let outcome = crate::apiextensions::controller::sync(self).await?;
         // Who holds which Service address and node port, before the first Service write.
         crate::service_alloc::start(self).await?;
+        // The default roles and bindings, then the RBAC objects the authorizer reads, both
+        // before the first request (`rbac/bootstrap-roles`).
+        let created = crate::auth::reconcile::ensure_policy(self).await?;
+        tracing::debug!(created, "bootstrap policy");
+        self.auth()
+            .policy()
+            .start(
+                self.storage().backend().clone(),
+                self.tasks(),
+                self.shutdown().clone(),
+            )
+            .await
+            .map_err(crate::error::ApiError::from)?;
         self.tasks()
             .spawn(crate::apiextensions::controller::run(self.clone(), outcome));
         Ok(())

@@ -29,9 +29,8 @@ use std::net::Ipv4Addr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use serde_json::Value;
-use store::{KeyRange, RangeRequest, Revision, WatchRequest};
+use store::{RangeRequest, Revision};
 
 use crate::error::{ApiError, Result};
 use crate::state::AppState;
@@ -362,66 +361,43 @@ async fn load(state: &AppState) -> Result<Revision> {
     Ok(resp.revision)
 }
 
-async fn follow(state: AppState, mut revision: Revision) {
-    let backend = state.storage().backend().clone();
-    let shutdown = state.shutdown().clone();
-    loop {
-        let request = WatchRequest {
-            range: KeyRange::Prefix(Bytes::from_static(PREFIX.as_bytes())),
-            start_revision: Some(Revision(revision.0 + 1)),
-        };
-        let mut watcher = match backend.watch(request).await {
-            Ok(w) => w,
-            Err(e) => {
-                tracing::warn!(error = %e, "service allocations: watch failed; listing again");
-                if let Ok(r) = relist(&state).await {
-                    revision = r;
-                }
-                tokio::select! {
-                    () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
-                }
-            }
-        };
-        loop {
-            let next = tokio::select! {
-                () = shutdown.cancelled() => return,
-                next = watcher.recv() => next,
+/// What follows the stored Services for the allocations.
+struct ServiceFollower(AppState);
+
+impl crate::prefix_follower::Follower for ServiceFollower {
+    fn relist(&self) -> futures::future::BoxFuture<'_, std::result::Result<Revision, String>> {
+        Box::pin(async move { relist(&self.0).await.map_err(|e| e.to_string()) })
+    }
+
+    fn apply(&self, events: Vec<store::Event>) {
+        let allocations = self.0.service_allocations();
+        for event in events {
+            let Some(owner) = owner_of(&event.kv.key) else {
+                continue;
             };
-            match next {
-                Some(Ok(resp)) => {
-                    let allocations = state.service_allocations();
-                    for event in resp.events {
-                        revision = event.revision();
-                        let Some(owner) = owner_of(&event.kv.key) else {
-                            continue;
-                        };
-                        match event.kind {
-                            store::EventKind::Put => {
-                                match serde_json::from_slice::<Value>(&event.kv.value) {
-                                    Ok(obj) => allocations.observe_put(&owner, &obj),
-                                    Err(e) => {
-                                        tracing::warn!(%owner, error = %e, "stored Service is not JSON")
-                                    }
-                                }
-                            }
-                            store::EventKind::Delete => allocations.observe_delete(&owner),
-                        }
-                    }
-                }
-                _ => {
-                    // Cut off (compacted past, or the store closed): start over from a list.
-                    match relist(&state).await {
-                        Ok(r) => revision = r,
-                        Err(e) => {
-                            tracing::warn!(error = %e, "service allocations: relist failed");
-                        }
-                    }
-                    break;
-                }
+            match event.kind {
+                store::EventKind::Put => match serde_json::from_slice::<Value>(&event.kv.value) {
+                    Ok(obj) => allocations.observe_put(&owner, &obj),
+                    Err(e) => tracing::warn!(%owner, error = %e, "stored Service is not JSON"),
+                },
+                store::EventKind::Delete => allocations.observe_delete(&owner),
             }
         }
     }
+}
+
+async fn follow(state: AppState, revision: Revision) {
+    let backend = state.storage().backend().clone();
+    let shutdown = state.shutdown().clone();
+    crate::prefix_follower::follow(
+        backend,
+        PREFIX,
+        revision,
+        shutdown,
+        "service allocations",
+        ServiceFollower(state),
+    )
+    .await;
 }
 
 /// A fresh picture from the store: committed holds are rebuilt, pending ones kept.

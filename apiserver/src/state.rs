@@ -10,6 +10,7 @@
 use crate::access::AccessOptions;
 use crate::admin::fault_table::FaultTable;
 use crate::admin::reports::Reports;
+use crate::auth::{Auth, AuthOptions};
 use crate::cacher::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache};
 use crate::collector::Collector;
 use crate::connections::ConnectionLimits;
@@ -50,6 +51,8 @@ pub struct ServerOptions {
     /// kube-apiserver picks it when bound to a loopback address
     /// ([`crate::kubernetes_service::host_interface_address`]).
     pub advertise_address: Option<std::net::IpAddr>,
+    /// Who may authenticate, and how requests are authorized.
+    pub auth: AuthOptions,
 }
 
 impl Default for ServerOptions {
@@ -65,6 +68,7 @@ impl Default for ServerOptions {
             access: AccessOptions::default(),
             component_probes: crate::ComponentProbes::default(),
             advertise_address: None,
+            auth: AuthOptions::default(),
         }
     }
 }
@@ -84,6 +88,8 @@ struct Inner {
     reports: Reports,
     /// Who holds which Service cluster IP and node port (`crate::service_alloc`).
     service_allocations: Arc<ServiceAllocations>,
+    /// Authentication, authorization and the RBAC objects (`crate::auth`).
+    auth: Auth,
 }
 
 /// Everything a request handler needs, cheap to clone.
@@ -123,6 +129,7 @@ impl AppState {
             row.allocations = Some(service_allocations.clone());
         });
         AppState(Arc::new(Inner {
+            auth: Auth::new(options.auth.clone()),
             collector,
             faults: FaultTable::default(),
             reports: Reports::default(),
@@ -169,6 +176,11 @@ impl AppState {
     /// The Service cluster IP and node port allocations.
     pub fn service_allocations(&self) -> &Arc<ServiceAllocations> {
         &self.0.service_allocations
+    }
+
+    /// Authentication and authorization.
+    pub fn auth(&self) -> &Auth {
+        &self.0.auth
     }
 
     /// The trace collector.

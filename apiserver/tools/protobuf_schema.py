@@ -30,6 +30,9 @@ PACKAGES = {
     "k8s.io/api/policy/v1": ("policy/v1", f"{API}/policy/v1"),
     "k8s.io/api/autoscaling/v1": ("autoscaling/v1", f"{API}/autoscaling/v1"),
     "k8s.io/api/rbac/v1": ("rbac/v1", f"{API}/rbac/v1"),
+    "k8s.io/api/authorization/v1": ("authorization/v1", f"{API}/authorization/v1"),
+    "k8s.io/api/authentication/v1": ("authentication/v1", f"{API}/authentication/v1"),
+    "k8s.io/api/certificates/v1": ("certificates/v1", f"{API}/certificates/v1"),
     "k8s.io/apimachinery/pkg/apis/meta/v1": ("meta/v1", f"{MACHINERY}/pkg/apis/meta/v1"),
     "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1": (
         "apiextensions/v1",
@@ -53,6 +56,12 @@ GROUP_VERSIONS = [
     ("discovery.k8s.io/v1", "discovery/v1", ["EndpointSlice"]),
     ("rbac.authorization.k8s.io/v1", "rbac/v1",
      ["ClusterRoleBinding", "ClusterRole", "RoleBinding", "Role"]),
+    ("authorization.k8s.io/v1", "authorization/v1",
+     ["SelfSubjectAccessReview", "SubjectAccessReview", "LocalSubjectAccessReview",
+      "SelfSubjectRulesReview"]),
+    ("authentication.k8s.io/v1", "authentication/v1",
+     ["SelfSubjectReview", "TokenReview", "TokenRequest"]),
+    ("certificates.k8s.io/v1", "certificates/v1", ["CertificateSigningRequest"]),
     ("policy/v1", "policy/v1", ["Eviction"]),
     ("autoscaling/v1", "autoscaling/v1", ["Scale"]),
     ("apiextensions.k8s.io/v1", "apiextensions/v1", ["CustomResourceDefinition"]),
@@ -77,6 +86,10 @@ SPECIAL = {
     ("intstr", "IntOrString"): "Ty::IntOrString",
     ("runtime", "RawExtension"): "Ty::RawJson",
     ("apiextensions/v1", "JSON"): "Ty::RawJson",
+    # `type ExtraValue []string`: a message of repeated strings, an array in JSON.
+    ("authorization/v1", "ExtraValue"): "Ty::StringList",
+    ("authentication/v1", "ExtraValue"): "Ty::StringList",
+    ("certificates/v1", "ExtraValue"): "Ty::StringList",
 }
 UNIONS = {
     ("apiextensions/v1", "JSONSchemaPropsOrArray"): "Union::Array",

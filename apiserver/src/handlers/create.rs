@@ -92,6 +92,7 @@ pub async fn ensure_namespace(state: &AppState, name: &str) -> Result<()> {
         manager: Some("kube-apiserver".into()),
         now: state.now(),
         part: WritePart::Main,
+        escalation: None,
     };
     rest::default(&info, &mut obj)?;
     rest::before_create(&info, None, &mut obj, &wctx)?;
@@ -131,6 +132,7 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
         part: WritePart::Main,
+        escalation: ctx.escalation_check(&info),
     };
     let generated = meta::name(&body).is_none();
     let mut attempt = 0;

@@ -30,6 +30,9 @@ pub async fn resource(ctx: RequestContext) -> Result<Response> {
     if super::component_status::is_component_status(&info) {
         return super::component_status::serve(ctx, info).await;
     }
+    if let Some(review) = crate::auth::review::Review::of(&info.gvr.group, &info.gvr.resource) {
+        return super::review::serve(ctx, review);
+    }
     // An object nested deeper than a worker's stack can take may be decoded, kept, encoded or
     // dropped anywhere in the request: all of it runs on a large stack then.
     let large = crate::deep::needs_large_stack(info.deep_objects, &ctx.body);

@@ -21,6 +21,7 @@ pub mod dispatch;
 pub mod get;
 pub mod list;
 pub mod patch;
+pub mod review;
 pub mod update;
 pub mod watch;
 
@@ -56,9 +57,30 @@ pub struct RequestContext {
     /// The store for this request's writes: it stamps the request's trace context on the
     /// objects it writes when the request is traced ([`crate::request_trace`]).
     pub storage: crate::storage::Storage,
+    /// Who sent the request (after impersonation); the API server itself for the requests
+    /// it serves to itself.
+    pub user: crate::auth::user::UserInfo,
 }
 
 impl RequestContext {
+    /// The privilege-escalation check this request's write needs: a write of an RBAC object
+    /// under RBAC by a user outside `system:masters`.
+    pub fn escalation_check(
+        &self,
+        info: &ResourceInfo,
+    ) -> Option<std::sync::Arc<crate::auth::rbac::escalation::EscalationCheck>> {
+        let auth = self.state.auth();
+        let needed = info.gvr.group == crate::strategy::rbac::GROUP
+            && auth.options().authorization_mode == crate::auth::AuthorizationMode::Rbac
+            && !self.user.in_group(crate::auth::user::SYSTEM_MASTERS);
+        needed.then(|| {
+            std::sync::Arc::new(crate::auth::rbac::escalation::EscalationCheck::new(
+                auth.policy().clone(),
+                self.user.clone(),
+            ))
+        })
+    }
+
     /// The store, as this request writes to it.
     pub fn storage(&self) -> &crate::storage::Storage {
         &self.storage

@@ -350,6 +350,7 @@ pub async fn patch_part(
         manager: Some(manager.clone()),
         now: ctx.state.now(),
         part,
+        escalation: ctx.escalation_check(&info),
     };
     let updated = ctx
         .storage_for_written_object()

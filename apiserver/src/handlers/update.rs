@@ -87,6 +87,7 @@ pub async fn replace(
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
         part,
+        escalation: ctx.escalation_check(&info),
     };
     let updated = ctx
         .storage_for_written_object()

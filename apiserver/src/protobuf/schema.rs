@@ -50,6 +50,46 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
         &RBAC_V1_ROLE_BINDING,
     ),
     ("rbac.authorization.k8s.io/v1", "Role", &RBAC_V1_ROLE),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectAccessReview",
+        &AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        &AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "LocalSubjectAccessReview",
+        &AUTHORIZATION_V1_LOCAL_SUBJECT_ACCESS_REVIEW,
+    ),
+    (
+        "authorization.k8s.io/v1",
+        "SelfSubjectRulesReview",
+        &AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW,
+    ),
+    (
+        "authentication.k8s.io/v1",
+        "SelfSubjectReview",
+        &AUTHENTICATION_V1_SELF_SUBJECT_REVIEW,
+    ),
+    (
+        "authentication.k8s.io/v1",
+        "TokenReview",
+        &AUTHENTICATION_V1_TOKEN_REVIEW,
+    ),
+    (
+        "authentication.k8s.io/v1",
+        "TokenRequest",
+        &AUTHENTICATION_V1_TOKEN_REQUEST,
+    ),
+    (
+        "certificates.k8s.io/v1",
+        "CertificateSigningRequest",
+        &CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST,
+    ),
     ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
     (
@@ -329,6 +369,152 @@ static RBAC_V1_ROLE: Message = Message {
             "rules",
             Ty::Msg(&RBAC_V1_POLICY_RULE),
             REPEATED | KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "SelfSubjectAccessReview",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
+            0,
+        ),
+    ],
+};
+
+static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "SubjectAccessReview",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
+            0,
+        ),
+    ],
+};
+
+static AUTHORIZATION_V1_LOCAL_SUBJECT_ACCESS_REVIEW: Message = Message {
+    name: "LocalSubjectAccessReview",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS),
+            0,
+        ),
+    ],
+};
+
+static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW: Message = Message {
+    name: "SelfSubjectRulesReview",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW_SPEC),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS),
+            0,
+        ),
+    ],
+};
+
+static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW: Message = Message {
+    name: "SelfSubjectReview",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "status",
+            Ty::Msg(&AUTHENTICATION_V1_SELF_SUBJECT_REVIEW_STATUS),
+            0,
+        ),
+    ],
+};
+
+static AUTHENTICATION_V1_TOKEN_REVIEW: Message = Message {
+    name: "TokenReview",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTHENTICATION_V1_TOKEN_REVIEW_SPEC),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTHENTICATION_V1_TOKEN_REVIEW_STATUS),
+            0,
+        ),
+    ],
+};
+
+static AUTHENTICATION_V1_TOKEN_REQUEST: Message = Message {
+    name: "TokenRequest",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTHENTICATION_V1_TOKEN_REQUEST_SPEC),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTHENTICATION_V1_TOKEN_REQUEST_STATUS),
+            0,
+        ),
+    ],
+};
+
+static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST: Message = Message {
+    name: "CertificateSigningRequest",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_STATUS),
+            0,
         ),
     ],
 };
@@ -1138,6 +1324,158 @@ static RBAC_V1_AGGREGATION_RULE: Message = Message {
     )],
 };
 
+static AUTHORIZATION_V1_SELF_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    name: "SelfSubjectAccessReviewSpec",
+    fields: &[
+        Field::new(
+            1,
+            "resourceAttributes",
+            Ty::Msg(&AUTHORIZATION_V1_RESOURCE_ATTRIBUTES),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "nonResourceAttributes",
+            Ty::Msg(&AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_STATUS: Message = Message {
+    name: "SubjectAccessReviewStatus",
+    fields: &[
+        Field::new(1, "allowed", Ty::Bool, KEEP_ZERO),
+        Field::new(4, "denied", Ty::Bool, 0),
+        Field::new(2, "reason", Ty::Str, 0),
+        Field::new(3, "evaluationError", Ty::Str, 0),
+    ],
+};
+
+static AUTHORIZATION_V1_SUBJECT_ACCESS_REVIEW_SPEC: Message = Message {
+    name: "SubjectAccessReviewSpec",
+    fields: &[
+        Field::new(
+            1,
+            "resourceAttributes",
+            Ty::Msg(&AUTHORIZATION_V1_RESOURCE_ATTRIBUTES),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "nonResourceAttributes",
+            Ty::Msg(&AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES),
+            KEEP_ZERO,
+        ),
+        Field::new(3, "user", Ty::Str, 0),
+        Field::new(4, "groups", Ty::Str, REPEATED),
+        Field::new(5, "extra", Ty::Map(&Ty::StringList), 0),
+        Field::new(6, "uid", Ty::Str, 0),
+    ],
+};
+
+static AUTHORIZATION_V1_SELF_SUBJECT_RULES_REVIEW_SPEC: Message = Message {
+    name: "SelfSubjectRulesReviewSpec",
+    fields: &[Field::new(1, "namespace", Ty::Str, 0)],
+};
+
+static AUTHORIZATION_V1_SUBJECT_RULES_REVIEW_STATUS: Message = Message {
+    name: "SubjectRulesReviewStatus",
+    fields: &[
+        Field::new(
+            1,
+            "resourceRules",
+            Ty::Msg(&AUTHORIZATION_V1_RESOURCE_RULE),
+            REPEATED | KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "nonResourceRules",
+            Ty::Msg(&AUTHORIZATION_V1_NON_RESOURCE_RULE),
+            REPEATED | KEEP_ZERO,
+        ),
+        Field::new(3, "incomplete", Ty::Bool, KEEP_ZERO),
+        Field::new(4, "evaluationError", Ty::Str, 0),
+    ],
+};
+
+static AUTHENTICATION_V1_SELF_SUBJECT_REVIEW_STATUS: Message = Message {
+    name: "SelfSubjectReviewStatus",
+    fields: &[Field::new(
+        1,
+        "userInfo",
+        Ty::Msg(&AUTHENTICATION_V1_USER_INFO),
+        0,
+    )],
+};
+
+static AUTHENTICATION_V1_TOKEN_REVIEW_SPEC: Message = Message {
+    name: "TokenReviewSpec",
+    fields: &[
+        Field::new(1, "token", Ty::Str, 0),
+        Field::new(2, "audiences", Ty::Str, REPEATED),
+    ],
+};
+
+static AUTHENTICATION_V1_TOKEN_REVIEW_STATUS: Message = Message {
+    name: "TokenReviewStatus",
+    fields: &[
+        Field::new(1, "authenticated", Ty::Bool, 0),
+        Field::new(2, "user", Ty::Msg(&AUTHENTICATION_V1_USER_INFO), 0),
+        Field::new(4, "audiences", Ty::Str, REPEATED),
+        Field::new(3, "error", Ty::Str, 0),
+    ],
+};
+
+static AUTHENTICATION_V1_TOKEN_REQUEST_SPEC: Message = Message {
+    name: "TokenRequestSpec",
+    fields: &[
+        Field::new(1, "audiences", Ty::Str, REPEATED | KEEP_ZERO),
+        Field::new(4, "expirationSeconds", Ty::Int64, KEEP_ZERO),
+        Field::new(
+            3,
+            "boundObjectRef",
+            Ty::Msg(&AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTHENTICATION_V1_TOKEN_REQUEST_STATUS: Message = Message {
+    name: "TokenRequestStatus",
+    fields: &[
+        Field::new(1, "token", Ty::Str, KEEP_ZERO),
+        Field::new(2, "expirationTimestamp", Ty::Time, KEEP_ZERO),
+    ],
+};
+
+static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_SPEC: Message = Message {
+    name: "CertificateSigningRequestSpec",
+    fields: &[
+        Field::new(1, "request", Ty::Bytes, KEEP_ZERO),
+        Field::new(7, "signerName", Ty::Str, KEEP_ZERO),
+        Field::new(8, "expirationSeconds", Ty::Int32, KEEP_ZERO),
+        Field::new(5, "usages", Ty::Str, REPEATED),
+        Field::new(2, "username", Ty::Str, 0),
+        Field::new(3, "uid", Ty::Str, 0),
+        Field::new(4, "groups", Ty::Str, REPEATED),
+        Field::new(6, "extra", Ty::Map(&Ty::StringList), 0),
+    ],
+};
+
+static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_STATUS: Message = Message {
+    name: "CertificateSigningRequestStatus",
+    fields: &[
+        Field::new(
+            1,
+            "conditions",
+            Ty::Msg(&CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION),
+            REPEATED,
+        ),
+        Field::new(2, "certificate", Ty::Bytes, 0),
+    ],
+};
+
 static AUTOSCALING_V1_SCALE_SPEC: Message = Message {
     name: "ScaleSpec",
     fields: &[Field::new(1, "replicas", Ty::Int32, 0)],
@@ -1931,6 +2269,89 @@ static DISCOVERY_V1_ENDPOINT_HINTS: Message = Message {
     ],
 };
 
+static AUTHORIZATION_V1_RESOURCE_ATTRIBUTES: Message = Message {
+    name: "ResourceAttributes",
+    fields: &[
+        Field::new(1, "namespace", Ty::Str, 0),
+        Field::new(2, "verb", Ty::Str, 0),
+        Field::new(3, "group", Ty::Str, 0),
+        Field::new(4, "version", Ty::Str, 0),
+        Field::new(5, "resource", Ty::Str, 0),
+        Field::new(6, "subresource", Ty::Str, 0),
+        Field::new(7, "name", Ty::Str, 0),
+        Field::new(
+            8,
+            "fieldSelector",
+            Ty::Msg(&AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            9,
+            "labelSelector",
+            Ty::Msg(&AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTHORIZATION_V1_NON_RESOURCE_ATTRIBUTES: Message = Message {
+    name: "NonResourceAttributes",
+    fields: &[
+        Field::new(1, "path", Ty::Str, 0),
+        Field::new(2, "verb", Ty::Str, 0),
+    ],
+};
+
+static AUTHORIZATION_V1_RESOURCE_RULE: Message = Message {
+    name: "ResourceRule",
+    fields: &[
+        Field::new(1, "verbs", Ty::Str, REPEATED | KEEP_ZERO),
+        Field::new(2, "apiGroups", Ty::Str, REPEATED),
+        Field::new(3, "resources", Ty::Str, REPEATED),
+        Field::new(4, "resourceNames", Ty::Str, REPEATED),
+    ],
+};
+
+static AUTHORIZATION_V1_NON_RESOURCE_RULE: Message = Message {
+    name: "NonResourceRule",
+    fields: &[
+        Field::new(1, "verbs", Ty::Str, REPEATED | KEEP_ZERO),
+        Field::new(2, "nonResourceURLs", Ty::Str, REPEATED),
+    ],
+};
+
+static AUTHENTICATION_V1_USER_INFO: Message = Message {
+    name: "UserInfo",
+    fields: &[
+        Field::new(1, "username", Ty::Str, 0),
+        Field::new(2, "uid", Ty::Str, 0),
+        Field::new(3, "groups", Ty::Str, REPEATED),
+        Field::new(4, "extra", Ty::Map(&Ty::StringList), 0),
+    ],
+};
+
+static AUTHENTICATION_V1_BOUND_OBJECT_REFERENCE: Message = Message {
+    name: "BoundObjectReference",
+    fields: &[
+        Field::new(1, "kind", Ty::Str, 0),
+        Field::new(2, "apiVersion", Ty::Str, 0),
+        Field::new(3, "name", Ty::Str, 0),
+        Field::new(4, "uid", Ty::Str, 0),
+    ],
+};
+
+static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Message {
+    name: "CertificateSigningRequestCondition",
+    fields: &[
+        Field::new(1, "type", Ty::Str, KEEP_ZERO),
+        Field::new(6, "status", Ty::Str, KEEP_ZERO),
+        Field::new(2, "reason", Ty::Str, 0),
+        Field::new(3, "message", Ty::Str, 0),
+        Field::new(4, "lastUpdateTime", Ty::Time, 0),
+        Field::new(5, "lastTransitionTime", Ty::Time, 0),
+    ],
+};
+
 static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_NAMES: Message = Message {
     name: "CustomResourceDefinitionNames",
     fields: &[
@@ -2684,6 +3105,32 @@ static DISCOVERY_V1_FOR_NODE: Message = Message {
     fields: &[Field::new(1, "name", Ty::Str, KEEP_ZERO)],
 };
 
+static AUTHORIZATION_V1_FIELD_SELECTOR_ATTRIBUTES: Message = Message {
+    name: "FieldSelectorAttributes",
+    fields: &[
+        Field::new(1, "rawSelector", Ty::Str, 0),
+        Field::new(
+            2,
+            "requirements",
+            Ty::Msg(&META_V1_FIELD_SELECTOR_REQUIREMENT),
+            REPEATED,
+        ),
+    ],
+};
+
+static AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES: Message = Message {
+    name: "LabelSelectorAttributes",
+    fields: &[
+        Field::new(1, "rawSelector", Ty::Str, 0),
+        Field::new(
+            2,
+            "requirements",
+            Ty::Msg(&META_V1_LABEL_SELECTOR_REQUIREMENT),
+            REPEATED,
+        ),
+    ],
+};
+
 static APIEXTENSIONS_V1_CUSTOM_RESOURCE_VALIDATION: Message = Message {
     name: "CustomResourceValidation",
     fields: &[Field::new(
@@ -3368,6 +3815,15 @@ static BATCH_V1_POD_FAILURE_POLICY_ON_POD_CONDITIONS_PATTERN: Message = Message 
     fields: &[
         Field::new(1, "type", Ty::Str, KEEP_ZERO),
         Field::new(2, "status", Ty::Str, KEEP_ZERO),
+    ],
+};
+
+static META_V1_FIELD_SELECTOR_REQUIREMENT: Message = Message {
+    name: "FieldSelectorRequirement",
+    fields: &[
+        Field::new(1, "key", Ty::Str, KEEP_ZERO),
+        Field::new(2, "operator", Ty::Str, KEEP_ZERO),
+        Field::new(3, "values", Ty::Str, REPEATED),
     ],
 };
 

@@ -83,6 +83,9 @@ pub(super) enum Ty {
     RawJson,
     /// A JSON-schema union of apiextensions, decoded as its message then picked from.
     Union(&'static Message, Union),
+    /// A named string slice (`type ExtraValue []string`): `{1: repeated string}`, the array
+    /// in JSON.
+    StringList,
 }
 
 /// The apiextensions unions whose JSON is one of their fields (`marshal.go`).
@@ -415,6 +418,15 @@ fn value(ty: Ty, wire: &Wire<'_>, depth: usize) -> Result<Option<Value>> {
         Ty::IntOrString => int_or_string(b)?,
         Ty::RawJson => return raw_json(b),
         Ty::Union(inner, union) => return Ok(pick(union, nested(inner, b, depth)?)),
+        Ty::StringList => {
+            let mut items = Vec::new();
+            for (tag, w) in Reader::new(b, "ExtraValue").all()? {
+                if let (1, Wire::Bytes(s)) = (tag, w) {
+                    items.push(json!(String::from_utf8_lossy(s)));
+                }
+            }
+            Value::Array(items)
+        }
         Ty::Int32 | Ty::Int64 | Ty::Bool | Ty::Double | Ty::Map(_) => return Ok(None),
     }))
 }

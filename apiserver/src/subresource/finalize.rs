@@ -25,6 +25,7 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
         part: WritePart::Finalize,
+        escalation: None,
     };
     let updated = ctx
         .storage()

@@ -198,6 +198,7 @@ fn write_context(ctx: &RequestContext) -> WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
         part: WritePart::Scale,
+        escalation: None,
     }
 }
 

@@ -28,6 +28,36 @@ pub struct ApiserverArgs {
     trace: TraceArgs,
     #[command(flatten)]
     serving: ServingArgs,
+    #[command(flatten)]
+    auth: AuthArgs,
+}
+
+/// Authentication and authorization, with kube-apiserver's flag names.
+#[derive(Debug, clap::Args)]
+pub struct AuthArgs {
+    /// How requests are authorized: `AlwaysAllow` (kube-apiserver's default) or `RBAC`.
+    #[arg(long, value_name = "MODE", default_value = "AlwaysAllow", value_parser = apiserver::AuthorizationMode::parse)]
+    authorization_mode: apiserver::AuthorizationMode,
+    /// Serve requests without credentials as `system:anonymous` (group
+    /// `system:unauthenticated`); `--anonymous-auth=false` answers them 401.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// A CSV file of bearer tokens: `token,user,uid,"group1,group2"` per line.
+    #[arg(long, value_name = "FILE")]
+    token_auth_file: Option<PathBuf>,
+}
+
+impl AuthArgs {
+    /// The authentication and authorization settings these flags ask for.
+    fn apply(&self, options: &mut apiserver::ServerOptions) -> anyhow::Result<()> {
+        options.auth.authorization_mode = self.authorization_mode;
+        options.auth.anonymous = self.anonymous_auth;
+        if let Some(path) = &self.token_auth_file {
+            let tokens = apiserver::TokenFile::read(path)?;
+            options.auth.tokens = Some(std::sync::Arc::new(tokens));
+        }
+        Ok(())
+    }
 }
 
 /// Who may call the server and how long slow clients may hold it (`docs/reliability.md`,
@@ -128,6 +158,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             ..apiserver::ServerOptions::default()
         };
         args.serving.apply(&mut options)?;
+        args.auth.apply(&mut options)?;
         let config = apiserver::Config {
             data_dir: args.data_dir,
             listen: args.listen,

@@ -1,0 +1,452 @@
+//! Authentication and authorization: who sent a request, and whether they may.
+//!
+//! Mirrors kube-apiserver's handler chain (`staging/src/k8s.io/apiserver/pkg/server/config.go`,
+//! `DefaultBuildHandlerChain`) and its pieces:
+//!
+//! ```text
+//!   request ─▶ authenticate ───────────▶ impersonate ─────────▶ authorize ─────────▶ handler
+//!              bearer token              Impersonate-User/      system:masters: yes
+//!              (--token-auth-file),      -Group/-Uid/-Extra-*   AlwaysAllow: yes
+//!              else system:anonymous     each checked as the    RBAC: a bound rule
+//!              bad credentials: 401      `impersonate` verb     covers it, else 403
+//!                                        (403 if not allowed)   "User "alice" cannot
+//!                                                                list resource ..."
+//! ```
+//!
+//! - [`user`]: `user.Info` and the well-known names;
+//! - [`attributes`]: `RequestInfo` → the authorizer's `Attributes`;
+//! - [`token_file`]: the static token file;
+//! - [`rbac`]: the RBAC authorizer over an in-memory copy of the RBAC objects;
+//! - [`bootstrap_policy`] and [`reconcile`]: the default roles and bindings written at start;
+//! - [`review`]: the access and identity reviews (`kubectl auth can-i`, `kubectl auth whoami`).
+//!
+//! The authorization mode is kube-apiserver's `--authorization-mode`: `AlwaysAllow` (its
+//! default, and the bare `miniplane apiserver`'s) or `RBAC` (what kubeadm and kind set, and
+//! what `miniplane up` runs). Unlike kubeadm's `Node,RBAC`, there is no Node authorizer: the
+//! simulated kubelets (group `system:nodes`) are bound to the `system:node` ClusterRole, as
+//! Kubernetes did before 1.8.
+
+pub mod attributes;
+pub(crate) mod bootstrap_policy;
+pub mod rbac;
+pub mod reconcile;
+pub mod review;
+pub mod token_file;
+pub mod user;
+
+use crate::error::{ApiError, ErrorTarget};
+use attributes::Attributes;
+use axum::http::{HeaderMap, header};
+use rbac::cache::PolicyCache;
+use std::sync::Arc;
+use token_file::TokenFile;
+use user::UserInfo;
+
+/// How requests are authorized (`--authorization-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AuthorizationMode {
+    /// Every request is allowed (kube-apiserver's default).
+    #[default]
+    AlwaysAllow,
+    /// Role-based access control over the rbac.authorization.k8s.io objects.
+    Rbac,
+}
+
+impl AuthorizationMode {
+    /// Parses kube-apiserver's names: `AlwaysAllow`, `RBAC`.
+    pub fn parse(s: &str) -> Result<AuthorizationMode, String> {
+        match s {
+            "AlwaysAllow" => Ok(AuthorizationMode::AlwaysAllow),
+            "RBAC" => Ok(AuthorizationMode::Rbac),
+            other => Err(format!(
+                "authorization-mode {other:?} is not a valid mode (AlwaysAllow, RBAC)"
+            )),
+        }
+    }
+
+    /// The flag's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthorizationMode::AlwaysAllow => "AlwaysAllow",
+            AuthorizationMode::Rbac => "RBAC",
+        }
+    }
+}
+
+/// Who may authenticate and how requests are authorized.
+#[derive(Debug, Clone)]
+pub struct AuthOptions {
+    /// `--authorization-mode`.
+    pub authorization_mode: AuthorizationMode,
+    /// `--anonymous-auth`: requests without credentials are `system:anonymous` (else 401).
+    pub anonymous: bool,
+    /// `--token-auth-file`, read.
+    pub tokens: Option<Arc<TokenFile>>,
+}
+
+impl Default for AuthOptions {
+    fn default() -> Self {
+        AuthOptions {
+            authorization_mode: AuthorizationMode::AlwaysAllow,
+            anonymous: true,
+            tokens: None,
+        }
+    }
+}
+
+/// The authenticated user of a request and why it was allowed, in its extensions for the
+/// handlers that need them (the reviews, the trace).
+#[derive(Debug, Clone)]
+pub struct RequestUser {
+    /// Who (after impersonation).
+    pub user: UserInfo,
+    /// The authorizer's reason (`RBAC: allowed by ...`; empty for `system:masters` and under
+    /// AlwaysAllow).
+    pub reason: String,
+}
+
+/// The state of authentication and authorization: the options and the RBAC objects.
+#[derive(Debug, Default)]
+pub struct Auth {
+    options: AuthOptions,
+    policy: Arc<PolicyCache>,
+}
+
+impl Auth {
+    /// With these options.
+    pub fn new(options: AuthOptions) -> Auth {
+        Auth {
+            options,
+            policy: Arc::default(),
+        }
+    }
+
+    /// The options.
+    pub fn options(&self) -> &AuthOptions {
+        &self.options
+    }
+
+    /// The RBAC objects (followed from the store once the server starts).
+    pub fn policy(&self) -> &Arc<PolicyCache> {
+        &self.policy
+    }
+
+    /// Who sent a request: its bearer token, else anonymous.
+    /// `Err(why)` for credentials that were presented and are not valid (answered 401; `why`
+    /// goes to the log only).
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<UserInfo, String> {
+        if let Some(value) = headers.get(header::AUTHORIZATION) {
+            let token = value
+                .to_str()
+                .ok()
+                .and_then(|v| {
+                    let (scheme, rest) = v.trim().split_once(' ')?;
+                    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+                })
+                .filter(|t| !t.is_empty());
+            // kube-apiserver ignores an Authorization header that is not a bearer token
+            // (its basic-auth authenticator is gone); a bearer token must be known.
+            if let Some(token) = token {
+                return match self.options.tokens.as_ref().and_then(|f| f.user(token)) {
+                    Some(user) => Ok(user.clone().with_authenticated_group()),
+                    None => Err("invalid bearer token".into()),
+                };
+            }
+        }
+        if self.options.anonymous {
+            Ok(UserInfo::anonymous())
+        } else {
+            Err("no credentials and anonymous requests are disabled".into())
+        }
+    }
+
+    /// Whether `attrs` is allowed, and why (the privileged group, then the mode).
+    pub fn authorize(&self, attrs: &Attributes) -> rbac::Decision {
+        if attrs.user.in_group(user::SYSTEM_MASTERS) {
+            return rbac::Decision {
+                allowed: true,
+                reason: String::new(),
+            };
+        }
+        match self.options.authorization_mode {
+            AuthorizationMode::AlwaysAllow => rbac::Decision {
+                allowed: true,
+                reason: String::new(),
+            },
+            AuthorizationMode::Rbac => self.policy.read(|s| rbac::authorize(s, attrs)),
+        }
+    }
+
+    /// Applies the `Impersonate-*` headers: the user the request acts as, each impersonated
+    /// name checked with the `impersonate` verb (`filters.WithImpersonation`). The headers
+    /// are removed. `Ok(None)`: no impersonation asked.
+    pub fn impersonate(
+        &self,
+        requestor: &UserInfo,
+        headers: &mut HeaderMap,
+    ) -> Result<Option<UserInfo>, Refusal> {
+        let requests = impersonation_requests(headers).map_err(Refusal::Malformed)?;
+        if requests.is_empty() {
+            return Ok(None);
+        }
+        let groups_specified = headers.contains_key(IMPERSONATE_GROUP);
+        let mut name = String::new();
+        let mut groups: Vec<String> = Vec::new();
+        let mut uid = String::new();
+        let mut extra = std::collections::BTreeMap::<String, Vec<String>>::new();
+        for request in requests {
+            let mut attrs = Attributes {
+                user: requestor.clone(),
+                verb: "impersonate".into(),
+                resource_request: true,
+                ..Attributes::default()
+            };
+            match request {
+                Impersonation::ServiceAccount {
+                    namespace,
+                    name: sa,
+                } => {
+                    attrs.resource = "serviceaccounts".into();
+                    attrs.api_version = "v1".into();
+                    name = user::service_account_user_name(&namespace, &sa);
+                    if !groups_specified {
+                        groups = user::service_account_groups(&namespace);
+                    }
+                    attrs.namespace = namespace;
+                    attrs.name = sa;
+                }
+                Impersonation::User(u) => {
+                    attrs.resource = "users".into();
+                    attrs.api_version = "v1".into();
+                    attrs.name = u.clone();
+                    name = u;
+                }
+                Impersonation::Group(g) => {
+                    attrs.resource = "groups".into();
+                    attrs.api_version = "v1".into();
+                    attrs.name = g.clone();
+                    groups.push(g);
+                }
+                Impersonation::Extra { key, value } => {
+                    attrs.resource = "userextras".into();
+                    attrs.api_group = "authentication.k8s.io".into();
+                    attrs.api_version = "v1".into();
+                    attrs.subresource = key.clone();
+                    attrs.name = value.clone();
+                    extra.entry(key).or_default().push(value);
+                }
+                Impersonation::Uid(u) => {
+                    attrs.resource = "uids".into();
+                    attrs.api_group = "authentication.k8s.io".into();
+                    attrs.api_version = "v1".into();
+                    attrs.name = u.clone();
+                    uid = u;
+                }
+            }
+            let decision = self.authorize(&attrs);
+            if !decision.allowed {
+                return Err(Refusal::Forbidden(Box::new(forbidden(
+                    &attrs,
+                    &decision.reason,
+                ))));
+            }
+        }
+        if name != user::ANONYMOUS {
+            if !groups
+                .iter()
+                .any(|g| g == user::ALL_AUTHENTICATED || g == user::ALL_UNAUTHENTICATED)
+            {
+                groups.push(user::ALL_AUTHENTICATED.into());
+            }
+        } else if !groups.iter().any(|g| g == user::ALL_UNAUTHENTICATED) {
+            groups.push(user::ALL_UNAUTHENTICATED.into());
+        }
+        headers.remove(IMPERSONATE_USER);
+        headers.remove(IMPERSONATE_GROUP);
+        headers.remove(IMPERSONATE_UID);
+        let extra_headers: Vec<_> = headers
+            .keys()
+            .filter(|k| k.as_str().starts_with(IMPERSONATE_EXTRA_PREFIX))
+            .cloned()
+            .collect();
+        for k in extra_headers {
+            headers.remove(k);
+        }
+        Ok(Some(UserInfo {
+            name,
+            uid,
+            groups,
+            extra,
+        }))
+    }
+}
+
+/// Why impersonation was refused.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The headers make no sense (groups without a user): kube-apiserver answers 500 in
+    /// plain text.
+    Malformed(String),
+    /// The requestor may not impersonate one of the names.
+    Forbidden(Box<ApiError>),
+}
+
+const IMPERSONATE_USER: &str = "impersonate-user";
+const IMPERSONATE_GROUP: &str = "impersonate-group";
+const IMPERSONATE_UID: &str = "impersonate-uid";
+const IMPERSONATE_EXTRA_PREFIX: &str = "impersonate-extra-";
+
+/// One name the request wants to act as.
+#[derive(Debug, PartialEq, Eq)]
+enum Impersonation {
+    ServiceAccount { namespace: String, name: String },
+    User(String),
+    Group(String),
+    Extra { key: String, value: String },
+    Uid(String),
+}
+
+/// The impersonation the headers ask for (`buildImpersonationRequests`).
+fn impersonation_requests(headers: &HeaderMap) -> Result<Vec<Impersonation>, String> {
+    let text = |v: &axum::http::HeaderValue| String::from_utf8_lossy(v.as_bytes()).into_owned();
+    let mut out = Vec::new();
+    let user = headers
+        .get(IMPERSONATE_USER)
+        .map(text)
+        .filter(|u| !u.is_empty());
+    if let Some(u) = &user {
+        out.push(match user::split_service_account_user_name(u) {
+            Some((ns, name)) => Impersonation::ServiceAccount {
+                namespace: ns.into(),
+                name: name.into(),
+            },
+            None => Impersonation::User(u.clone()),
+        });
+    }
+    let mut others = false;
+    for g in headers.get_all(IMPERSONATE_GROUP) {
+        others = true;
+        out.push(Impersonation::Group(text(g)));
+    }
+    for (k, v) in headers {
+        if let Some(key) = k.as_str().strip_prefix(IMPERSONATE_EXTRA_PREFIX) {
+            others = true;
+            let key = percent_decode(key);
+            out.push(Impersonation::Extra {
+                key,
+                value: text(v),
+            });
+        }
+    }
+    if let Some(uid) = headers
+        .get(IMPERSONATE_UID)
+        .map(text)
+        .filter(|u| !u.is_empty())
+    {
+        others = true;
+        out.push(Impersonation::Uid(uid));
+    }
+    if others && user.is_none() {
+        return Err(format!(
+            "requested {} without impersonating a user",
+            out.iter()
+                .map(|r| format!("{r:?}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ));
+    }
+    Ok(out)
+}
+
+/// `url.PathUnescape`, keeping the key as it is when it is not valid escaping.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                Some(b) => {
+                    out.push(b);
+                    i += 3;
+                    continue;
+                }
+                None => return s.to_string(),
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|_| s.to_string())
+}
+
+/// The 403 of a request `attrs` that was not allowed (`responsewriters.ForbiddenStatusError`):
+/// `pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the
+/// namespace "default"`, with RBAC's reason after a colon when it has one.
+pub fn forbidden(attrs: &Attributes, reason: &str) -> ApiError {
+    let user = apimachinery::fmt::go_quote(&attrs.user.name);
+    let q = apimachinery::fmt::go_quote;
+    let what = if !attrs.resource_request {
+        format!("User {user} cannot {} path {}", attrs.verb, q(&attrs.path))
+    } else {
+        let resource = attrs.combined_resource();
+        if attrs.namespace.is_empty() {
+            format!(
+                "User {user} cannot {} resource {} in API group {} at the cluster scope",
+                attrs.verb,
+                q(&resource),
+                q(&attrs.api_group)
+            )
+        } else {
+            format!(
+                "User {user} cannot {} resource {} in API group {} in the namespace {}",
+                attrs.verb,
+                q(&resource),
+                q(&attrs.api_group),
+                q(&attrs.namespace)
+            )
+        }
+    };
+    // Go's sanitizer keeps HTML out of the message.
+    let what = what
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let detail = if reason.is_empty() {
+        what
+    } else {
+        format!("{what}: {reason}")
+    };
+    let target = ErrorTarget {
+        group: if attrs.resource_request {
+            attrs.api_group.clone()
+        } else {
+            String::new()
+        },
+        resource: if attrs.resource_request {
+            attrs.resource.clone()
+        } else {
+            String::new()
+        },
+        kind: String::new(),
+        name: attrs.name.clone(),
+    };
+    let message = if target.resource.is_empty() && target.group.is_empty() {
+        format!("forbidden: {detail}")
+    } else if target.name.is_empty() {
+        format!("{} is forbidden: {detail}", target.group_resource())
+    } else {
+        format!(
+            "{} {} is forbidden: {detail}",
+            target.group_resource(),
+            q(&target.name)
+        )
+    };
+    ApiError::Forbidden { target, message }
+}
+
+#[cfg(test)]
+mod tests;

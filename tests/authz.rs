@@ -1,0 +1,522 @@
+//! End to end: authentication and RBAC through `miniplane apiserver --authorization-mode RBAC
+//! --token-auth-file ...`, with raw HTTP requests carrying bearer tokens.
+//!
+//! One table of cases, each a request and the exact code and message kube-apiserver gives:
+//! anonymous requests (only the public health and version paths), bad and empty tokens, a
+//! user with no binding, a Role and a RoleBinding that grant a verb, impersonation allowed
+//! and refused, privilege-escalation attempts, and the reviews `kubectl auth can-i` and
+//! `kubectl auth whoami` post.
+
+use crate::support;
+
+use serde_json::{Value, json};
+use support::http::{HttpResponse, request_raw};
+use support::{DEADLINE, Server, eventually};
+
+const TOKENS: &str =
+    "admin-token,admin,0,system:masters\nalice-token,alice,1001,dev\nbob-token,bob,1002\n";
+
+/// A server with RBAC and the token file above, which lives as long as the server (a
+/// restart reads it again).
+struct RbacServer {
+    server: Server,
+    _tokens: tempfile::TempDir,
+}
+
+impl std::ops::Deref for RbacServer {
+    type Target = Server;
+    fn deref(&self) -> &Server {
+        &self.server
+    }
+}
+
+impl std::ops::DerefMut for RbacServer {
+    fn deref_mut(&mut self) -> &mut Server {
+        &mut self.server
+    }
+}
+
+/// Starts a server with RBAC and the token file above (plus `extra` flags).
+fn rbac_server(extra: &[&str]) -> RbacServer {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens.csv");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let tokens = tokens.to_str().unwrap().to_owned();
+    let mut args = vec!["--authorization-mode", "RBAC", "--token-auth-file", &tokens];
+    args.extend_from_slice(extra);
+    RbacServer {
+        server: Server::start_with(&args),
+        _tokens: dir,
+    }
+}
+
+/// Sends `method path` with `headers` (each `Name: value`) and a JSON body if given.
+fn send(
+    s: &Server,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: Option<&Value>,
+) -> HttpResponse {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nAccept: application/json\r\nConnection: close\r\nContent-Length: {}\r\n",
+        s.addr,
+        body.len()
+    );
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    request_raw(s.addr, &head, body.as_bytes()).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+}
+
+const ADMIN: &str = "Authorization: Bearer admin-token";
+const ALICE: &str = "Authorization: Bearer alice-token";
+const BOB: &str = "Authorization: Bearer bob-token";
+
+fn pods_in(ns: &str) -> String {
+    format!("/api/v1/namespaces/{ns}/pods")
+}
+
+/// (method, path, headers, code, reason or "" for success, message)
+type Case = (
+    &'static str,
+    &'static str,
+    &'static [&'static str],
+    u16,
+    &'static str,
+    &'static str,
+);
+
+#[test]
+fn anonymous_bad_tokens_and_unbound_users_get_kubernetes_answers() {
+    let s = rbac_server(&[]);
+    let cases: &[Case] = &[
+        ("GET", "/healthz", &[], 200, "", ""),
+        ("GET", "/livez", &[], 200, "", ""),
+        ("GET", "/readyz", &[], 200, "", ""),
+        ("GET", "/version", &[], 200, "", ""),
+        (
+            "GET",
+            "/api",
+            &[],
+            403,
+            "Forbidden",
+            r#"forbidden: User "system:anonymous" cannot get path "/api""#,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &[],
+            403,
+            "Forbidden",
+            r#"pods is forbidden: User "system:anonymous" cannot list resource "pods" in API group "" in the namespace "default""#,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &["Authorization: Bearer wrong"],
+            401,
+            "Unauthorized",
+            "Unauthorized",
+        ),
+        (
+            "GET",
+            "/healthz",
+            &["Authorization: Bearer wrong"],
+            401,
+            "Unauthorized",
+            "Unauthorized",
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &["Authorization: Bearer a b"],
+            401,
+            "Unauthorized",
+            "Unauthorized",
+        ),
+        // An empty bearer token is no credential at all.
+        ("GET", "/version", &["Authorization: Bearer "], 200, "", ""),
+        // Authenticated users may discover the API (system:discovery) but not read objects.
+        ("GET", "/api", &[ALICE], 200, "", ""),
+        ("GET", "/apis/apps/v1", &[ALICE], 200, "", ""),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &[ALICE],
+            403,
+            "Forbidden",
+            r#"pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "default""#,
+        ),
+        (
+            "GET",
+            "/api/v1/nodes/node-0",
+            &[ALICE],
+            403,
+            "Forbidden",
+            r#"nodes "node-0" is forbidden: User "alice" cannot get resource "nodes" in API group "" at the cluster scope"#,
+        ),
+        (
+            "DELETE",
+            "/apis/apps/v1/namespaces/default/deployments",
+            &[BOB],
+            403,
+            "Forbidden",
+            r#"deployments.apps is forbidden: User "bob" cannot deletecollection resource "deployments" in API group "apps" in the namespace "default""#,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods?watch=1",
+            &[BOB],
+            403,
+            "Forbidden",
+            r#"pods is forbidden: User "bob" cannot watch resource "pods" in API group "" in the namespace "default""#,
+        ),
+        (
+            "PATCH",
+            "/apis/apps/v1/namespaces/d/deployments/web/scale",
+            &[BOB],
+            403,
+            "Forbidden",
+            r#"deployments.apps "web" is forbidden: User "bob" cannot patch resource "deployments/scale" in API group "apps" in the namespace "d""#,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &[ADMIN],
+            200,
+            "",
+            "",
+        ),
+        // Impersonation needs the impersonate verb; system:masters has it.
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &[ALICE, "Impersonate-User: admin"],
+            403,
+            "Forbidden",
+            r#"users "admin" is forbidden: User "alice" cannot impersonate resource "users" in API group "" at the cluster scope"#,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &[
+                ALICE,
+                "Impersonate-User: system:serviceaccount:kube-system:default",
+            ],
+            403,
+            "Forbidden",
+            r#"serviceaccounts "default" is forbidden: User "alice" cannot impersonate resource "serviceaccounts" in API group "" in the namespace "kube-system""#,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &[ADMIN, "Impersonate-User: bob"],
+            403,
+            "Forbidden",
+            r#"pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the namespace "default""#,
+        ),
+        (
+            "GET",
+            "/api/v1/namespaces/default/pods",
+            &[
+                ADMIN,
+                "Impersonate-User: bob",
+                "Impersonate-Group: system:masters",
+            ],
+            200,
+            "",
+            "",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (method, path, headers, code, reason, message) in cases {
+        let r = send(&s, method, path, headers, None);
+        let got = if reason.is_empty() {
+            (r.status, String::new(), String::new())
+        } else {
+            let status = r.json();
+            (
+                r.status,
+                status["reason"].as_str().unwrap_or("").to_owned(),
+                status["message"].as_str().unwrap_or("").to_owned(),
+            )
+        };
+        let want = (*code, reason.to_string(), message.to_string());
+        if got != want {
+            failures.push(format!(
+                "{method} {path} {headers:?}: got {got:?}, want {want:?}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{}\n{}",
+        failures.join("\n"),
+        s.log_tail()
+    );
+    // Groups without a user are refused as kube-apiserver refuses them: 500, plain text.
+    let r = send(
+        &s,
+        "GET",
+        &pods_in("default"),
+        &[ADMIN, "Impersonate-Group: dev"],
+        None,
+    );
+    assert_eq!(r.status, 500, "{}", r.text());
+    assert!(
+        r.text().contains("without impersonating a user"),
+        "{}",
+        r.text()
+    );
+    // The reason of a 401 stays in the server's log.
+    assert!(
+        s.log_tail().contains("invalid bearer token"),
+        "{}",
+        s.log_tail()
+    );
+}
+
+#[test]
+fn a_role_binding_grants_its_verbs_and_escalation_is_refused() {
+    let s = rbac_server(&[]);
+    let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "pod-reader", "namespace": "default"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                  {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create"]}]});
+    let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "alice-reads-pods", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]});
+    let rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/default";
+    assert_eq!(
+        send(&s, "POST", &format!("{rbac}/roles"), &[ADMIN], Some(&role)).status,
+        201
+    );
+    assert_eq!(
+        send(
+            &s,
+            "POST",
+            &format!("{rbac}/rolebindings"),
+            &[ADMIN],
+            Some(&binding)
+        )
+        .status,
+        201
+    );
+    // The authorizer follows the store: the binding takes effect within moments.
+    eventually("alice may list pods in default", DEADLINE, || {
+        (send(&s, "GET", &pods_in("default"), &[ALICE], None).status == 200).then_some(())
+    });
+    assert_eq!(
+        send(
+            &s,
+            "GET",
+            "/api/v1/namespaces/default/pods/missing",
+            &[ALICE],
+            None
+        )
+        .status,
+        404
+    );
+    assert_eq!(
+        send(&s, "GET", &pods_in("kube-system"), &[ALICE], None).status,
+        403
+    );
+    assert_eq!(
+        send(
+            &s,
+            "DELETE",
+            "/api/v1/namespaces/default/pods/x",
+            &[ALICE],
+            None
+        )
+        .status,
+        403
+    );
+    // The reviews, as kubectl auth can-i / whoami post them.
+    let ssar = |verb: &str, resource: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"namespace": "default", "verb": verb, "resource": resource}}})
+    };
+    let r = send(
+        &s,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        &[ALICE],
+        Some(&ssar("list", "pods")),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(
+        r.json()["status"],
+        json!({"allowed": true, "reason": "RBAC: allowed by RoleBinding \"alice-reads-pods/default\" of Role \"pod-reader\" to User \"alice\""})
+    );
+    let r = send(
+        &s,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        &[ALICE],
+        Some(&ssar("delete", "pods")),
+    );
+    assert_eq!(r.json()["status"], json!({"allowed": false}));
+    let r = send(
+        &s,
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        &[ALICE],
+        Some(&json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})),
+    );
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(
+        r.json()["status"]["userInfo"],
+        json!({"username": "alice", "uid": "1001", "groups": ["dev", "system:authenticated"]})
+    );
+    let sar = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": "alice", "resourceAttributes": {"namespace": "default", "verb": "get", "resource": "pods"}}});
+    let r = send(
+        &s,
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        &[ALICE],
+        Some(&sar),
+    );
+    assert_eq!(
+        r.expect_status(403, "Forbidden"),
+        r#"subjectaccessreviews.authorization.k8s.io is forbidden: User "alice" cannot create resource "subjectaccessreviews" in API group "authorization.k8s.io" at the cluster scope"#
+    );
+    let r = send(
+        &s,
+        "POST",
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        &[ADMIN],
+        Some(&sar),
+    );
+    assert_eq!(r.json()["status"]["allowed"], true, "{}", r.text());
+    let rules = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "spec": {"namespace": "default"}});
+    let r = send(
+        &s,
+        "POST",
+        "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+        &[ALICE],
+        Some(&rules),
+    );
+    let listed = r.json()["status"]["resourceRules"].clone();
+    assert!(
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"] == json!(["pods"])
+                && r["verbs"] == json!(["get", "list", "watch"])),
+        "{listed}"
+    );
+    // Escalation: alice may create Roles, but only with rules she holds herself.
+    let secrets_role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "secret-reader"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]});
+    let r = send(
+        &s,
+        "POST",
+        &format!("{rbac}/roles"),
+        &[ALICE],
+        Some(&secrets_role),
+    );
+    assert_eq!(
+        r.expect_status(403, "Forbidden"),
+        "roles.rbac.authorization.k8s.io \"secret-reader\" is forbidden: user \"alice\" (groups=[\"dev\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"secrets\"], Verbs:[\"get\" \"list\"]}"
+    );
+    let own_role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "pod-lister"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]});
+    assert_eq!(
+        send(
+            &s,
+            "POST",
+            &format!("{rbac}/roles"),
+            &[ALICE],
+            Some(&own_role)
+        )
+        .status,
+        201
+    );
+    // Binding cluster-admin to herself is binding rules she does not hold.
+    let grab = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "grab"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]});
+    let r = send(
+        &s,
+        "POST",
+        &format!("{rbac}/rolebindings"),
+        &[ALICE],
+        Some(&grab),
+    );
+    let msg = r.expect_status(403, "Forbidden");
+    assert!(msg.starts_with("rolebindings.rbac.authorization.k8s.io \"grab\" is forbidden: user \"alice\" (groups=[\"dev\" \"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"*\"], Resources:[\"*\"], Verbs:[\"*\"]}"), "{msg}");
+}
+
+#[test]
+fn without_anonymous_auth_a_request_without_credentials_is_401() {
+    let s = rbac_server(&["--anonymous-auth=false"]);
+    let r = send(&s, "GET", "/healthz", &[], None);
+    assert_eq!(r.expect_status(401, "Unauthorized"), "Unauthorized");
+    assert_eq!(send(&s, "GET", "/healthz", &[BOB], None).status, 200);
+}
+
+#[test]
+fn the_bootstrap_policy_is_written_once_and_kept_across_restarts() {
+    let mut s = rbac_server(&[]);
+    let list = |s: &Server, what: &str| -> Vec<String> {
+        let r = send(
+            s,
+            "GET",
+            &format!("/apis/rbac.authorization.k8s.io/v1/{what}"),
+            &[ADMIN],
+            None,
+        );
+        r.json()["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let roles = list(&s, "clusterroles");
+    for name in [
+        "cluster-admin",
+        "admin",
+        "edit",
+        "view",
+        "system:basic-user",
+        "system:discovery",
+        "system:public-info-viewer",
+        "system:kube-controller-manager",
+        "system:kube-scheduler",
+        "system:node",
+        "system:controller:deployment-controller",
+        "system:cloud-controller-manager",
+    ] {
+        assert!(roles.iter().any(|r| r == name), "{name} in {roles:?}");
+    }
+    let bindings = list(&s, "clusterrolebindings");
+    assert!(
+        bindings.iter().any(|b| b == "cluster-admin"),
+        "{bindings:?}"
+    );
+    // A default role an administrator changed is not put back by a restart.
+    let path = "/apis/rbac.authorization.k8s.io/v1/clusterroles/system:basic-user";
+    let mut role = send(&s, "GET", path, &[ADMIN], None).json();
+    role["metadata"]["labels"]["changed"] = json!("yes");
+    assert_eq!(send(&s, "PUT", path, &[ADMIN], Some(&role)).status, 200);
+    s.restart();
+    assert_eq!(list(&s, "clusterroles").len(), roles.len());
+    assert_eq!(
+        send(&s, "GET", path, &[ADMIN], None).json()["metadata"]["labels"]["changed"],
+        "yes"
+    );
+}
