@@ -520,3 +520,195 @@ fn the_bootstrap_policy_is_written_once_and_kept_across_restarts() {
         "yes"
     );
 }
+
+/// kubectl with a kubeconfig of its own (another user's) in the server's environment.
+fn kubectl_as(s: &Server, kubeconfig: &std::path::Path, args: &[&str]) -> support::kubectl::Run {
+    let cmd = support::kubectl::isolated_kubectl(s.dir(), kubeconfig, args);
+    support::kubectl::run_kubectl(cmd, args, None)
+}
+
+/// Writes a kubeconfig with a client certificate for `user` in `groups`.
+fn user_kubeconfig(s: &Server, user: &str, groups: &[&str]) -> std::path::PathBuf {
+    let path = s.dir().join(format!("kubeconfig-{user}"));
+    std::fs::write(&path, s.kubeconfig_for(user, groups)).unwrap();
+    path
+}
+
+#[test]
+fn kubectl_over_tls_with_client_certificates_is_authorized_by_rbac() {
+    let s = Server::start_secure(&[]);
+    // The admin's certificate (group system:masters) may do anything.
+    s.kubectl_ok(&["create", "namespace", "team"]);
+    let whoami = s.kubectl_ok(&["auth", "whoami"]);
+    let lines: Vec<Vec<&str>> = whoami
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0], ["ATTRIBUTE", "VALUE"], "{whoami}");
+    assert_eq!(lines[1], ["Username", "kubernetes-admin"], "{whoami}");
+    assert_eq!(
+        lines[2],
+        ["Groups", "[system:masters", "system:authenticated]"],
+        "{whoami}"
+    );
+
+    // alice has a valid certificate and no binding.
+    let alice = user_kubeconfig(&s, "alice", &["dev"]);
+    let run = kubectl_as(&s, &alice, &["get", "pods", "-n", "team"]);
+    assert!(!run.ok(), "{run}");
+    assert_eq!(
+        run.stderr.trim(),
+        r#"Error from server (Forbidden): pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "team""#
+    );
+    let run = kubectl_as(&s, &alice, &["auth", "can-i", "list", "pods", "-n", "team"]);
+    assert_eq!((run.ok(), run.stdout.trim()), (false, "no"), "{run}");
+    assert_eq!(
+        s.kubectl_ok(&["auth", "can-i", "create", "deployments", "-n", "team"])
+            .trim(),
+        "yes"
+    );
+    let run = s.kubectl(&[
+        "auth", "can-i", "list", "pods", "-n", "team", "--as", "alice",
+    ]);
+    assert_eq!(run.stdout.trim(), "no", "{run}");
+
+    // The admin grants her a Role; kubectl's own verbs make it.
+    s.kubectl_ok(&[
+        "create",
+        "role",
+        "pod-reader",
+        "-n",
+        "team",
+        "--verb=get,list,watch",
+        "--resource=pods",
+    ]);
+    s.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "alice-reads",
+        "-n",
+        "team",
+        "--role=pod-reader",
+        "--user=alice",
+    ]);
+    eventually("alice may list pods in team", DEADLINE, || {
+        kubectl_as(&s, &alice, &["get", "pods", "-n", "team"])
+            .ok()
+            .then_some(())
+    });
+    let run = kubectl_as(&s, &alice, &["auth", "can-i", "list", "pods", "-n", "team"]);
+    assert_eq!((run.ok(), run.stdout.trim()), (true, "yes"), "{run}");
+    let listed = kubectl_as(&s, &alice, &["auth", "can-i", "--list", "-n", "team"]);
+    assert!(listed.ok(), "{listed}");
+    assert!(
+        listed
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("pods ") && l.ends_with("[get list watch]")),
+        "{listed}"
+    );
+    let whoami = kubectl_as(&s, &alice, &["auth", "whoami", "-o", "json"]);
+    let review: Value = serde_json::from_str(&whoami.stdout).unwrap();
+    assert_eq!(
+        review["status"]["userInfo"],
+        json!({"username": "alice", "groups": ["dev", "system:authenticated"]})
+    );
+    // Creating a Role with more than she holds is an escalation.
+    let run = kubectl_as(
+        &s,
+        &alice,
+        &[
+            "create",
+            "role",
+            "grab",
+            "-n",
+            "team",
+            "--verb=*",
+            "--resource=secrets",
+        ],
+    );
+    assert!(!run.ok(), "{run}");
+    assert!(run.stderr.contains(r#"roles.rbac.authorization.k8s.io is forbidden: User "alice" cannot create resource "roles""#), "{run}");
+
+    // A certificate from another CA is not a login.
+    let foreign_dir = tempfile::tempdir().unwrap();
+    let foreign = apiserver::pki::Ca::load_or_create(foreign_dir.path()).unwrap();
+    let issued = foreign
+        .issue_client(
+            "mallory",
+            &["system:masters"],
+            apiserver::pki::Validity::default_cert(),
+        )
+        .unwrap();
+    let own = s.kubeconfig_for("mallory", &[]);
+    let mut doc: serde_norway::Value = serde_norway::from_str(&own).unwrap();
+    use base64::Engine as _;
+    let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+    doc["users"][0]["user"]["client-certificate-data"] = b64(&issued.cert_pem).into();
+    doc["users"][0]["user"]["client-key-data"] = b64(&issued.key_pem).into();
+    let path = s.dir().join("kubeconfig-mallory");
+    std::fs::write(&path, serde_norway::to_string(&doc).unwrap()).unwrap();
+    let run = kubectl_as(&s, &path, &["get", "pods", "-n", "team"]);
+    assert!(!run.ok(), "{run}");
+    assert!(
+        run.stderr
+            .contains("error: You must be logged in to the server (Unauthorized)"),
+        "{run}"
+    );
+    assert!(
+        s.log_tail()
+            .contains("x509: certificate signed by unknown authority"),
+        "{}",
+        s.log_tail()
+    );
+}
+
+#[tokio::test]
+async fn kube_rs_verifies_the_server_and_authenticates_with_its_certificate() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use kube::api::{Api, ListParams, PostParams};
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let s = tokio::task::spawn_blocking(|| Server::start_secure(&[]))
+        .await
+        .unwrap();
+    let client = |yaml: String| async move {
+        let kubeconfig = Kubeconfig::from_yaml(&yaml).unwrap();
+        let config =
+            kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                .await
+                .unwrap();
+        kube::Client::try_from(config).unwrap()
+    };
+    let admin = client(std::fs::read_to_string(s.kubeconfig()).unwrap()).await;
+    let namespaces = Api::<Namespace>::all(admin.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        namespaces
+            .items
+            .iter()
+            .any(|n| n.metadata.name.as_deref() == Some("kube-system"))
+    );
+    let cm: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"a": "1"}}))
+            .unwrap();
+    Api::<ConfigMap>::namespaced(admin, "default")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let bob = client(s.kubeconfig_for("bob", &[])).await;
+    match Api::<ConfigMap>::namespaced(bob, "default")
+        .get("settings")
+        .await
+    {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (403, "Forbidden"));
+            assert_eq!(
+                status.message,
+                r#"configmaps "settings" is forbidden: User "bob" cannot get resource "configmaps" in API group "" in the namespace "default""#
+            );
+        }
+        other => panic!("expected 403, got {other:?}"),
+    }
+}

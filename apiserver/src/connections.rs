@@ -1,5 +1,6 @@
 //! The HTTP/1.1 connection layer under the router: the accept loop, a cap on open connections,
-//! and the timeouts that keep slow or silent clients from holding the server.
+//! the timeouts that keep slow or silent clients from holding the server, and HTTPS when a TLS
+//! configuration is given ([`ConnectionLimits::tls`], from [`crate::pki::tls_server_config`]).
 //!
 //! Mirrors what kube-apiserver gets from Go's `net/http.Server` as
 //! `staging/src/k8s.io/apiserver/pkg/server/secure_serving.go` configures it
@@ -27,6 +28,19 @@
 //! requests (its client dials again), one still sending its request's headers, or one whose
 //! request still waits for its body. Evicting those first keeps `/readyz` and open watches
 //! served while thousands of half-sent requests hold the cap.
+//!
+//! With TLS, a connection's layers are, from the socket up:
+//!
+//! ```text
+//!  TcpStream ─▶ StallGuard (write stalls, on the raw socket)
+//!            ─▶ tokio_rustls server stream (handshake within header_read_timeout)
+//!            ─▶ request_heads::Following (the heads, in plaintext) ─▶ TokioIo ─▶ hyper http1
+//! ```
+//!
+//! The client's certificate chain, if it sent one, rides in every request's extensions as
+//! [`PeerCertificates`] (Go's `req.TLS.PeerCertificates`), for the x509 authenticator; the
+//! handshake itself accepts any certificate (`tls.RequestClientCert`). A failed or timed-out
+//! handshake closes the connection (logged at debug, as Go's `http: TLS handshake error`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -43,6 +57,7 @@ use axum::http::{HeaderValue, header};
 use bytes::Bytes;
 use futures::task::AtomicWaker;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use rustls::pki_types::CertificateDer;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
@@ -71,6 +86,10 @@ pub struct ConnectionLimits {
     pub watch_end_grace: Duration,
     /// After shutdown, how long open requests may take before their connections are closed.
     pub shutdown_grace: Duration,
+    /// Serve HTTPS with this configuration (kube-apiserver's secure port; see
+    /// [`crate::pki::tls_server_config`]); `None`: plain HTTP. The handshake must end within
+    /// `header_read_timeout`.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ConnectionLimits {
@@ -82,9 +101,17 @@ impl Default for ConnectionLimits {
             write_stall_timeout: Duration::from_secs(30),
             watch_end_grace: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
+
+/// The certificate chain a TLS client presented (its certificate first), in every request's
+/// extensions when it sent one: what the x509 authenticator verifies
+/// ([`crate::pki::verify_client_chain`]). Absent on plain HTTP and for a client without a
+/// certificate.
+#[derive(Debug, Clone)]
+pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
 
 /// File descriptors kept for the store's files and everything else that is not a connection.
 const FD_RESERVE: u64 = 256;
@@ -275,7 +302,13 @@ pub async fn serve(
         .max_connections
         .unwrap_or_else(|| auto_max_connections(nofile))
         .max(1);
-    tracing::debug!(cap, ?nofile, "connection limits");
+    tracing::debug!(
+        cap,
+        ?nofile,
+        tls = limits.tls.is_some(),
+        "connection limits"
+    );
+    let acceptor = limits.tls.clone().map(tokio_rustls::TlsAcceptor::from);
     let table = Arc::new(Table::default());
     let tasks = TaskTracker::new();
     let mut backoff = Duration::ZERO;
@@ -318,7 +351,7 @@ pub async fn serve(
             }
             None => {
                 tracing::debug!(cap, "every connection busy: refusing one");
-                tasks.spawn(refuse(tcp));
+                tasks.spawn(refuse(tcp, acceptor.clone()));
             }
         }
     }
@@ -368,17 +401,27 @@ fn too_many_requests() -> Vec<u8> {
     out
 }
 
-/// Answers 429 on a connection over the cap and closes it, without reading the request.
-async fn refuse(mut tcp: TcpStream) {
+/// Answers 429 on a connection over the cap and closes it, without reading the request (after
+/// the handshake with TLS: all within a second).
+async fn refuse(mut tcp: TcpStream, tls: Option<tokio_rustls::TlsAcceptor>) {
     let answer = async {
-        tcp.write_all(&too_many_requests()).await?;
-        tcp.shutdown().await
+        match tls {
+            None => {
+                tcp.write_all(&too_many_requests()).await?;
+                tcp.shutdown().await
+            }
+            Some(acceptor) => {
+                let mut tls = acceptor.accept(tcp).await?;
+                tls.write_all(&too_many_requests()).await?;
+                tls.shutdown().await
+            }
+        }
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), answer).await;
 }
 
 /// Serves one connection until it ends, its client stalls, it is evicted, or shutdown (then
-/// it finishes its request in progress and closes).
+/// it finishes its request in progress and closes); with TLS, after the handshake.
 async fn serve_connection(
     tcp: TcpStream,
     app: Router,
@@ -386,7 +429,6 @@ async fn serve_connection(
     limits: &ConnectionLimits,
     shutdown: CancellationToken,
 ) {
-    let heads = Arc::new(request_heads::Shared::default());
     let stall_guard = StallGuard {
         io: tcp,
         conn: conn.clone(),
@@ -395,7 +437,49 @@ async fn serve_connection(
         stalled_since: None,
         timer: None,
     };
-    let io = TokioIo::new(request_heads::Following::new(stall_guard, heads.clone()));
+    let Some(config) = &limits.tls else {
+        return serve_http(stall_guard, None, app, conn, limits, shutdown).await;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config.clone());
+    let handshake = tokio::time::timeout(limits.header_read_timeout, acceptor.accept(stall_guard));
+    let tls = tokio::select! {
+        r = handshake => match r {
+            Ok(Ok(tls)) => tls,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "TLS handshake error");
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(timeout = ?limits.header_read_timeout, "TLS handshake timed out");
+                return;
+            }
+        },
+        () = conn.kill.cancelled() => return,
+        () = shutdown.cancelled() => return,
+    };
+    let peer = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .filter(|chain| !chain.is_empty())
+        .map(|chain| PeerCertificates(Arc::new(chain.to_vec())));
+    serve_http(tls, peer, app, conn, limits, shutdown).await;
+}
+
+/// Serves HTTP/1.1 on `io` (the socket, or the TLS stream over it), putting `peer` into every
+/// request's extensions.
+async fn serve_http<I>(
+    io: I,
+    peer: Option<PeerCertificates>,
+    app: Router,
+    conn: Arc<Conn>,
+    limits: &ConnectionLimits,
+    shutdown: CancellationToken,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let heads = Arc::new(request_heads::Shared::default());
+    let io = TokioIo::new(request_heads::Following::new(io, heads.clone()));
     let for_requests = conn.clone();
     let service = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
         let conn = for_requests.clone();
@@ -406,10 +490,14 @@ async fn serve_connection(
         conn.busy.fetch_add(1, Ordering::AcqRel);
         conn.ending.store(false, Ordering::Release);
         let busy = Busy(conn.clone(), heads.clone());
+        let peer = peer.clone();
         async move {
             let mut req = req.map(Body::new);
             if let Some(target) = long_target {
                 req.extensions_mut().insert(target);
+            }
+            if let Some(peer) = peer {
+                req.extensions_mut().insert(peer);
             }
             let resp = CONNECTION
                 .scope(conn, tower::ServiceExt::oneshot(app, req))
@@ -640,5 +728,214 @@ mod tests {
         assert!(table.admit(2).is_some());
         assert!(busy.kill.is_cancelled(), "the one without a request");
         assert!(!fourth.kill.is_cancelled());
+    }
+
+    mod tls {
+        use std::time::SystemTime;
+
+        use rustls::pki_types::pem::PemObject as _;
+        use rustls::pki_types::{PrivateKeyDer, ServerName};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+        use super::*;
+        use crate::pki::{Ca, IssuedCert, Validity, tls_server_config, verify_client_chain};
+
+        /// A bound on every wait of these tests: reached only when the server misbehaves.
+        const BOUND: Duration = Duration::from_secs(20);
+
+        /// The server under test: HTTPS on a loopback port, its one route answering who the
+        /// client's certificate says it is (or why not, or `none`).
+        struct Server {
+            addr: std::net::SocketAddr,
+            ca: Arc<Ca>,
+            shutdown: CancellationToken,
+            served: tokio::task::JoinHandle<()>,
+        }
+
+        impl Server {
+            async fn start(header_read_timeout: Duration) -> Server {
+                let ca = Arc::new(
+                    Ca::generate_in_memory(Validity::from_now(crate::pki::CA_VALIDITY))
+                        .expect("a CA"),
+                );
+                let serving = ca
+                    .issue_serving(&["127.0.0.1".to_string()], Validity::default_cert())
+                    .expect("a serving certificate");
+                let config =
+                    tls_server_config(&serving.cert_pem, &serving.key_pem, Some(ca.cert_pem()))
+                        .expect("a TLS config");
+                let for_handler = ca.clone();
+                let app = Router::new().route(
+                    "/",
+                    axum::routing::get(move |req: axum::extract::Request| async move {
+                        match req.extensions().get::<PeerCertificates>() {
+                            None => "none".to_string(),
+                            Some(PeerCertificates(chain)) => {
+                                match verify_client_chain(
+                                    for_handler.cert_der(),
+                                    chain,
+                                    SystemTime::now(),
+                                ) {
+                                    Ok(id) => format!("user {}", id.common_name),
+                                    Err(e) => format!("rejected: {e}"),
+                                }
+                            }
+                        }
+                    }),
+                );
+                let limits = ConnectionLimits {
+                    header_read_timeout,
+                    tls: Some(config),
+                    ..ConnectionLimits::default()
+                };
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("bound");
+                let addr = listener.local_addr().expect("an address");
+                let shutdown = CancellationToken::new();
+                let served = tokio::spawn(serve(listener, app, limits, shutdown.clone()));
+                Server {
+                    addr,
+                    ca,
+                    shutdown,
+                    served,
+                }
+            }
+
+            async fn stop(self) {
+                self.shutdown.cancel();
+                tokio::time::timeout(BOUND, self.served)
+                    .await
+                    .expect("the server stops")
+                    .expect("the server task");
+            }
+
+            /// A TLS client trusting the CA, with `identity`'s certificate if given.
+            fn connector(&self, identity: Option<&IssuedCert>) -> tokio_rustls::TlsConnector {
+                let mut roots = rustls::RootCertStore::empty();
+                roots.add(self.ca.cert_der().clone()).expect("the CA");
+                let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()
+                .expect("TLS versions")
+                .with_root_certificates(roots);
+                let mut config = match identity {
+                    None => builder.with_no_client_auth(),
+                    Some(issued) => {
+                        let chain = rustls::pki_types::CertificateDer::pem_slice_iter(
+                            issued.cert_pem.as_bytes(),
+                        )
+                        .collect::<Result<Vec<_>, _>>()
+                        .expect("certificates");
+                        let key = PrivateKeyDer::from_pem_slice(issued.key_pem.as_bytes())
+                            .expect("a key");
+                        builder
+                            .with_client_auth_cert(chain, key)
+                            .expect("a client certificate")
+                    }
+                };
+                config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+                tokio_rustls::TlsConnector::from(Arc::new(config))
+            }
+
+            /// `GET /` over TLS: the response's status line and body.
+            async fn get(&self, identity: Option<&IssuedCert>) -> (String, String) {
+                let exchange = async {
+                    let tcp = TcpStream::connect(self.addr).await.expect("connected");
+                    let name = ServerName::try_from("127.0.0.1").expect("a server name");
+                    let mut tls = self
+                        .connector(identity)
+                        .connect(name, tcp)
+                        .await
+                        .expect("a TLS handshake");
+                    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"http/1.1"[..]));
+                    tls.write_all(
+                        b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                    )
+                    .await
+                    .expect("the request sent");
+                    let mut response = Vec::new();
+                    tls.read_to_end(&mut response)
+                        .await
+                        .expect("the response, then close_notify");
+                    String::from_utf8(response).expect("UTF-8")
+                };
+                let response = tokio::time::timeout(BOUND, exchange)
+                    .await
+                    .expect("answered in time");
+                let (head, body) = response.split_once("\r\n\r\n").expect("a head");
+                let status = head.lines().next().unwrap_or_default().to_string();
+                (status, body.to_string())
+            }
+        }
+
+        #[tokio::test]
+        async fn a_tls_client_is_served_with_and_without_a_certificate() {
+            let server = Server::start(Duration::from_secs(30)).await;
+            let ok = "HTTP/1.1 200 OK".to_string();
+
+            assert_eq!(server.get(None).await, (ok.clone(), "none".to_string()));
+
+            let alice = server
+                .ca
+                .issue_client("alice", &["system:masters"], Validity::default_cert())
+                .expect("issued");
+            assert_eq!(
+                server.get(Some(&alice)).await,
+                (ok.clone(), "user alice".to_string())
+            );
+
+            // A certificate of another CA passes the handshake; the request sees it and the
+            // chain check refuses it.
+            let stranger = Ca::generate_in_memory(Validity::default_cert())
+                .expect("a CA")
+                .issue_client("mallory", &[], Validity::default_cert())
+                .expect("issued");
+            assert_eq!(
+                server.get(Some(&stranger)).await,
+                (
+                    ok,
+                    "rejected: x509: certificate signed by unknown authority".to_string()
+                )
+            );
+            server.stop().await;
+        }
+
+        #[tokio::test]
+        async fn a_silent_client_is_dropped_after_the_handshake_timeout() {
+            let timeout = Duration::from_millis(300);
+            let server = Server::start(timeout).await;
+            let started = tokio::time::Instant::now();
+            let mut tcp = TcpStream::connect(server.addr).await.expect("connected");
+            let mut buf = [0u8; 64];
+            let read = tokio::time::timeout(BOUND, tcp.read(&mut buf))
+                .await
+                .expect("the server closes the connection before the bound");
+            assert!(
+                matches!(read, Ok(0) | Err(_)),
+                "closed without an answer: {read:?}"
+            );
+            assert!(started.elapsed() >= timeout, "{:?}", started.elapsed());
+            server.stop().await;
+        }
+
+        #[tokio::test]
+        async fn a_plaintext_request_on_the_tls_port_is_closed() {
+            let server = Server::start(Duration::from_secs(30)).await;
+            let mut tcp = TcpStream::connect(server.addr).await.expect("connected");
+            tcp.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                .await
+                .expect("sent");
+            let mut answer = Vec::new();
+            let read = tokio::time::timeout(BOUND, tcp.read_to_end(&mut answer))
+                .await
+                .expect("the server closes the connection");
+            // At most a TLS alert (content type 21), never an HTTP answer.
+            assert!(
+                read.is_err() || answer.is_empty() || answer[0] == 21,
+                "{answer:?}"
+            );
+            assert!(!answer.starts_with(b"HTTP/"));
+            server.stop().await;
+        }
     }
 }

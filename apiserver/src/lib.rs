@@ -15,6 +15,8 @@
 //!        ▼                    ▼
 //!   handlers::{get,list,watch,create,update,patch,delete}   admin, collector, discovery,
 //!        ▼                                                   openapi, healthz, ui
+//!   auth (authenticate, impersonate, authorize, reviews, the bootstrap policy's writes;
+//!        ▼  its options and RBAC cache sit below the state, which holds them)
 //!   state (AppState, ServerOptions)   response (json_response)   apiextensions (CRDs)
 //!        ▼
 //!   rest (before_create/before_update) ─▶ registry (rows: resource → strategy)
@@ -39,8 +41,11 @@
 //! - serving: [`run`] (bind + serve, for `miniplane apiserver`), [`Server`] and [`Config`],
 //!   [`serve`] / [`serve_with`] (on a bound listener with any [`store::Backend`]), and
 //!   [`router`] over an [`AppState`] (no socket, for tests); the tunables [`ServerOptions`],
-//!   [`TracingOptions`], [`ConnectionLimits`], [`AccessOptions`], [`ComponentProbes`] (where
+//!   [`TracingOptions`], [`ConnectionLimits`] (HTTPS with its `tls`), [`AccessOptions`],
+//!   [`AuthOptions`] ([`AuthorizationMode`], [`TokenFile`]), [`ComponentProbes`] (where
 //!   `componentstatuses` finds the scheduler and the controller-manager) and their defaults;
+//! - the cluster's PKI: [`pki`] (the CA, the certificates it issues, the TLS configuration)
+//!   and [`PeerCertificates`], a TLS client's chain as the authenticator reads it;
 //! - resources: [`Registry`], [`ResourceInfo`], [`Subresource`], [`GroupVersionKind`] and the
 //!   [`Strategy`] a row carries ([`FieldError`], [`TableColumn`]), for tests that serve a
 //!   resource of their own;
@@ -73,6 +78,7 @@ mod meta;
 mod metrics;
 mod openapi;
 mod patch;
+pub mod pki;
 mod prefix_follower;
 mod protobuf;
 mod registry;
@@ -99,7 +105,7 @@ pub use auth::token_file::{TokenFile, TokenFileError};
 pub use auth::{AuthOptions, AuthorizationMode};
 pub use collector::{DEFAULT_MAX_SPANS, DEFAULT_MAX_SPANS_PER_TRACE};
 pub use component_probes::ComponentProbes;
-pub use connections::{ConnectionLimits, raise_nofile_limit};
+pub use connections::{ConnectionLimits, PeerCertificates, raise_nofile_limit};
 pub use error::{ApiError, Result};
 pub use gvk::GroupVersionKind;
 pub use json_strict::from_slice as from_json_strict;

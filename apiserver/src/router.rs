@@ -88,7 +88,8 @@ fn authenticate_and_authorize(
     req: &mut Request,
 ) -> std::result::Result<(), Box<Response>> {
     let auth = state.auth();
-    let user = match auth.authenticate(req.headers()) {
+    let peer = req.extensions().get::<crate::PeerCertificates>();
+    let user = match auth.authenticate(req.headers(), peer) {
         Ok(user) => user,
         Err(why) => {
             tracing::info!(path = %req.uri().path(), reason = %why, "Unable to authenticate the request");

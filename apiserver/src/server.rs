@@ -39,7 +39,9 @@ pub struct Config {
     /// The most bytes of history the store keeps before it compacts the oldest early
     /// (`store::StoreConfig::history_budget`; `None`: no bound).
     pub store_history_budget: Option<u64>,
-    /// Tunables of the serving path.
+    /// Tunables of the serving path; HTTPS with `options.connections.tls`
+    /// ([`crate::ConnectionLimits::tls`], built by [`crate::pki::tls_server_config`]), plain
+    /// HTTP without.
     pub options: ServerOptions,
 }
 

@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// The line the server prints on stdout once it is bound.
-const LISTENING: &str = "miniplane apiserver listening on http://";
+/// The line the server prints on stdout once it is bound (then `http://` or `https://`).
+const LISTENING: &str = "miniplane apiserver listening on ";
 
 /// How long the server may take to print its address.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -26,6 +26,8 @@ pub struct Server {
     dir: tempfile::TempDir,
     /// Flags given to `miniplane apiserver` beyond the harness's own.
     extra: Vec<String>,
+    /// The cluster CA when the server serves HTTPS ([`Server::start_secure`]).
+    ca: Option<apiserver::pki::Ca>,
 }
 
 impl Server {
@@ -41,15 +43,112 @@ impl Server {
             std::fs::create_dir(dir.path().join(sub)).unwrap();
         }
         let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
+        Server::spawn_in(dir, extra, None)
+    }
+
+    /// A server as a kubeadm cluster has it: HTTPS with a serving certificate of a cluster CA
+    /// (in `<dir>/pki`), client certificates checked against that CA, RBAC, and a kubeconfig
+    /// with the CA and an admin client certificate (group `system:masters`).
+    pub fn start_secure(extra: &[&str]) -> Server {
+        let dir = tempfile::tempdir().expect("a temp dir for the server");
+        for sub in ["data", "home", "cache", "tmp"] {
+            std::fs::create_dir(dir.path().join(sub)).unwrap();
+        }
+        let pki = dir.path().join("pki");
+        std::fs::create_dir(&pki).unwrap();
+        let ca = apiserver::pki::Ca::load_or_create(&pki).expect("a CA");
+        let hosts = ["127.0.0.1".to_owned(), "localhost".to_owned()];
+        let serving = ca
+            .issue_serving(&hosts, apiserver::pki::Validity::default_cert())
+            .expect("a serving certificate");
+        let (cert, key) =
+            apiserver::pki::write_cert_and_key(&pki, "apiserver", &serving).expect("written");
+        let path = |p: &Path| p.to_str().unwrap().to_owned();
+        let mut args = vec![
+            "--tls-cert-file".to_owned(),
+            path(&cert),
+            "--tls-private-key-file".to_owned(),
+            path(&key),
+            "--client-ca-file".to_owned(),
+            path(&pki.join(apiserver::pki::CA_CERT_FILE)),
+            "--authorization-mode".to_owned(),
+            "RBAC".to_owned(),
+        ];
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        Server::spawn_in(dir, args, Some(ca))
+    }
+
+    fn spawn_in(
+        dir: tempfile::TempDir,
+        extra: Vec<String>,
+        ca: Option<apiserver::pki::Ca>,
+    ) -> Server {
         let (child, addr) = spawn(dir.path(), &extra);
         let server = Server {
             child,
             addr,
             dir,
             extra,
+            ca,
         };
-        std::fs::write(server.kubeconfig(), server.kubeconfig_yaml()).unwrap();
+        server.write_kubeconfig();
         server
+    }
+
+    /// Writes the kubeconfig kubectl uses: the server's URL, and for a secure server its CA
+    /// and an admin client certificate (group `system:masters`).
+    fn write_kubeconfig(&self) {
+        let yaml = if self.ca.is_some() {
+            self.kubeconfig_for("kubernetes-admin", &["system:masters"])
+        } else {
+            self.kubeconfig_yaml()
+        };
+        std::fs::write(self.kubeconfig(), yaml).unwrap();
+    }
+
+    /// A kubeconfig (as YAML) with a client certificate of `user` in `groups` from the
+    /// server's CA (a secure server only).
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> String {
+        use base64::Engine as _;
+        let ca = self
+            .ca
+            .as_ref()
+            .expect("a server started with start_secure");
+        let issued = ca
+            .issue_client(user, groups, apiserver::pki::Validity::default_cert())
+            .expect("a client certificate");
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        format!(
+            "apiVersion: v1
+kind: Config
+clusters:
+- name: miniplane
+  cluster:
+    server: {}
+    certificate-authority-data: {}
+users:
+- name: {user}
+  user:
+    client-certificate-data: {}
+    client-key-data: {}
+contexts:
+- name: miniplane
+  context:
+    cluster: miniplane
+    user: {user}
+    namespace: default
+current-context: miniplane
+",
+            self.url(),
+            b64(ca.cert_pem()),
+            b64(&issued.cert_pem),
+            b64(&issued.key_pem),
+        )
+    }
+
+    /// The cluster CA's certificate (PEM), for clients that verify the server.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca.as_ref().map(|c| c.cert_pem())
     }
 
     /// Stops the server (SIGTERM) and starts it again on the same data dir (new port; the
@@ -59,13 +158,14 @@ impl Server {
         let (child, addr) = spawn(self.dir.path(), &self.extra);
         self.child = child;
         self.addr = addr;
-        std::fs::write(self.kubeconfig(), self.kubeconfig_yaml()).unwrap();
+        self.write_kubeconfig();
         graceful
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` for a secure server).
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// The temporary folder private to this server (for manifests, editor scripts...).
@@ -192,6 +292,9 @@ fn read_address(stdout: impl Read + Send + 'static) -> Result<SocketAddr, String
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
             if !sent && let Some(rest) = line.trim().strip_prefix(LISTENING) {
+                let rest = rest
+                    .trim_start_matches("http://")
+                    .trim_start_matches("https://");
                 let _ = tx.send(rest.trim_end_matches('/').parse::<SocketAddr>());
                 sent = true;
             }

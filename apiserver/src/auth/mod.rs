@@ -5,12 +5,12 @@
 //!
 //! ```text
 //!   request ─▶ authenticate ───────────▶ impersonate ─────────▶ authorize ─────────▶ handler
-//!              bearer token              Impersonate-User/      system:masters: yes
-//!              (--token-auth-file),      -Group/-Uid/-Extra-*   AlwaysAllow: yes
-//!              else system:anonymous     each checked as the    RBAC: a bound rule
-//!              bad credentials: 401      `impersonate` verb     covers it, else 403
-//!                                        (403 if not allowed)   "User "alice" cannot
-//!                                                                list resource ..."
+//!              client certificate        Impersonate-User/      system:masters: yes
+//!              (--client-ca-file; CN     -Group/-Uid/-Extra-*   AlwaysAllow: yes
+//!              user, O groups), bearer   each checked as the    RBAC: a bound rule
+//!              token (--token-auth-      `impersonate` verb     covers it, else 403
+//!              file), else anonymous     (403 if not allowed)   "User "alice" cannot
+//!              bad credentials: 401                              list resource ..."
 //! ```
 //!
 //! - [`user`]: `user.Info` and the well-known names;
@@ -82,6 +82,9 @@ pub struct AuthOptions {
     pub anonymous: bool,
     /// `--token-auth-file`, read.
     pub tokens: Option<Arc<TokenFile>>,
+    /// `--client-ca-file`: the CA (DER) client certificates must chain to; without it a
+    /// client certificate is not looked at.
+    pub client_ca: Option<Arc<Vec<u8>>>,
 }
 
 impl Default for AuthOptions {
@@ -90,6 +93,7 @@ impl Default for AuthOptions {
             authorization_mode: AuthorizationMode::AlwaysAllow,
             anonymous: true,
             tokens: None,
+            client_ca: None,
         }
     }
 }
@@ -131,10 +135,27 @@ impl Auth {
         &self.policy
     }
 
-    /// Who sent a request: its bearer token, else anonymous.
+    /// Who sent a request: its client certificate, else its bearer token, else anonymous.
     /// `Err(why)` for credentials that were presented and are not valid (answered 401; `why`
     /// goes to the log only).
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<UserInfo, String> {
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        peer: Option<&crate::PeerCertificates>,
+    ) -> Result<UserInfo, String> {
+        // The x509 authenticator (`x509.Authenticator`): CN is the user, O the groups.
+        if let (Some(ca), Some(chain)) = (&self.options.client_ca, peer.filter(|c| !c.0.is_empty()))
+        {
+            let identity =
+                crate::pki::verify_client_chain(ca, &chain.0, std::time::SystemTime::now())
+                    .map_err(|e| format!("verifying certificate failed: {e}"))?;
+            return Ok(UserInfo {
+                name: identity.common_name,
+                groups: identity.organizations,
+                ..UserInfo::default()
+            }
+            .with_authenticated_group());
+        }
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let token = value
                 .to_str()

@@ -11,6 +11,7 @@ fn auth(mode: AuthorizationMode, anonymous: bool) -> Auth {
         authorization_mode: mode,
         anonymous,
         tokens: Some(Arc::new(tokens)),
+        client_ca: None,
     })
 }
 
@@ -26,29 +27,29 @@ fn bearer(token: &str) -> HeaderMap {
 #[test]
 fn bearer_tokens_anonymous_requests_and_bad_tokens() {
     let a = auth(AuthorizationMode::Rbac, true);
-    let alice = a.authenticate(&bearer("alice-token")).unwrap();
+    let alice = a.authenticate(&bearer("alice-token"), None).unwrap();
     assert_eq!(alice.name, "alice");
     assert_eq!(alice.uid, "1001");
     assert_eq!(alice.groups, ["dev", "system:authenticated"]);
     assert_eq!(
-        a.authenticate(&HeaderMap::new()).unwrap(),
+        a.authenticate(&HeaderMap::new(), None).unwrap(),
         UserInfo::anonymous()
     );
     // A token that is not known is an error, not an anonymous request.
     assert_eq!(
-        a.authenticate(&bearer("nope")).unwrap_err(),
+        a.authenticate(&bearer("nope"), None).unwrap_err(),
         "invalid bearer token"
     );
     // Without anonymous requests, no credentials is an error too.
     let strict = auth(AuthorizationMode::Rbac, false);
-    assert!(strict.authenticate(&HeaderMap::new()).is_err());
+    assert!(strict.authenticate(&HeaderMap::new(), None).is_err());
     // A scheme other than Bearer is ignored.
     let mut basic = HeaderMap::new();
     basic.insert(
         header::AUTHORIZATION,
         HeaderValue::from_static("Basic YWxpY2U6cHc="),
     );
-    assert_eq!(a.authenticate(&basic).unwrap(), UserInfo::anonymous());
+    assert_eq!(a.authenticate(&basic, None).unwrap(), UserInfo::anonymous());
 }
 
 #[test]
@@ -164,4 +165,42 @@ fn impersonation_needs_the_impersonate_verb_for_each_name() {
     ));
     let mut h = HeaderMap::new();
     assert!(a.impersonate(&alice, &mut h).unwrap().is_none());
+}
+
+#[test]
+fn client_certificates_give_their_common_name_and_organizations() {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let ca = crate::pki::Ca::generate_in_memory(crate::pki::Validity::default_cert()).unwrap();
+    let other = crate::pki::Ca::generate_in_memory(crate::pki::Validity::default_cert()).unwrap();
+    let a = Auth::new(AuthOptions {
+        client_ca: Some(Arc::new(ca.cert_der().to_vec())),
+        ..AuthOptions::default()
+    });
+    let peer = |ca: &crate::pki::Ca, cn: &str, orgs: &[&str]| {
+        let issued = ca
+            .issue_client(cn, orgs, crate::pki::Validity::default_cert())
+            .unwrap();
+        let der = CertificateDer::from_pem_slice(issued.cert_pem.as_bytes()).unwrap();
+        crate::PeerCertificates(Arc::new(vec![der.into_owned()]))
+    };
+    let carol = a
+        .authenticate(
+            &HeaderMap::new(),
+            Some(&peer(&ca, "carol", &["dev", "ops"])),
+        )
+        .unwrap();
+    assert_eq!(carol.name, "carol");
+    assert_eq!(carol.groups, ["dev", "ops", user::ALL_AUTHENTICATED]);
+    // A certificate of another CA is refused even with a good token beside it.
+    let err = a
+        .authenticate(&bearer("anything"), Some(&peer(&other, "mallory", &[])))
+        .unwrap_err();
+    assert!(err.contains("unknown authority"), "{err}");
+    // Without a client CA, certificates are not looked at.
+    let plain = Auth::new(AuthOptions::default());
+    let anon = plain
+        .authenticate(&HeaderMap::new(), Some(&peer(&ca, "carol", &[])))
+        .unwrap();
+    assert_eq!(anon, UserInfo::anonymous());
 }

@@ -1,7 +1,8 @@
 //! `miniplane apiserver`: flags, bind, announce the address, serve until Ctrl-C or SIGTERM.
 //!
-//! The line `miniplane apiserver listening on http://127.0.0.1:PORT` is printed on stdout once
-//! the port is bound (end-to-end tests start the binary on port 0 and parse it).
+//! The line `miniplane apiserver listening on http://127.0.0.1:PORT` (`https://` with
+//! `--tls-cert-file`) is printed on stdout once the port is bound (end-to-end tests start the
+//! binary on port 0 and parse it).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +46,21 @@ pub struct AuthArgs {
     /// A CSV file of bearer tokens: `token,user,uid,"group1,group2"` per line.
     #[arg(long, value_name = "FILE")]
     token_auth_file: Option<PathBuf>,
+    /// The CA (PEM) client certificates are checked against; a valid certificate's CN is the
+    /// user and its O entries the groups.
+    #[arg(long, value_name = "FILE")]
+    client_ca_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate (PEM; the chain after the leaf) instead of HTTP.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert-file`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+}
+
+/// Reads a PEM file a flag names.
+fn read_pem(flag: &str, path: &std::path::Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{flag} {}: {e}", path.display()))
 }
 
 impl AuthArgs {
@@ -55,6 +71,23 @@ impl AuthArgs {
         if let Some(path) = &self.token_auth_file {
             let tokens = apiserver::TokenFile::read(path)?;
             options.auth.tokens = Some(std::sync::Arc::new(tokens));
+        }
+        let client_ca = match &self.client_ca_file {
+            Some(path) => {
+                let pem = read_pem("--client-ca-file", path)?;
+                let der = apiserver::pki::first_certificate(&pem)
+                    .map_err(|e| anyhow::anyhow!("--client-ca-file {}: {e}", path.display()))?;
+                options.auth.client_ca = Some(std::sync::Arc::new(der));
+                Some(pem)
+            }
+            None => None,
+        };
+        if let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_private_key_file) {
+            let cert = read_pem("--tls-cert-file", cert)?;
+            let key = read_pem("--tls-private-key-file", key)?;
+            let tls = apiserver::pki::tls_server_config(&cert, &key, client_ca.as_deref())
+                .map_err(|e| anyhow::anyhow!("--tls-cert-file/--tls-private-key-file: {e}"))?;
+            options.connections.tls = Some(tls);
         }
         Ok(())
     }
@@ -159,6 +192,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
         };
         args.serving.apply(&mut options)?;
         args.auth.apply(&mut options)?;
+        let secure = options.connections.tls.is_some();
         let config = apiserver::Config {
             data_dir: args.data_dir,
             listen: args.listen,
@@ -168,7 +202,8 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
         };
         let server = apiserver::Server::bind(config).await?;
         let addr = server.local_addr()?;
-        println!("miniplane apiserver listening on http://{addr}");
+        let scheme = if secure { "https" } else { "http" };
+        println!("miniplane apiserver listening on {scheme}://{addr}");
         let shutdown = CancellationToken::new();
         let run = server.run(shutdown.clone());
         tokio::pin!(run);
