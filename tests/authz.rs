@@ -712,3 +712,130 @@ async fn kube_rs_verifies_the_server_and_authenticates_with_its_certificate() {
         other => panic!("expected 403, got {other:?}"),
     }
 }
+
+/// A kubeconfig that presents `token` (and trusts the server's CA).
+fn token_kubeconfig(s: &Server, name: &str, token: &str) -> std::path::PathBuf {
+    let own = s.kubeconfig_for("unused", &[]);
+    let mut doc: serde_norway::Value = serde_norway::from_str(&own).unwrap();
+    doc["users"][0]["user"] = serde_norway::from_str(&format!("token: {token}")).unwrap();
+    let path = s.dir().join(format!("kubeconfig-{name}"));
+    std::fs::write(&path, serde_norway::to_string(&doc).unwrap()).unwrap();
+    path
+}
+
+#[test]
+fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_account_goes() {
+    let s = Server::start_secure(&[]);
+    s.kubectl_ok(&["create", "serviceaccount", "builder"]);
+    let token = s.kubectl_ok(&["create", "token", "builder", "--duration", "1h"]);
+    let token = token.trim();
+    assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
+    let kc = token_kubeconfig(&s, "builder", token);
+    let whoami = kubectl_as(&s, &kc, &["auth", "whoami", "-o", "json"]);
+    assert!(whoami.ok(), "{whoami}");
+    let review: Value = serde_json::from_str(&whoami.stdout).unwrap();
+    let info = &review["status"]["userInfo"];
+    assert_eq!(info["username"], "system:serviceaccount:default:builder");
+    assert_eq!(
+        info["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:default",
+            "system:authenticated"
+        ])
+    );
+    let sa = s.kubectl_json(&["get", "serviceaccount", "builder"]);
+    assert_eq!(info["uid"], sa["metadata"]["uid"]);
+    assert!(
+        info["extra"]["authentication.kubernetes.io/credential-id"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("JTI=")
+    );
+    let run = kubectl_as(&s, &kc, &["get", "pods"]);
+    assert_eq!(
+        run.stderr.trim(),
+        r#"Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:default:builder" cannot list resource "pods" in API group "" in the namespace "default""#
+    );
+    // (`view` is aggregated: without the controller-manager here, its rules stay empty.)
+    s.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        "pod-reader",
+        "--verb=get,list,watch",
+        "--resource=pods",
+    ]);
+    s.kubectl_ok(&[
+        "create",
+        "rolebinding",
+        "builder-reads",
+        "--clusterrole=pod-reader",
+        "--serviceaccount=default:builder",
+    ]);
+    eventually("the ServiceAccount may list pods", DEADLINE, || {
+        kubectl_as(&s, &kc, &["get", "pods"]).ok().then_some(())
+    });
+    let run = s.kubectl(&[
+        "auth",
+        "can-i",
+        "list",
+        "pods",
+        "--as",
+        "system:serviceaccount:default:builder",
+    ]);
+    assert_eq!(run.stdout.trim(), "yes", "{run}");
+    let run = s.kubectl(&[
+        "auth",
+        "can-i",
+        "delete",
+        "pods",
+        "--as",
+        "system:serviceaccount:default:builder",
+    ]);
+    assert_eq!(run.stdout.trim(), "no", "{run}");
+
+    // TokenReview, as a webhook authenticator asks.
+    let yaml = format!(
+        "apiVersion: authentication.k8s.io/v1\nkind: TokenReview\nspec:\n  token: {token}\n"
+    );
+    let run = s.kubectl_run(&["create", "-f", "-", "-o", "json"], Some(&yaml), &[]);
+    assert!(run.ok(), "{run}");
+    let reviewed: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(reviewed["status"]["authenticated"], true, "{reviewed}");
+    assert_eq!(
+        reviewed["status"]["user"]["username"],
+        "system:serviceaccount:default:builder"
+    );
+    assert_eq!(
+        reviewed["status"]["audiences"],
+        json!(["https://kubernetes.default.svc.cluster.local"])
+    );
+    // Too short a token is refused by the server's validation.
+    let run = s.kubectl(&["create", "token", "builder", "--duration", "5m"]);
+    assert!(!run.ok(), "{run}");
+    assert!(
+        run.stderr.contains("spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"),
+        "{run}"
+    );
+    let run = s.kubectl(&["create", "token", "nobody"]);
+    assert!(
+        run.stderr.contains(r#"serviceaccounts "nobody" not found"#),
+        "{run}"
+    );
+
+    // Deleting the ServiceAccount invalidates its tokens.
+    s.kubectl_ok(&["delete", "serviceaccount", "builder"]);
+    let run = kubectl_as(&s, &kc, &["get", "pods"]);
+    assert!(!run.ok(), "{run}");
+    assert!(
+        run.stderr
+            .contains("error: You must be logged in to the server (Unauthorized)"),
+        "{run}"
+    );
+    assert!(
+        s.log_tail()
+            .contains("service account default/builder has been deleted"),
+        "{}",
+        s.log_tail()
+    );
+}

@@ -101,6 +101,7 @@ mod ui;
 mod wire;
 
 pub use access::AccessOptions;
+pub use auth::serviceaccount::{DEFAULT_ISSUER as DEFAULT_SERVICE_ACCOUNT_ISSUER, TokenIssuer};
 pub use auth::token_file::{TokenFile, TokenFileError};
 pub use auth::{AuthOptions, AuthorizationMode};
 pub use collector::{DEFAULT_MAX_SPANS, DEFAULT_MAX_SPANS_PER_TRACE};

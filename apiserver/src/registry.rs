@@ -35,6 +35,8 @@ pub enum Subresource {
     Eviction,
     /// `namespaces/finalize`: update of a namespace's `spec.finalizers`.
     Finalize,
+    /// `serviceaccounts/token`: the TokenRequest API, a token for the ServiceAccount.
+    Token,
 }
 
 impl Subresource {
@@ -46,6 +48,7 @@ impl Subresource {
             Subresource::Binding => "binding",
             Subresource::Eviction => "eviction",
             Subresource::Finalize => "finalize",
+            Subresource::Token => "token",
         }
     }
 
@@ -57,6 +60,7 @@ impl Subresource {
             Subresource::Binding,
             Subresource::Eviction,
             Subresource::Finalize,
+            Subresource::Token,
         ]
         .into_iter()
         .find(|sub| sub.name() == s)
@@ -69,6 +73,11 @@ impl Subresource {
             Subresource::Scale => Some(GroupVersionKind::new("autoscaling", "v1", "Scale")),
             Subresource::Binding => Some(GroupVersionKind::new("", "v1", "Binding")),
             Subresource::Eviction => Some(GroupVersionKind::new("policy", "v1", "Eviction")),
+            Subresource::Token => Some(GroupVersionKind::new(
+                "authentication.k8s.io",
+                "v1",
+                "TokenRequest",
+            )),
         }
     }
 
@@ -76,7 +85,7 @@ impl Subresource {
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
             Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
-            Subresource::Binding | Subresource::Eviction => &["create"],
+            Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Finalize => &["update"],
         }
     }
@@ -316,6 +325,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         .create_on_update();
     let mut service_accounts =
         ResourceInfo::new("", "v1", "ServiceAccount", "serviceaccounts", true)
+            .with(&[Token])
             .short(&["sa"])
             .create_on_update();
     service_accounts.return_deleted_object = true;
@@ -409,6 +419,12 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             "authentication.k8s.io",
             "SelfSubjectReview",
             "selfsubjectreviews",
+            false,
+        ),
+        (
+            "authentication.k8s.io",
+            "TokenReview",
+            "tokenreviews",
             false,
         ),
         (

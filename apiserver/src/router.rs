@@ -67,7 +67,7 @@ async fn dispatch(State(state): State<AppState>, mut req: Request) -> Response {
         Verdict::ServeCors(origin) => Some(origin),
         Verdict::Answer(resp) => return nosniff(resp),
     };
-    let mut resp = match authenticate_and_authorize(&state, &mut req) {
+    let mut resp = match authenticate_and_authorize(&state, &mut req).await {
         Err(refused) => *refused,
         Ok(()) => match route(state, req).await {
             Ok(resp) => resp,
@@ -83,13 +83,20 @@ async fn dispatch(State(state): State<AppState>, mut req: Request) -> Response {
 /// Who sent the request (401 when its credentials are not valid), whom it acts as (its
 /// `Impersonate-*` headers, each allowed or 403), and whether that user may do what it asks
 /// (403 with Kubernetes' wording); the user is left in the request's extensions.
-fn authenticate_and_authorize(
+async fn authenticate_and_authorize(
     state: &AppState,
     req: &mut Request,
 ) -> std::result::Result<(), Box<Response>> {
     let auth = state.auth();
     let peer = req.extensions().get::<crate::PeerCertificates>();
-    let user = match auth.authenticate(req.headers(), peer) {
+    let found = match auth.authenticate(req.headers(), peer) {
+        Ok(auth::Authenticated::User(user)) => Ok(user),
+        Ok(auth::Authenticated::ServiceAccount(token)) => {
+            auth::serviceaccount::lookup(state, &token).await
+        }
+        Err(why) => Err(why),
+    };
+    let user = match found {
         Ok(user) => user,
         Err(why) => {
             tracing::info!(path = %req.uri().path(), reason = %why, "Unable to authenticate the request");

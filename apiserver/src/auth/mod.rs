@@ -31,6 +31,7 @@ pub(crate) mod bootstrap_policy;
 pub mod rbac;
 pub mod reconcile;
 pub mod review;
+pub mod serviceaccount;
 pub mod token_file;
 pub mod user;
 
@@ -85,6 +86,10 @@ pub struct AuthOptions {
     /// `--client-ca-file`: the CA (DER) client certificates must chain to; without it a
     /// client certificate is not looked at.
     pub client_ca: Option<Arc<Vec<u8>>>,
+    /// The ServiceAccount token issuer (`--service-account-signing-key-file`,
+    /// `--service-account-issuer`, `--api-audiences`); without it no token is issued or
+    /// accepted.
+    pub service_accounts: Option<Arc<serviceaccount::TokenIssuer>>,
 }
 
 impl Default for AuthOptions {
@@ -94,8 +99,19 @@ impl Default for AuthOptions {
             anonymous: true,
             tokens: None,
             client_ca: None,
+            service_accounts: None,
         }
     }
+}
+
+/// What authentication found: a user, or a ServiceAccount token whose ServiceAccount (and
+/// bound object) still has to be looked up ([`serviceaccount::lookup`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Authenticated {
+    /// The user.
+    User(UserInfo),
+    /// A valid ServiceAccount token.
+    ServiceAccount(serviceaccount::ValidToken),
 }
 
 /// The authenticated user of a request and why it was allowed, in its extensions for the
@@ -142,19 +158,21 @@ impl Auth {
         &self,
         headers: &HeaderMap,
         peer: Option<&crate::PeerCertificates>,
-    ) -> Result<UserInfo, String> {
+    ) -> Result<Authenticated, String> {
         // The x509 authenticator (`x509.Authenticator`): CN is the user, O the groups.
         if let (Some(ca), Some(chain)) = (&self.options.client_ca, peer.filter(|c| !c.0.is_empty()))
         {
             let identity =
                 crate::pki::verify_client_chain(ca, &chain.0, std::time::SystemTime::now())
                     .map_err(|e| format!("verifying certificate failed: {e}"))?;
-            return Ok(UserInfo {
-                name: identity.common_name,
-                groups: identity.organizations,
-                ..UserInfo::default()
-            }
-            .with_authenticated_group());
+            return Ok(Authenticated::User(
+                UserInfo {
+                    name: identity.common_name,
+                    groups: identity.organizations,
+                    ..UserInfo::default()
+                }
+                .with_authenticated_group(),
+            ));
         }
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let token = value
@@ -168,16 +186,30 @@ impl Auth {
             // kube-apiserver ignores an Authorization header that is not a bearer token
             // (its basic-auth authenticator is gone); a bearer token must be known.
             if let Some(token) = token {
-                return match self.options.tokens.as_ref().and_then(|f| f.user(token)) {
-                    Some(user) => Ok(user.clone().with_authenticated_group()),
-                    None => Err("invalid bearer token".into()),
-                };
+                return self.authenticate_token(token);
             }
         }
         if self.options.anonymous {
-            Ok(UserInfo::anonymous())
+            Ok(Authenticated::User(UserInfo::anonymous()))
         } else {
             Err("no credentials and anonymous requests are disabled".into())
+        }
+    }
+
+    /// A bearer token: the token file's, else a ServiceAccount token of this issuer.
+    pub fn authenticate_token(&self, token: &str) -> Result<Authenticated, String> {
+        if let Some(user) = self.options.tokens.as_ref().and_then(|f| f.user(token)) {
+            return Ok(Authenticated::User(user.clone().with_authenticated_group()));
+        }
+        match &self.options.service_accounts {
+            Some(issuer) if issuer.is_ours(token) => issuer
+                .validate(
+                    token,
+                    issuer.audiences(),
+                    jiff::Timestamp::now().as_second(),
+                )
+                .map(Authenticated::ServiceAccount),
+            _ => Err("invalid bearer token".into()),
         }
     }
 

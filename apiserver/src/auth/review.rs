@@ -42,6 +42,9 @@ pub enum Review {
     SelfSubjectRules,
     /// `selfsubjectreviews`.
     SelfSubject,
+    /// `tokenreviews`: is this token valid, and whose is it? (answered by
+    /// [`token_review`]).
+    Token,
 }
 
 impl Review {
@@ -53,6 +56,7 @@ impl Review {
             (AUTHORIZATION_GROUP, "localsubjectaccessreviews") => Some(Review::LocalSubjectAccess),
             (AUTHORIZATION_GROUP, "selfsubjectrulesreviews") => Some(Review::SelfSubjectRules),
             (AUTHENTICATION_GROUP, "selfsubjectreviews") => Some(Review::SelfSubject),
+            (AUTHENTICATION_GROUP, "tokenreviews") => Some(Review::Token),
             _ => None,
         }
     }
@@ -65,12 +69,13 @@ impl Review {
             Review::LocalSubjectAccess => "LocalSubjectAccessReview",
             Review::SelfSubjectRules => "SelfSubjectRulesReview",
             Review::SelfSubject => "SelfSubjectReview",
+            Review::Token => "TokenReview",
         }
     }
 
     fn group(self) -> &'static str {
         match self {
-            Review::SelfSubject => AUTHENTICATION_GROUP,
+            Review::SelfSubject | Review::Token => AUTHENTICATION_GROUP,
             _ => AUTHORIZATION_GROUP,
         }
     }
@@ -101,6 +106,7 @@ pub fn answer(
     let spec = body.get("spec").cloned().unwrap_or(Value::Null);
     let status = match review {
         Review::SelfSubject => json!({"userInfo": user_info_json(requestor)}),
+        Review::Token => body.get("status").cloned().unwrap_or(json!({})),
         Review::SelfSubjectRules => {
             let ns = spec.get("namespace").and_then(Value::as_str).unwrap_or("");
             if ns.is_empty() {
@@ -198,6 +204,57 @@ pub fn answer(
     }
     obj.insert("status".into(), status);
     Ok(body)
+}
+
+/// The status of a TokenReview of `body` (`pkg/registry/authentication/tokenreview/storage.go`):
+/// the token's user and audiences when it authenticates, else `authenticated: false` with
+/// the reason. Audiences default to the API server's.
+pub async fn token_review(state: &crate::state::AppState, body: &Value) -> Result<Value> {
+    let token = body
+        .pointer("/spec/token")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if token.is_empty() {
+        return Err(ApiError::BadRequest(
+            "token is required for TokenReview".into(),
+        ));
+    }
+    let auth = state.auth();
+    let wanted = crate::meta::string_list(body.pointer("/spec/audiences"));
+    let api_audiences = auth
+        .options()
+        .service_accounts
+        .as_ref()
+        .map(|i| i.audiences().to_vec())
+        .unwrap_or_default();
+    let audiences = if wanted.is_empty() {
+        api_audiences
+    } else {
+        wanted
+    };
+    let found = match auth.authenticate_token(token) {
+        Ok(super::Authenticated::User(u)) => Ok(u),
+        Ok(super::Authenticated::ServiceAccount(_)) => {
+            // Validated against the API server's audiences; a review may ask for others.
+            let issuer = auth.options().service_accounts.clone();
+            match issuer.map(|i| i.validate(token, &audiences, jiff::Timestamp::now().as_second()))
+            {
+                Some(Ok(valid)) => super::serviceaccount::lookup(state, &valid).await,
+                Some(Err(e)) => Err(e),
+                None => Err("invalid bearer token".into()),
+            }
+        }
+        Err(e) => Err(e),
+    };
+    Ok(match found {
+        Ok(user) => {
+            json!({"authenticated": true, "user": user_info_json(&user), "audiences": audiences})
+        }
+        Err(why) => {
+            tracing::debug!(reason = %why, "TokenReview: not authenticated");
+            json!({"authenticated": false, "error": "[invalid bearer token, service account token has been invalidated]"})
+        }
+    })
 }
 
 /// The user a SubjectAccessReview asks about: `spec.user`, `groups`, `uid`, `extra`.

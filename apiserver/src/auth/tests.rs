@@ -12,7 +12,16 @@ fn auth(mode: AuthorizationMode, anonymous: bool) -> Auth {
         anonymous,
         tokens: Some(Arc::new(tokens)),
         client_ca: None,
+        service_accounts: None,
     })
+}
+
+/// The user of an authentication that found one (not a ServiceAccount token).
+fn user_of(found: Result<Authenticated, String>) -> UserInfo {
+    match found {
+        Ok(Authenticated::User(u)) => u,
+        other => panic!("expected a user, got {other:?}"),
+    }
 }
 
 fn bearer(token: &str) -> HeaderMap {
@@ -27,12 +36,12 @@ fn bearer(token: &str) -> HeaderMap {
 #[test]
 fn bearer_tokens_anonymous_requests_and_bad_tokens() {
     let a = auth(AuthorizationMode::Rbac, true);
-    let alice = a.authenticate(&bearer("alice-token"), None).unwrap();
+    let alice = user_of(a.authenticate(&bearer("alice-token"), None));
     assert_eq!(alice.name, "alice");
     assert_eq!(alice.uid, "1001");
     assert_eq!(alice.groups, ["dev", "system:authenticated"]);
     assert_eq!(
-        a.authenticate(&HeaderMap::new(), None).unwrap(),
+        user_of(a.authenticate(&HeaderMap::new(), None)),
         UserInfo::anonymous()
     );
     // A token that is not known is an error, not an anonymous request.
@@ -49,7 +58,7 @@ fn bearer_tokens_anonymous_requests_and_bad_tokens() {
         header::AUTHORIZATION,
         HeaderValue::from_static("Basic YWxpY2U6cHc="),
     );
-    assert_eq!(a.authenticate(&basic, None).unwrap(), UserInfo::anonymous());
+    assert_eq!(user_of(a.authenticate(&basic, None)), UserInfo::anonymous());
 }
 
 #[test]
@@ -184,12 +193,10 @@ fn client_certificates_give_their_common_name_and_organizations() {
         let der = CertificateDer::from_pem_slice(issued.cert_pem.as_bytes()).unwrap();
         crate::PeerCertificates(Arc::new(vec![der.into_owned()]))
     };
-    let carol = a
-        .authenticate(
-            &HeaderMap::new(),
-            Some(&peer(&ca, "carol", &["dev", "ops"])),
-        )
-        .unwrap();
+    let carol = user_of(a.authenticate(
+        &HeaderMap::new(),
+        Some(&peer(&ca, "carol", &["dev", "ops"])),
+    ));
     assert_eq!(carol.name, "carol");
     assert_eq!(carol.groups, ["dev", "ops", user::ALL_AUTHENTICATED]);
     // A certificate of another CA is refused even with a good token beside it.
@@ -199,8 +206,6 @@ fn client_certificates_give_their_common_name_and_organizations() {
     assert!(err.contains("unknown authority"), "{err}");
     // Without a client CA, certificates are not looked at.
     let plain = Auth::new(AuthOptions::default());
-    let anon = plain
-        .authenticate(&HeaderMap::new(), Some(&peer(&ca, "carol", &[])))
-        .unwrap();
+    let anon = user_of(plain.authenticate(&HeaderMap::new(), Some(&peer(&ca, "carol", &[]))));
     assert_eq!(anon, UserInfo::anonymous());
 }

@@ -31,7 +31,7 @@ pub async fn resource(ctx: RequestContext) -> Result<Response> {
         return super::component_status::serve(ctx, info).await;
     }
     if let Some(review) = crate::auth::review::Review::of(&info.gvr.group, &info.gvr.resource) {
-        return super::review::serve(ctx, review);
+        return super::review::serve(ctx, review).await;
     }
     // An object nested deeper than a worker's stack can take may be decoded, kept, encoded or
     // dropped anywhere in the request: all of it runs on a large stack then.

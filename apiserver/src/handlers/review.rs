@@ -14,13 +14,19 @@ use axum::http::{Method, StatusCode};
 use axum::response::Response;
 
 /// Answers a request to a review resource.
-pub fn serve(ctx: RequestContext, which: Review) -> Result<Response> {
+pub async fn serve(ctx: RequestContext, which: Review) -> Result<Response> {
     if ctx.method != Method::POST || ctx.path.name.is_some() || ctx.path.subresource.is_some() {
         return Err(ApiError::MethodNotAllowed(
             "the server does not allow this method on the requested resource".into(),
         ));
     }
-    let body = decode_body(&ctx.headers, &ctx.body, which.kind())?;
+    let mut body = decode_body(&ctx.headers, &ctx.body, which.kind())?;
+    if which == Review::Token {
+        let status = review::token_review(&ctx.state, &body).await?;
+        if let Some(obj) = body.as_object_mut() {
+            obj.insert("status".into(), status);
+        }
+    }
     let answered = review::answer(
         ctx.state.auth(),
         which,

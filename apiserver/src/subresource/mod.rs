@@ -1,5 +1,5 @@
-//! Subresources: `.../{name}/status`, `/scale`, `pods/{name}/binding`, `pods/{name}/eviction`
-//! and `namespaces/{name}/finalize`.
+//! Subresources: `.../{name}/status`, `/scale`, `pods/{name}/binding`, `pods/{name}/eviction`,
+//! `namespaces/{name}/finalize` and `serviceaccounts/{name}/token`.
 //!
 //! Kubernetes serves each as its own REST object next to the main one
 //! (`pkg/registry/apps/deployment/storage/storage.go` `StatusREST`, `ScaleREST`;
@@ -12,6 +12,7 @@ pub mod eviction;
 pub mod finalize;
 pub mod scale;
 pub mod status;
+pub mod token;
 
 use crate::error::{ApiError, Result};
 use crate::handlers::RequestContext;
@@ -41,6 +42,7 @@ pub async fn handle(
         (Subresource::Binding, Method::POST) => binding::create(ctx, info, name).await,
         (Subresource::Eviction, Method::POST) => eviction::create(ctx, info, name).await,
         (Subresource::Finalize, Method::PUT) => finalize::update(ctx, info, name).await,
+        (Subresource::Token, Method::POST) => token::create(ctx, info, name).await,
         (sub, m) => Err(ApiError::MethodNotAllowed(format!(
             "{m} is not supported on {}/{}",
             info.gvr.resource,

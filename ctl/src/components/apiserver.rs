@@ -56,6 +56,16 @@ pub struct AuthArgs {
     /// The private key (PEM) of `--tls-cert-file`.
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     tls_private_key_file: Option<PathBuf>,
+    /// The key (PEM, PKCS#8 EC P-256) ServiceAccount tokens are signed with; by default
+    /// `service-account.key` in the data directory, made on first start.
+    #[arg(long, value_name = "FILE")]
+    service_account_signing_key_file: Option<PathBuf>,
+    /// The `iss` of ServiceAccount tokens.
+    #[arg(long, value_name = "URL", default_value = apiserver::DEFAULT_SERVICE_ACCOUNT_ISSUER)]
+    service_account_issuer: String,
+    /// The audiences the API server accepts in tokens (default: the issuer).
+    #[arg(long, value_name = "AUDIENCE", value_delimiter = ',')]
+    api_audiences: Vec<String>,
 }
 
 /// Reads a PEM file a flag names.
@@ -65,7 +75,28 @@ fn read_pem(flag: &str, path: &std::path::Path) -> anyhow::Result<String> {
 
 impl AuthArgs {
     /// The authentication and authorization settings these flags ask for.
-    fn apply(&self, options: &mut apiserver::ServerOptions) -> anyhow::Result<()> {
+    fn apply(
+        &self,
+        options: &mut apiserver::ServerOptions,
+        data_dir: &std::path::Path,
+    ) -> anyhow::Result<()> {
+        let (key, create) = match &self.service_account_signing_key_file {
+            Some(path) => (path.clone(), false),
+            None => (data_dir.join("service-account.key"), true),
+        };
+        let audiences = if self.api_audiences.is_empty() {
+            vec![self.service_account_issuer.clone()]
+        } else {
+            self.api_audiences.clone()
+        };
+        let issuer = apiserver::TokenIssuer::from_key_file(
+            &key,
+            create,
+            &self.service_account_issuer,
+            audiences,
+        )
+        .map_err(|e| anyhow::anyhow!("--service-account-signing-key-file: {e}"))?;
+        options.auth.service_accounts = Some(std::sync::Arc::new(issuer));
         options.auth.authorization_mode = self.authorization_mode;
         options.auth.anonymous = self.anonymous_auth;
         if let Some(path) = &self.token_auth_file {
@@ -191,7 +222,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             ..apiserver::ServerOptions::default()
         };
         args.serving.apply(&mut options)?;
-        args.auth.apply(&mut options)?;
+        args.auth.apply(&mut options, &args.data_dir)?;
         let secure = options.connections.tls.is_some();
         let config = apiserver::Config {
             data_dir: args.data_dir,
