@@ -839,3 +839,73 @@ fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_accou
         s.log_tail()
     );
 }
+
+#[test]
+fn every_component_works_with_only_its_role() {
+    use support::component::Component;
+    let s = Server::start_secure(&[]);
+    let kubelet = Component::start_as(
+        &s,
+        &["kubelet", "--nodes", "1", "--listen", "127.0.0.1:0"],
+        "miniplane kubelet:",
+        "system:node:node-0",
+        &["system:nodes"],
+    );
+    let scheduler = Component::start_as(
+        &s,
+        &["scheduler", "--listen", "127.0.0.1:0"],
+        "miniplane scheduler started",
+        "system:kube-scheduler",
+        &[],
+    );
+    let manager = Component::start_as(
+        &s,
+        &[
+            "controller-manager",
+            "--listen",
+            "127.0.0.1:0",
+            "--use-service-account-credentials",
+        ],
+        "miniplane controller-manager started",
+        "system:kube-controller-manager",
+        &[],
+    );
+    let applied = s.kubectl_run(
+        &["apply", "-f", "-"],
+        Some(&support::deployment_yaml("web", 2, "nginx")),
+        &[],
+    );
+    assert!(applied.ok(), "{applied}");
+    let status = s.kubectl(&["rollout", "status", "deploy/web", "--timeout=60s"]);
+    assert!(
+        status.ok(),
+        "{status}\n--- controller-manager ---\n{}\n--- scheduler ---\n{}\n--- kubelet ---\n{}",
+        manager.log(),
+        scheduler.log(),
+        kubelet.log()
+    );
+    // The controllers wrote as their own ServiceAccounts, which the manager made.
+    let accounts = s.kubectl_ok(&["get", "serviceaccounts", "-n", "kube-system", "-o", "name"]);
+    for account in [
+        "deployment-controller",
+        "replicaset-controller",
+        "generic-garbage-collector",
+    ] {
+        assert!(
+            accounts.contains(&format!("serviceaccount/{account}")),
+            "{accounts}"
+        );
+    }
+    // No component was refused anything on the way.
+    for (name, log) in [
+        ("controller-manager", manager.log()),
+        ("scheduler", scheduler.log()),
+        ("kubelet", kubelet.log()),
+        ("apiserver", s.log_tail()),
+    ] {
+        assert!(
+            !log.contains("Forbidden") && !log.contains(" 403"),
+            "{name} was refused:\n{log}"
+        );
+    }
+}

@@ -74,6 +74,9 @@ pub struct ClientConfig {
     /// `rest.Config.UserAgent`: the API server names the field manager after it, and the
     /// `WatchEvents`/`FailWrites` faults pick their component by it. `None`: kube-rs' default.
     pub user_agent: Option<String>,
+    /// A bearer token to present instead of the source's credentials (client-go's
+    /// `rest.Config.BearerToken`; a ServiceAccount token of [`crate::clientbuilder`]).
+    pub bearer_token: Option<String>,
 }
 
 impl ClientConfig {
@@ -84,6 +87,7 @@ impl ClientConfig {
             rate_limit: None,
             tracing: true,
             user_agent: None,
+            bearer_token: None,
         }
     }
 
@@ -130,6 +134,12 @@ pub async fn build_client(config: &ClientConfig) -> Result<Client> {
             .map_err(|e| Error::KubeConfig(e.to_string()))?,
     };
     let mut kube_config = kube_config;
+    if let Some(token) = &config.bearer_token {
+        kube_config.auth_info = kube::config::AuthInfo {
+            token: Some(token.clone().into()),
+            ..kube::config::AuthInfo::default()
+        };
+    }
     if let Some(program) = &config.user_agent {
         let value = format!("{program}/v1.33.0 (miniplane)");
         let value = http::HeaderValue::from_str(&value)

@@ -37,6 +37,7 @@
 
 pub mod backoff;
 pub mod client;
+pub mod clientbuilder;
 pub mod clock;
 pub mod delta_fifo;
 pub mod error;

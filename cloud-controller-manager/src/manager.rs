@@ -51,6 +51,7 @@ impl CloudControllerManager {
             rate_limit: config.rate_limit,
             tracing: config.tracing,
             user_agent: None,
+            bearer_token: None,
         };
         let shell = Shell::bind(COMPONENT, client_config, config.listen).await?;
         Ok(CloudControllerManager {

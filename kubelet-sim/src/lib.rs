@@ -105,6 +105,7 @@ impl Simulator {
             rate_limit: config.rate_limit,
             tracing: config.tracing,
             user_agent: Some(COMPONENT.to_string()),
+            bearer_token: None,
         };
         let client = client::build_client(&client_config)
             .await

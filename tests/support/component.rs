@@ -27,13 +27,32 @@ impl Component {
     /// Runs `miniplane <args> --master <server url>` and waits for a stdout line starting
     /// with `ready_prefix`.
     pub fn start(s: &Server, args: &[&str], ready_prefix: &str) -> Component {
+        Component::spawn(s, args, ready_prefix, &["--master".to_owned(), s.url()])
+    }
+
+    /// [`Component::start`] against a secure server ([`Server::start_secure`]), with a
+    /// kubeconfig whose client certificate names `user` in `groups`.
+    pub fn start_as(
+        s: &Server,
+        args: &[&str],
+        ready_prefix: &str,
+        user: &str,
+        groups: &[&str],
+    ) -> Component {
+        let kubeconfig = s.dir().join(format!("{}.kubeconfig", args[0]));
+        std::fs::write(&kubeconfig, s.kubeconfig_for(user, groups)).unwrap();
+        let flag = ["--kubeconfig".to_owned(), kubeconfig.display().to_string()];
+        Component::spawn(s, args, ready_prefix, &flag)
+    }
+
+    fn spawn(s: &Server, args: &[&str], ready_prefix: &str, cluster: &[String]) -> Component {
         let name = args[0].to_owned();
         let log = s.dir().join(format!("{name}.log"));
         let log_file = std::fs::File::create(&log).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_miniplane"))
             .args(args)
             .args(single_instance_flags(args))
-            .args(["--master", &s.url()])
+            .args(cluster)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -69,6 +88,11 @@ impl Component {
                 );
             }
         }
+    }
+
+    /// What the component logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The `http://127.0.0.1:PORT` in the start line (a control or health API).

@@ -1,5 +1,6 @@
 //! Writing the bootstrap policy at start: every default ClusterRole, ClusterRoleBinding,
-//! Role and RoleBinding that is missing is created.
+//! Role and RoleBinding that is missing is created (Kubernetes' policy, the
+//! cloud-controller-manager's role, and miniplane's own additions).
 //!
 //! Mirrors the `rbac/bootstrap-roles` post-start hook of kube-apiserver
 //! (`pkg/registry/rbac/rest/storage_rbac.go`, `ensureRBACPolicy`) with
@@ -21,10 +22,17 @@ use serde::Serialize;
 pub async fn ensure_policy(state: &AppState) -> Result<usize> {
     let mut created = 0;
     let (ccm_role, ccm_binding) = bootstrap_policy::cloud_controller_manager();
+    let (own_roles, own_bindings, own_ns_roles, own_ns_bindings) = bootstrap_policy::miniplane();
     let mut cluster_roles = bootstrap_policy::cluster_roles();
     cluster_roles.push(ccm_role);
+    cluster_roles.extend(own_roles);
     let mut cluster_role_bindings = bootstrap_policy::cluster_role_bindings();
     cluster_role_bindings.push(ccm_binding);
+    cluster_role_bindings.extend(own_bindings);
+    let mut namespace_roles = bootstrap_policy::namespace_roles();
+    namespace_roles.extend(own_ns_roles);
+    let mut namespace_role_bindings = bootstrap_policy::namespace_role_bindings();
+    namespace_role_bindings.extend(own_ns_bindings);
     for role in &cluster_roles {
         created += ensure(state, "clusterroles", "ClusterRole", None, role).await? as usize;
     }
@@ -38,11 +46,11 @@ pub async fn ensure_policy(state: &AppState) -> Result<usize> {
         )
         .await? as usize;
     }
-    for role in &bootstrap_policy::namespace_roles() {
+    for role in &namespace_roles {
         let ns = role.metadata.namespace.as_deref();
         created += ensure(state, "roles", "Role", ns, role).await? as usize;
     }
-    for binding in &bootstrap_policy::namespace_role_bindings() {
+    for binding in &namespace_role_bindings {
         let ns = binding.metadata.namespace.as_deref();
         created += ensure(state, "rolebindings", "RoleBinding", ns, binding).await? as usize;
     }

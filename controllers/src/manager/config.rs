@@ -143,6 +143,11 @@ pub struct Config {
     pub concurrent_gc_syncs: usize,
     /// `--concurrent-namespace-syncs` (10).
     pub concurrent_namespace_syncs: usize,
+    /// `--use-service-account-credentials`: each controller writes as its own ServiceAccount
+    /// in `kube-system` (`system:serviceaccount:kube-system:deployment-controller`, ...), which
+    /// the bootstrap policy's `system:controller:*` roles are bound to; the manager's own
+    /// identity only reads and asks for the tokens. Off in [`Config::new`].
+    pub use_service_account_credentials: bool,
     /// `--leader-elect`: run the controllers only while holding the Lease
     /// `kube-system/kube-controller-manager`. `None` in [`Config::new`] (a library user with
     /// one controller-manager needs no Lease); the `controller-manager` subcommand and
@@ -186,6 +191,7 @@ impl Config {
             endpointslice_updates_batch_period: DEFAULT_ENDPOINT_BATCH_PERIOD,
             concurrent_gc_syncs: 20,
             concurrent_namespace_syncs: 10,
+            use_service_account_credentials: false,
             leader_election: None,
             rate_limit: None,
             listen: None,

@@ -81,6 +81,7 @@ impl ControllerManager {
             rate_limit: config.rate_limit,
             tracing: config.tracing,
             user_agent: None,
+            bearer_token: None,
         };
         let shell = Shell::bind(COMPONENT, client_config, config.listen).await?;
         Ok(ControllerManager { config, shell })
@@ -108,17 +109,50 @@ impl ControllerManager {
     }
 }
 
+/// Each controller's ServiceAccount in `kube-system` (`--use-service-account-credentials`).
+const SERVICE_ACCOUNTS: &[(&str, &str)] = &[
+    ("deployment", "deployment-controller"),
+    ("replicaset", "replicaset-controller"),
+    ("endpoint", "endpoint-controller"),
+    ("endpointslice", "endpointslice-controller"),
+    ("garbagecollector", "generic-garbage-collector"),
+    ("namespace", "namespace-controller"),
+    ("nodeipam", "node-controller"),
+    ("serviceaccount", "service-account-controller"),
+    (
+        "clusterrole-aggregation",
+        "clusterrole-aggregation-controller",
+    ),
+    ("nodelifecycle", "node-controller"),
+];
+
 /// Builds the enabled controllers on the set's informer factory and runs them until shutdown.
 async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> {
     let enabled = &config.controllers;
+    if config.use_service_account_credentials {
+        // The ServiceAccount each enabled controller writes as (the names of Kubernetes'
+        // `system:controller:*` roles).
+        let accounts: Vec<&str> = SERVICE_ACCOUNTS
+            .iter()
+            .filter(|(controller, _)| enabled.is_enabled(controller))
+            .map(|(_, account)| *account)
+            .collect();
+        set.use_service_account_credentials(&accounts).await?;
+    }
     if enabled.is_enabled("deployment") {
-        let c = DeploymentController::new(set.factory(), set.executor("deployment-controller"));
+        let c = DeploymentController::new(
+            set.factory(),
+            set.executor_as("deployment-controller", "deployment-controller"),
+        );
         let n = config.concurrent_deployment_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("replicaset") {
-        let c = ReplicaSetController::new(set.factory(), set.executor("replicaset-controller"));
+        let c = ReplicaSetController::new(
+            set.factory(),
+            set.executor_as("replicaset-controller", "replicaset-controller"),
+        );
         let n = config.concurrent_replicaset_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
@@ -126,7 +160,7 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
     if enabled.is_enabled("endpoint") {
         let c = EndpointsController::new(
             set.factory(),
-            set.executor("endpoint-controller"),
+            set.executor_as("endpoint-controller", "endpoint-controller"),
             config.endpoint_updates_batch_period,
         );
         let n = config.concurrent_endpoint_syncs;
@@ -136,7 +170,7 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
     if enabled.is_enabled("endpointslice") {
         let c = EndpointSliceController::new(
             set.factory(),
-            set.executor("endpoint-slice-controller"),
+            set.executor_as("endpoint-slice-controller", "endpointslice-controller"),
             config.max_endpoints_per_slice,
             config.endpointslice_updates_batch_period,
         );
@@ -145,13 +179,19 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("garbagecollector") {
-        let c = GarbageCollector::new(set.factory(), set.executor("garbage-collector-controller"));
+        let c = GarbageCollector::new(
+            set.factory(),
+            set.executor_as("garbage-collector-controller", "generic-garbage-collector"),
+        );
         let n = config.concurrent_gc_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("namespace") {
-        let c = NamespaceController::new(set.factory(), set.executor("namespace-controller"));
+        let c = NamespaceController::new(
+            set.factory(),
+            set.executor_as("namespace-controller", "namespace-controller"),
+        );
         let n = config.concurrent_namespace_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
@@ -162,7 +202,11 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
         .filter(|_| enabled.is_enabled("nodeipam"))
     {
         ipam.validate().map_err(Error::Config)?;
-        let c = NodeIpamController::new(set.factory(), set.executor("cidrAllocator"), ipam);
+        let c = NodeIpamController::new(
+            set.factory(),
+            set.executor_as("cidrAllocator", "node-controller"),
+            ipam,
+        );
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(
             &metrics,
@@ -173,7 +217,7 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
     if enabled.is_enabled("serviceaccount") {
         let c = ServiceAccountsController::new(
             set.factory(),
-            set.executor("serviceaccount-controller"),
+            set.executor_as("serviceaccount-controller", "service-account-controller"),
         );
         // One worker, as kube-controller-manager runs it (`startServiceAccountController`).
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
@@ -182,7 +226,10 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
     if enabled.is_enabled("clusterrole-aggregation") {
         let c = ClusterRoleAggregationController::new(
             set.factory(),
-            set.executor("clusterrole-aggregation-controller"),
+            set.executor_as(
+                "clusterrole-aggregation-controller",
+                "clusterrole-aggregation-controller",
+            ),
         );
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(
@@ -193,10 +240,10 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
     }
     if enabled.is_enabled("nodelifecycle") {
         let c = NodeLifecycleController::new(
-            set.client().clone(),
+            set.client_for("node-controller").clone(),
             set.factory(),
             config.node_lifecycle.clone(),
-            set.recorder("node-controller"),
+            set.recorder_as("node-controller", "node-controller"),
             TokioClock::shared(),
         );
         set.add(Box::new(move |t, s| {

@@ -52,6 +52,9 @@ pub type Start = Box<dyn FnOnce(&TaskTracker, CancellationToken) + Send>;
 pub struct Shell {
     component: &'static str,
     client: Client,
+    /// Where the API server is, for the controllers' own clients
+    /// ([`ControllerSet::use_service_account_credentials`]).
+    client_config: ClientConfig,
     listener: Option<TcpListener>,
     registry: Arc<Registry>,
     tracer: Tracer,
@@ -88,6 +91,7 @@ impl Shell {
         Ok(Shell {
             component,
             client,
+            client_config,
             listener,
             registry: Arc::new(Registry::default()),
             tracer,
@@ -134,8 +138,9 @@ impl Shell {
         }
         let (client, tracer, registry, component) =
             (&self.client, &self.tracer, &self.registry, self.component);
+        let client_config = &self.client_config;
         let set = |token: CancellationToken| {
-            ControllerSet::new(component, client, tracer, registry, token)
+            ControllerSet::new(component, client, client_config, tracer, registry, token)
         };
         let result = match election {
             None => {
@@ -171,6 +176,10 @@ impl Shell {
 pub struct ControllerSet {
     component: &'static str,
     client: Client,
+    client_config: ClientConfig,
+    /// The controllers' own clients by ServiceAccount name (with
+    /// `--use-service-account-credentials`); empty: every controller uses `client`.
+    controller_clients: std::collections::HashMap<String, Client>,
     tracer: Tracer,
     registry: Arc<Registry>,
     factory: SharedInformerFactory,
@@ -184,6 +193,7 @@ impl ControllerSet {
     fn new(
         component: &'static str,
         client: &Client,
+        client_config: &ClientConfig,
         tracer: &Tracer,
         registry: &Arc<Registry>,
         shutdown: CancellationToken,
@@ -197,6 +207,8 @@ impl ControllerSet {
         ControllerSet {
             component,
             client: client.clone(),
+            client_config: client_config.clone(),
+            controller_clients: std::collections::HashMap::new(),
             tracer: tracer.clone(),
             registry: registry.clone(),
             factory,
@@ -217,11 +229,40 @@ impl ControllerSet {
         &self.client
     }
 
+    /// Gives each of `accounts` (the controllers' ServiceAccount names in `kube-system`) a
+    /// client that acts as that ServiceAccount (kube-controller-manager's
+    /// `--use-service-account-credentials`, [`client::clientbuilder`]); the informers,
+    /// leader election and reports stay on the manager's own client.
+    pub async fn use_service_account_credentials(&mut self, accounts: &[&str]) -> Result<()> {
+        for account in accounts {
+            let client = client::clientbuilder::service_account_client(
+                &self.client,
+                &self.client_config,
+                account,
+            )
+            .await
+            .map_err(|e| Error::Config(format!("credentials of {account}: {e}")))?;
+            self.controller_clients.insert(account.to_string(), client);
+        }
+        Ok(())
+    }
+
+    /// The client a controller writes with: its ServiceAccount's when
+    /// [`ControllerSet::use_service_account_credentials`] made one, else the manager's.
+    pub fn client_for(&self, account: &str) -> &Client {
+        self.controller_clients.get(account).unwrap_or(&self.client)
+    }
+
     /// An event recorder whose Events name `source` as their reporting component; its
     /// broadcaster runs until shutdown.
     pub fn recorder(&self, source: &str) -> EventRecorder {
+        self.recorder_as(source, source)
+    }
+
+    /// [`ControllerSet::recorder`] writing with the client of ServiceAccount `account`.
+    pub fn recorder_as(&self, source: &str, account: &str) -> EventRecorder {
         let (recorder, broadcaster) = new_recorder(
-            Arc::new(ApiEventSink::new(self.client.clone())),
+            Arc::new(ApiEventSink::new(self.client_for(account).clone())),
             source,
             TokioClock::shared(),
         );
@@ -231,7 +272,17 @@ impl ControllerSet {
 
     /// An executor whose Events name `source` as their reporting component.
     pub fn executor(&self, source: &str) -> Executor {
-        Executor::new(self.client.clone(), self.recorder(source)).with_tracer(self.tracer.clone())
+        self.executor_as(source, source)
+    }
+
+    /// An executor whose Events name `source`, writing with the client of ServiceAccount
+    /// `account` ([`ControllerSet::client_for`]).
+    pub fn executor_as(&self, source: &str, account: &str) -> Executor {
+        Executor::new(
+            self.client_for(account).clone(),
+            self.recorder_as(source, account),
+        )
+        .with_tracer(self.tracer.clone())
     }
 
     /// A controller with a work queue: its counters and queue go to `/metrics` and to the

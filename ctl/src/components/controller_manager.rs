@@ -61,6 +61,10 @@ pub struct ControllerManagerArgs {
     concurrent_namespace_syncs: usize,
     #[command(flatten)]
     leader_election: LeaderElectArgs,
+    /// Each controller writes as its own ServiceAccount in kube-system (made, and given a
+    /// token, by the manager), under the bootstrap policy's `system:controller:*` roles.
+    #[arg(long)]
+    use_service_account_credentials: bool,
     /// Client-side queries per second to the API server (no limit unless set; Kubernetes: 20).
     #[arg(long)]
     kube_api_qps: Option<f64>,
@@ -145,6 +149,7 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
         ipam.validate().map_err(anyhow::Error::msg)?;
         config.node_ipam = Some(ipam);
     }
+    config.use_service_account_credentials = args.use_service_account_credentials;
     config.leader_election = args
         .leader_election
         .election(controllers::manager::config::LEASE_NAME)?;

@@ -47,6 +47,7 @@ mod cluster_roles;
 mod component_rules;
 mod controller_roles;
 mod controller_roles_later;
+mod miniplane;
 mod namespace_roles;
 mod rules;
 #[cfg(test)]
@@ -127,6 +128,22 @@ pub(crate) fn namespace_roles() -> Vec<Role> {
 /// `kube-public`'s.
 pub(crate) fn namespace_role_bindings() -> Vec<RoleBinding> {
     namespace_roles::namespace_role_bindings()
+}
+
+/// miniplane's own additions ([`miniplane`]): ClusterRoles, ClusterRoleBindings, Roles and
+/// RoleBindings.
+pub(crate) fn miniplane() -> (
+    Vec<ClusterRole>,
+    Vec<ClusterRoleBinding>,
+    Vec<Role>,
+    Vec<RoleBinding>,
+) {
+    (
+        miniplane::cluster_roles(),
+        miniplane::cluster_role_bindings(),
+        miniplane::roles(),
+        miniplane::role_bindings(),
+    )
 }
 
 /// The cloud-controller-manager's ClusterRole `system:cloud-controller-manager` and its

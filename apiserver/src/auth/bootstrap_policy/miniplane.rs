@@ -1,0 +1,75 @@
+//! What miniplane adds to Kubernetes' bootstrap policy: access for its components to
+//! miniplane's own surfaces, and the kubelets' role.
+//!
+//! - `miniplane:component` (ClusterRole and binding): `post` to the trace collector
+//!   (`/miniplane/v1/traces`) and `put` of the work-queue reports
+//!   (`/miniplane/v1/components/*`), for the controller-managers, the scheduler and the
+//!   kubelets;
+//! - `miniplane:faults-reader` (Role and RoleBinding in `kube-system`): reading the
+//!   `miniplane-faults` ConfigMap every component watches for the faults in force;
+//! - `miniplane:node` (ClusterRoleBinding): the `system:node` ClusterRole for the group
+//!   `system:nodes`. Kubernetes bound it so before 1.8; since, the Node authorizer (which
+//!   miniplane does not have) lets each kubelet reach its own node's objects.
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+
+use super::bindings::binding;
+use super::rules::{KUBE_SYSTEM, LEGACY, bootstrap_metadata, cluster_role, rule};
+
+/// The component identities: the managers' and the scheduler's users.
+const COMPONENT_USERS: &[&str] = &[
+    "system:kube-controller-manager",
+    "system:kube-scheduler",
+    "system:cloud-controller-manager",
+];
+/// The kubelets' group.
+const NODES: &str = "system:nodes";
+
+/// The ClusterRoles.
+pub(super) fn cluster_roles() -> Vec<ClusterRole> {
+    vec![cluster_role(
+        "miniplane:component",
+        vec![
+            rule(&["post"]).urls(&["/miniplane/v1/traces"]),
+            rule(&["put"]).urls(&["/miniplane/v1/components/*"]),
+        ],
+    )]
+}
+
+/// The ClusterRoleBindings.
+pub(super) fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
+    vec![
+        binding("miniplane:component")
+            .users(COMPONENT_USERS)
+            .groups(&[NODES])
+            .cluster(),
+        binding("system:node")
+            .named("miniplane:node")
+            .groups(&[NODES])
+            .cluster(),
+    ]
+}
+
+/// The Roles.
+pub(super) fn roles() -> Vec<Role> {
+    vec![Role {
+        metadata: bootstrap_metadata("miniplane:faults-reader", Some(KUBE_SYSTEM), &[]),
+        rules: Some(vec![
+            rule(&["get", "list", "watch"])
+                .groups(&[LEGACY])
+                .resources(&["configmaps"])
+                .names(&["miniplane-faults"])
+                .build(),
+        ]),
+    }]
+}
+
+/// The RoleBindings.
+pub(super) fn role_bindings() -> Vec<RoleBinding> {
+    vec![
+        binding("miniplane:faults-reader")
+            .users(COMPONENT_USERS)
+            .groups(&[NODES])
+            .in_namespace(KUBE_SYSTEM),
+    ]
+}
