@@ -640,27 +640,16 @@ fn kubectl_over_tls_with_client_certificates_is_authorized_by_rbac() {
             apiserver::pki::Validity::default_cert(),
         )
         .unwrap();
-    let own = s.kubeconfig_for("mallory", &[]);
-    let mut doc: serde_norway::Value = serde_norway::from_str(&own).unwrap();
     use base64::Engine as _;
     let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
-    doc["users"][0]["user"]["client-certificate-data"] = b64(&issued.cert_pem).into();
-    doc["users"][0]["user"]["client-key-data"] = b64(&issued.key_pem).into();
-    let path = s.dir().join("kubeconfig-mallory");
-    std::fs::write(&path, serde_norway::to_string(&doc).unwrap()).unwrap();
+    let user = format!(
+        "client-certificate-data: {}\nclient-key-data: {}",
+        b64(&issued.cert_pem),
+        b64(&issued.key_pem)
+    );
+    let path = kubeconfig_with_user(&s, "mallory", &user);
     let run = kubectl_as(&s, &path, &["get", "pods", "-n", "team"]);
-    assert!(!run.ok(), "{run}");
-    assert!(
-        run.stderr
-            .contains("error: You must be logged in to the server (Unauthorized)"),
-        "{run}"
-    );
-    assert!(
-        s.log_tail()
-            .contains("x509: certificate signed by unknown authority"),
-        "{}",
-        s.log_tail()
-    );
+    assert_unauthorized(&s, &run, "x509: certificate signed by unknown authority");
 }
 
 #[tokio::test]
@@ -715,12 +704,29 @@ async fn kube_rs_verifies_the_server_and_authenticates_with_its_certificate() {
 
 /// A kubeconfig that presents `token` (and trusts the server's CA).
 fn token_kubeconfig(s: &Server, name: &str, token: &str) -> std::path::PathBuf {
+    kubeconfig_with_user(s, name, &format!("token: {token}"))
+}
+
+/// Writes `kubeconfig-<name>`: the server's cluster and CA, and `user` (YAML) as the user's
+/// credentials.
+fn kubeconfig_with_user(s: &Server, name: &str, user: &str) -> std::path::PathBuf {
     let own = s.kubeconfig_for("unused", &[]);
     let mut doc: serde_norway::Value = serde_norway::from_str(&own).unwrap();
-    doc["users"][0]["user"] = serde_norway::from_str(&format!("token: {token}")).unwrap();
+    doc["users"][0]["user"] = serde_norway::from_str(user).unwrap();
     let path = s.dir().join(format!("kubeconfig-{name}"));
     std::fs::write(&path, serde_norway::to_string(&doc).unwrap()).unwrap();
     path
+}
+
+/// Checks that `run` was refused as kubectl words a 401, and that the server logged `reason`.
+fn assert_unauthorized(s: &Server, run: &support::kubectl::Run, reason: &str) {
+    assert!(!run.ok(), "{run}");
+    assert!(
+        run.stderr
+            .contains("error: You must be logged in to the server (Unauthorized)"),
+        "{run}"
+    );
+    assert!(s.log_tail().contains(reason), "{}", s.log_tail());
 }
 
 #[test]
@@ -826,18 +832,7 @@ fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_accou
     // Deleting the ServiceAccount invalidates its tokens.
     s.kubectl_ok(&["delete", "serviceaccount", "builder"]);
     let run = kubectl_as(&s, &kc, &["get", "pods"]);
-    assert!(!run.ok(), "{run}");
-    assert!(
-        run.stderr
-            .contains("error: You must be logged in to the server (Unauthorized)"),
-        "{run}"
-    );
-    assert!(
-        s.log_tail()
-            .contains("service account default/builder has been deleted"),
-        "{}",
-        s.log_tail()
-    );
+    assert_unauthorized(&s, &run, "service account default/builder has been deleted");
 }
 
 #[test]

@@ -38,10 +38,7 @@ impl Server {
 
     /// [`Server::start`] with further `miniplane apiserver` flags (kept on restart).
     pub fn start_with(extra: &[&str]) -> Server {
-        let dir = tempfile::tempdir().expect("a temp dir for the server");
-        for sub in ["data", "home", "cache", "tmp"] {
-            std::fs::create_dir(dir.path().join(sub)).unwrap();
-        }
+        let dir = server_dir();
         let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
         Server::spawn_in(dir, extra, None)
     }
@@ -50,10 +47,7 @@ impl Server {
     /// (in `<dir>/pki`), client certificates checked against that CA, RBAC, and a kubeconfig
     /// with the CA and an admin client certificate (group `system:masters`).
     pub fn start_secure(extra: &[&str]) -> Server {
-        let dir = tempfile::tempdir().expect("a temp dir for the server");
-        for sub in ["data", "home", "cache", "tmp"] {
-            std::fs::create_dir(dir.path().join(sub)).unwrap();
-        }
+        let dir = server_dir();
         let pki = dir.path().join("pki");
         std::fs::create_dir(&pki).unwrap();
         let ca = apiserver::pki::Ca::load_or_create(&pki).expect("a CA");
@@ -251,6 +245,15 @@ impl Drop for Server {
         }
         self.stop();
     }
+}
+
+/// A server's temporary folder: the store's `data/` and kubectl's `home/`, `cache/`, `tmp/`.
+fn server_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("a temp dir for the server");
+    for sub in ["data", "home", "cache", "tmp"] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+    }
+    dir
 }
 
 /// Starts `miniplane apiserver` on `<dir>/data`, logging to `<dir>/server.log` (appended).
