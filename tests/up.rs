@@ -25,7 +25,11 @@ fn up_serves_kubectl_stops_on_sigterm_and_a_restart_keeps_objects_and_pods() {
     let env = UpEnv::new();
     let mut up = env.up(&["--port", "0", "--nodes", "2"]);
     let stderr = up.stderr();
-    assert!(stderr.contains("✓ apiserver http://127.0.0.1:"), "{stderr}");
+    // HTTPS on the cluster's own CA, as kind and kubeadm set a cluster up.
+    assert!(
+        stderr.contains("✓ apiserver https://127.0.0.1:"),
+        "{stderr}"
+    );
     assert!(stderr.contains("✓ 2/2 nodes Ready"), "{stderr}");
     let kubeconfig = std::fs::read_to_string(env.kubeconfig()).unwrap();
     assert!(
@@ -44,6 +48,18 @@ fn up_serves_kubectl_stops_on_sigterm_and_a_restart_keeps_objects_and_pods() {
     );
     // Ready as soon as `up` says so: no waiting here.
     assert_eq!(ready_nodes(&env), ["node-0", "node-1"]);
+    // The kubeconfig carries the CA and an admin certificate in system:masters.
+    assert!(
+        kubeconfig.contains("certificate-authority-data:"),
+        "{kubeconfig}"
+    );
+    let whoami = env.kubectl_ok(&["auth", "whoami"]);
+    assert!(
+        whoami.contains("kubernetes-admin")
+            && whoami.contains("[system:masters system:authenticated]"),
+        "{whoami}"
+    );
+    let ca = std::fs::read(env.data_dir().join("pki/ca.crt")).unwrap();
 
     env.apply(&deployment_yaml("web", 1, "nginx:1.27"));
     env.kubectl_ok(&["create", "configmap", "kept", "--from-literal=k=v"]);
@@ -55,6 +71,11 @@ fn up_serves_kubectl_stops_on_sigterm_and_a_restart_keeps_objects_and_pods() {
 
     // Same data dir: every object is back, and the Running pod resumes on its node.
     let mut up = env.up(&["--port", "0", "--nodes", "2"]);
+    // The CA is kept: certificates issued by the first start still verify.
+    assert_eq!(
+        std::fs::read(env.data_dir().join("pki/ca.crt")).unwrap(),
+        ca
+    );
     let cm = env.get_json(&["configmap", "kept"]);
     assert_eq!(cm["data"]["k"], "v");
     let after = env.running_pods("web", 1).remove(0);

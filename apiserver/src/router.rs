@@ -88,6 +88,21 @@ async fn authenticate_and_authorize(
     req: &mut Request,
 ) -> std::result::Result<(), Box<Response>> {
     let auth = state.auth();
+    let (path, query) = crate::request::path_and_query(req.uri(), req.extensions());
+    let secure = state.options().connections.tls.is_some();
+    match auth::ui_login(auth, path, query, secure) {
+        None => {}
+        Some(Err(e)) => return Err(Box::new(e.into_response())),
+        Some(Ok(cookie)) => {
+            let mut resp = StatusCode::SEE_OTHER.into_response();
+            resp.headers_mut()
+                .insert(header::LOCATION, HeaderValue::from_static("/ui"));
+            if let Ok(value) = HeaderValue::from_str(&cookie) {
+                resp.headers_mut().insert(header::SET_COOKIE, value);
+            }
+            return Err(Box::new(resp));
+        }
+    }
     let peer = req.extensions().get::<crate::PeerCertificates>();
     let found = match auth.authenticate(req.headers(), peer) {
         Ok(auth::Authenticated::User(user)) => Ok(user),

@@ -2,8 +2,9 @@
 //!
 //! A kubeconfig (`k8s.io/client-go/tools/clientcmd/api/v1/types.go`) names clusters (an API
 //! server's URL), users (credentials) and contexts (a cluster + a user + a default namespace).
-//! miniplane serves plain HTTP without authentication, so its user is empty and the whole file
-//! is three entries named `miniplane`:
+//! A cluster served over plain HTTP (the library's default) has an empty user; one served over
+//! HTTPS ([`render_with`], `miniplane up`) carries the cluster CA and a client certificate, as
+//! kubeadm's `admin.conf` does. Either way the file is three entries named `miniplane`:
 //!
 //! ```yaml
 //! apiVersion: v1
@@ -72,6 +73,35 @@ fn config(url: &str) -> Kubeconfig {
         api_version: Some("v1".into()),
         ..Kubeconfig::default()
     }
+}
+
+/// A client certificate and the CA that signed the server's, for a kubeconfig's user and
+/// cluster (`certificate-authority-data`, `client-certificate-data`, `client-key-data`).
+#[derive(Debug, Clone)]
+pub struct ClientCredentials {
+    /// The cluster CA (PEM).
+    pub ca_pem: String,
+    /// The client certificate (PEM).
+    pub cert_pem: String,
+    /// Its key (PEM).
+    pub key_pem: String,
+}
+
+/// The kubeconfig (YAML) of a cluster at `url` served over HTTPS, whose user presents
+/// `credentials`' client certificate.
+pub fn render_with(url: &str, credentials: &ClientCredentials) -> String {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let mut kubeconfig = config(url);
+    if let Some(cluster) = kubeconfig.clusters[0].cluster.as_mut() {
+        cluster.certificate_authority_data = Some(b64(&credentials.ca_pem));
+    }
+    kubeconfig.auth_infos[0].auth_info = Some(AuthInfo {
+        client_certificate_data: Some(b64(&credentials.cert_pem)),
+        client_key_data: Some(b64(&credentials.key_pem).into()),
+        ..AuthInfo::default()
+    });
+    to_yaml(&kubeconfig).unwrap_or_default()
 }
 
 /// The kubeconfig (YAML) of a cluster whose API server is at `url`.

@@ -174,6 +174,11 @@ impl Auth {
                 .with_authenticated_group(),
             ));
         }
+        if !headers.contains_key(header::AUTHORIZATION)
+            && let Some(token) = cookie(headers, UI_COOKIE)
+        {
+            return self.authenticate_token(&token);
+        }
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let token = value
                 .to_str()
@@ -331,6 +336,52 @@ impl Auth {
             groups,
             extra,
         }))
+    }
+}
+
+/// The cookie the web UI's browser keeps its token in (set by [`ui_login`]).
+pub const UI_COOKIE: &str = "miniplane-token";
+
+/// The value of cookie `name` in the request's `Cookie` headers.
+fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// The web UI's login, as Jupyter's: `GET /ui?token=<t>` with a token that authenticates
+/// answers 303 to `/ui` with the token in an HttpOnly, SameSite=Strict cookie (Secure over
+/// HTTPS), which the browser then sends with every request of the UI's pages; a token that
+/// does not authenticate is a 401. `None`: not a login request.
+pub fn ui_login(
+    auth: &Auth,
+    path: &str,
+    query: Option<&str>,
+    secure: bool,
+) -> Option<Result<String, ApiError>> {
+    if path != "/ui" && path != "/ui/" {
+        return None;
+    }
+    let token = form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())?;
+    match auth.authenticate_token(&token) {
+        Ok(Authenticated::User(_)) => {
+            let secure = if secure { "; Secure" } else { "" };
+            Some(Ok(format!(
+                "{UI_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict{secure}"
+            )))
+        }
+        _ => {
+            tracing::info!("the web UI's login token was not accepted");
+            Some(Err(ApiError::Unauthorized))
+        }
     }
 }
 

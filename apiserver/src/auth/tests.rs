@@ -209,3 +209,32 @@ fn client_certificates_give_their_common_name_and_organizations() {
     let anon = user_of(plain.authenticate(&HeaderMap::new(), Some(&peer(&ca, "carol", &[]))));
     assert_eq!(anon, UserInfo::anonymous());
 }
+
+#[test]
+fn the_ui_logs_in_with_its_token_and_then_sends_the_cookie() {
+    let a = auth(AuthorizationMode::Rbac, true);
+    let cookie = ui_login(&a, "/ui", Some("token=admin-token"), true)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        cookie,
+        "miniplane-token=admin-token; Path=/; HttpOnly; SameSite=Strict; Secure"
+    );
+    assert!(matches!(
+        ui_login(&a, "/ui", Some("token=wrong"), true),
+        Some(Err(ApiError::Unauthorized))
+    ));
+    assert!(ui_login(&a, "/ui/app.js", Some("token=admin-token"), true).is_none());
+    assert!(ui_login(&a, "/ui", None, true).is_none());
+    let mut h = HeaderMap::new();
+    h.insert(
+        header::COOKIE,
+        HeaderValue::from_static("other=1; miniplane-token=admin-token"),
+    );
+    assert_eq!(user_of(a.authenticate(&h, None)).name, "admin");
+    h.insert(
+        header::COOKIE,
+        HeaderValue::from_static("miniplane-token=forged"),
+    );
+    assert!(a.authenticate(&h, None).is_err());
+}

@@ -15,7 +15,6 @@
 //! ```
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use admin::{Fault, FaultSpec};
 use tokio::sync::watch;
@@ -74,10 +73,8 @@ pub(crate) fn plan(
 
 /// How to start a component again.
 pub(crate) struct Restarter {
-    /// The API server's URL (in one process).
-    pub(crate) url: String,
-    /// The kubeconfig the processes read (with `--separate`).
-    pub(crate) kubeconfig: PathBuf,
+    /// How the components reach the API server.
+    pub(crate) access: super::pki::Access,
     /// How many nodes the kubelet simulates.
     pub(crate) nodes: usize,
     /// Child processes, if the cluster runs them.
@@ -124,14 +121,11 @@ impl Restarter {
                 .cloud
                 .clone()
                 .filter(|_| component == Component::CloudControllerManager),
+            secure: self.access.is_secure(),
         };
         match &self.launcher {
-            None => in_process::start_clients(&plan, &self.url, members).await?,
-            Some(launcher) => {
-                launcher
-                    .start_clients(&plan, &self.kubeconfig, members)
-                    .await?
-            }
+            None => in_process::start_clients(&plan, &self.access, members).await?,
+            Some(launcher) => launcher.start_clients(&plan, &self.access, members).await?,
         };
         Ok(())
     }

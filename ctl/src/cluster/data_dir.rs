@@ -79,6 +79,12 @@ impl DataDir {
         self.path.join("cloud")
     }
 
+    /// The directory itself (where a secure cluster keeps `pki/` and the components'
+    /// kubeconfigs).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The kubeconfig `up` writes.
     pub(crate) fn kubeconfig(&self) -> PathBuf {
         self.path.join("kubeconfig")

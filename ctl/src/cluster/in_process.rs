@@ -20,13 +20,14 @@ use std::hash::BuildHasher;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
-use client::{ClientConfig, ClusterSource};
+use client::ClientConfig;
 use controllers::manager::{ApiServer, ControllerManager};
 use kubelet_sim::Simulator;
 
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::pki::{Access, ClusterPki};
 use super::plan::Plan;
 use super::supervisor::Members;
 use crate::error::{Error, Result};
@@ -61,18 +62,24 @@ pub(crate) async fn start_apiserver(
     members: &mut Members,
     store: PathBuf,
     plan: &Plan,
+    pki: Option<&ClusterPki>,
 ) -> Result<String> {
     let port = plan.port;
+    let mut options = apiserver::ServerOptions {
+        tracing: plan.tracing.clone(),
+        component_probes: plan.component_probes.clone(),
+        ..apiserver::ServerOptions::default()
+    };
+    if let Some(pki) = pki {
+        pki.server_options(&mut options)?;
+    }
+    let scheme = if pki.is_some() { "https" } else { "http" };
     let config = apiserver::Config {
         data_dir: store,
         listen: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
         no_fsync: !plan.fsync,
         store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
-        options: apiserver::ServerOptions {
-            tracing: plan.tracing.clone(),
-            component_probes: plan.component_probes.clone(),
-            ..apiserver::ServerOptions::default()
-        },
+        options,
     };
     let server = apiserver::Server::bind(config).await.map_err(|e| match e {
         apiserver::ServeError::Bind { source, .. }
@@ -86,18 +93,30 @@ pub(crate) async fn start_apiserver(
         .local_addr()
         .map_err(|e| Error::component(Component::ApiServer, e))?;
     members.spawn_task(Component::ApiServer, |shutdown| server.run(shutdown));
-    Ok(format!("http://{addr}"))
+    Ok(format!("{scheme}://{addr}"))
 }
 
 /// Starts the controller-manager, scheduler and kubelets the plan asks for against `url`, and
 /// returns once every node has registered, with the kubelets' control API URL.
 pub(crate) async fn start_clients(
     plan: &Plan,
-    url: &str,
+    access: &Access,
     members: &mut Members,
 ) -> Result<Option<String>> {
+    let url = access.url.as_str();
     if plan.controller_manager {
-        let mut config = controllers::manager::Config::new(ApiServer::Master(url.to_owned()));
+        let api_server = if access.is_secure() {
+            ApiServer::Kubeconfig(
+                access
+                    .kubeconfig(Component::ControllerManager)
+                    .to_path_buf(),
+            )
+        } else {
+            ApiServer::Master(url.to_owned())
+        };
+        let mut config = controllers::manager::Config::new(api_server);
+        // As kubeadm runs it: each controller as its own ServiceAccount.
+        config.use_service_account_credentials = access.is_secure();
         config.tracing = plan.tracing.enabled;
         if plan.fast_node_lifecycle {
             config.node_lifecycle.node_monitor_grace_period = FAST_GRACE;
@@ -149,7 +168,7 @@ pub(crate) async fn start_clients(
             .leader_elect
             .then(|| client::LeaderElection::new(scheduler::scheduler::LEASE_NAME));
         let client =
-            ClientConfig::new(ClusterSource::Url(url.to_owned())).tracing(plan.tracing.enabled);
+            ClientConfig::new(access.source(Component::Scheduler)).tracing(plan.tracing.enabled);
         let seed = std::collections::hash_map::RandomState::new().hash_one(url);
         members.spawn_thread(Component::Scheduler, move |shutdown| async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
@@ -169,7 +188,8 @@ pub(crate) async fn start_clients(
             .started(Component::Scheduler, None, None, None);
     }
     if let Some(cloud) = &plan.cloud {
-        let mut config = cloud_controller_manager::Config::new(ClusterSource::Url(url.to_owned()));
+        let mut config =
+            cloud_controller_manager::Config::new(access.source(Component::CloudControllerManager));
         config.tracing = plan.tracing.enabled;
         config.cluster_cidr = plan.node_ipam.as_ref().map(|c| c.cluster_cidr);
         if plan.fast_node_lifecycle {
@@ -221,7 +241,7 @@ pub(crate) async fn start_clients(
     if plan.nodes == 0 {
         return Ok(None);
     }
-    let mut config = kubelet_sim::Config::new(ClusterSource::Url(url.to_owned()), plan.nodes);
+    let mut config = kubelet_sim::Config::new(access.source(Component::Kubelet), plan.nodes);
     config.tracing = plan.tracing.enabled;
     plan.kubelet.apply_to(&mut config);
     config.pod_cidr_from_node = plan.node_ipam.is_some();

@@ -41,6 +41,7 @@ mod cloud;
 mod component_faults;
 mod data_dir;
 mod in_process;
+mod pki;
 mod plan;
 mod readiness;
 mod separate;
@@ -173,6 +174,16 @@ impl ClusterBuilder {
         self
     }
 
+    /// Serve HTTPS with a cluster CA (in the data dir's `pki/`), give every component a client
+    /// certificate of its own identity and authorize with RBAC, as kubeadm and kind set a
+    /// cluster up ([`pki`]); the kubeconfig carries the CA and an admin certificate (group
+    /// `system:masters`). Off by default for the library (plain HTTP, every request allowed);
+    /// `miniplane up` turns it on.
+    pub fn secure(mut self, secure: bool) -> Self {
+        self.plan.secure = secure;
+        self
+    }
+
     /// Keeps the store in `dir` (created if missing, locked while the cluster runs) instead of
     /// a temporary directory removed on stop: a later start on the same directory brings every
     /// object back. The kubeconfig is written to `<dir>/kubeconfig`.
@@ -281,6 +292,7 @@ impl ClusterBuilder {
         Ok(Cluster {
             kubeconfig_path: path.join("kubeconfig"),
             data_dir: path,
+            ui_url: ready.ui_url,
             url: ready.url,
             kubeconfig: ready.kubeconfig,
             kubelet_url: ready.kubelet_url,
@@ -296,6 +308,10 @@ impl ClusterBuilder {
 /// What a started cluster hands back to [`ClusterBuilder::start`].
 struct Ready {
     url: String,
+    /// The web UI's address, with its login token in a secure cluster.
+    ui_url: String,
+    /// How the components reach the API server (kept for restarts).
+    access: pki::Access,
     kubeconfig: String,
     kubelet_url: Option<String>,
     client: kube::Client,
@@ -314,6 +330,7 @@ struct Ready {
 /// ```
 pub struct Cluster {
     url: String,
+    ui_url: String,
     kubeconfig: String,
     kubeconfig_path: PathBuf,
     data_dir: PathBuf,
@@ -349,6 +366,7 @@ impl Cluster {
                 kubelet: KubeletOptions::default(),
                 node_ipam: None,
                 cloud: None,
+                secure: false,
             },
             allocate_node_cidrs: true,
             cloud: false,
@@ -365,9 +383,15 @@ impl Cluster {
         Cluster::builder().start()
     }
 
-    /// The API server's URL, `http://127.0.0.1:PORT`.
+    /// The API server's URL, `http://127.0.0.1:PORT` (`https://` for a secure cluster).
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The web UI's address (`<url>/ui`); for a secure cluster with the login token that
+    /// puts the browser's session cookie in place (`/ui?token=...`).
+    pub fn ui_url(&self) -> &str {
+        &self.ui_url
     }
 
     /// A kube client for the cluster (default namespace `default`). Usable from any tokio
@@ -474,8 +498,7 @@ fn run(
         let supervised = match started {
             Some(Ok(ready)) => {
                 let restarter = Restarter {
-                    url: ready.url.clone(),
-                    kubeconfig: dir.kubeconfig(),
+                    access: ready.access.clone(),
                     nodes: plan.nodes,
                     launcher: launcher.clone(),
                     fast_node_lifecycle: plan.fast_node_lifecycle,
@@ -535,21 +558,47 @@ async fn start(
     members: &mut Members,
 ) -> Result<Ready> {
     let store = dir.store();
+    let pki = if plan.secure {
+        Some(pki::ClusterPki::prepare(dir.path())?)
+    } else {
+        None
+    };
     let (url, pid) = match launcher {
         None => {
-            let url = in_process::start_apiserver(members, store, plan);
+            let url = in_process::start_apiserver(members, store, plan, pki.as_ref());
             (url.await?, None)
         }
         Some(launcher) => {
-            let started = launcher.start_apiserver(members, &store, plan);
+            let started = launcher.start_apiserver(members, &store, plan, pki.as_ref());
             started.await?
         }
     };
-    let kubeconfig = kubeconfig::render(&url);
     let kubeconfig_path = dir.kubeconfig();
-    kubeconfig::write_private(&kubeconfig_path, &kubeconfig)
-        .map_err(Error::io(&kubeconfig_path))?;
-    let client = client::build_client(&ClientConfig::new(ClusterSource::Url(url.clone())))
+    let first_node = kubelet_sim::Config::new(ClusterSource::Url(url.clone()), 1).node_name(0);
+    let (kubeconfig, access) = match &pki {
+        Some(pki) => {
+            let (_, yaml) =
+                pki.write_kubeconfig(Component::ApiServer, &url, dir.path(), &first_node)?;
+            let access = pki::Access::secure(
+                pki,
+                url.clone(),
+                kubeconfig_path.clone(),
+                dir.path(),
+                &first_node,
+            )?;
+            (yaml, access)
+        }
+        None => {
+            let yaml = kubeconfig::render(&url);
+            kubeconfig::write_private(&kubeconfig_path, &yaml)
+                .map_err(Error::io(&kubeconfig_path))?;
+            (
+                yaml,
+                pki::Access::plain(url.clone(), kubeconfig_path.clone()),
+            )
+        }
+    };
+    let client = client::build_client(&ClientConfig::new(access.source(Component::ApiServer)))
         .await
         .map_err(|e| Error::component(Component::ApiServer, e))?;
     readiness::wait_serving(&client).await;
@@ -570,12 +619,8 @@ async fn start(
         None => None,
     };
     let kubelet_url = match launcher {
-        None => in_process::start_clients(plan, &url, members).await?,
-        Some(launcher) => {
-            launcher
-                .start_clients(plan, &kubeconfig_path, members)
-                .await?
-        }
+        None => in_process::start_clients(plan, &access, members).await?,
+        Some(launcher) => launcher.start_clients(plan, &access, members).await?,
     };
     if let (Some(cloud), Some(kubelet_url)) = (cloud, &kubelet_url) {
         let (kubelet_url, nodes) = (kubelet_url.clone(), names.iter().cloned().collect());
@@ -591,8 +636,14 @@ async fn start(
             elapsed: members.reporter().elapsed(),
         });
     }
+    let ui_url = match &pki {
+        Some(pki) => format!("{url}/ui?token={}", pki.ui_token),
+        None => format!("{url}/ui"),
+    };
     Ok(Ready {
         url,
+        ui_url,
+        access,
         kubeconfig,
         kubelet_url,
         client,

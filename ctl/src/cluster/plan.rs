@@ -39,6 +39,9 @@ pub(crate) struct Plan {
     /// The simulated cloud the nodes run on: when set, its cloud-controller-manager runs and
     /// the kubelets register as `--cloud-provider=external` ones.
     pub(crate) cloud: Option<super::cloud::CloudPlan>,
+    /// HTTPS with the cluster's PKI, client certificates per component and RBAC
+    /// ([`super::pki`]); plain HTTP with every request allowed otherwise.
+    pub(crate) secure: bool,
 }
 
 /// The node IPAM settings of a cluster of `nodes` nodes: kind's `10.244.0.0/16` in /24 blocks,

@@ -156,6 +156,7 @@ impl Launcher {
         members: &mut Members,
         store: &Path,
         plan: &Plan,
+        pki: Option<&super::pki::ClusterPki>,
     ) -> Result<(String, Option<u32>)> {
         let port = plan.port;
         std::fs::create_dir_all(&self.logs).map_err(Error::io(&self.logs))?;
@@ -179,6 +180,8 @@ impl Launcher {
         ];
         let mut args = vec!["--data-dir", &store, "--listen", &listen];
         args.extend(tracing_flags.iter().map(String::as_str));
+        let secure_flags = pki.map(|p| p.apiserver_flags()).unwrap_or_default();
+        args.extend(secure_flags.iter().map(String::as_str));
         if !plan.fsync {
             args.push("--no-fsync");
         }
@@ -195,16 +198,22 @@ impl Launcher {
         Ok((url, pid))
     }
 
-    /// Starts the controller-manager, scheduler and kubelet processes the plan asks for with
-    /// `kubeconfig`, and returns once each printed its start line (the kubelet's: every node
-    /// registered), with the kubelets' control API URL.
+    /// Starts the controller-manager, scheduler and kubelet processes the plan asks for, each
+    /// with its kubeconfig from `access`, and returns once each printed its start line (the
+    /// kubelet's: every node registered), with the kubelets' control API URL.
     pub(crate) async fn start_clients(
         &self,
         plan: &Plan,
-        kubeconfig: &Path,
+        access: &super::pki::Access,
         members: &mut Members,
     ) -> Result<Option<String>> {
-        let kubeconfig = kubeconfig.to_string_lossy();
+        let kubeconfig_of = |c: Component| access.kubeconfig(c).to_string_lossy().into_owned();
+        let kubeconfigs = [
+            kubeconfig_of(Component::ControllerManager),
+            kubeconfig_of(Component::Scheduler),
+            kubeconfig_of(Component::CloudControllerManager),
+            kubeconfig_of(Component::Kubelet),
+        ];
         let nodes = plan.nodes.to_string();
         let any_port = "127.0.0.1:0";
         let mut wanted: Vec<(Component, Vec<&str>)> = Vec::new();
@@ -213,7 +222,7 @@ impl Launcher {
         let tracing = format!("--tracing={}", plan.tracing.enabled);
         // Kubernetes' health ports (10257, 10259) when the API server has a fixed port, free
         // ones otherwise (test clusters side by side); the flags are the subcommands' own.
-        let mut common = vec!["--kubeconfig", &*kubeconfig, &tracing];
+        let mut common = vec![&*tracing];
         if plan.port == 0 {
             common.extend(["--listen", any_port]);
         }
@@ -230,7 +239,11 @@ impl Launcher {
             ]
         });
         if plan.controller_manager {
-            let mut args = common.clone();
+            let mut args = vec!["--kubeconfig", &kubeconfigs[0]];
+            args.extend(common.iter().copied());
+            if access.is_secure() {
+                args.push("--use-service-account-credentials");
+            }
             args.extend(ipam.iter().flatten().map(String::as_str));
             if fast {
                 args.extend([
@@ -243,14 +256,17 @@ impl Launcher {
             wanted.push((Component::ControllerManager, args));
         }
         if plan.scheduler {
-            wanted.push((Component::Scheduler, common.clone()));
+            let mut args = vec!["--kubeconfig", &kubeconfigs[1]];
+            args.extend(common.iter().copied());
+            wanted.push((Component::Scheduler, args));
         }
         let cloud_config = plan
             .cloud
             .as_ref()
             .map(|c| c.cloud_config().to_string_lossy().into_owned());
         if let Some(cloud_config) = &cloud_config {
-            let mut args = common.clone();
+            let mut args = vec!["--kubeconfig", &kubeconfigs[2]];
+            args.extend(common.iter().copied());
             args.extend(["--cloud-config", cloud_config]);
             args.extend(ipam.iter().flatten().take(3).map(String::as_str));
             if fast {
@@ -264,7 +280,7 @@ impl Launcher {
                 "--nodes",
                 &nodes,
                 "--kubeconfig",
-                &kubeconfig,
+                &kubeconfigs[3],
                 "--listen",
                 any_port,
                 &tracing,

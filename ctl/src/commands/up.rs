@@ -51,6 +51,11 @@ pub struct UpArgs {
     /// `miniplane apiserver --no-fsync`.
     #[arg(long)]
     no_fsync: bool,
+    /// Serve HTTPS with a cluster CA kept in the data dir, a client certificate per component
+    /// and RBAC, as kubeadm and kind do (`--secure=false`: plain HTTP, every request
+    /// allowed).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    secure: bool,
     #[command(flatten)]
     trace: crate::components::apiserver::TraceArgs,
     #[command(flatten)]
@@ -135,6 +140,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .nodes(args.nodes)
         .leader_elect(true)
         .cloud(args.cloud)
+        .secure(args.secure)
         .trace_options(args.trace.options())
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);
@@ -200,8 +206,15 @@ Then try:
     kubectl scale deploy/nginx --replicas=5
     kubectl set image deploy/nginx nginx=nginx:1.28 && kubectl rollout status deploy/nginx
 {cloud}
-Watch it in a browser: {url}/ui  (the board, the objects, the events{traces})
+Watch it in a browser: {ui_url}
+  (the board, the objects, the events{traces}{trust})
 ",
+        ui_url = cluster.ui_url(),
+        trust = if args.secure {
+            "; the browser warns about the cluster's own CA, pki/ca.crt in the data dir, until you trust it"
+        } else {
+            ""
+        },
         traces = if args.trace.options().enabled {
             ", each trace"
         } else {

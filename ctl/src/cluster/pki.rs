@@ -1,0 +1,252 @@
+//! A secure cluster's certificates and credentials, laid out as kubeadm lays them out:
+//!
+//! ```text
+//!   <data dir>/pki/ca.crt, ca.key          the cluster CA (kept across restarts)
+//!   <data dir>/pki/apiserver.crt, .key     serving 127.0.0.1, ::1, localhost (issued each start)
+//!   <data dir>/pki/sa.key                  the ServiceAccount token signing key
+//!   <data dir>/pki/tokens.csv              the web UI's login token (a new one each start),
+//!                                          user miniplane-ui in system:masters
+//!   <data dir>/kubeconfig                  admin: kubernetes-admin in system:masters
+//!   <data dir>/controller-manager.conf     system:kube-controller-manager
+//!   <data dir>/scheduler.conf              system:kube-scheduler
+//!   <data dir>/cloud-controller-manager.conf  system:cloud-controller-manager
+//!   <data dir>/kubelet.conf                system:node:<first node> in system:nodes
+//! ```
+//!
+//! Mirrors kubeadm's `certs` and `kubeconfig` init phases (`cmd/kubeadm/app/phases/certs`,
+//! `phases/kubeconfig`). Simplification: the simulated kubelets of one process share one
+//! identity, the first node's (there is no Node authorizer to tell them apart; the group
+//! `system:nodes` is what RBAC grants them).
+
+use std::path::{Path, PathBuf};
+
+use apiserver::pki::{Ca, Validity};
+
+use crate::error::{Error, Result};
+use crate::kubeconfig::{self, ClientCredentials};
+use crate::progress::Component;
+
+/// The PKI of a secure cluster, ready before its API server starts.
+pub(crate) struct ClusterPki {
+    ca: Ca,
+    /// The serving certificate and key files.
+    pub(crate) serving_cert: PathBuf,
+    /// Its key.
+    pub(crate) serving_key: PathBuf,
+    /// The CA certificate file (`--client-ca-file`).
+    pub(crate) ca_file: PathBuf,
+    /// The ServiceAccount signing key file.
+    pub(crate) sa_key: PathBuf,
+    /// The token file (`--token-auth-file`) with the web UI's token.
+    pub(crate) tokens: PathBuf,
+    /// The web UI's login token (`/ui?token=...`).
+    pub(crate) ui_token: String,
+}
+
+/// Who each component is: its kubeconfig's file name, user and groups.
+fn identity(component: Component, first_node: &str) -> (&'static str, String, Vec<&'static str>) {
+    match component {
+        Component::ControllerManager => (
+            "controller-manager.conf",
+            "system:kube-controller-manager".into(),
+            vec![],
+        ),
+        Component::Scheduler => ("scheduler.conf", "system:kube-scheduler".into(), vec![]),
+        Component::CloudControllerManager => (
+            "cloud-controller-manager.conf",
+            "system:cloud-controller-manager".into(),
+            vec![],
+        ),
+        Component::Kubelet => (
+            "kubelet.conf",
+            format!("system:node:{first_node}"),
+            vec!["system:nodes"],
+        ),
+        _ => (
+            "kubeconfig",
+            "kubernetes-admin".into(),
+            vec!["system:masters"],
+        ),
+    }
+}
+
+impl ClusterPki {
+    /// Makes (or reads) the CA in `<data_dir>/pki`, issues the serving certificate and makes
+    /// the ServiceAccount key if missing.
+    pub(crate) fn prepare(data_dir: &Path) -> Result<ClusterPki> {
+        let dir = data_dir.join("pki");
+        let pki_err = |e: apiserver::pki::CertError| Error::component(Component::ApiServer, e);
+        let ca = Ca::load_or_create(&dir).map_err(pki_err)?;
+        let hosts = ["127.0.0.1", "::1", "localhost"].map(String::from);
+        let serving = ca
+            .issue_serving(&hosts, Validity::default_cert())
+            .map_err(pki_err)?;
+        let (serving_cert, serving_key) =
+            apiserver::pki::write_cert_and_key(&dir, "apiserver", &serving).map_err(pki_err)?;
+        let sa_key = dir.join("sa.key");
+        apiserver::TokenIssuer::from_key_file(
+            &sa_key,
+            true,
+            apiserver::DEFAULT_SERVICE_ACCOUNT_ISSUER,
+            vec![],
+        )
+        .map_err(|e| Error::component(Component::ApiServer, e))?;
+        let ui_token = uuid::Uuid::new_v4().simple().to_string();
+        let tokens = dir.join("tokens.csv");
+        let line = format!("{ui_token},miniplane-ui,miniplane-ui,system:masters\n");
+        kubeconfig::write_private(&tokens, &line).map_err(Error::io(&tokens))?;
+        Ok(ClusterPki {
+            ca,
+            serving_cert,
+            serving_key,
+            ca_file: dir.join(apiserver::pki::CA_CERT_FILE),
+            sa_key,
+            tokens,
+            ui_token,
+        })
+    }
+
+    /// The API server's settings: HTTPS, client certificates of the CA, RBAC, and
+    /// ServiceAccount tokens signed with the key.
+    pub(crate) fn server_options(&self, options: &mut apiserver::ServerOptions) -> Result<()> {
+        let read = |p: &Path| std::fs::read_to_string(p).map_err(Error::io(p));
+        let tls = apiserver::pki::tls_server_config(
+            &read(&self.serving_cert)?,
+            &read(&self.serving_key)?,
+            Some(self.ca.cert_pem()),
+        )
+        .map_err(|e| Error::component(Component::ApiServer, e))?;
+        options.connections.tls = Some(tls);
+        options.auth.client_ca = Some(std::sync::Arc::new(self.ca.cert_der().to_vec()));
+        options.auth.authorization_mode = apiserver::AuthorizationMode::Rbac;
+        let issuer = apiserver::TokenIssuer::from_key_file(
+            &self.sa_key,
+            false,
+            apiserver::DEFAULT_SERVICE_ACCOUNT_ISSUER,
+            vec![apiserver::DEFAULT_SERVICE_ACCOUNT_ISSUER.to_string()],
+        )
+        .map_err(|e| Error::component(Component::ApiServer, e))?;
+        options.auth.service_accounts = Some(std::sync::Arc::new(issuer));
+        let tokens = apiserver::TokenFile::read(&self.tokens)
+            .map_err(|e| Error::component(Component::ApiServer, e))?;
+        options.auth.tokens = Some(std::sync::Arc::new(tokens));
+        Ok(())
+    }
+
+    /// The same settings as `miniplane apiserver` flags.
+    pub(crate) fn apiserver_flags(&self) -> Vec<String> {
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        vec![
+            "--tls-cert-file".into(),
+            path(&self.serving_cert),
+            "--tls-private-key-file".into(),
+            path(&self.serving_key),
+            "--client-ca-file".into(),
+            path(&self.ca_file),
+            "--service-account-signing-key-file".into(),
+            path(&self.sa_key),
+            "--authorization-mode".into(),
+            "RBAC".into(),
+            "--token-auth-file".into(),
+            path(&self.tokens),
+        ]
+    }
+
+    /// Writes the kubeconfig of `component` (the admin's for [`Component::ApiServer`]) for a
+    /// server at `url` into `data_dir`; returns its path and its YAML.
+    pub(crate) fn write_kubeconfig(
+        &self,
+        component: Component,
+        url: &str,
+        data_dir: &Path,
+        first_node: &str,
+    ) -> Result<(PathBuf, String)> {
+        let (file, user, groups) = identity(component, first_node);
+        let issued = self
+            .ca
+            .issue_client(&user, &groups, Validity::default_cert())
+            .map_err(|e| Error::component(component, e))?;
+        let yaml = kubeconfig::render_with(
+            url,
+            &ClientCredentials {
+                ca_pem: self.ca.cert_pem().to_string(),
+                cert_pem: issued.cert_pem,
+                key_pem: issued.key_pem,
+            },
+        );
+        let path = data_dir.join(file);
+        kubeconfig::write_private(&path, &yaml).map_err(Error::io(&path))?;
+        Ok((path, yaml))
+    }
+}
+
+/// How each client component reaches the API server: the URL (a plain-HTTP cluster), or its
+/// own kubeconfig (a secure one).
+#[derive(Debug, Clone)]
+pub(crate) struct Access {
+    /// The API server's URL.
+    pub(crate) url: String,
+    /// The admin kubeconfig (`<data dir>/kubeconfig`).
+    pub(crate) admin: PathBuf,
+    /// The components' own kubeconfigs, in a secure cluster.
+    components: Option<Vec<(Component, PathBuf)>>,
+}
+
+impl Access {
+    /// Every component connects to `url` without credentials.
+    pub(crate) fn plain(url: String, admin: PathBuf) -> Access {
+        Access {
+            url,
+            admin,
+            components: None,
+        }
+    }
+
+    /// Writes every component's kubeconfig for a secure cluster at `url`.
+    pub(crate) fn secure(
+        pki: &ClusterPki,
+        url: String,
+        admin: PathBuf,
+        data_dir: &Path,
+        first_node: &str,
+    ) -> Result<Access> {
+        let mut components = Vec::new();
+        for component in [
+            Component::ControllerManager,
+            Component::Scheduler,
+            Component::CloudControllerManager,
+            Component::Kubelet,
+        ] {
+            let (path, _) = pki.write_kubeconfig(component, &url, data_dir, first_node)?;
+            components.push((component, path));
+        }
+        Ok(Access {
+            url,
+            admin,
+            components: Some(components),
+        })
+    }
+
+    /// Whether the cluster is secure (HTTPS, client certificates, RBAC).
+    pub(crate) fn is_secure(&self) -> bool {
+        self.components.is_some()
+    }
+
+    /// The kubeconfig `component` runs with: its own, else the admin's.
+    pub(crate) fn kubeconfig(&self, component: Component) -> &Path {
+        self.components
+            .iter()
+            .flatten()
+            .find(|(c, _)| *c == component)
+            .map_or(&self.admin, |(_, p)| p)
+    }
+
+    /// Where `component`'s client connects.
+    pub(crate) fn source(&self, component: Component) -> client::ClusterSource {
+        if self.is_secure() {
+            client::ClusterSource::Kubeconfig(self.kubeconfig(component).to_path_buf())
+        } else {
+            client::ClusterSource::Url(self.url.clone())
+        }
+    }
+}
