@@ -10,6 +10,8 @@
 #   chromium-driver  ... through chromedriver, found on the PATH
 #   protobuf-compiler  protoc, which the etcd client of the store bench (a dev-dependency of
 #                    the store crate, so built with its tests) compiles etcd's API with
+#   python3-venv     the Python `kubernetes` client's test runs it from a virtual environment,
+#                    target/python-client, made here with the client from PyPI (pinned below)
 # As root, missing packages are installed with apt-get; otherwise the script stops at once,
 # naming every missing package and the command that installs them.
 set -euo pipefail
@@ -25,6 +27,7 @@ if [ -z "${CHROMIUM:-}" ] && [ ! -x /usr/lib/chromium/chromium ] \
 fi
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ -n "${PROTOC:-}" ] || command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -37,6 +40,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q
     apt-get install -y -q "${missing[@]}"
+fi
+
+# The official Python client of the Kubernetes release the server reports (1.33).
+python_client=kubernetes==33.1.0
+venv=target/python-client
+if ! "$venv/bin/python" -c 'import kubernetes, sys; sys.exit(kubernetes.__version__ != "33.1.0")' \
+        >/dev/null 2>&1; then
+    echo "test.sh: installing the Python client ($python_client) in $venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "$python_client"
 fi
 
 exec cargo test --workspace --locked "$@"

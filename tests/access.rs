@@ -1,7 +1,8 @@
-//! Who may drive the server without authentication: requests for another `Host` (a
+//! Who may drive the server: without authentication, requests for another `Host` (a
 //! DNS-rebinding page) and requests carrying another web page's `Origin` are refused, a body in
 //! a format no Kubernetes client sends is 415 on the Kubernetes API and on miniplane's own, and
-//! the web UI tells browsers not to sniff, frame or run anything but its own files.
+//! the web UI tells browsers not to sniff, frame or run anything but its own files. On a
+//! secure server, miniplane's own API (faults, traces) is authorized like any other path.
 // Helpers outside #[test] fns unwrap too: a failed step is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -222,4 +223,62 @@ fn the_ui_forbids_sniffing_framing_and_foreign_scripts() {
         assert!(csp.contains("script-src 'self'"), "{path}: {csp}");
         assert!(csp.contains("connect-src 'self'"), "{path}: {csp}");
     }
+}
+
+#[test]
+fn miniplanes_own_api_is_authorized_as_any_other_path_on_a_secure_server() {
+    let s = Server::start_secure(&[]);
+    // The admin (system:masters, bound to miniplane:admin too) reads and writes faults.
+    assert!(
+        s.kubectl_ok(&["get", "--raw", "/miniplane/v1/faults"])
+            .contains("\"items\"")
+    );
+    let fault = s.dir().join("fault.json");
+    std::fs::write(
+        &fault,
+        r#"{"kind": "PauseController", "controller": "deployment"}"#,
+    )
+    .unwrap();
+    let fault = fault.to_str().unwrap();
+    s.kubectl_ok(&["create", "--raw", "/miniplane/v1/faults", "-f", fault]);
+    // alice, with no binding: 403 on every path of it, worded as kube-apiserver words a
+    // non-resource refusal.
+    let as_alice = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--as", "alice"]);
+        s.kubectl(&all)
+    };
+    for path in ["/miniplane/v1/faults", "/miniplane/v1/traces?limit=1"] {
+        let run = as_alice(&["get", "--raw", path]);
+        assert!(!run.ok(), "{run}");
+        let bare = path.split('?').next().unwrap();
+        assert_eq!(
+            run.stderr.trim(),
+            format!(
+                r#"Error from server (Forbidden): forbidden: User "alice" cannot get path "{bare}""#
+            ),
+            "{run}"
+        );
+    }
+    // miniplane:viewer lets her read, not change.
+    s.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "alice-sees",
+        "--clusterrole=miniplane:viewer",
+        "--user=alice",
+    ]);
+    support::eventually("alice reads the faults", support::DEADLINE, || {
+        as_alice(&["get", "--raw", "/miniplane/v1/faults"])
+            .ok()
+            .then_some(())
+    });
+    assert!(as_alice(&["get", "--raw", "/miniplane/v1/traces?limit=1"]).ok());
+    let run = as_alice(&["create", "--raw", "/miniplane/v1/faults", "-f", fault]);
+    assert!(!run.ok(), "{run}");
+    assert_eq!(
+        run.stderr.trim(),
+        r#"Error from server (Forbidden): forbidden: User "alice" cannot post path "/miniplane/v1/faults""#,
+        "{run}"
+    );
 }

@@ -632,12 +632,12 @@ fn kubectl_over_tls_with_client_certificates_is_authorized_by_rbac() {
 
     // A certificate from another CA is not a login.
     let foreign_dir = tempfile::tempdir().unwrap();
-    let foreign = apiserver::pki::Ca::load_or_create(foreign_dir.path()).unwrap();
+    let foreign = apimachinery::pki::Ca::load_or_create(foreign_dir.path()).unwrap();
     let issued = foreign
         .issue_client(
             "mallory",
             &["system:masters"],
-            apiserver::pki::Validity::default_cert(),
+            apimachinery::pki::Validity::default_cert(),
         )
         .unwrap();
     use base64::Engine as _;

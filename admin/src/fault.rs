@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// Controllers whose work queue can be paused and stepped: kube-controller-manager's, then
 /// the cloud-controller-manager's (by their `--controllers` names).
-pub const PAUSABLE_CONTROLLERS: [&str; 11] = [
+pub const PAUSABLE_CONTROLLERS: [&str; 13] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -24,6 +24,8 @@ pub const PAUSABLE_CONTROLLERS: [&str; 11] = [
     "nodeipam",
     "serviceaccount",
     "clusterrole-aggregation",
+    "root-ca-cert-publisher",
+    "csrsigning",
     "cloud-node",
     "service",
 ];

@@ -12,11 +12,15 @@
 //!   fmt             Go's %q, as Kubernetes' messages quote values
 //!   cron            CronJob schedules: robfig/cron's syntax, activation times      robfig/cron/v3
 //!   net             IPv4 CIDR ranges: cluster and node pod CIDRs, pod IPs           k8s.io/utils/net
+//!   pki             the cluster's CA, the certificates it issues, CSR signing,     kubeadm pkiutil,
+//!                   client-chain checks, the API server's TLS configuration        client-go util/cert
 //! ```
 //!
 //! `cron` is not apimachinery's in Kubernetes: the API server's CronJob validation and the
 //! CronJob controller both use the vendored `github.com/robfig/cron/v3`; here both take it
-//! from this crate.
+//! from this crate. Nor is `pki`: kubeadm's CA and kube-apiserver's x509 authenticator are
+//! shared here because the API server serves and verifies with it, the cluster launcher lays it
+//! out, and the controller-manager's CSR signer issues certificates with it.
 //!
 //! The crate sits at the bottom of the workspace: it depends on no other miniplane crate, and
 //! components take these types from here rather than from each other.
@@ -28,6 +32,7 @@ pub mod fmt;
 pub mod labels;
 pub mod net;
 pub mod object_key;
+pub mod pki;
 pub mod qos;
 pub mod resource;
 pub mod validation;

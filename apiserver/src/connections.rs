@@ -1,6 +1,6 @@
 //! The HTTP/1.1 connection layer under the router: the accept loop, a cap on open connections,
 //! the timeouts that keep slow or silent clients from holding the server, and HTTPS when a TLS
-//! configuration is given ([`ConnectionLimits::tls`], from [`crate::pki::tls_server_config`]).
+//! configuration is given ([`ConnectionLimits::tls`], from [`apimachinery::pki::tls_server_config`]).
 //!
 //! Mirrors what kube-apiserver gets from Go's `net/http.Server` as
 //! `staging/src/k8s.io/apiserver/pkg/server/secure_serving.go` configures it
@@ -87,7 +87,7 @@ pub struct ConnectionLimits {
     /// After shutdown, how long open requests may take before their connections are closed.
     pub shutdown_grace: Duration,
     /// Serve HTTPS with this configuration (kube-apiserver's secure port; see
-    /// [`crate::pki::tls_server_config`]); `None`: plain HTTP. The handshake must end within
+    /// [`apimachinery::pki::tls_server_config`]); `None`: plain HTTP. The handshake must end within
     /// `header_read_timeout`.
     pub tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -108,7 +108,7 @@ impl Default for ConnectionLimits {
 
 /// The certificate chain a TLS client presented (its certificate first), in every request's
 /// extensions when it sent one: what the x509 authenticator verifies
-/// ([`crate::pki::verify_client_chain`]). Absent on plain HTTP and for a client without a
+/// ([`apimachinery::pki::verify_client_chain`]). Absent on plain HTTP and for a client without a
 /// certificate.
 #[derive(Debug, Clone)]
 pub struct PeerCertificates(pub Arc<Vec<CertificateDer<'static>>>);
@@ -738,7 +738,7 @@ mod tests {
         use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
         use super::*;
-        use crate::pki::{Ca, IssuedCert, Validity, tls_server_config, verify_client_chain};
+        use apimachinery::pki::{Ca, IssuedCert, Validity, tls_server_config, verify_client_chain};
 
         /// A bound on every wait of these tests: reached only when the server misbehaves.
         const BOUND: Duration = Duration::from_secs(20);
@@ -755,7 +755,7 @@ mod tests {
         impl Server {
             async fn start(header_read_timeout: Duration) -> Server {
                 let ca = Arc::new(
-                    Ca::generate_in_memory(Validity::from_now(crate::pki::CA_VALIDITY))
+                    Ca::generate_in_memory(Validity::from_now(apimachinery::pki::CA_VALIDITY))
                         .expect("a CA"),
                 );
                 let serving = ca

@@ -162,6 +162,9 @@ fn target(info: &Arc<ResourceInfo>, state: &AppState) -> (ObjectRef, WriteContex
         now: state.now(),
         part: WritePart::Main,
         escalation: None,
+        service_account: None,
+        user: None,
+        signer_check: None,
     };
     (r, wctx)
 }

@@ -21,6 +21,8 @@
 //!        ▼
 //!   rest (before_create/before_update) ─▶ registry (rows: resource → strategy)
 //!        ▼
+//!   admission (which plugins run; the ServiceAccount plugin's lookup and pod mutation)
+//!        ▼
 //!   storage (keys, JSON, CAS txns) ── cacher (watch cache, fan-out) ── store::Backend
 //!        ▼
 //!   decoded_objects, stored_json, strategy, patch, request, error, meta, wire
@@ -42,10 +44,11 @@
 //!   [`serve`] / [`serve_with`] (on a bound listener with any [`store::Backend`]), and
 //!   [`router`] over an [`AppState`] (no socket, for tests); the tunables [`ServerOptions`],
 //!   [`TracingOptions`], [`ConnectionLimits`] (HTTPS with its `tls`), [`AccessOptions`],
-//!   [`AuthOptions`] ([`AuthorizationMode`], [`TokenFile`]), [`ComponentProbes`] (where
+//!   [`AuthOptions`] ([`AuthorizationMode`], [`TokenFile`]), [`AdmissionOptions`] (the
+//!   admission plugins in force), [`ComponentProbes`] (where
 //!   `componentstatuses` finds the scheduler and the controller-manager) and their defaults;
-//! - the cluster's PKI: [`pki`] (the CA, the certificates it issues, the TLS configuration)
-//!   and [`PeerCertificates`], a TLS client's chain as the authenticator reads it;
+//! - [`PeerCertificates`], a TLS client's chain as the authenticator reads it (the cluster's
+//!   PKI, its CA and the TLS configuration, is the `apimachinery` crate's `pki`);
 //! - resources: [`Registry`], [`ResourceInfo`], [`Subresource`], [`GroupVersionKind`] and the
 //!   [`Strategy`] a row carries ([`FieldError`], [`TableColumn`]), for tests that serve a
 //!   resource of their own;
@@ -59,6 +62,7 @@
 
 mod access;
 mod admin;
+mod admission;
 mod apiextensions;
 mod auth;
 mod cacher;
@@ -78,7 +82,6 @@ mod meta;
 mod metrics;
 mod openapi;
 mod patch;
-pub mod pki;
 mod prefix_follower;
 mod protobuf;
 mod registry;
@@ -101,6 +104,7 @@ mod ui;
 mod wire;
 
 pub use access::AccessOptions;
+pub use admission::AdmissionOptions;
 pub use auth::serviceaccount::{DEFAULT_ISSUER as DEFAULT_SERVICE_ACCOUNT_ISSUER, TokenIssuer};
 pub use auth::token_file::{TokenFile, TokenFileError};
 pub use auth::{AuthOptions, AuthorizationMode};

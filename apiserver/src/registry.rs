@@ -37,6 +37,8 @@ pub enum Subresource {
     Finalize,
     /// `serviceaccounts/token`: the TokenRequest API, a token for the ServiceAccount.
     Token,
+    /// `certificatesigningrequests/approval`: a CSR's Approved and Denied conditions.
+    Approval,
 }
 
 impl Subresource {
@@ -49,6 +51,7 @@ impl Subresource {
             Subresource::Eviction => "eviction",
             Subresource::Finalize => "finalize",
             Subresource::Token => "token",
+            Subresource::Approval => "approval",
         }
     }
 
@@ -61,6 +64,7 @@ impl Subresource {
             Subresource::Eviction,
             Subresource::Finalize,
             Subresource::Token,
+            Subresource::Approval,
         ]
         .into_iter()
         .find(|sub| sub.name() == s)
@@ -69,7 +73,7 @@ impl Subresource {
     /// The kind the subresource speaks, when it differs from the parent's.
     pub fn response_kind(self) -> Option<GroupVersionKind> {
         match self {
-            Subresource::Status | Subresource::Finalize => None,
+            Subresource::Status | Subresource::Finalize | Subresource::Approval => None,
             Subresource::Scale => Some(GroupVersionKind::new("autoscaling", "v1", "Scale")),
             Subresource::Binding => Some(GroupVersionKind::new("", "v1", "Binding")),
             Subresource::Eviction => Some(GroupVersionKind::new("policy", "v1", "Eviction")),
@@ -84,7 +88,9 @@ impl Subresource {
     /// The verbs discovery lists for it.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale => &["get", "patch", "update"],
+            Subresource::Status | Subresource::Scale | Subresource::Approval => {
+                &["get", "patch", "update"]
+            }
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Finalize => &["update"],
         }
@@ -387,6 +393,17 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         ResourceInfo::new(RBAC, "v1", "ClusterRole", "clusterroles", false).create_on_update(),
         ResourceInfo::new(RBAC, "v1", "RoleBinding", "rolebindings", true).create_on_update(),
         ResourceInfo::new(RBAC, "v1", "Role", "roles", true).create_on_update(),
+        // certificates.k8s.io: `kubectl get csr`; `/approval` for `kubectl certificate
+        // approve|deny`, `/status` for the signers.
+        ResourceInfo::new(
+            crate::strategy::certificates::GROUP,
+            "v1",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            false,
+        )
+        .short(&["csr"])
+        .with(&[Status, Approval]),
     ];
     let strategies: HashMap<GroupVersionKind, Arc<dyn Strategy>> = builtin_strategies()
         .into_iter()

@@ -78,6 +78,8 @@ pub struct WriteTrace {
     /// A `/status` write: stamps only objects already in its trace (see the module docs).
     status_only: bool,
     written: Mutex<Option<Written>>,
+    /// Decisions taken while serving the request (an admission plugin's), as span attributes.
+    notes: Mutex<Vec<(String, String)>>,
 }
 
 /// The last object a request wrote.
@@ -123,7 +125,17 @@ impl WriteTrace {
                 .unwrap_or_default(),
             status_only: false,
             written: Mutex::new(None),
+            notes: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Records a decision taken while serving the request (`key`: what decided, `value`: what
+    /// and why), shown as an attribute of the request's span.
+    pub fn note(&self, key: &str, value: impl Into<String>) {
+        self.notes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((key.to_owned(), value.into()));
     }
 
     /// Notes that the request stored `name` at `revision`.
@@ -231,6 +243,7 @@ pub fn begin(
         trace_id: ctx.trace_id,
         status_only: path.subresource.as_deref() == Some("status"),
         written: Mutex::new(None),
+        notes: Mutex::new(Vec::new()),
     });
     if !ctx.sampled {
         return Some(RequestTrace { span: None, write });
@@ -292,6 +305,11 @@ impl RequestTrace {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let notes =
+            std::mem::take(&mut *self.write.notes.lock().unwrap_or_else(|p| p.into_inner()));
+        for (key, value) in notes {
+            span.set(&key, value);
+        }
         if let Some(w) = &written {
             span.set(attr::REVISION, w.revision);
             if !span.attributes.contains_key(attr::NAME) {

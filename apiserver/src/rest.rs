@@ -36,6 +36,9 @@ pub enum WritePart {
     Scale,
     /// `namespaces/{name}/finalize`: `spec.finalizers`, which main updates may not change.
     Finalize,
+    /// `certificatesigningrequests/{name}/approval`: like `/status`, only `status` is taken
+    /// from the request; the kind's strategy keeps only its conditions.
+    Approval,
 }
 
 impl WritePart {
@@ -46,6 +49,7 @@ impl WritePart {
             WritePart::Status => Some("status"),
             WritePart::Scale => Some("scale"),
             WritePart::Finalize => Some("finalize"),
+            WritePart::Approval => Some("approval"),
         }
     }
 
@@ -67,6 +71,17 @@ pub struct WriteContext {
     /// The privilege-escalation check of a write of an RBAC object by a user outside
     /// `system:masters` under RBAC (`crate::auth::rbac::escalation`); `None` otherwise.
     pub escalation: Option<std::sync::Arc<crate::auth::rbac::escalation::EscalationCheck>>,
+    /// The `ServiceAccount` admission plugin, with the pod's ServiceAccount looked up, for a
+    /// create of a pod while the plugin is on (`crate::admission::serviceaccount`); `None`
+    /// otherwise.
+    pub service_account:
+        Option<std::sync::Arc<crate::admission::serviceaccount::ServiceAccountAdmission>>,
+    /// Who writes (after impersonation), for the kinds whose `PrepareForCreate` records it
+    /// ([`crate::strategy::Strategy::set_requester`]); `None` for the server's own writes.
+    pub user: Option<crate::auth::user::UserInfo>,
+    /// The CSR approval and signing admission checks of a write by a user outside
+    /// `system:masters` under RBAC (`crate::auth::signer`); `None` otherwise.
+    pub signer_check: Option<std::sync::Arc<crate::auth::signer::SignerCheck>>,
 }
 
 /// Checks `apiVersion`/`kind` of a body against the resource, filling them in when absent
@@ -229,6 +244,14 @@ pub fn before_create(
     } else {
         meta::set_meta_str(obj, MetaField::Namespace, None);
     }
+    // Admission runs before the name is generated: a refusal names the `generateName`.
+    if let Some(admission) = &ctx.service_account {
+        let volume = format!(
+            "{}-",
+            crate::admission::serviceaccount::SERVICE_ACCOUNT_VOLUME_NAME
+        );
+        admission.admit(info, obj, || generate_name(&volume))?;
+    }
     if meta::name(obj).is_none() {
         match meta::generate_name(obj).map(str::to_string) {
             Some(base) => meta::set_meta_str(obj, MetaField::Name, Some(&generate_name(&base))),
@@ -266,6 +289,7 @@ pub fn before_create(
     if info.reset_status_on_create {
         meta::set_status(obj, None);
     }
+    info.strategy.set_requester(obj, ctx.user.as_ref());
     // default → prepare_for_create → validate_create, in one decoding of the object.
     let errors = info
         .strategy
@@ -363,7 +387,7 @@ pub fn before_update_noting_unknown(
             }
             (n, sent_unknown)
         }
-        WritePart::Status => {
+        WritePart::Status | WritePart::Approval => {
             // Usually (a status PATCH) only the status was sent different: then `new` is
             // already what the write keeps, and it is compared with `old` once.
             let differs = !equal_but_status(&new, old);
@@ -386,13 +410,30 @@ pub fn before_update_noting_unknown(
     if let Some(check) = &ctx.escalation {
         check.check(&info.gvr.resource, r.namespace.as_deref(), &new, Some(old))?;
     }
+    if let (Some(check), Some(sub)) = (&ctx.signer_check, ctx.part.subresource()) {
+        check.check(&r.info, sub, &new, old)?;
+    }
     // default → prepare_for_update → validate_update (and whether the generation moves), in
     // one decoding of each object; the results are used in Kubernetes' order below.
     // managedFields sent back as stored (by a patch that does not touch them) were checked when
     // they were stored: they skip the typed round trip below and are put back as they are.
     let stored_managed_fields = take_stored_managed_fields(&mut new, old);
     let prepare = ctx.part.prepares_main_update();
-    let (errors, bumps_generation, unknown) = if note_unknown && sent_unknown.is_none() {
+    let own_rules = match ctx.part.subresource() {
+        Some(sub) if !prepare => info
+            .strategy
+            .admit_subresource_update(sub, &mut new, old, ctx.now),
+        _ => None,
+    };
+    let (errors, bumps_generation, unknown) = if let Some(own) = own_rules {
+        let errors = own.map_err(|msg| decode_error(info, &msg))?;
+        let unknown = match sent_unknown {
+            Some(unknown) => unknown,
+            None if note_unknown => info.strategy.unknown_fields(&new),
+            None => Vec::new(),
+        };
+        (errors, false, unknown)
+    } else if note_unknown && sent_unknown.is_none() {
         info.strategy
             .admit_update_noting_unknown(&mut new, old, prepare)
             .map_err(|msg| decode_error(info, &msg))?
@@ -576,6 +617,9 @@ mod tests {
             now: "2026-12-02T23:00:00Z".parse().expect("a time"),
             part,
             escalation: None,
+            service_account: None,
+            user: None,
+            signer_check: None,
         };
         // A pod created by one manager and bound, then written by the kubelet.
         let mut pod = json!({"apiVersion": "v1", "kind": "Pod",

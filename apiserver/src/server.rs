@@ -40,7 +40,7 @@ pub struct Config {
     /// (`store::StoreConfig::history_budget`; `None`: no bound).
     pub store_history_budget: Option<u64>,
     /// Tunables of the serving path; HTTPS with `options.connections.tls`
-    /// ([`crate::ConnectionLimits::tls`], built by [`crate::pki::tls_server_config`]), plain
+    /// ([`crate::ConnectionLimits::tls`], built by [`apimachinery::pki::tls_server_config`]), plain
     /// HTTP without.
     pub options: ServerOptions,
 }

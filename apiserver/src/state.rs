@@ -10,6 +10,7 @@
 use crate::access::AccessOptions;
 use crate::admin::fault_table::FaultTable;
 use crate::admin::reports::Reports;
+use crate::admission::AdmissionOptions;
 use crate::auth::{Auth, AuthOptions};
 use crate::cacher::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPACITY, WatchCache};
 use crate::collector::Collector;
@@ -53,6 +54,9 @@ pub struct ServerOptions {
     pub advertise_address: Option<std::net::IpAddr>,
     /// Who may authenticate, and how requests are authorized.
     pub auth: AuthOptions,
+    /// The admission plugins in force (`--enable-admission-plugins`,
+    /// `--disable-admission-plugins`); kube-apiserver's defaults, `ServiceAccount` among them.
+    pub admission: AdmissionOptions,
 }
 
 impl Default for ServerOptions {
@@ -69,6 +73,7 @@ impl Default for ServerOptions {
             component_probes: crate::ComponentProbes::default(),
             advertise_address: None,
             auth: AuthOptions::default(),
+            admission: AdmissionOptions::default(),
         }
     }
 }

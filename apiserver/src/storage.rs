@@ -258,6 +258,11 @@ impl Storage {
         }
     }
 
+    /// The trace of the request this view writes for (`None`: not traced).
+    pub fn write_trace(&self) -> Option<&Arc<WriteTrace>> {
+        self.trace.as_ref()
+    }
+
     /// Whether `new` differs from `old` in more than the trace annotation (and the
     /// resourceVersion, which is never stored).
     ///

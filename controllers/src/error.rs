@@ -66,6 +66,9 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// The CSR signer could not issue a certificate (`error auto signing csr`).
+    #[error("error auto signing csr: {0}")]
+    Signing(String),
     /// The controller-manager's configuration is unusable (flags, kubeconfig).
     #[error("configuration: {0}")]
     Config(String),

@@ -19,6 +19,9 @@
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
 //! | [`node_ipam`] | `pkg/controller/nodeipam/ipam/range_allocator.go` + `cidrset` (node pod CIDRs) |
 //! | [`clusterrole_aggregation`] | `pkg/controller/clusterroleaggregation/` (aggregated ClusterRoles' rules) |
+//! | [`serviceaccount`] | `pkg/controller/serviceaccount/serviceaccounts_controller.go` (a `default` ServiceAccount per namespace) |
+//! | [`csrsigning`] | `pkg/controller/certificates/signer/` (approved CertificateSigningRequests signed with the cluster CA) |
+//! | [`root_ca_cert_publisher`] | `pkg/controller/certificates/rootcacertpublisher/` (a `kube-root-ca.crt` ConfigMap per namespace) |
 //! | [`selector`] | `metav1.LabelSelectorAsSelector`, `labels.Selector` |
 //! | [`action`] | what the shell executes: writes, events, requeues |
 //!
@@ -38,6 +41,8 @@
 //! | namespace | Namespaces, plus a list of every namespaced resource | [`namespace::sync_namespace`]: the Namespace and what is left in it, `now` | — |
 //! | node IPAM | Nodes | [`node_ipam::sync_node`]: the Node and the [`node_ipam::CidrSet`] | the set of blocks in use |
 //! | ClusterRole aggregation | ClusterRoles | [`clusterrole_aggregation::aggregate`]: the aggregated ClusterRole and every cached ClusterRole | — |
+//! | CSR signing | CertificateSigningRequests | [`csrsigning::decide`]: the CSR, its parsed request, the longest duration | the CA |
+//! | root CA publisher | ConfigMaps, Namespaces | [`root_ca_cert_publisher::sync_namespace`]: the namespace's cached `kube-root-ca.crt` and the CA | — |
 //!
 //! Every sync also returns a one-line summary ("what and why") for logs and traces.
 //!
@@ -56,6 +61,7 @@ pub mod action;
 pub mod adoption;
 pub mod clusterrole_aggregation;
 pub mod controller_ref;
+pub mod csrsigning;
 pub mod deployment;
 pub mod endpoint;
 pub mod endpointslice;
@@ -71,6 +77,7 @@ pub mod node_lifecycle;
 pub mod owner_ref;
 pub mod pod_readiness;
 pub mod replicaset;
+pub mod root_ca_cert_publisher;
 pub mod selector;
 pub mod serviceaccount;
 pub mod worker;

@@ -14,7 +14,15 @@
 //! BENCH_PROCESSES=one cargo bench -p ctl --bench apply_to_running  # `miniplane up`, one process
 //! BENCH_WATCH=running cargo bench -p ctl --bench apply_to_running    # a lighter observer (below)
 //! BENCH_SERVICE=1 cargo bench -p ctl --bench apply_to_running        # and a Service (below)
+//! BENCH_PROCESSES=one BENCH_AUTHZ=compare cargo bench -p ctl --bench apply_to_running  # (below)
 //! ```
+//!
+//! `miniplane up` serves HTTPS with client certificates and RBAC; the bench reads its
+//! kubeconfig. `BENCH_AUTHZ=compare` (one process only) runs three clusters in turn in every
+//! run, in the same conditions: `up` (RBAC), `up --authorization-mode AlwaysAllow` (the same
+//! TLS and authentication, no RBAC) and `up --secure=false` (plain HTTP, no authentication),
+//! and prints the medians of each and the median of the per-run ratios of CPU per pod against
+//! AlwaysAllow: what RBAC costs, and what TLS and authentication cost.
 //!
 //! With `BENCH_SERVICE=1` a Service selecting the Deployment's pods is created first, and each
 //! run also waits, after the last pod is Running, until the Service's EndpointSlices list
@@ -250,8 +258,9 @@ async fn start_separate(data: &str, node_count: usize) -> (Under, String, Durati
     (under, url, nodes_ready)
 }
 
-/// `miniplane up --nodes N --no-fsync`, ready (every node Ready) when it prints its URL.
-fn start_one(data: &str, node_count: usize) -> (Under, String, Duration) {
+/// `miniplane up --nodes N --no-fsync` (plus `extra` flags), ready (every node Ready) when it
+/// prints its URL.
+fn start_one(data: &str, node_count: usize, extra: &[&str]) -> (Under, String, Duration) {
     let nodes_arg = node_count.to_string();
     let mut args = vec![
         "up",
@@ -268,6 +277,7 @@ fn start_one(data: &str, node_count: usize) -> (Under, String, Duration) {
     if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0") {
         args.push("--tracing=false");
     }
+    args.extend_from_slice(extra);
     let start = Instant::now();
     let (up, line) = spawn(&args, "miniplane is ready at ");
     let nodes_ready = start.elapsed();
@@ -280,16 +290,30 @@ fn start_one(data: &str, node_count: usize) -> (Under, String, Duration) {
     (Under::One(up), url, nodes_ready)
 }
 
-async fn one_run(node_count: usize, replicas: usize) -> RunResult {
+/// A client of the cluster: from the kubeconfig `up` wrote in `data` (a secure cluster's CA
+/// and admin certificate), else plain HTTP to `url`.
+async fn client_of(data: &str, url: &str) -> Client {
+    let kubeconfig = std::path::Path::new(data).join("kubeconfig");
+    if one_process() && kubeconfig.exists() {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
+        let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        return Client::try_from(config).unwrap();
+    }
+    Client::try_from(Config::new(url.parse().unwrap())).unwrap()
+}
+
+async fn one_run(node_count: usize, replicas: usize, up_args: &[&str]) -> RunResult {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let data = data.to_str().unwrap();
     let (under, url, nodes_ready) = if one_process() {
-        start_one(data, node_count)
+        start_one(data, node_count, up_args)
     } else {
         start_separate(data, node_count).await
     };
-    let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
+    let client = client_of(data, &url).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pods_lite: Api<PodLite> =
@@ -467,43 +491,102 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let results: Vec<RunResult> = (0..runs)
-        .map(|run| {
+    // The clusters compared (`BENCH_AUTHZ=compare`), or the one cluster.
+    let variants: Vec<(&str, Vec<&str>)> =
+        if std::env::var("BENCH_AUTHZ").is_ok_and(|v| v == "compare") {
+            assert!(
+                one_process(),
+                "BENCH_AUTHZ=compare needs BENCH_PROCESSES=one"
+            );
+            vec![
+                ("RBAC", vec![]),
+                ("AlwaysAllow", vec!["--authorization-mode", "AlwaysAllow"]),
+                ("insecure", vec!["--secure=false"]),
+            ]
+        } else {
+            vec![("", vec![])]
+        };
+    let mut results: Vec<Vec<RunResult>> = variants.iter().map(|_| Vec::new()).collect();
+    for run in 0..runs {
+        for (v, (label, up_args)) in variants.iter().enumerate() {
             let latency = memory_latency_ns();
-            let r = runtime.block_on(one_run(node_count, replicas));
+            let r = runtime.block_on(one_run(node_count, replicas, up_args));
+            let run = if label.is_empty() {
+                format!("run {run}")
+            } else {
+                format!("run {run} {label}")
+            };
+            print_run(&run, &r, replicas, latency);
+            results[v].push(r);
+        }
+    }
+    for ((label, _), results) in variants.iter().zip(&results) {
+        print_median(label, results, replicas);
+    }
+    if variants.len() > 1 {
+        let per_pod = |r: &RunResult| r.cpu[..4].iter().sum::<f64>() / replicas as f64;
+        for (v, (label, _)) in variants.iter().enumerate().filter(|(v, _)| *v != 1) {
+            let ratios = results[v]
+                .iter()
+                .zip(&results[1])
+                .map(|(a, b)| per_pod(a) / per_pod(b))
+                .collect();
             println!(
-                "run {run}: nodes Ready {:.2}s; pods created {}, bound {}, Running {:.2}s ({:.0} pods/s){}; {}",
-                r.nodes_ready.as_secs_f64(),
-                seconds(r.created),
-                seconds(r.bound),
-                r.running.as_secs_f64(),
-                replicas as f64 / r.running.as_secs_f64(),
-                r.endpoints_ready
-                    .map(|t| format!(", endpoints ready {:.2}s", t.as_secs_f64()))
-                    .unwrap_or_default(),
-                rss_text(r.rss),
+                "{label} / AlwaysAllow, CPU per pod: {:.3} (median of the per-run ratios)",
+                median(ratios)
             );
-            let per_pod = |s: f64| s * 1000.0 / replicas as f64;
-            println!(
-                "run {run}: CPU during the apply: apiserver {:.1} s ({:.2} ms/pod), controller-manager {:.1} s ({:.2}), scheduler {:.1} s ({:.2}), kubelet {:.1} s ({:.2}); total {:.2} ms/pod (and this bench's watch {:.1} s)",
-                r.cpu[0], per_pod(r.cpu[0]), r.cpu[1], per_pod(r.cpu[1]),
-                r.cpu[2], per_pod(r.cpu[2]), r.cpu[3], per_pod(r.cpu[3]),
-                per_pod(r.cpu[..4].iter().sum()), r.cpu[4],
-            );
-            println!(
-                "run {run}: store writes during the apply: {} ({:.1} per pod); host CPU time {:.1} s, of it stolen by the hypervisor {:.2} s ({:.1}%); host memory before the run: {latency:.0} ns per random read",
-                r.writes,
-                r.writes as f64 / replicas as f64,
-                r.host.0,
-                r.host.1,
-                100.0 * r.host.1 / r.host.0.max(f64::MIN_POSITIVE),
-            );
-            r
-        })
-        .collect();
-    let m = |f: &dyn Fn(&RunResult) -> f64| median(results.iter().map(f).collect());
+        }
+    }
+}
+
+/// Prints one run's figures, each line starting with `run`.
+fn print_run(run: &str, r: &RunResult, replicas: usize, latency: f64) {
     println!(
-        "median: nodes Ready {:.2}s; created {}, bound {}, all Running {:.2}s = {:.0} pods/s{}; CPU {:.2} ms/pod; {}",
+        "{run}: nodes Ready {:.2}s; pods created {}, bound {}, Running {:.2}s ({:.0} pods/s){}; {}",
+        r.nodes_ready.as_secs_f64(),
+        seconds(r.created),
+        seconds(r.bound),
+        r.running.as_secs_f64(),
+        replicas as f64 / r.running.as_secs_f64(),
+        r.endpoints_ready
+            .map(|t| format!(", endpoints ready {:.2}s", t.as_secs_f64()))
+            .unwrap_or_default(),
+        rss_text(r.rss),
+    );
+    let per_pod = |s: f64| s * 1000.0 / replicas as f64;
+    println!(
+        "{run}: CPU during the apply: apiserver {:.1} s ({:.2} ms/pod), controller-manager {:.1} s ({:.2}), scheduler {:.1} s ({:.2}), kubelet {:.1} s ({:.2}); total {:.2} ms/pod (and this bench's watch {:.1} s)",
+        r.cpu[0],
+        per_pod(r.cpu[0]),
+        r.cpu[1],
+        per_pod(r.cpu[1]),
+        r.cpu[2],
+        per_pod(r.cpu[2]),
+        r.cpu[3],
+        per_pod(r.cpu[3]),
+        per_pod(r.cpu[..4].iter().sum()),
+        r.cpu[4],
+    );
+    println!(
+        "{run}: store writes during the apply: {} ({:.1} per pod); host CPU time {:.1} s, of it stolen by the hypervisor {:.2} s ({:.1}%); host memory before the run: {latency:.0} ns per random read",
+        r.writes,
+        r.writes as f64 / replicas as f64,
+        r.host.0,
+        r.host.1,
+        100.0 * r.host.1 / r.host.0.max(f64::MIN_POSITIVE),
+    );
+}
+
+/// Prints the medians of `results` ("median" or "median <label>").
+fn print_median(label: &str, results: &[RunResult], replicas: usize) {
+    let m = |f: &dyn Fn(&RunResult) -> f64| median(results.iter().map(f).collect());
+    let name = if label.is_empty() {
+        "median".to_owned()
+    } else {
+        format!("median {label}")
+    };
+    println!(
+        "{name}: nodes Ready {:.2}s; created {}, bound {}, all Running {:.2}s = {:.0} pods/s{}; CPU {:.2} ms/pod; {}",
         m(&|r| r.nodes_ready.as_secs_f64()),
         seconds(median_of(results.iter().map(|r| r.created))),
         seconds(median_of(results.iter().map(|r| r.bound))),

@@ -27,7 +27,7 @@ pub struct Server {
     /// Flags given to `miniplane apiserver` beyond the harness's own.
     extra: Vec<String>,
     /// The cluster CA when the server serves HTTPS ([`Server::start_secure`]).
-    ca: Option<apiserver::pki::Ca>,
+    ca: Option<apimachinery::pki::Ca>,
 }
 
 impl Server {
@@ -36,7 +36,9 @@ impl Server {
         Server::start_with(&[])
     }
 
-    /// [`Server::start`] with further `miniplane apiserver` flags (kept on restart).
+    /// [`Server::start`] with further `miniplane apiserver` flags (kept on restart). The
+    /// `ServiceAccount` admission plugin is off unless they name admission plugins
+    /// ([`admission_flags`]).
     pub fn start_with(extra: &[&str]) -> Server {
         let dir = server_dir();
         let extra: Vec<String> = extra.iter().map(|s| (*s).to_owned()).collect();
@@ -50,13 +52,13 @@ impl Server {
         let dir = server_dir();
         let pki = dir.path().join("pki");
         std::fs::create_dir(&pki).unwrap();
-        let ca = apiserver::pki::Ca::load_or_create(&pki).expect("a CA");
+        let ca = apimachinery::pki::Ca::load_or_create(&pki).expect("a CA");
         let hosts = ["127.0.0.1".to_owned(), "localhost".to_owned()];
         let serving = ca
-            .issue_serving(&hosts, apiserver::pki::Validity::default_cert())
+            .issue_serving(&hosts, apimachinery::pki::Validity::default_cert())
             .expect("a serving certificate");
         let (cert, key) =
-            apiserver::pki::write_cert_and_key(&pki, "apiserver", &serving).expect("written");
+            apimachinery::pki::write_cert_and_key(&pki, "apiserver", &serving).expect("written");
         let path = |p: &Path| p.to_str().unwrap().to_owned();
         let mut args = vec![
             "--tls-cert-file".to_owned(),
@@ -64,7 +66,7 @@ impl Server {
             "--tls-private-key-file".to_owned(),
             path(&key),
             "--client-ca-file".to_owned(),
-            path(&pki.join(apiserver::pki::CA_CERT_FILE)),
+            path(&pki.join(apimachinery::pki::CA_CERT_FILE)),
             "--authorization-mode".to_owned(),
             "RBAC".to_owned(),
         ];
@@ -75,7 +77,7 @@ impl Server {
     fn spawn_in(
         dir: tempfile::TempDir,
         extra: Vec<String>,
-        ca: Option<apiserver::pki::Ca>,
+        ca: Option<apimachinery::pki::Ca>,
     ) -> Server {
         let (child, addr) = spawn(dir.path(), &extra);
         let server = Server {
@@ -109,7 +111,7 @@ impl Server {
             .as_ref()
             .expect("a server started with start_secure");
         let issued = ca
-            .issue_client(user, groups, apiserver::pki::Validity::default_cert())
+            .issue_client(user, groups, apimachinery::pki::Validity::default_cert())
             .expect("a client certificate");
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         format!(
@@ -268,6 +270,7 @@ fn spawn(dir: &Path, extra: &[String]) -> (Child, SocketAddr) {
         .arg("--data-dir")
         .arg(dir.join("data"))
         .args(["--listen", "127.0.0.1:0", "--no-fsync"])
+        .args(admission_flags(extra))
         .args(extra)
         .env("RUST_LOG", "info")
         .stdin(Stdio::null())
@@ -283,6 +286,18 @@ fn spawn(dir: &Path, extra: &[String]) -> (Child, SocketAddr) {
             let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
             panic!("miniplane apiserver did not start: {why}\n--- server log ---\n{log}");
         }
+    }
+}
+
+/// The harness's admission flags: a bare server has no controller-manager to make each
+/// namespace's `default` ServiceAccount, so the `ServiceAccount` plugin (on by default, as in
+/// kube-apiserver) would refuse every pod; it is disabled unless the test's own flags choose
+/// the plugins (`--enable-admission-plugins=ServiceAccount` gives Kubernetes' default).
+fn admission_flags(extra: &[String]) -> Vec<&'static str> {
+    if extra.iter().any(|a| a.contains("-admission-plugins")) {
+        Vec::new()
+    } else {
+        vec!["--disable-admission-plugins=ServiceAccount"]
     }
 }
 

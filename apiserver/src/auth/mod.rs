@@ -32,6 +32,7 @@ pub mod rbac;
 pub mod reconcile;
 pub mod review;
 pub mod serviceaccount;
+pub mod signer;
 pub mod token_file;
 pub mod user;
 
@@ -163,7 +164,7 @@ impl Auth {
         if let (Some(ca), Some(chain)) = (&self.options.client_ca, peer.filter(|c| !c.0.is_empty()))
         {
             let identity =
-                crate::pki::verify_client_chain(ca, &chain.0, std::time::SystemTime::now())
+                apimachinery::pki::verify_client_chain(ca, &chain.0, std::time::SystemTime::now())
                     .map_err(|e| format!("verifying certificate failed: {e}"))?;
             return Ok(Authenticated::User(
                 UserInfo {

@@ -92,6 +92,9 @@ async fn ensure<
         now: state.now(),
         part: WritePart::Main,
         escalation: None,
+        service_account: None,
+        user: None,
+        signer_check: None,
     };
     rest::default(&info, &mut value)?;
     rest::before_create(&info, namespace, &mut value, &wctx)?;

@@ -180,15 +180,18 @@ fn impersonation_needs_the_impersonate_verb_for_each_name() {
 fn client_certificates_give_their_common_name_and_organizations() {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject as _;
-    let ca = crate::pki::Ca::generate_in_memory(crate::pki::Validity::default_cert()).unwrap();
-    let other = crate::pki::Ca::generate_in_memory(crate::pki::Validity::default_cert()).unwrap();
+    let ca = apimachinery::pki::Ca::generate_in_memory(apimachinery::pki::Validity::default_cert())
+        .unwrap();
+    let other =
+        apimachinery::pki::Ca::generate_in_memory(apimachinery::pki::Validity::default_cert())
+            .unwrap();
     let a = Auth::new(AuthOptions {
         client_ca: Some(Arc::new(ca.cert_der().to_vec())),
         ..AuthOptions::default()
     });
-    let peer = |ca: &crate::pki::Ca, cn: &str, orgs: &[&str]| {
+    let peer = |ca: &apimachinery::pki::Ca, cn: &str, orgs: &[&str]| {
         let issued = ca
-            .issue_client(cn, orgs, crate::pki::Validity::default_cert())
+            .issue_client(cn, orgs, apimachinery::pki::Validity::default_cert())
             .unwrap();
         let der = CertificateDer::from_pem_slice(issued.cert_pem.as_bytes()).unwrap();
         crate::PeerCertificates(Arc::new(vec![der.into_owned()]))

@@ -1,8 +1,11 @@
 //! CREATE (POST) (`endpoints/handlers/create.go`, `registry/generic/registry/store.go`
 //! `Create`), plus the namespace lifecycle admission check (`plugin/pkg/admission/namespace/
 //! lifecycle`): objects may only be created in a namespace that exists and is not terminating.
+//! A pod is admitted by the `ServiceAccount` plugin too (`crate::admission::serviceaccount`):
+//! its ServiceAccount is looked up here, and the pod is mutated in `rest::before_create`.
 
 use super::{RequestContext, object_response, stored_object_response};
+use crate::admission::serviceaccount::{self, ServiceAccountAdmission};
 use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersion;
 use crate::meta;
@@ -93,6 +96,9 @@ pub async fn ensure_namespace(state: &AppState, name: &str) -> Result<()> {
         now: state.now(),
         part: WritePart::Main,
         escalation: None,
+        service_account: None,
+        user: None,
+        signer_check: None,
     };
     rest::default(&info, &mut obj)?;
     rest::before_create(&info, None, &mut obj, &wctx)?;
@@ -100,6 +106,30 @@ pub async fn ensure_namespace(state: &AppState, name: &str) -> Result<()> {
         Ok(_) | Err(ApiError::AlreadyExists { .. }) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// The `ServiceAccount` admission plugin for a create of a pod in `namespace` with `body`,
+/// its ServiceAccount looked up; `None` for other resources or with the plugin off.
+pub async fn service_account_admission(
+    ctx: &RequestContext,
+    info: &ResourceInfo,
+    namespace: Option<&str>,
+    body: &Value,
+) -> Result<Option<Arc<ServiceAccountAdmission>>> {
+    let (Some(namespace), true) = (
+        namespace,
+        serviceaccount::applies_to(info) && ctx.state.options().admission.service_account(),
+    ) else {
+        return Ok(None);
+    };
+    let service_accounts = ctx
+        .state
+        .registry()
+        .lookup(&GroupVersion::new("", "v1"), "serviceaccounts")
+        .ok_or_else(|| ApiError::Internal("serviceaccounts are not registered".into()))?;
+    let admission =
+        serviceaccount::prepare(ctx.storage(), service_accounts, namespace, body).await?;
+    Ok(Some(Arc::new(admission)))
 }
 
 /// Decodes, checks and prepares a new object, then stores it (201) — or, with `dryRun=All`,
@@ -133,6 +163,10 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
         now: ctx.state.now(),
         part: WritePart::Main,
         escalation: ctx.escalation_check(&info),
+        service_account: service_account_admission(&ctx, &info, namespace.as_deref(), &body)
+            .await?,
+        user: Some(ctx.user.clone()),
+        signer_check: ctx.signer_check(&info),
     };
     let generated = meta::name(&body).is_none();
     let mut attempt = 0;

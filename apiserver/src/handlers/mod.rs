@@ -81,6 +81,24 @@ impl RequestContext {
         })
     }
 
+    /// The CSR approval and signing checks this request's write needs: a write of a
+    /// CertificateSigningRequest under RBAC by a user outside `system:masters`.
+    pub fn signer_check(
+        &self,
+        info: &ResourceInfo,
+    ) -> Option<std::sync::Arc<crate::auth::signer::SignerCheck>> {
+        let auth = self.state.auth();
+        let needed = crate::auth::signer::applies_to(info)
+            && auth.options().authorization_mode == crate::auth::AuthorizationMode::Rbac
+            && !self.user.in_group(crate::auth::user::SYSTEM_MASTERS);
+        needed.then(|| {
+            std::sync::Arc::new(crate::auth::signer::SignerCheck::new(
+                auth.policy().clone(),
+                self.user.clone(),
+            ))
+        })
+    }
+
     /// The store, as this request writes to it.
     pub fn storage(&self) -> &crate::storage::Storage {
         &self.storage

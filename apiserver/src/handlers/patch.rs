@@ -339,25 +339,32 @@ pub async fn patch_part(
         warnings = rest::unknown_fields(&info, &patch_doc, mode)?;
     }
     let r = object_ref(&info, &ctx.path, name);
+    let mut service_account = None;
     if pt == PatchType::Apply
         && part == WritePart::Main
         && let Some(ns) = &r.namespace
         && ctx.state.storage().get(&r).await?.is_none()
     {
+        // An apply that creates the object is admitted as a create is.
         super::create::check_namespace(&ctx.state, &info, ns).await?;
+        service_account =
+            super::create::service_account_admission(&ctx, &info, Some(ns), &patch_doc).await?;
     }
     let wctx = WriteContext {
         manager: Some(manager.clone()),
         now: ctx.state.now(),
         part,
         escalation: ctx.escalation_check(&info),
+        user: Some(ctx.user.clone()),
+        signer_check: ctx.signer_check(&info),
+        service_account,
     };
     let updated = ctx
         .storage_for_written_object()
         .guaranteed_update(&r, dry_run, |current| {
             let current = match (part, current) {
-                // Apply to /status of a missing object is a 404, not a create.
-                (WritePart::Status, None) => return Err(r.not_found()),
+                // Apply to /status (or /approval) of a missing object is a 404, not a create.
+                (WritePart::Status | WritePart::Approval, None) => return Err(r.not_found()),
                 (_, c) => c,
             };
             decide_patch(

@@ -88,6 +88,9 @@ pub async fn replace(
         now: ctx.state.now(),
         part,
         escalation: ctx.escalation_check(&info),
+        service_account: None,
+        user: Some(ctx.user.clone()),
+        signer_check: ctx.signer_check(&info),
     };
     let updated = ctx
         .storage_for_written_object()

@@ -12,9 +12,9 @@
 use crate::gvk::GroupVersionKind;
 use k8s_openapi::api::{
     apps::v1 as apps, autoscaling::v1 as autoscaling, batch::v1 as batch,
-    coordination::v1 as coordination, core::v1 as core, discovery::v1 as discovery,
-    events::v1 as events, networking::v1 as networking, policy::v1 as policy, rbac::v1 as rbac,
-    scheduling::v1 as scheduling, storage::v1 as storage,
+    certificates::v1 as certificates, coordination::v1 as coordination, core::v1 as core,
+    discovery::v1 as discovery, events::v1 as events, networking::v1 as networking,
+    policy::v1 as policy, rbac::v1 as rbac, scheduling::v1 as scheduling, storage::v1 as storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -73,6 +73,7 @@ fn generate() -> Definitions {
         apps::StatefulSet,
         autoscaling::Scale, autoscaling::HorizontalPodAutoscaler,
         batch::CronJob, batch::Job,
+        certificates::CertificateSigningRequest,
         coordination::Lease,
         discovery::EndpointSlice,
         events::Event,

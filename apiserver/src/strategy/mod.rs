@@ -24,6 +24,7 @@
 //! uses, apps [`workload`]s, tables ([`table`]); name syntax, quantities and ages come from the
 //! `apimachinery` crate.
 
+pub mod certificates;
 pub mod componentstatus;
 pub mod config_data;
 pub mod configmap;
@@ -189,6 +190,31 @@ pub trait Strategy: Send + Sync + 'static {
     /// metadata (`uid`, `creationTimestamp`), before [`Strategy::validate_create`].
     fn prepare_for_create(&self, obj: &mut Value) {
         let _ = obj;
+    }
+
+    /// The part of `PrepareForCreate` that reads the request's user
+    /// (`genericapirequest.UserFrom(ctx)`): a CertificateSigningRequest records its requester
+    /// in `spec.username`, `uid`, `groups` and `extra`, whatever the client sent. `None` for
+    /// the server's own writes. Called before [`Strategy::admit_create`].
+    fn set_requester(&self, obj: &mut Value, user: Option<&crate::auth::user::UserInfo>) {
+        let _ = (obj, user);
+    }
+
+    /// `PrepareForUpdate` and `ValidateUpdate` of a subresource with a strategy of its own (a
+    /// CertificateSigningRequest's `status` and `approval`), over `new` as the generic split
+    /// left it (the stored object with the sent `status`) and the stored `old`, at the
+    /// server's time `now`. `None` (the default): the generic rules apply
+    /// ([`Strategy::admit_update`] without `prepare_for_update`). `Err` is a decoding error's
+    /// message, `Ok` the validation errors.
+    fn admit_subresource_update(
+        &self,
+        subresource: &str,
+        new: &mut Value,
+        old: &Value,
+        now: jiff::Timestamp,
+    ) -> Option<Result<Vec<FieldError>, String>> {
+        let _ = (subresource, new, old, now);
+        None
     }
 
     /// `PrepareForUpdate`: what the kind carries over from `old` on an update of the main
@@ -364,6 +390,7 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(rbac::ClusterRoleRules)),
         Arc::new(Typed(rbac::RoleBindingRules)),
         Arc::new(Typed(rbac::RoleRules)),
+        Arc::new(certificates::CertificateSigningRequestStrategy::new()),
     ]
 }
 
@@ -443,6 +470,14 @@ mod tests {
                 json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
                        "subjects": [{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}]})
             }
+            "CertificateSigningRequest" => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("namespace"));
+                json!({"spec": {"request": certificates::tests::REQUEST_BASE64,
+                                "signerName": "kubernetes.io/kube-apiserver-client",
+                                "usages": ["client auth"]}})
+            }
             "Event" if gvk.group.is_empty() => {
                 json!({"involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "Started"})
             }
@@ -461,7 +496,7 @@ mod tests {
     #[test]
     fn every_builtin_kind_defaults_validates_and_prints_its_sample() {
         let strategies = builtin_strategies();
-        assert_eq!(strategies.len(), 22);
+        assert_eq!(strategies.len(), 23);
         let now: jiff::Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for s in &strategies {
@@ -502,6 +537,7 @@ mod tests {
                     | "StatefulSet"
                     | "Job"
                     | "CronJob"
+                    | "CertificateSigningRequest"
             );
             assert_eq!(s.has_status_subresource(), status, "{gvk}");
             assert_eq!(s.table_has_name_column(), gvk.kind != "Event", "{gvk}");

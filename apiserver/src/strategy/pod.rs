@@ -4,10 +4,11 @@
 //! `plugin/pkg/admission/serviceaccount`, `.../defaulttolerationseconds`, `.../priority`).
 //!
 //! On create a pod gets, besides the pod spec defaults: requests copied from limits,
-//! `enableServiceLinks: true`, the `default` service account, priority 0 with
-//! `PreemptLowerPriority`, tolerations of the `not-ready`/`unreachable` taints for 300 s, and a
-//! status of `phase: Pending` with its QoS class. Unlike Kubernetes, the service-account token
-//! volume (`kube-api-access-xxxxx`) is not added: nothing in miniplane reads it.
+//! `enableServiceLinks: true`, priority 0 with `PreemptLowerPriority`, tolerations of the
+//! `not-ready`/`unreachable` taints for 300 s, and a status of `phase: Pending` with its QoS
+//! class. The `default` service account and the token volume (`kube-api-access-xxxxx`) come
+//! before, from the ServiceAccount admission plugin (`crate::admission::serviceaccount`),
+//! which needs to read the ServiceAccount and so is not part of the strategy.
 //!
 //! After creation a pod's spec is nearly frozen: only container images, `activeDeadlineSeconds`,
 //! added tolerations and a negative `terminationGracePeriodSeconds` raised to 1 may change.
@@ -106,19 +107,20 @@ impl KindRules for PodRules {
                 }
             }
         }
-        // Admission: ServiceAccount, Priority, DefaultTolerationSeconds.
+        // The v1 conversion: `serviceAccount` is the deprecated name of `serviceAccountName`
+        // (the `default` account is the ServiceAccount admission plugin's, `crate::admission`).
         if spec
             .service_account_name
             .as_deref()
             .unwrap_or("")
             .is_empty()
         {
-            let sa = spec.service_account.clone().filter(|s| !s.is_empty());
-            spec.service_account_name = Some(sa.unwrap_or_else(|| "default".to_owned()));
+            spec.service_account_name = spec.service_account.clone().filter(|s| !s.is_empty());
         }
         if spec.service_account.as_deref().unwrap_or("").is_empty() {
             spec.service_account = spec.service_account_name.clone();
         }
+        // Admission: Priority, DefaultTolerationSeconds.
         if spec.priority_class_name.as_deref().unwrap_or("").is_empty() {
             spec.priority.get_or_insert(0);
         }
@@ -348,7 +350,7 @@ mod tests {
     }
 
     #[test]
-    fn a_minimal_pod_is_defaulted_like_kube_apiserver_with_admission() {
+    fn a_minimal_pod_is_defaulted_like_kube_apiserver_with_priority_admission() {
         let mut obj = minimal();
         Typed(PodRules).default(&mut obj).unwrap();
         assert_eq!(
@@ -369,8 +371,6 @@ mod tests {
                     "restartPolicy": "Always",
                     "schedulerName": "default-scheduler",
                     "securityContext": {},
-                    "serviceAccount": "default",
-                    "serviceAccountName": "default",
                     "terminationGracePeriodSeconds": 30,
                     "tolerations": [
                         {"effect": "NoExecute", "key": "node.kubernetes.io/not-ready", "operator": "Exists", "tolerationSeconds": 300},
@@ -388,6 +388,11 @@ mod tests {
         };
         assert_eq!(again, obj);
         assert!(Typed(PodRules).validate_create(&obj).is_empty());
+        // The deprecated `serviceAccount` and `serviceAccountName` mirror each other.
+        let mut named = minimal();
+        named["spec"]["serviceAccount"] = json!("builder");
+        Typed(PodRules).default(&mut named).unwrap();
+        assert_eq!(named["spec"]["serviceAccountName"], "builder");
         // A status sent on create is replaced.
         let mut running = obj.clone();
         running["status"] = json!({"phase": "Running"});

@@ -26,6 +26,9 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
         now: ctx.state.now(),
         part: WritePart::Finalize,
         escalation: None,
+        service_account: None,
+        user: None,
+        signer_check: None,
     };
     let updated = ctx
         .storage()

@@ -1,5 +1,6 @@
 //! Subresources: `.../{name}/status`, `/scale`, `pods/{name}/binding`, `pods/{name}/eviction`,
-//! `namespaces/{name}/finalize` and `serviceaccounts/{name}/token`.
+//! `namespaces/{name}/finalize`, `serviceaccounts/{name}/token` and
+//! `certificatesigningrequests/{name}/approval`.
 //!
 //! Kubernetes serves each as its own REST object next to the main one
 //! (`pkg/registry/apps/deployment/storage/storage.go` `StatusREST`, `ScaleREST`;
@@ -7,6 +8,7 @@
 //! `pkg/registry/core/namespace/storage/storage.go` `FinalizeREST`). Here they are functions
 //! over the same generic storage, enabled per resource row.
 
+pub mod approval;
 pub mod binding;
 pub mod eviction;
 pub mod finalize;
@@ -43,6 +45,9 @@ pub async fn handle(
         (Subresource::Eviction, Method::POST) => eviction::create(ctx, info, name).await,
         (Subresource::Finalize, Method::PUT) => finalize::update(ctx, info, name).await,
         (Subresource::Token, Method::POST) => token::create(ctx, info, name).await,
+        (Subresource::Approval, Method::GET) => approval::get(ctx, info, name).await,
+        (Subresource::Approval, Method::PUT) => approval::update(ctx, info, name).await,
+        (Subresource::Approval, Method::PATCH) => approval::patch(ctx, info, name).await,
         (sub, m) => Err(ApiError::MethodNotAllowed(format!(
             "{m} is not supported on {}/{}",
             info.gvr.resource,

@@ -199,6 +199,9 @@ fn write_context(ctx: &RequestContext) -> WriteContext {
         now: ctx.state.now(),
         part: WritePart::Scale,
         escalation: None,
+        service_account: None,
+        user: None,
+        signer_check: None,
     }
 }
 

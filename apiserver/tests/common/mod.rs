@@ -36,9 +36,12 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// A server without the ServiceAccount admission plugin: no controller-manager makes the
+    /// `default` ServiceAccounts the plugin would look for.
     pub async fn new() -> Harness {
         Self::with_options(ServerOptions {
             bookmark_interval: Duration::from_millis(200),
+            admission: apiserver::AdmissionOptions::without_service_account(),
             ..ServerOptions::default()
         })
         .await
@@ -271,6 +274,12 @@ pub fn sample(info: &ResourceInfo, name: &str) -> Value {
         ("batch", "CronJob") => {
             json!({"spec": {"schedule": "*/5 * * * *", "jobTemplate": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}}})
         }
+        ("certificates.k8s.io", "CertificateSigningRequest") => json!({"spec": {
+            // A CSR for `alice` in `dev` (ECDSA P-256), as `openssl req` makes one.
+            "request": "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURSBSRVFVRVNULS0tLS0KTUlIWU1JR0FBZ0VBTUI0eEREQUtCZ05WQkFvTUEyUmxkakVPTUF3R0ExVUVBd3dGWVd4cFkyVXdXVEFUQmdjcQpoa2pPUFFJQkJnZ3Foa2pPUFFNQkJ3TkNBQVFrTk5Xdk1yRlJHRGdaNS9peU81WWxNREI4WDRTQS9iTm00QjBKCjhpTXlveUlLQ1J6UFZWT0IwRnhwSHNYUWpORk5XcHg4SHJ1N3RmUE9PdkVNWkNzSG9BQXdDZ1lJS29aSXpqMEUKQXdJRFJ3QXdSQUlnVGVCMjJ0WXZ6V1ZWRnZ5cXVtdHJWOHh5STFzRWRQTkFmd05VQWVuVVlXY0NJSEhrNVJwVQpWV0VFZzZhSDdqUzBOaVFuTlJ1ZjFNTWlETUE5SEFOd0ZVY0sKLS0tLS1FTkQgQ0VSVElGSUNBVEUgUkVRVUVTVC0tLS0tCg==",
+            "signerName": "kubernetes.io/kube-apiserver-client",
+            "usages": ["client auth"],
+        }}),
         _ => json!({}),
     };
     let mut obj = body;

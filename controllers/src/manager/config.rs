@@ -13,7 +13,7 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 10] = [
+pub const KNOWN_CONTROLLERS: [&str; 12] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -24,6 +24,8 @@ pub const KNOWN_CONTROLLERS: [&str; 10] = [
     "nodelifecycle",
     "serviceaccount",
     "clusterrole-aggregation",
+    "root-ca-cert-publisher",
+    "csrsigning",
 ];
 
 /// Which controllers run: kube-controller-manager's `--controllers` list.
@@ -166,6 +168,14 @@ pub struct Config {
     /// default, `--allocate-node-cidrs=false`): the `nodeipam` controller does not start even
     /// when enabled, as in kube-controller-manager.
     pub node_ipam: Option<crate::node_ipam::Config>,
+    /// `--root-ca-file`: the CA the `root-ca-cert-publisher` publishes in every namespace's
+    /// `kube-root-ca.crt`; `None`: the CA of the kubeconfig (none with `--master`).
+    pub root_ca_file: Option<PathBuf>,
+    /// `--cluster-signing-cert-file`, `--cluster-signing-key-file` and
+    /// `--cluster-signing-duration`: the CA the `csrsigning` controller signs approved
+    /// CertificateSigningRequests with. `None` (no files given): the controller does not
+    /// start, as in kube-controller-manager.
+    pub cluster_signing: Option<crate::csrsigning::controller::SigningConfig>,
     /// `--tracing`: continue the traces of the objects the controllers react to and report
     /// spans to the API server's collector (on by default).
     pub tracing: bool,
@@ -197,6 +207,8 @@ impl Config {
             listen: None,
             node_lifecycle: crate::node_lifecycle::Config::default(),
             node_ipam: None,
+            root_ca_file: None,
+            cluster_signing: None,
             tracing: true,
         }
     }
@@ -224,7 +236,9 @@ mod tests {
                 "nodeipam",
                 "nodelifecycle",
                 "serviceaccount",
-                "clusterrole-aggregation"
+                "clusterrole-aggregation",
+                "root-ca-cert-publisher",
+                "csrsigning"
             ]
         );
         assert_eq!(parse("replicaset").unwrap_or_default(), vec!["replicaset"]);

@@ -14,7 +14,8 @@
 //!                          EndpointSlices, Nodes, Namespaces, ... (one watch each)
 //!   controllers: deployment, replicaset, endpoint, endpointslice, garbagecollector,
 //!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle,
-//!                serviceaccount, clusterrole-aggregation (--controllers)
+//!                serviceaccount, clusterrole-aggregation, root-ca-cert-publisher,
+//!                csrsigning (with --cluster-signing-*-file) (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
 //!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
 //!      ▼ shutdown
@@ -44,6 +45,7 @@ use self::shell::{ControllerSet, Shell};
 use crate::clusterrole_aggregation::controller::{
     self as clusterrole_aggregation, ClusterRoleAggregationController,
 };
+use crate::csrsigning::controller::CsrSigningController;
 use crate::deployment::controller::DeploymentController;
 use crate::endpoint::controller::EndpointsController;
 use crate::endpointslice::controller::EndpointSliceController;
@@ -53,6 +55,7 @@ use crate::namespace::controller::NamespaceController;
 use crate::node_ipam::controller::{self as node_ipam, NodeIpamController};
 use crate::node_lifecycle::controller::NodeLifecycleController;
 use crate::replicaset::controller::ReplicaSetController;
+use crate::root_ca_cert_publisher::controller::{self as root_ca_cert_publisher, Publisher};
 use crate::serviceaccount::controller::ServiceAccountsController;
 
 /// A controller-manager with its client built and its health port bound, ready to run.
@@ -124,6 +127,8 @@ const SERVICE_ACCOUNTS: &[(&str, &str)] = &[
         "clusterrole-aggregation-controller",
     ),
     ("nodelifecycle", "node-controller"),
+    ("root-ca-cert-publisher", "root-ca-cert-publisher"),
+    ("csrsigning", "certificate-controller"),
 ];
 
 /// Builds the enabled controllers on the set's informer factory and runs them until shutdown.
@@ -238,6 +243,24 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
             Box::new(move |t, s| c.spawn(clusterrole_aggregation::WORKERS, t, s)),
         );
     }
+    if enabled.is_enabled("root-ca-cert-publisher") {
+        let kubeconfig = match &config.api_server {
+            ApiServer::Kubeconfig(path) => Some(path.as_path()),
+            ApiServer::Master(_) => None,
+        };
+        let root_ca = root_ca_cert_publisher::root_ca(config.root_ca_file.as_deref(), kubeconfig)?;
+        let c = Publisher::new(
+            set.factory(),
+            set.executor_as(
+                "root-ca-certificate-publisher-controller",
+                "root-ca-cert-publisher",
+            ),
+            root_ca,
+        );
+        // One worker, as kube-controller-manager runs it.
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(1, t, s)));
+    }
     if enabled.is_enabled("nodelifecycle") {
         let c = NodeLifecycleController::new(
             set.client_for("node-controller").clone(),
@@ -249,6 +272,21 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
         set.add(Box::new(move |t, s| {
             t.spawn(c.run(s));
         }));
+    }
+    if let Some(signing) = config
+        .cluster_signing
+        .as_ref()
+        .filter(|_| enabled.is_enabled("csrsigning"))
+    {
+        let c = CsrSigningController::new(
+            set.factory(),
+            set.executor_as("csrsigning", "certificate-controller"),
+            signing.load()?,
+            signing.duration,
+        );
+        // kube-controller-manager's `--concurrent-certificate-syncs` default: 5.
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(5, t, s)));
     }
     set.run(enabled.names()).await
 }

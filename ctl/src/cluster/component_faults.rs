@@ -122,6 +122,8 @@ impl Restarter {
                 .clone()
                 .filter(|_| component == Component::CloudControllerManager),
             secure: self.access.is_secure(),
+            // Read by the API server only, which is never restarted here.
+            authorization_mode: apiserver::AuthorizationMode::Rbac,
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.access, members).await?,

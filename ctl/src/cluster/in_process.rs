@@ -18,7 +18,7 @@
 
 use std::hash::BuildHasher;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use client::ClientConfig;
 use controllers::manager::{ApiServer, ControllerManager};
@@ -71,7 +71,7 @@ pub(crate) async fn start_apiserver(
         ..apiserver::ServerOptions::default()
     };
     if let Some(pki) = pki {
-        pki.server_options(&mut options)?;
+        pki.server_options(&mut options, plan.authorization_mode)?;
     }
     let scheme = if pki.is_some() { "https" } else { "http" };
     let config = apiserver::Config {
@@ -117,6 +117,16 @@ pub(crate) async fn start_clients(
         let mut config = controllers::manager::Config::new(api_server);
         // As kubeadm runs it: each controller as its own ServiceAccount.
         config.use_service_account_credentials = access.is_secure();
+        // As kubeadm runs it: the cluster CA is published in every namespace.
+        config.root_ca_file = access.root_ca_file().map(Path::to_path_buf);
+        // As kubeadm runs it: the csrsigning controller signs with the cluster CA.
+        config.cluster_signing = access.cluster_signing_files().map(|(cert, key)| {
+            controllers::csrsigning::controller::SigningConfig {
+                cert_file: cert.to_path_buf(),
+                key_file: key.to_path_buf(),
+                duration: controllers::csrsigning::DEFAULT_SIGNING_DURATION,
+            }
+        });
         config.tracing = plan.tracing.enabled;
         if plan.fast_node_lifecycle {
             config.node_lifecycle.node_monitor_grace_period = FAST_GRACE;

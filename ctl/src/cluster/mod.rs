@@ -184,6 +184,16 @@ impl ClusterBuilder {
         self
     }
 
+    /// How a secure cluster's API server authorizes requests, as kube-apiserver's
+    /// `--authorization-mode`: [`apiserver::AuthorizationMode::Rbac`] by default (as kubeadm
+    /// sets it), [`apiserver::AuthorizationMode::AlwaysAllow`] to keep authentication but
+    /// allow every authenticated or anonymous request (what the RBAC benchmark compares
+    /// against). A cluster that is not [`secure`](Self::secure) allows every request anyway.
+    pub fn authorization_mode(mut self, mode: apiserver::AuthorizationMode) -> Self {
+        self.plan.authorization_mode = mode;
+        self
+    }
+
     /// Keeps the store in `dir` (created if missing, locked while the cluster runs) instead of
     /// a temporary directory removed on stop: a later start on the same directory brings every
     /// object back. The kubeconfig is written to `<dir>/kubeconfig`.
@@ -367,6 +377,7 @@ impl Cluster {
                 node_ipam: None,
                 cloud: None,
                 secure: false,
+                authorization_mode: apiserver::AuthorizationMode::Rbac,
             },
             allocate_node_cidrs: true,
             cloud: false,

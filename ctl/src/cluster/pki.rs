@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use apiserver::pki::{Ca, Validity};
+use apimachinery::pki::{Ca, Validity};
 
 use crate::error::{Error, Result};
 use crate::kubeconfig::{self, ClientCredentials};
@@ -75,14 +75,14 @@ impl ClusterPki {
     /// the ServiceAccount key if missing.
     pub(crate) fn prepare(data_dir: &Path) -> Result<ClusterPki> {
         let dir = data_dir.join("pki");
-        let pki_err = |e: apiserver::pki::CertError| Error::component(Component::ApiServer, e);
+        let pki_err = |e: apimachinery::pki::CertError| Error::component(Component::ApiServer, e);
         let ca = Ca::load_or_create(&dir).map_err(pki_err)?;
         let hosts = ["127.0.0.1", "::1", "localhost"].map(String::from);
         let serving = ca
             .issue_serving(&hosts, Validity::default_cert())
             .map_err(pki_err)?;
         let (serving_cert, serving_key) =
-            apiserver::pki::write_cert_and_key(&dir, "apiserver", &serving).map_err(pki_err)?;
+            apimachinery::pki::write_cert_and_key(&dir, "apiserver", &serving).map_err(pki_err)?;
         let sa_key = dir.join("sa.key");
         apiserver::TokenIssuer::from_key_file(
             &sa_key,
@@ -99,7 +99,7 @@ impl ClusterPki {
             ca,
             serving_cert,
             serving_key,
-            ca_file: dir.join(apiserver::pki::CA_CERT_FILE),
+            ca_file: dir.join(apimachinery::pki::CA_CERT_FILE),
             sa_key,
             tokens,
             ui_token,
@@ -108,9 +108,13 @@ impl ClusterPki {
 
     /// The API server's settings: HTTPS, client certificates of the CA, RBAC, and
     /// ServiceAccount tokens signed with the key.
-    pub(crate) fn server_options(&self, options: &mut apiserver::ServerOptions) -> Result<()> {
+    pub(crate) fn server_options(
+        &self,
+        options: &mut apiserver::ServerOptions,
+        mode: apiserver::AuthorizationMode,
+    ) -> Result<()> {
         let read = |p: &Path| std::fs::read_to_string(p).map_err(Error::io(p));
-        let tls = apiserver::pki::tls_server_config(
+        let tls = apimachinery::pki::tls_server_config(
             &read(&self.serving_cert)?,
             &read(&self.serving_key)?,
             Some(self.ca.cert_pem()),
@@ -118,7 +122,7 @@ impl ClusterPki {
         .map_err(|e| Error::component(Component::ApiServer, e))?;
         options.connections.tls = Some(tls);
         options.auth.client_ca = Some(std::sync::Arc::new(self.ca.cert_der().to_vec()));
-        options.auth.authorization_mode = apiserver::AuthorizationMode::Rbac;
+        options.auth.authorization_mode = mode;
         let issuer = apiserver::TokenIssuer::from_key_file(
             &self.sa_key,
             false,
@@ -134,7 +138,7 @@ impl ClusterPki {
     }
 
     /// The same settings as `miniplane apiserver` flags.
-    pub(crate) fn apiserver_flags(&self) -> Vec<String> {
+    pub(crate) fn apiserver_flags(&self, mode: apiserver::AuthorizationMode) -> Vec<String> {
         let path = |p: &Path| p.to_string_lossy().into_owned();
         vec![
             "--tls-cert-file".into(),
@@ -146,7 +150,7 @@ impl ClusterPki {
             "--service-account-signing-key-file".into(),
             path(&self.sa_key),
             "--authorization-mode".into(),
-            "RBAC".into(),
+            mode.as_str().into(),
             "--token-auth-file".into(),
             path(&self.tokens),
         ]
@@ -190,6 +194,13 @@ pub(crate) struct Access {
     pub(crate) admin: PathBuf,
     /// The components' own kubeconfigs, in a secure cluster.
     components: Option<Vec<(Component, PathBuf)>>,
+    /// The cluster CA's certificate file, in a secure cluster: the controller-manager's
+    /// `--root-ca-file`, as kubeadm sets it.
+    root_ca_file: Option<PathBuf>,
+    /// The cluster CA's certificate and key files, in a secure cluster: the
+    /// controller-manager's `--cluster-signing-cert-file` and `--cluster-signing-key-file`,
+    /// as kubeadm sets them.
+    cluster_signing: Option<(PathBuf, PathBuf)>,
 }
 
 impl Access {
@@ -199,6 +210,8 @@ impl Access {
             url,
             admin,
             components: None,
+            root_ca_file: None,
+            cluster_signing: None,
         }
     }
 
@@ -220,11 +233,28 @@ impl Access {
             let (path, _) = pki.write_kubeconfig(component, &url, data_dir, first_node)?;
             components.push((component, path));
         }
+        let key = pki.ca_file.with_file_name(apimachinery::pki::CA_KEY_FILE);
         Ok(Access {
             url,
             admin,
             components: Some(components),
+            root_ca_file: Some(pki.ca_file.clone()),
+            cluster_signing: Some((pki.ca_file.clone(), key)),
         })
+    }
+
+    /// The CA files the controller-manager signs CSRs with (`--cluster-signing-cert-file`,
+    /// `--cluster-signing-key-file`); `None` in a plain cluster.
+    pub(crate) fn cluster_signing_files(&self) -> Option<(&Path, &Path)> {
+        self.cluster_signing
+            .as_ref()
+            .map(|(cert, key)| (cert.as_path(), key.as_path()))
+    }
+
+    /// The CA the controller-manager publishes in every namespace's `kube-root-ca.crt`
+    /// (`--root-ca-file`); `None` in a plain cluster, which has no CA.
+    pub(crate) fn root_ca_file(&self) -> Option<&Path> {
+        self.root_ca_file.as_deref()
     }
 
     /// Whether the cluster is secure (HTTPS, client certificates, RBAC).

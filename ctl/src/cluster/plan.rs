@@ -42,6 +42,9 @@ pub(crate) struct Plan {
     /// HTTPS with the cluster's PKI, client certificates per component and RBAC
     /// ([`super::pki`]); plain HTTP with every request allowed otherwise.
     pub(crate) secure: bool,
+    /// How a secure cluster's API server authorizes (`--authorization-mode`): RBAC unless
+    /// asked otherwise; a plain-HTTP cluster allows every request.
+    pub(crate) authorization_mode: apiserver::AuthorizationMode,
 }
 
 /// The node IPAM settings of a cluster of `nodes` nodes: kind's `10.244.0.0/16` in /24 blocks,

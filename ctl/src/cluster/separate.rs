@@ -180,7 +180,9 @@ impl Launcher {
         ];
         let mut args = vec!["--data-dir", &store, "--listen", &listen];
         args.extend(tracing_flags.iter().map(String::as_str));
-        let secure_flags = pki.map(|p| p.apiserver_flags()).unwrap_or_default();
+        let secure_flags = pki
+            .map(|p| p.apiserver_flags(plan.authorization_mode))
+            .unwrap_or_default();
         args.extend(secure_flags.iter().map(String::as_str));
         if !plan.fsync {
             args.push("--no-fsync");
@@ -238,12 +240,28 @@ impl Launcher {
                 c.node_cidr_mask_size.to_string(),
             ]
         });
+        let signing = access.cluster_signing_files().map(|(cert, key)| {
+            [
+                "--cluster-signing-cert-file".to_owned(),
+                cert.to_string_lossy().into_owned(),
+                "--cluster-signing-key-file".to_owned(),
+                key.to_string_lossy().into_owned(),
+            ]
+        });
+        let root_ca = access.root_ca_file().map(|ca| {
+            [
+                "--root-ca-file".to_owned(),
+                ca.to_string_lossy().into_owned(),
+            ]
+        });
         if plan.controller_manager {
             let mut args = vec!["--kubeconfig", &kubeconfigs[0]];
             args.extend(common.iter().copied());
             if access.is_secure() {
                 args.push("--use-service-account-credentials");
             }
+            args.extend(root_ca.iter().flatten().map(String::as_str));
+            args.extend(signing.iter().flatten().map(String::as_str));
             args.extend(ipam.iter().flatten().map(String::as_str));
             if fast {
                 args.extend([

@@ -76,7 +76,8 @@ enum FaultCommand {
     /// Pauses a controller: its workers take nothing from its work queue.
     Pause {
         /// deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace, nodeipam,
-        /// serviceaccount, clusterrole-aggregation (kube-controller-manager) or cloud-node,
+        /// serviceaccount, clusterrole-aggregation, root-ca-cert-publisher, csrsigning
+        /// (kube-controller-manager) or cloud-node,
         /// service (cloud-controller-manager).
         controller: String,
     },

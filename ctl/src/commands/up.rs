@@ -56,6 +56,10 @@ pub struct UpArgs {
     /// allowed).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     secure: bool,
+    /// How the API server of a secure cluster authorizes requests, as kube-apiserver's flag:
+    /// `RBAC` (as kubeadm sets it) or `AlwaysAllow` (authentication stays on).
+    #[arg(long, value_name = "MODE", default_value = "RBAC", value_parser = apiserver::AuthorizationMode::parse)]
+    authorization_mode: apiserver::AuthorizationMode,
     #[command(flatten)]
     trace: crate::components::apiserver::TraceArgs,
     #[command(flatten)]
@@ -141,6 +145,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .leader_elect(true)
         .cloud(args.cloud)
         .secure(args.secure)
+        .authorization_mode(args.authorization_mode)
         .trace_options(args.trace.options())
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);

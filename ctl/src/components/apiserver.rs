@@ -31,6 +31,32 @@ pub struct ApiserverArgs {
     serving: ServingArgs,
     #[command(flatten)]
     auth: AuthArgs,
+    #[command(flatten)]
+    admission: AdmissionArgs,
+}
+
+/// Which admission plugins run, with kube-apiserver's flag names.
+#[derive(Debug, clap::Args)]
+pub struct AdmissionArgs {
+    /// Admission plugins to run besides the default ones (`ServiceAccount`,
+    /// `NamespaceLifecycle`, ...); comma-separated.
+    #[arg(long, value_name = "PLUGINS", value_delimiter = ',')]
+    enable_admission_plugins: Vec<String>,
+    /// Admission plugins not to run even though they are on by default (a server without a
+    /// controller-manager has no `default` ServiceAccounts: `ServiceAccount`); comma-separated.
+    #[arg(long, value_name = "PLUGINS", value_delimiter = ',')]
+    disable_admission_plugins: Vec<String>,
+}
+
+impl AdmissionArgs {
+    /// The admission plugins these flags ask for.
+    fn options(&self) -> anyhow::Result<apiserver::AdmissionOptions> {
+        apiserver::AdmissionOptions::from_flags(
+            &self.enable_admission_plugins,
+            &self.disable_admission_plugins,
+        )
+        .map_err(anyhow::Error::msg)
+    }
 }
 
 /// Authentication and authorization, with kube-apiserver's flag names.
@@ -106,7 +132,7 @@ impl AuthArgs {
         let client_ca = match &self.client_ca_file {
             Some(path) => {
                 let pem = read_pem("--client-ca-file", path)?;
-                let der = apiserver::pki::first_certificate(&pem)
+                let der = apimachinery::pki::first_certificate(&pem)
                     .map_err(|e| anyhow::anyhow!("--client-ca-file {}: {e}", path.display()))?;
                 options.auth.client_ca = Some(std::sync::Arc::new(der));
                 Some(pem)
@@ -116,7 +142,7 @@ impl AuthArgs {
         if let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_private_key_file) {
             let cert = read_pem("--tls-cert-file", cert)?;
             let key = read_pem("--tls-private-key-file", key)?;
-            let tls = apiserver::pki::tls_server_config(&cert, &key, client_ca.as_deref())
+            let tls = apimachinery::pki::tls_server_config(&cert, &key, client_ca.as_deref())
                 .map_err(|e| anyhow::anyhow!("--tls-cert-file/--tls-private-key-file: {e}"))?;
             options.connections.tls = Some(tls);
         }
@@ -222,6 +248,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             ..apiserver::ServerOptions::default()
         };
         args.serving.apply(&mut options)?;
+        options.admission = args.admission.options()?;
         args.auth.apply(&mut options, &args.data_dir)?;
         let secure = options.connections.tls.is_some();
         let config = apiserver::Config {

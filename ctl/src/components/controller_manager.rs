@@ -28,7 +28,8 @@ pub struct ControllerManagerArgs {
     master: Option<String>,
     /// Controllers to run: `*` for all, `name` to enable, `-name` to disable
     /// (deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace,
-    /// nodeipam, nodelifecycle, serviceaccount, clusterrole-aggregation).
+    /// nodeipam, nodelifecycle, serviceaccount, clusterrole-aggregation,
+    /// root-ca-cert-publisher, csrsigning).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// Deployment workers.
@@ -65,6 +66,10 @@ pub struct ControllerManagerArgs {
     /// token, by the manager), under the bootstrap policy's `system:controller:*` roles.
     #[arg(long)]
     use_service_account_credentials: bool,
+    /// The CA (PEM) the root-ca-cert-publisher puts in every namespace's `kube-root-ca.crt`
+    /// (by default the CA of the kubeconfig, if it has one).
+    #[arg(long, value_name = "FILE")]
+    root_ca_file: Option<PathBuf>,
     /// Client-side queries per second to the API server (no limit unless set; Kubernetes: 20).
     #[arg(long)]
     kube_api_qps: Option<f64>,
@@ -89,6 +94,16 @@ pub struct ControllerManagerArgs {
     /// The Services' range, kept out of the Nodes' pod CIDRs where they overlap.
     #[arg(long, value_name = "CIDR", default_value = "10.96.0.0/12")]
     service_cluster_ip_range: String,
+    /// The CA certificate (PEM) the csrsigning controller signs approved
+    /// CertificateSigningRequests with; the controller runs only with it and its key.
+    #[arg(long, value_name = "FILE")]
+    cluster_signing_cert_file: Option<std::path::PathBuf>,
+    /// The CA's private key (PEM).
+    #[arg(long, value_name = "FILE")]
+    cluster_signing_key_file: Option<std::path::PathBuf>,
+    /// The longest certificate the csrsigning controller issues.
+    #[arg(long, value_parser = parse_duration, default_value = "8760h")]
+    cluster_signing_duration: Duration,
     /// Port of /healthz and /metrics on 127.0.0.1 (0: not served).
     #[arg(long, value_name = "PORT", default_value_t = 10257)]
     secure_port: u16,
@@ -149,7 +164,24 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
         ipam.validate().map_err(anyhow::Error::msg)?;
         config.node_ipam = Some(ipam);
     }
+    config.cluster_signing = match (
+        args.cluster_signing_cert_file,
+        args.cluster_signing_key_file,
+    ) {
+        (Some(cert_file), Some(key_file)) => {
+            Some(controllers::csrsigning::controller::SigningConfig {
+                cert_file,
+                key_file,
+                duration: args.cluster_signing_duration,
+            })
+        }
+        (None, None) => None,
+        _ => {
+            anyhow::bail!("--cluster-signing-cert-file and --cluster-signing-key-file go together")
+        }
+    };
     config.use_service_account_credentials = args.use_service_account_credentials;
+    config.root_ca_file = args.root_ca_file;
     config.leader_election = args
         .leader_election
         .election(controllers::manager::config::LEASE_NAME)?;
@@ -215,6 +247,30 @@ mod tests {
         let bad =
             Cli::try_parse_from(["controller-manager", "--endpoint-updates-batch-period", "3"]);
         assert!(bad.is_err_and(|e| e.to_string().contains("missing unit")));
+    }
+
+    #[test]
+    fn csr_signing_runs_with_both_files_and_a_year_by_default() {
+        assert_eq!(parsed(&[]).cluster_signing, None);
+        let signing = parsed(&[
+            "--cluster-signing-cert-file",
+            "ca.crt",
+            "--cluster-signing-key-file",
+            "ca.key",
+        ])
+        .cluster_signing
+        .expect("on");
+        assert_eq!(signing.cert_file, std::path::PathBuf::from("ca.crt"));
+        assert_eq!(signing.duration, Duration::from_secs(8760 * 3600));
+        let cli = Cli::try_parse_from([
+            "controller-manager",
+            "--master",
+            "http://127.0.0.1:1",
+            "--cluster-signing-cert-file",
+            "ca.crt",
+        ])
+        .expect("parses");
+        assert!(config(cli.args).is_err());
     }
 
     #[test]

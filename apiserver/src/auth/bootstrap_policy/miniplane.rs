@@ -5,6 +5,12 @@
 //!   (`/miniplane/v1/traces`) and `put` of the work-queue reports
 //!   (`/miniplane/v1/components/*`), for the controller-managers, the scheduler and the
 //!   kubelets;
+//! - `miniplane:admin` (ClusterRole, bound to the group `system:masters` as `cluster-admin`
+//!   is): every verb on miniplane's own API, `/miniplane/*` (faults, work queues, labs, the
+//!   trace collector); `cluster-admin`'s `nonResourceURLs: ["*"]` grants it too;
+//! - `miniplane:viewer` (ClusterRole, bound to no one): reading the traces, the faults, the
+//!   work queues and the lab's status, for `kubectl create clusterrolebinding ...
+//!   --clusterrole=miniplane:viewer --user=...`;
 //! - `miniplane:faults-reader` (Role and RoleBinding in `kube-system`): reading the
 //!   `miniplane-faults` ConfigMap every component watches for the faults in force;
 //! - `miniplane:node` (ClusterRoleBinding): the `system:node` ClusterRole for the group
@@ -27,13 +33,29 @@ const NODES: &str = "system:nodes";
 
 /// The ClusterRoles.
 pub(super) fn cluster_roles() -> Vec<ClusterRole> {
-    vec![cluster_role(
-        "miniplane:component",
-        vec![
-            rule(&["post"]).urls(&["/miniplane/v1/traces"]),
-            rule(&["put"]).urls(&["/miniplane/v1/components/*"]),
-        ],
-    )]
+    vec![
+        cluster_role(
+            "miniplane:component",
+            vec![
+                rule(&["post"]).urls(&["/miniplane/v1/traces"]),
+                rule(&["put"]).urls(&["/miniplane/v1/components/*"]),
+            ],
+        ),
+        cluster_role(
+            "miniplane:admin",
+            vec![rule(&["*"]).urls(&["/miniplane", "/miniplane/*"])],
+        ),
+        cluster_role(
+            "miniplane:viewer",
+            vec![rule(&["get"]).urls(&[
+                "/miniplane/v1/traces",
+                "/miniplane/v1/traces/*",
+                "/miniplane/v1/faults",
+                "/miniplane/v1/controllers",
+                "/miniplane/v1/lab",
+            ])],
+        ),
+    ]
 }
 
 /// The ClusterRoleBindings.
@@ -42,6 +64,9 @@ pub(super) fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
         binding("miniplane:component")
             .users(COMPONENT_USERS)
             .groups(&[NODES])
+            .cluster(),
+        binding("miniplane:admin")
+            .groups(&["system:masters"])
             .cluster(),
         binding("system:node")
             .named("miniplane:node")

@@ -638,3 +638,54 @@ fn cloud_controller_manager_role_and_binding() {
         ])
     );
 }
+
+#[test]
+fn miniplane_admin_and_viewer_cover_miniplanes_own_api() {
+    use crate::auth::attributes::Attributes;
+    use crate::auth::rbac::rules::rule_allows;
+    use crate::auth::user::UserInfo;
+    use axum::http::Method;
+    let (roles, bindings, _, _) = miniplane();
+    let allows = |role: &str, method: Method, path: &str| {
+        let attrs = Attributes::of_request(UserInfo::new("u", &[]), &method, path, None);
+        rules_of(&roles, role)
+            .iter()
+            .any(|r| rule_allows(&attrs, r))
+    };
+    for (method, path) in [
+        (Method::GET, "/miniplane/v1/traces"),
+        (
+            Method::GET,
+            "/miniplane/v1/traces/4bf92f3577b34da6a3ce929d0e0e4736",
+        ),
+        (Method::GET, "/miniplane/v1/faults"),
+        (Method::GET, "/miniplane/v1/controllers"),
+        (Method::GET, "/miniplane/v1/lab"),
+    ] {
+        assert!(allows("miniplane:admin", method.clone(), path), "{path}");
+        assert!(allows("miniplane:viewer", method, path), "{path}");
+    }
+    // Changing the cluster's faults or reporting a component's queues is the admin's (and the
+    // components') only.
+    for (method, path) in [
+        (Method::POST, "/miniplane/v1/faults"),
+        (Method::DELETE, "/miniplane/v1/faults/pause-kubelet"),
+        (Method::PUT, "/miniplane/v1/lab"),
+        (Method::POST, "/miniplane/v1/traces"),
+    ] {
+        assert!(allows("miniplane:admin", method.clone(), path), "{path}");
+        assert!(!allows("miniplane:viewer", method, path), "{path}");
+    }
+    assert!(!allows("miniplane:admin", Method::GET, "/api/v1/pods"));
+    // The admin's binding is to the group kubeadm's admin certificate carries.
+    assert_eq!(
+        cluster_binding(&bindings, "miniplane:admin").subjects,
+        Some(vec![rbac_subject("Group", "system:masters")])
+    );
+    assert!(
+        bindings
+            .iter()
+            .all(|b| b.role_ref.name != "miniplane:viewer"),
+        "the viewer role is bound by the admin, to whom they choose"
+    );
+}

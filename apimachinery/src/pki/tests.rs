@@ -303,9 +303,13 @@ fn a_signed_csr_keeps_its_subject_and_is_for_client_auth() {
     }
 
     let err = ca
-        .sign_csr(request.der(), Validity::default_cert(), &["server auth"])
-        .expect_err("not a client usage");
-    assert!(matches!(err, CertError::UnsupportedUsage(_)), "{err:?}");
+        .sign_csr(
+            request.der(),
+            Validity::default_cert(),
+            &["client auth", "flying"],
+        )
+        .expect_err("not a usage");
+    assert_eq!(err.to_string(), r#"unrecognized usage values: ["flying"]"#);
 
     // A CSR whose signature does not match its content.
     let mut tampered = request.der().to_vec();
@@ -369,4 +373,118 @@ fn write_cert_and_key_gives_the_key_mode_0600() {
         std::fs::read_to_string(&key).expect("the key"),
         issued.key_pem
     );
+}
+
+#[test]
+fn a_csr_is_parsed_with_its_names_and_refused_as_kubernetes_words_it() {
+    let request = csr("alice", "dev");
+    let pem = request.pem().expect("PEM");
+    let parsed = parse_csr(pem.as_bytes()).expect("parsed");
+    assert_eq!(parsed.common_name, "alice");
+    assert_eq!(parsed.organizations, ["dev"]);
+    assert_eq!(parsed.der, request.der().to_vec());
+    assert!(parsed.dns_names.is_empty() && parsed.ip_addresses.is_empty());
+
+    let ca = ca();
+    assert_eq!(
+        parse_csr(ca.cert_pem().as_bytes()).expect_err("a certificate"),
+        CsrError::NotACsr
+    );
+    assert_eq!(
+        parse_csr(b"hello").expect_err("no PEM").to_string(),
+        "PEM block type must be CERTIFICATE REQUEST"
+    );
+    let garbage =
+        "-----BEGIN CERTIFICATE REQUEST-----\naGVsbG8=\n-----END CERTIFICATE REQUEST-----\n";
+    assert_eq!(
+        parse_csr(garbage.as_bytes())
+            .expect_err("not DER")
+            .to_string(),
+        "x509: malformed certificate request"
+    );
+    let mut tampered = request.der().to_vec();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 0x01;
+    let tampered = rustls::pki_types::CertificateSigningRequestDer::from(tampered);
+    let tampered_pem = pem_of("CERTIFICATE REQUEST", tampered.as_ref());
+    assert_eq!(
+        parse_csr(tampered_pem.as_bytes()).expect_err("bad signature"),
+        CsrError::BadSignature
+    );
+}
+
+fn pem_of(label: &str, der: &[u8]) -> String {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+    format!("-----BEGIN {label}-----\n{b64}\n-----END {label}-----\n")
+}
+
+#[test]
+fn usages_map_to_key_usages_in_gos_order() {
+    let usages = key_usages(&[
+        "client auth",
+        "digital signature",
+        "server auth",
+        "key encipherment",
+    ])
+    .expect("known");
+    assert_eq!(
+        usages.key_usages,
+        [
+            rcgen::KeyUsagePurpose::DigitalSignature,
+            rcgen::KeyUsagePurpose::KeyEncipherment
+        ]
+    );
+    assert_eq!(
+        usages.extended,
+        [
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        ]
+    );
+    assert_eq!(
+        key_usages(&["a", "b"]).expect_err("unknown").to_string(),
+        r#"unrecognized usage values: ["a" "b"]"#
+    );
+}
+
+#[test]
+fn the_signing_validity_is_backdated_shortened_and_capped_by_the_ca() {
+    let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let year = 365 * DAY;
+    let ca_end = now + 10 * year;
+    // A long certificate: backdated, and as long in all as asked.
+    let v = signing_validity(now, year, ca_end).expect("valid");
+    assert_eq!(v.not_before, now - SIGNING_BACKDATE);
+    assert_eq!(v.not_after, now + year - SIGNING_BACKDATE);
+    // A short one (under 8 hours) keeps its whole TTL after now.
+    let hour = Duration::from_secs(3600);
+    let v = signing_validity(now, hour, ca_end).expect("valid");
+    assert_eq!(v.not_after, now + hour);
+    // Never past the CA.
+    let v = signing_validity(now, 20 * year, ca_end).expect("valid");
+    assert_eq!(v.not_after, ca_end);
+    let err = signing_validity(now, hour, now - hour).expect_err("expired CA");
+    assert!(
+        err.to_string()
+            .contains("the signer has expired: NotAfter="),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_ca_knows_when_it_ends() {
+    let validity = Validity::from_now(CA_VALIDITY);
+    let ca = Ca::generate_in_memory(validity).expect("a CA");
+    let end = ca
+        .not_after()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    let want = validity
+        .not_after
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs();
+    assert_eq!(end, want);
 }

@@ -7,7 +7,7 @@
 //! `NotBefore` backdated by `CertificateBackdate` from `cmd/kubeadm/app/constants`), client-go's
 //! `staging/src/k8s.io/client-go/util/cert` and `util/keyutil` (PEM files, the key file mode
 //! 0600), the CSR signing of `pkg/controller/certificates/authority/authority.go` (the CSR's
-//! subject and names kept, usages from `policies.go`'s `keyUsagesFromStrings`) and
+//! subject and names kept, usages from `policies.go`'s `keyUsagesFromStrings`, `csr.rs`) and
 //! kube-apiserver's client-certificate authenticator
 //! `staging/src/k8s.io/apiserver/pkg/authentication/request/x509/x509.go` (CN the user name,
 //! O the groups; the chain verified per request, not at the handshake).
@@ -16,7 +16,9 @@
 //!  Ca::load_or_create(dir) ── ca.crt, ca.key (0600; written atomically, kept across restarts)
 //!    ├─ issue_serving(hosts)        CN kube-apiserver, SANs, server auth ─▶ tls_server_config
 //!    ├─ issue_client(cn, groups)    CN user, O groups, client auth     ─▶ kubeconfigs
-//!    └─ sign_csr(csr, usages)       the CSR's subject, client auth     ─▶ CSR signer
+//!    └─ sign_csr(csr, usages)       the CSR's subject, its usages      ─▶ CSR signer
+//!  parse_csr(pem), key_usages(usages), signing_validity(now, ttl, CA end): what the API
+//!             server's CSR validation and the controller-manager's signer read
 //!  handshake: a client certificate is requested, not required, and not judged (Go's
 //!             tls.RequestClientCert); the client only proves it holds the key
 //!  per request: verify_client_chain(ca, peer chain, now) ─▶ ClientIdentity { CN, O } or 401
@@ -28,6 +30,7 @@
 //! etcd CAs too), no revocation.
 
 mod ca;
+mod csr;
 mod der;
 mod files;
 mod serving;
@@ -40,6 +43,10 @@ use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 pub use ca::Ca;
+pub use csr::{
+    CSR_PEM_TYPE, CertificateRequest, CsrError, KeyUsages, SIGNING_BACKDATE, SIGNING_SHORT,
+    check_certificate_pem, key_usages, parse_csr, signing_validity,
+};
 pub use files::write_cert_and_key;
 pub use serving::{RequestClientCert, tls_server_config};
 pub use verify::{ClientIdentity, verify_client_chain};
@@ -157,8 +164,9 @@ pub enum CertError {
     /// Generating or signing a certificate failed (an invalid host name, say).
     #[error("cannot issue the certificate: {0}")]
     Issue(String),
-    /// A CSR asks for a usage the signer does not grant.
-    #[error("usage {0:?} is not allowed for a client certificate")]
+    /// A CSR names a usage that is not one of `certificates.k8s.io/v1`'s (the message as
+    /// `keyUsagesFromStrings` words it: `unrecognized usage values: ["x"]`).
+    #[error("{0}")]
     UnsupportedUsage(String),
     /// The TLS configuration could not be built from the certificate and key.
     #[error("TLS: {0}")]

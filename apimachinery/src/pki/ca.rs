@@ -132,6 +132,15 @@ impl Ca {
         &self.cert_pem
     }
 
+    /// The end of the CA certificate's validity (a signed certificate never outlasts it).
+    pub fn not_after(&self) -> std::time::SystemTime {
+        use x509_parser::prelude::FromDer as _;
+        let seconds = x509_parser::certificate::X509Certificate::from_der(&self.cert_der)
+            .map(|(_, c)| c.validity().not_after.timestamp())
+            .unwrap_or(0);
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
+    }
+
     /// The CA certificate, DER (what [`super::verify_client_chain`] trusts).
     pub fn cert_der(&self) -> &CertificateDer<'static> {
         &self.cert_der
@@ -197,12 +206,12 @@ impl Ca {
         })
     }
 
-    /// Signs a certificate signing request (PEM `CERTIFICATE REQUEST` or DER) as a client
-    /// certificate, as the `kubernetes.io/kube-apiserver-client` signer does: the CSR's
-    /// subject (byte for byte) and names kept, its signature checked, client-auth usage, and
-    /// the key usages named in `usages` (the `certificates.k8s.io/v1` strings: `digital
-    /// signature`, `key encipherment`, `client auth`; any other is refused). Returns the
-    /// certificate, PEM.
+    /// Signs a certificate signing request (PEM `CERTIFICATE REQUEST` or DER) as
+    /// `authority.go`'s `Sign` does: the CSR's subject (byte for byte) and names kept, its
+    /// signature checked, not a CA, and the key usages and extended key usages named in
+    /// `usages` (the `certificates.k8s.io/v1` strings, [`super::key_usages`]; an unknown one is
+    /// refused). Which usages a signer permits is the signer's policy, checked before. Returns
+    /// the certificate, PEM.
     pub fn sign_csr(&self, csr: &[u8], validity: Validity, usages: &[&str]) -> Result<String> {
         const WHAT: &str = "certificate signing request";
         let der: Vec<u8> = if csr.trim_ascii_start().starts_with(b"-----BEGIN") {
@@ -219,15 +228,7 @@ impl Ca {
         let subject = parsed.certification_request_info.subject.as_raw();
         let mut request = CertificateSigningRequestParams::from_der(&der.as_slice().into())
             .map_err(|e| invalid(WHAT, e))?;
-        let mut key_usages = Vec::new();
-        for usage in usages {
-            match *usage {
-                "digital signature" => key_usages.push(KeyUsagePurpose::DigitalSignature),
-                "key encipherment" => key_usages.push(KeyUsagePurpose::KeyEncipherment),
-                "client auth" => {}
-                other => return Err(CertError::UnsupportedUsage(other.to_string())),
-            }
-        }
+        let usages = super::csr::key_usages(usages)?;
         let base = base_params(validity)?;
         let params = &mut request.params;
         params.not_before = base.not_before;
@@ -235,8 +236,8 @@ impl Ca {
         params.serial_number = base.serial_number;
         params.distinguished_name = DistinguishedName::new();
         params.is_ca = IsCa::ExplicitNoCa;
-        params.key_usages = key_usages;
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages = usages.key_usages;
+        params.extended_key_usages = usages.extended;
         params.use_authority_key_identifier_extension = true;
         let cert = request.signed_by(&self.issuer).map_err(issue_error)?;
         let der = der::with_subject(cert.der(), subject, self.issuer.key())?;
