@@ -841,10 +841,10 @@ fn every_component_works_with_only_its_role() {
     let s = Server::start_secure(&[]);
     let kubelet = Component::start_as(
         &s,
-        &["kubelet", "--nodes", "1", "--listen", "127.0.0.1:0"],
+        &["kubelet", "--nodes", "2", "--listen", "127.0.0.1:0"],
         "miniplane kubelet:",
-        "system:node:node-0",
-        &["system:nodes"],
+        kubelet_sim::USER,
+        &[],
     );
     let scheduler = Component::start_as(
         &s,
@@ -889,6 +889,35 @@ fn every_component_works_with_only_its_role() {
         assert!(
             accounts.contains(&format!("serviceaccount/{account}")),
             "{accounts}"
+        );
+    }
+    // Each pod's status was written by its own node's kubelet: the simulator impersonates
+    // `system:node:<name>`, and the API server traced the request as that user.
+    let pods = s.kubectl_ok(&["get", "pods", "-l", "app=web", "-o", "json"]);
+    let pods: serde_json::Value = serde_json::from_str(&pods).unwrap();
+    let spans = s.kubectl_ok(&["get", "--raw", "/miniplane/v1/traces?spans=all"]);
+    let spans: serde_json::Value = serde_json::from_str(&spans).unwrap();
+    for pod in pods["items"].as_array().unwrap() {
+        let name = pod["metadata"]["name"].as_str().unwrap();
+        let node = pod["spec"]["nodeName"].as_str().unwrap();
+        let writers: std::collections::BTreeSet<&str> = spans["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|span| {
+                let a = &span["attributes"];
+                span["component"] == "kube-apiserver"
+                    && a["resource"] == "pods"
+                    && a["subresource"] == "status"
+                    && a["name"] == name
+                    && a["verb"] == "patch"
+            })
+            .filter_map(|span| span["attributes"]["user"].as_str())
+            .collect();
+        assert_eq!(
+            writers,
+            [format!("system:node:{node}").as_str()].into(),
+            "{name} on {node}"
         );
     }
     // No component was refused anything on the way.

@@ -32,7 +32,8 @@
 //! [`leader_election`] (Lease-based, as `tools/leaderelection`) and [`leading`] (a
 //! component's work run only while it holds its Lease), [`events`] (an
 //! `EventRecorder` with client-go's dedup and aggregation), [`clock`] (injected time so
-//! all of the above is tested deterministically), and [`trace`] (a watched object's trace
+//! all of the above is tested deterministically), [`impersonation`] (requests sent as
+//! another user, chosen per task: the simulated kubelets' node identities), and [`trace`] (a watched object's trace
 //! carried through handler, queue and sync to every write made for it).
 
 pub mod backoff;
@@ -46,6 +47,7 @@ pub mod factory;
 pub mod fake_source;
 pub mod faults;
 pub mod flowcontrol;
+pub mod impersonation;
 pub mod indexer;
 pub mod leader_election;
 pub mod leading;

@@ -116,6 +116,8 @@ async fn apply(handle: &SimHandle, config: &Config, clock: &SharedClock, op: &No
     let result = match op {
         NodeOp::StopHeartbeats(n) => handle.stop_heartbeat(n),
         NodeOp::StartHeartbeats(n) => handle.start_heartbeat(n),
+        // The machine is gone: the simulator deletes the Node under its own user, as the
+        // cloud's node lifecycle controller would (a kubelet may not delete its Node).
         NodeOp::Remove(n) => match handle.stop_heartbeat(n) {
             Ok(()) => match Api::<Node>::all(handle.client.clone())
                 .delete(n, &Default::default())

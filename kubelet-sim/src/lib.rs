@@ -4,7 +4,10 @@
 //! reports the pods bound to it as they are pulled, created, started, probed and stopped.
 //! This crate does all of that for hundreds or thousands of **simulated** nodes at once,
 //! without containers — the role kwok (`kubernetes-sigs/kwok`) plays for Kubernetes' own
-//! scale tests. Only the API is real: every write goes through the API server over HTTP.
+//! scale tests. Only the API is real: every write goes through the API server over HTTP,
+//! and each node's writes (its Node, Lease, pod statuses, Events) act as that node's kubelet,
+//! `system:node:<name>` in `system:nodes` ([`client::impersonation`] over the one connection
+//! of the simulator's own user, [`USER`]).
 //!
 //! ```text
 //!                 ┌──────────────────────── one process ──────────────────────────┐
@@ -84,6 +87,12 @@ pub struct Simulator {
     exporter: Option<Exporter>,
 }
 
+/// The user the simulator's kubeconfig names in a secure cluster (`<data dir>/kubelet.conf`):
+/// it watches the pods and Nodes of every simulated node, deletes the Node of a removed one,
+/// and impersonates each node's kubelet for that node's writes (the `miniplane:kubelet-sim`
+/// ClusterRole of the API server's bootstrap policy).
+pub const USER: &str = "miniplane:kubelet-sim";
+
 /// The component name of the kubelets' spans.
 pub const COMPONENT: &str = "kubelet";
 
@@ -107,9 +116,13 @@ impl Simulator {
             user_agent: Some(COMPONENT.to_string()),
             bearer_token: None,
         };
-        let client = client::build_client(&client_config)
+        let own = client::build_client(&client_config)
             .await
             .map_err(|e| Error::Config(e.to_string()))?;
+        // What each node's kubelet writes goes as that node (`system:node:<name>`, see
+        // `node::node_user`); the simulator's own user watches the pods and Nodes of all of
+        // them and may impersonate the nodes (`miniplane:kubelet-sim`).
+        let client = client::impersonation::impersonating_client(&own);
         let (tracer, exporter) = client::trace::start(&client_config, COMPONENT)
             .await
             .map_err(|e| Error::Config(e.to_string()))?;
@@ -122,10 +135,10 @@ impl Simulator {
         };
         let table: HashMap<String, Arc<NodeState>> = (0..config.nodes)
             .map(|i| {
-                let state = Arc::new(NodeState::new(&config, i));
-                (state.name().to_owned(), state)
+                let state = Arc::new(NodeState::new(&config, i)?);
+                Ok((state.name().to_owned(), state))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let nodes: NodeTable = Arc::new(RwLock::new(table));
         let factory =
             SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());

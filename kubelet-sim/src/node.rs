@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use client::SharedClock;
+use client::impersonation::{Identity, acting_as};
 use client::shared_informer::SharedIndexInformer;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
@@ -31,7 +32,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::node_status::{
     LEASE_NAMESPACE, conditions_match, healthy_conditions, host_ip, lease_object, node_object,
     pod_cidr,
@@ -46,6 +47,8 @@ pub struct NodeState {
     pub index: usize,
     /// Name and host IP, as pod statuses show them.
     pub context: NodeContext,
+    /// Who the node's kubelet is to the API server: `system:node:<name>` in `system:nodes`.
+    identity: Arc<Identity>,
     /// Whether heartbeats (and pod work) run; the fault API flips it.
     heartbeat: watch::Sender<bool>,
     /// Fires when the node is removed from the simulation.
@@ -60,12 +63,16 @@ pub struct NodeState {
 }
 
 impl NodeState {
-    /// The state of node `index` of `config`, heartbeats on.
-    pub fn new(config: &Config, index: usize) -> Self {
-        NodeState {
+    /// The state of node `index` of `config`, heartbeats on; `Err` when its name cannot be
+    /// a user name in an HTTP header.
+    pub fn new(config: &Config, index: usize) -> Result<Self> {
+        let name = config.node_name(index);
+        let identity = Identity::new(&node_user(&name), &[NODES_GROUP]).map_err(Error::Config)?;
+        Ok(NodeState {
             index,
+            identity: Arc::new(identity),
             context: NodeContext {
-                name: config.node_name(index),
+                name,
                 host_ip: host_ip(index).to_string(),
             },
             heartbeat: watch::Sender::new(true),
@@ -74,12 +81,17 @@ impl NodeState {
                 (!config.pod_cidr_from_node).then(|| PodIpAllocator::new(pod_cidr(index))),
             ),
             images: Mutex::new(HashSet::new()),
-        }
+        })
     }
 
     /// The node's name.
     pub fn name(&self) -> &str {
         &self.context.name
+    }
+
+    /// The kubelet's identity, which its requests act as ([`acting_as`]).
+    pub fn identity(&self) -> &Arc<Identity> {
+        &self.identity
     }
 
     /// Whether the simulated kubelet is alive (heartbeats on, not removed).
@@ -133,6 +145,15 @@ impl NodeState {
     }
 }
 
+/// The kubelets' group, as the node client certificates of kubeadm name it.
+pub const NODES_GROUP: &str = "system:nodes";
+
+/// The user of node `name`'s kubelet (`system:node:<name>`, what the Node authorizer and
+/// NodeRestriction recognise).
+pub fn node_user(name: &str) -> String {
+    format!("system:node:{name}")
+}
+
 /// A fraction in `[0, 1)` for node `index`, spread evenly (golden-ratio sequence), so nodes'
 /// periodic writes are staggered deterministically.
 pub fn phase(index: usize) -> f64 {
@@ -150,8 +171,21 @@ fn is_status(e: &kube::Error, code: u16) -> bool {
 }
 
 /// Registers node `state` (create, or take over an existing Node of that name as a restarted
-/// kubelet does) and its Lease.
+/// kubelet does) and its Lease, as the node's kubelet.
 pub async fn register(
+    client: &Client,
+    config: &Config,
+    state: &NodeState,
+    clock: &SharedClock,
+) -> Result<()> {
+    acting_as(
+        state.identity.clone(),
+        register_node(client, config, state, clock),
+    )
+    .await
+}
+
+async fn register_node(
     client: &Client,
     config: &Config,
     state: &NodeState,
@@ -226,11 +260,28 @@ async fn sync_node_status(
     Ok(true)
 }
 
-/// Runs node `state`'s heartbeats until `shutdown` fires or the node is removed.
+/// Runs node `state`'s heartbeats, as the node's kubelet, until `shutdown` fires or the node
+/// is removed.
 ///
 /// While the heartbeat switch is off nothing is written; when it comes back on the Lease is
 /// renewed and the status posted at once (a restarted kubelet does the same).
 pub async fn heartbeat_loop(
+    client: Client,
+    config: Arc<Config>,
+    state: Arc<NodeState>,
+    nodes: SharedIndexInformer<Node>,
+    clock: SharedClock,
+    shutdown: CancellationToken,
+) {
+    let who = state.identity.clone();
+    acting_as(
+        who,
+        heartbeats(client, config, state, nodes, clock, shutdown),
+    )
+    .await;
+}
+
+async fn heartbeats(
     client: Client,
     config: Arc<Config>,
     state: Arc<NodeState>,

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use apimachinery::ObjectKey;
+use client::impersonation::acting_as;
 use client::indexer::NODE_NAME_INDEX;
 use client::shared_informer::SharedIndexInformer;
 use client::workqueue::Queue;
@@ -399,7 +400,8 @@ impl PodWorkers {
         node.add_images(&result.pulled);
         self.memory().insert(key.clone(), result.memory.clone());
         for event in &result.events {
-            self.recorder.record(&pod, event, node.name(), now);
+            self.recorder
+                .record(&pod, event, node.name(), node.identity(), now);
         }
         if client::trace::recording() {
             client::trace::set_summary(sync_summary(node.name(), &memory, &result));
@@ -417,7 +419,8 @@ impl PodWorkers {
                 }),
                 ..Default::default()
             };
-            return match api.delete(&key.name, &params).await {
+            let who = node.identity().clone();
+            return match acting_as(who, api.delete(&key.name, &params)).await {
                 Ok(_) => {
                     self.forget(key, Some(&node));
                     None
@@ -439,7 +442,8 @@ impl PodWorkers {
                 status: &'a k8s_openapi::api::core::v1::PodStatus,
             }
             let patch = StatusPatch { status };
-            match patch_status_unread(self.client.clone(), namespace, &key.name, &patch).await {
+            let patching = patch_status_unread(self.client.clone(), namespace, &key.name, &patch);
+            match acting_as(node.identity().clone(), patching).await {
                 Ok(Some(rv)) => self.own_writes.record(key.clone(), rv),
                 Ok(None) => {}
                 Err(e) => {

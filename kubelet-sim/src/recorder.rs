@@ -18,6 +18,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use client::impersonation::{Identity, acting_as};
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
@@ -50,7 +51,7 @@ pub const WRITERS: usize = 32;
 /// Queues kubelet events (cheap to clone).
 #[derive(Clone)]
 pub struct Recorder {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<(Event, Arc<Identity>)>,
     /// Makes names unique when several events share a timestamp (client-go uses
     /// `<name>.<unix nanos>` and relies on the clock moving between events).
     sequence: Arc<AtomicU64>,
@@ -60,7 +61,7 @@ pub struct Recorder {
 
 /// Writes queued events to the API server.
 pub struct RecorderWriter {
-    rx: mpsc::Receiver<Event>,
+    rx: mpsc::Receiver<(Event, Arc<Identity>)>,
     client: kube::Client,
 }
 
@@ -128,15 +129,20 @@ pub fn event_object(
 }
 
 impl Recorder {
-    /// Queues `event`; never blocks (dropped when the queue is full, with a warning for the
-    /// first drop and every thousandth after it).
-    pub fn record(&self, pod: &Pod, event: &PodEvent, node: &str, now: Timestamp) {
+    /// Queues `event`, to be written as `who` (the node's kubelet); never blocks (dropped
+    /// when the queue is full, with a warning for the first drop and every thousandth after
+    /// it).
+    pub fn record(
+        &self,
+        pod: &Pod,
+        event: &PodEvent,
+        node: &str,
+        who: &Arc<Identity>,
+        now: Timestamp,
+    ) {
         let sequence = self.sequence.fetch_add(1, Ordering::Relaxed) & 0xffff;
-        if self
-            .tx
-            .try_send(event_object(pod, event, node, now, sequence))
-            .is_err()
-        {
+        let object = event_object(pod, event, node, now, sequence);
+        if self.tx.try_send((object, who.clone())).is_err() {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed);
             if dropped.is_multiple_of(1000) {
                 tracing::warn!(
@@ -172,10 +178,10 @@ impl RecorderWriter {
     pub async fn run(self, shutdown: CancellationToken) {
         let RecorderWriter { mut rx, client } = self;
         let events = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        let writes = events.for_each_concurrent(WRITERS, |event| {
+        let writes = events.for_each_concurrent(WRITERS, |(event, who)| {
             let client = client.clone();
             async move {
-                if let Err(e) = create_unread(&client, &event).await {
+                if let Err(e) = acting_as(who, create_unread(&client, &event)).await {
                     tracing::debug!(error = %e, "writing kubelet event failed");
                 }
             }
@@ -222,11 +228,12 @@ mod tests {
         let (recorder, _writer) = recorder(client, 5);
         let pod = Pod::default();
         let now = Timestamp::now();
+        let who = Arc::new(Identity::new("system:node:node-0", &["system:nodes"]).unwrap());
         for _ in 0..5 * QUEUE_CAPACITY_PER_NODE {
-            recorder.record(&pod, &pulled(), "node-0", now);
+            recorder.record(&pod, &pulled(), "node-0", &who, now);
         }
         assert_eq!(recorder.dropped_events(), 0);
-        recorder.record(&pod, &pulled(), "node-1", now);
+        recorder.record(&pod, &pulled(), "node-1", &who, now);
         assert_eq!(recorder.dropped_events(), 1);
     }
 }

@@ -585,18 +585,11 @@ async fn start(
         }
     };
     let kubeconfig_path = dir.kubeconfig();
-    let first_node = kubelet_sim::Config::new(ClusterSource::Url(url.clone()), 1).node_name(0);
     let (kubeconfig, access) = match &pki {
         Some(pki) => {
-            let (_, yaml) =
-                pki.write_kubeconfig(Component::ApiServer, &url, dir.path(), &first_node)?;
-            let access = pki::Access::secure(
-                pki,
-                url.clone(),
-                kubeconfig_path.clone(),
-                dir.path(),
-                &first_node,
-            )?;
+            let (_, yaml) = pki.write_kubeconfig(Component::ApiServer, &url, dir.path())?;
+            let access =
+                pki::Access::secure(pki, url.clone(), kubeconfig_path.clone(), dir.path())?;
             (yaml, access)
         }
         None => {

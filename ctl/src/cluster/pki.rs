@@ -10,13 +10,17 @@
 //!   <data dir>/controller-manager.conf     system:kube-controller-manager
 //!   <data dir>/scheduler.conf              system:kube-scheduler
 //!   <data dir>/cloud-controller-manager.conf  system:cloud-controller-manager
-//!   <data dir>/kubelet.conf                system:node:<first node> in system:nodes
+//!   <data dir>/kubelet.conf                miniplane:kubelet-sim, which acts as
+//!                                          system:node:<name> in system:nodes for each node
 //! ```
 //!
 //! Mirrors kubeadm's `certs` and `kubeconfig` init phases (`cmd/kubeadm/app/phases/certs`,
-//! `phases/kubeconfig`). Simplification: the simulated kubelets of one process share one
-//! identity, the first node's (there is no Node authorizer to tell them apart; the group
-//! `system:nodes` is what RBAC grants them).
+//! `phases/kubeconfig`). Simplification: where kubeadm gives each kubelet its own client
+//! certificate, the simulated kubelets of one process share one connection under the user
+//! `miniplane:kubelet-sim`, and each node's requests impersonate that node's user
+//! (`Impersonate-User: system:node:<name>`, `Impersonate-Group: system:nodes`): the API
+//! server authorizes and traces them as the node, with no certificate and no TLS connection
+//! per node.
 
 use std::path::{Path, PathBuf};
 
@@ -44,7 +48,7 @@ pub(crate) struct ClusterPki {
 }
 
 /// Who each component is: its kubeconfig's file name, user and groups.
-fn identity(component: Component, first_node: &str) -> (&'static str, String, Vec<&'static str>) {
+fn identity(component: Component) -> (&'static str, String, Vec<&'static str>) {
     match component {
         Component::ControllerManager => (
             "controller-manager.conf",
@@ -57,11 +61,7 @@ fn identity(component: Component, first_node: &str) -> (&'static str, String, Ve
             "system:cloud-controller-manager".into(),
             vec![],
         ),
-        Component::Kubelet => (
-            "kubelet.conf",
-            format!("system:node:{first_node}"),
-            vec!["system:nodes"],
-        ),
+        Component::Kubelet => ("kubelet.conf", kubelet_sim::USER.into(), vec![]),
         _ => (
             "kubeconfig",
             "kubernetes-admin".into(),
@@ -163,9 +163,8 @@ impl ClusterPki {
         component: Component,
         url: &str,
         data_dir: &Path,
-        first_node: &str,
     ) -> Result<(PathBuf, String)> {
-        let (file, user, groups) = identity(component, first_node);
+        let (file, user, groups) = identity(component);
         let issued = self
             .ca
             .issue_client(&user, &groups, Validity::default_cert())
@@ -221,7 +220,6 @@ impl Access {
         url: String,
         admin: PathBuf,
         data_dir: &Path,
-        first_node: &str,
     ) -> Result<Access> {
         let mut components = Vec::new();
         for component in [
@@ -230,7 +228,7 @@ impl Access {
             Component::CloudControllerManager,
             Component::Kubelet,
         ] {
-            let (path, _) = pki.write_kubeconfig(component, &url, data_dir, first_node)?;
+            let (path, _) = pki.write_kubeconfig(component, &url, data_dir)?;
             components.push((component, path));
         }
         let key = pki.ca_file.with_file_name(apimachinery::pki::CA_KEY_FILE);

@@ -15,7 +15,12 @@
 //!   `miniplane-faults` ConfigMap every component watches for the faults in force;
 //! - `miniplane:node` (ClusterRoleBinding): the `system:node` ClusterRole for the group
 //!   `system:nodes`. Kubernetes bound it so before 1.8; since, the Node authorizer (which
-//!   miniplane does not have) lets each kubelet reach its own node's objects.
+//!   miniplane does not have) lets each kubelet reach its own node's objects;
+//! - `miniplane:kubelet-sim` (ClusterRole and binding): the user of the process that simulates
+//!   the kubelets. It watches the pods and Nodes of all of them, deletes the Node of a machine
+//!   that is removed (as a cloud's node lifecycle controller does), and impersonates each
+//!   node's kubelet (`system:node:<name>` in `system:nodes`) for that node's writes. Any user
+//!   name may be impersonated (RBAC names no prefixes) but only the group `system:nodes`.
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 
@@ -30,6 +35,8 @@ const COMPONENT_USERS: &[&str] = &[
 ];
 /// The kubelets' group.
 const NODES: &str = "system:nodes";
+/// The kubelet simulator's user (`kubelet_sim::USER`).
+const KUBELET_SIM: &str = "miniplane:kubelet-sim";
 
 /// The ClusterRoles.
 pub(super) fn cluster_roles() -> Vec<ClusterRole> {
@@ -39,6 +46,22 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
             vec![
                 rule(&["post"]).urls(&["/miniplane/v1/traces"]),
                 rule(&["put"]).urls(&["/miniplane/v1/components/*"]),
+            ],
+        ),
+        cluster_role(
+            KUBELET_SIM,
+            vec![
+                rule(&["get", "list", "watch"])
+                    .groups(&[LEGACY])
+                    .resources(&["pods", "nodes"]),
+                rule(&["delete"]).groups(&[LEGACY]).resources(&["nodes"]),
+                rule(&["impersonate"])
+                    .groups(&[LEGACY])
+                    .resources(&["users"]),
+                rule(&["impersonate"])
+                    .groups(&[LEGACY])
+                    .resources(&["groups"])
+                    .names(&[NODES]),
             ],
         ),
         cluster_role(
@@ -63,8 +86,10 @@ pub(super) fn cluster_role_bindings() -> Vec<ClusterRoleBinding> {
     vec![
         binding("miniplane:component")
             .users(COMPONENT_USERS)
+            .users(&[KUBELET_SIM])
             .groups(&[NODES])
             .cluster(),
+        binding(KUBELET_SIM).users(&[KUBELET_SIM]).cluster(),
         binding("miniplane:admin")
             .groups(&["system:masters"])
             .cluster(),
@@ -94,6 +119,7 @@ pub(super) fn role_bindings() -> Vec<RoleBinding> {
     vec![
         binding("miniplane:faults-reader")
             .users(COMPONENT_USERS)
+            .users(&[KUBELET_SIM])
             .groups(&[NODES])
             .in_namespace(KUBE_SYSTEM),
     ]

@@ -689,3 +689,45 @@ fn miniplane_admin_and_viewer_cover_miniplanes_own_api() {
         "the viewer role is bound by the admin, to whom they choose"
     );
 }
+
+#[test]
+fn the_kubelet_simulator_may_act_as_a_node_and_no_more() {
+    use crate::auth::attributes::Attributes;
+    use crate::auth::rbac::rules::rule_allows;
+    use crate::auth::user::UserInfo;
+    let (roles, bindings, _, _) = miniplane();
+    let rules = rules_of(&roles, "miniplane:kubelet-sim");
+    let impersonates = |resource: &str, name: &str| {
+        let attrs = Attributes {
+            user: UserInfo::new("miniplane:kubelet-sim", &[]),
+            verb: "impersonate".into(),
+            resource_request: true,
+            api_version: "v1".into(),
+            resource: resource.into(),
+            name: name.into(),
+            ..Attributes::default()
+        };
+        rules.iter().any(|r| rule_allows(&attrs, r))
+    };
+    assert!(impersonates("users", "system:node:node-7"));
+    assert!(impersonates("groups", "system:nodes"));
+    assert!(!impersonates("groups", "system:masters"));
+    assert!(!impersonates("serviceaccounts", "default"));
+    // It reads what every node's kubelet reads, deletes the Node of a removed machine, and
+    // writes nothing else itself (the nodes' writes go as the nodes).
+    for (verb, resource) in [("watch", "pods"), ("list", "nodes"), ("delete", "nodes")] {
+        assert!(allows_core(&rules, verb, resource), "{verb} {resource}");
+    }
+    for (verb, resource) in [
+        ("patch", "pods"),
+        ("create", "nodes"),
+        ("create", "events"),
+        ("update", "leases"),
+    ] {
+        assert!(!allows_core(&rules, verb, resource), "{verb} {resource}");
+    }
+    assert_eq!(
+        cluster_binding(&bindings, "miniplane:kubelet-sim").subjects,
+        Some(vec![rbac_subject("User", "miniplane:kubelet-sim")])
+    );
+}
