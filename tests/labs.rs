@@ -85,6 +85,7 @@ async fn run_lab(name: &str) {
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
         .cloud(lab.cluster.cloud)
+        .secure(lab.cluster.secure)
         .start()
         .unwrap();
     let runner = LabRunner::new(
@@ -215,6 +216,16 @@ async fn lab_12_cloud_node_init() {
 #[tokio::test]
 async fn lab_13_load_balancer() {
     run_lab("13-load-balancer").await;
+}
+
+#[tokio::test]
+async fn lab_14_rbac() {
+    run_lab("14-rbac").await;
+}
+
+#[tokio::test]
+async fn lab_15_serviceaccounts() {
+    run_lab("15-serviceaccounts").await;
 }
 
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process

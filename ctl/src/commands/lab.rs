@@ -358,6 +358,7 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
     use miniplane::lab::spec::Action;
     match action {
         Action::Run(line) => format!("$ {line}"),
+        Action::Refused(line) => format!("$ {line}   (refused, as it should be)"),
         Action::Apply(yaml) if !yaml.trim().contains('\n') => {
             format!("$ miniplane apply -f {}", yaml.trim())
         }
@@ -391,6 +392,7 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
         .nodes(lab.cluster.nodes)
         .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
         .cloud(lab.cluster.cloud)
+        .secure(lab.cluster.secure)
         .on_progress(|p| {
             if matches!(p, miniplane::Progress::Exited { .. }) {
                 eprintln!("{p}");

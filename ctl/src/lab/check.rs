@@ -1,18 +1,22 @@
 //! The check engine: each [`Check`] is a plain function of a [`Snapshot`] that passes or says
 //! what is missing ("deployment default/web: spec.replicas is 3, want 5"). Killercoda's
 //! verify scripts are the model; unlike them, checks also read how the state was reached:
-//! the writes the API server served and the scheduler's verdicts (the trace collector), and
-//! the Events.
+//! the writes the API server served or refused and the scheduler's verdicts (the trace
+//! collector), and the Events; and what RBAC allows (the authorizer's answers).
 
 use serde_json::Value;
 
 use super::path::{lookup, matches, show};
-use super::snapshot::{Snapshot, resource_of};
+use super::snapshot::{AccessQuestion, Snapshot, resource_of};
 use super::spec::{
-    Check, ConditionCheck, ControllerCheck, CountCheck, EventCheck, FaultCheck, MaxAliveCheck,
-    ObjectCheck, SpanCheck, WritesCheck,
+    AccessCheck, Check, ConditionCheck, ControllerCheck, CountCheck, EventCheck, FaultCheck,
+    MaxAliveCheck, ObjectCheck, SpanCheck, WritesCheck,
 };
 use trace::{SpanKind, attr};
+
+/// The attribute of the API server's request spans naming the user it authenticated (or the
+/// one impersonated), set on served and refused requests alike.
+const USER: &str = "user";
 
 /// Passes, or says what is missing.
 pub type Outcome = Result<(), String>;
@@ -29,6 +33,7 @@ pub fn evaluate(check: &Check, snapshot: &Snapshot) -> Outcome {
         Check::Writes(c) => writes(c, snapshot),
         Check::MaxAlive(c) => max_alive(c, snapshot),
         Check::Span(c) => span(c, snapshot),
+        Check::Access(c) => access(c, snapshot),
     }
 }
 
@@ -334,6 +339,11 @@ fn attribute(span: &trace::Span, key: &str) -> Option<String> {
 
 /// The API server's spans of served writes (code < 400), oldest first.
 fn served_writes(s: &Snapshot) -> Vec<&trace::Span> {
+    answered(s, |c| c < 400)
+}
+
+/// The API server's spans of requests answered with a status `code` passes, oldest first.
+fn answered(s: &Snapshot, code: impl Fn(u16) -> bool) -> Vec<&trace::Span> {
     let mut spans: Vec<&trace::Span> = s
         .spans
         .iter()
@@ -341,7 +351,7 @@ fn served_writes(s: &Snapshot) -> Vec<&trace::Span> {
         .filter(|sp| {
             attribute(sp, attr::CODE)
                 .and_then(|c| c.parse::<u16>().ok())
-                .is_some_and(|c| c < 400)
+                .is_some_and(&code)
         })
         .collect();
     spans.sort_by_key(|sp| sp.start_unix_nanos);
@@ -355,12 +365,21 @@ fn program(span: &trace::Span) -> String {
 }
 
 fn writes(c: &WritesCheck, s: &Snapshot) -> Outcome {
-    let n = served_writes(s)
+    let spans = match c.code {
+        None => served_writes(s),
+        Some(want) => answered(s, |code| code == want),
+    };
+    let n = spans
         .into_iter()
         .filter(|sp| attribute(sp, attr::VERB).as_deref() == Some(&c.verb))
         .filter(|sp| attribute(sp, attr::RESOURCE).as_deref() == Some(&c.resource))
         .filter(|sp| attribute(sp, attr::SUBRESOURCE) == c.subresource)
         .filter(|sp| c.by.as_deref().is_none_or(|b| program(sp) == b))
+        .filter(|sp| {
+            c.user
+                .as_deref()
+                .is_none_or(|u| attribute(sp, USER).as_deref() == Some(u))
+        })
         .filter(|sp| {
             c.name_prefix
                 .as_deref()
@@ -376,6 +395,12 @@ fn writes(c: &WritesCheck, s: &Snapshot) -> Outcome {
     }
     if let Some(b) = &c.by {
         what.push_str(&format!(" by {b}"));
+    }
+    if let Some(u) = &c.user {
+        what.push_str(&format!(" by user {u}"));
+    }
+    if let Some(code) = c.code {
+        what.push_str(&format!(" answered {code}"));
     }
     bounds(n, None, c.min, c.max).map_err(|e| format!("{what} (from the trace): {e}"))
 }
@@ -451,6 +476,33 @@ fn span(c: &SpanCheck, s: &Snapshot) -> Outcome {
             c.component, c.attribute, c.contains
         ))
     }
+}
+
+/// Every `allowed` request allowed and every `denied` one denied, in that order; the first
+/// that is not says so with the authorizer's reason.
+fn access(c: &AccessCheck, s: &Snapshot) -> Outcome {
+    let allowed = c.allowed.iter().map(|r| (r, true));
+    let denied = c.denied.iter().map(|r| (r, false));
+    for ((request, want), question) in allowed.chain(denied).zip(AccessQuestion::of(c)) {
+        let review = s
+            .reviews
+            .get(&question)
+            .ok_or_else(|| format!("no answer about {} {request}", c.user))?;
+        if review.allowed == want {
+            continue;
+        }
+        let why = if review.reason.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", review.reason)
+        };
+        return Err(if want {
+            format!("{} cannot {request}{why}", c.user)
+        } else {
+            format!("{} can {request}{why}, want it denied", c.user)
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

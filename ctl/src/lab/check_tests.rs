@@ -189,3 +189,82 @@ fn custom_kinds_are_named_by_api_version() {
     );
     assert_eq!(evaluate(&c, &s), Ok(()));
 }
+
+#[test]
+fn writes_refused_by_authorization_are_counted_by_code_and_user() {
+    let refused = |name: &str, user: &str| {
+        write("update", "nodes", name, "cloud-controller-manager", 1)
+            .with(attr::CODE, 403u16)
+            .with("user", user.to_string())
+    };
+    let s = Snapshot {
+        spans: vec![
+            write("update", "nodes", "node-1", "cloud-controller-manager", 0)
+                .with("user", "system:cloud-controller-manager"),
+            refused("node-3", "system:cloud-controller-manager"),
+            refused("node-3", "alice"),
+        ],
+        ..Snapshot::default()
+    };
+    let served = check(
+        "{name: w, description: d, writes: {resource: nodes, verb: update, user: system:cloud-controller-manager, max: 1, min: 1}}",
+    );
+    assert_eq!(evaluate(&served, &s), Ok(()));
+    let forbidden = check(
+        "{name: w, description: d, writes: {resource: nodes, verb: update, code: 403, user: system:cloud-controller-manager, namePrefix: node-3, min: 1, max: 1}}",
+    );
+    assert_eq!(evaluate(&forbidden, &s), Ok(()));
+    let by_bob = check(
+        "{name: w, description: d, writes: {resource: nodes, verb: update, code: 403, user: bob, min: 1}}",
+    );
+    assert_eq!(
+        evaluate(&by_bob, &s),
+        Err("update nodes by user bob answered 403 (from the trace): 0, want at least 1".into())
+    );
+}
+
+#[test]
+fn access_checks_read_the_authorizer_answers() {
+    use crate::lab::snapshot::{AccessQuestion, Review};
+    let minimal = check(
+        "{name: a, description: d, access: {user: alice, allowed: [list pods -n dev], denied: [delete pods -n dev, list pods -n default]}}",
+    );
+    let Check::Access(spec) = &minimal else {
+        panic!("an access check")
+    };
+    assert_eq!(
+        evaluate(&minimal, &Snapshot::default()),
+        Err("no answer about alice list pods -n dev".into())
+    );
+    let answer = |s: &mut Snapshot, what: &str, allowed: bool, reason: &str| {
+        let question = AccessQuestion::of(spec)
+            .find(|q| q.request.to_string() == what)
+            .expect("asked");
+        s.reviews.insert(
+            question,
+            Review {
+                allowed,
+                reason: reason.into(),
+            },
+        );
+    };
+    let mut s = Snapshot::default();
+    answer(&mut s, "list pods -n dev", false, "");
+    answer(&mut s, "delete pods -n dev", false, "");
+    answer(&mut s, "list pods -n default", false, "");
+    assert_eq!(
+        evaluate(&minimal, &s),
+        Err("alice cannot list pods -n dev".into())
+    );
+    let by = r#"RBAC: allowed by RoleBinding "b/dev" of Role "r" to User "alice""#;
+    answer(&mut s, "list pods -n dev", true, by);
+    answer(&mut s, "delete pods -n dev", true, by);
+    assert_eq!(
+        evaluate(&minimal, &s),
+        Err(format!(
+            "alice can delete pods -n dev ({by}), want it denied"
+        ))
+    );
+    answer(&mut s, "delete pods -n dev", false, "");
+    assert_eq!(evaluate(&minimal, &s), Ok(()));
+}

@@ -176,6 +176,13 @@ impl LabRunner {
     pub async fn run_action(&self, action: &Action) -> Result<(), String> {
         match action {
             Action::Run(line) => self.command(line, None).await.map(drop),
+            Action::Refused(line) => match self.command(line, None).await {
+                Ok(_) => Err(format!(
+                    "`{line}` succeeded, but it should have been refused"
+                )),
+                Err(e) if e.starts_with(&format!("`{line}` failed")) => Ok(()),
+                Err(e) => Err(e),
+            },
             Action::Apply(yaml) | Action::Create(yaml) => {
                 let verb = if matches!(action, Action::Apply(_)) {
                     "miniplane apply"

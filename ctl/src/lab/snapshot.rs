@@ -1,6 +1,6 @@
 //! [`Snapshot`]: the cluster state lab checks read, fetched in one go through the API (objects
 //! of the kinds the checks name, Events, the admin API's controllers and faults, the trace
-//! collector's spans). Checks are plain functions of a snapshot ([`super::check`]), so they
+//! collector's spans, the API server's answers to the access checks' SubjectAccessReviews). Checks are plain functions of a snapshot ([`super::check`]), so they
 //! are tested with hand-made snapshots, without a cluster.
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use admin::{ControllerStatus, Fault};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::spec::{Check, CheckSpec};
+use super::spec::{AccessCheck, AccessRequest, Check, CheckSpec};
 use crate::admin_client::AdminClient;
 
 /// What a check can see.
@@ -25,6 +25,43 @@ pub struct Snapshot {
     pub faults: Vec<Fault>,
     /// Every span the trace collector keeps, oldest first.
     pub spans: Vec<trace::Span>,
+    /// The authorizer's answers to the access checks' questions.
+    pub reviews: BTreeMap<AccessQuestion, Review>,
+}
+
+/// Who asks to do what: one SubjectAccessReview.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AccessQuestion {
+    /// The user.
+    pub user: String,
+    /// Its groups.
+    pub groups: Vec<String>,
+    /// The request.
+    pub request: AccessRequest,
+}
+
+impl AccessQuestion {
+    /// Every question `check` asks.
+    pub fn of(check: &AccessCheck) -> impl Iterator<Item = AccessQuestion> + '_ {
+        check
+            .allowed
+            .iter()
+            .chain(&check.denied)
+            .map(|r| AccessQuestion {
+                user: check.user.clone(),
+                groups: check.groups.clone(),
+                request: r.clone(),
+            })
+    }
+}
+
+/// The authorizer's answer (a SubjectAccessReview's status).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Review {
+    /// Allowed.
+    pub allowed: bool,
+    /// Why (`RBAC: allowed by RoleBinding ...`), as the authorizer says it; may be empty.
+    pub reason: String,
 }
 
 /// `(group, version, plural, namespaced)` of a kind a lab may name.
@@ -41,6 +78,17 @@ pub fn resource_of(kind: &str) -> Option<(&'static str, &'static str, &'static s
         "Deployment" => ("apps", "v1", "deployments", true),
         "ReplicaSet" => ("apps", "v1", "replicasets", true),
         "Lease" => ("coordination.k8s.io", "v1", "leases", true),
+        "ServiceAccount" => ("", "v1", "serviceaccounts", true),
+        "Secret" => ("", "v1", "secrets", true),
+        "Role" => ("rbac.authorization.k8s.io", "v1", "roles", true),
+        "RoleBinding" => ("rbac.authorization.k8s.io", "v1", "rolebindings", true),
+        "ClusterRole" => ("rbac.authorization.k8s.io", "v1", "clusterroles", false),
+        "ClusterRoleBinding" => (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "clusterrolebindings",
+            false,
+        ),
         _ => return None,
     })
 }
@@ -134,7 +182,8 @@ pub fn kinds_of<'a>(
             | Check::Fault(_)
             | Check::Writes(_)
             | Check::MaxAlive(_)
-            | Check::Span(_) => continue,
+            | Check::Span(_)
+            | Check::Access(_) => continue,
         };
         kinds.insert(kind.clone(), resolved?);
     }
@@ -188,5 +237,57 @@ pub async fn fetch(
         let spans: Spans = serde_json::from_str(&text).map_err(|e| e.to_string())?;
         snapshot.spans = spans.spans;
     }
+    for c in checks {
+        let Check::Access(access) = &c.check else {
+            continue;
+        };
+        for question in AccessQuestion::of(access) {
+            if let std::collections::btree_map::Entry::Vacant(slot) =
+                snapshot.reviews.entry(question)
+            {
+                let answer = review(client, slot.key()).await?;
+                slot.insert(answer);
+            }
+        }
+    }
     Ok(snapshot)
+}
+
+/// Asks the API server's authorizer `question` (`POST subjectaccessreviews`, as
+/// `kubectl auth can-i --as` asks it through a SelfSubjectAccessReview).
+async fn review(client: &kube::Client, question: &AccessQuestion) -> Result<Review, String> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
+    };
+    let r = &question.request;
+    let sar = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(question.user.clone()),
+            groups: (!question.groups.is_empty()).then(|| question.groups.clone()),
+            resource_attributes: Some(ResourceAttributes {
+                verb: Some(r.verb.clone()),
+                group: Some(r.group.clone()),
+                resource: Some(r.resource.clone()),
+                subresource: r.subresource.clone(),
+                name: r.name.clone(),
+                namespace: r.namespace.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answer = api
+        .create(&kube::api::PostParams::default(), &sar)
+        .await
+        .map_err(|e| format!("asking whether {} may {r}: {e}", question.user))?;
+    let status = answer.status.unwrap_or_default();
+    Ok(Review {
+        allowed: status.allowed,
+        reason: status
+            .reason
+            .or(status.evaluation_error)
+            .unwrap_or_default(),
+    })
 }

@@ -3,7 +3,7 @@
 //! ```yaml
 //! title: The workqueue
 //! titleKo: 워크큐
-//! cluster: {nodes: 2, fastNodeLifecycle: false}
+//! cluster: {nodes: 2, fastNodeLifecycle: false, secure: false}
 //! setup:                          # run by `lab start` (and `reset`) on a fresh cluster
 //!   - fault: {kind: PauseController, controller: deployment}
 //! steps:
@@ -67,6 +67,11 @@ pub struct ClusterSpec {
     /// `miniplane up` runs them); off by default, as for the library's clusters.
     #[serde(default)]
     pub cloud: bool,
+    /// HTTPS, client certificates, tokens and RBAC (as `miniplane up` runs the cluster); off
+    /// by default, as for the library's clusters. The lab's kubeconfig is the admin's
+    /// (`kubernetes-admin` in `system:masters`), who may impersonate (`kubectl --as alice`).
+    #[serde(default)]
+    pub secure: bool,
 }
 
 fn three() -> usize {
@@ -79,6 +84,7 @@ impl Default for ClusterSpec {
             nodes: 3,
             fast_node_lifecycle: false,
             cloud: false,
+            secure: false,
         }
     }
 }
@@ -145,13 +151,17 @@ pub enum Check {
     MaxAlive(MaxAliveCheck),
     /// A span some component reported, e.g. the scheduler's filter verdict for a node.
     Span(SpanCheck),
+    /// What a user may and may not do, as RBAC answers it (a SubjectAccessReview, the question
+    /// `kubectl auth can-i` asks).
+    Access(AccessCheck),
 }
 
 /// Which object(s) of which kind.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Target {
-    /// Kind: Pod, Deployment, ReplicaSet, Node, Event, ConfigMap, Service, Namespace, Lease.
+    /// Kind: Pod, Deployment, ReplicaSet, Node, Event, ConfigMap, Service, Namespace, Lease,
+    /// ServiceAccount, Secret, Role, RoleBinding, ClusterRole, ClusterRoleBinding.
     pub kind: String,
     /// Namespace (default `default` for namespaced kinds).
     #[serde(default)]
@@ -332,6 +342,14 @@ pub struct WritesCheck {
     /// Only writes by this client (User-Agent program: `kube-controller-manager`, `kubectl`).
     #[serde(default)]
     pub by: Option<String>,
+    /// Only writes by this user, as the API server authenticated it (or as it was
+    /// impersonated): `alice`, `system:cloud-controller-manager`.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Only requests answered with this status: `403` counts the writes authorization
+    /// refused. Default: the writes served (status below 400).
+    #[serde(default)]
+    pub code: Option<u16>,
     /// Name prefix of the written object.
     #[serde(default)]
     pub name_prefix: Option<String>,
@@ -375,6 +393,109 @@ pub struct SpanCheck {
     pub contains: String,
 }
 
+/// See [`Check::Access`]: every request of `allowed` is allowed to `user` (with `groups`),
+/// every one of `denied` is not. One check holds both, so "exactly these permissions" is one
+/// check that fails until the grant is made.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AccessCheck {
+    /// The user asked about: `alice`, `system:serviceaccount:shop:robot`.
+    pub user: String,
+    /// Its groups (a ServiceAccount's are `system:serviceaccounts` and
+    /// `system:serviceaccounts:<namespace>`; RBAC matches a ServiceAccount subject by user).
+    #[serde(default)]
+    pub groups: Vec<String>,
+    /// Requests that must be allowed.
+    #[serde(default)]
+    pub allowed: Vec<AccessRequest>,
+    /// Requests that must be denied.
+    #[serde(default)]
+    pub denied: Vec<AccessRequest>,
+}
+
+/// One request of an [`AccessCheck`], written as `kubectl auth can-i` takes it:
+/// `VERB RESOURCE[.GROUP][/NAME] [-n NAMESPACE] [--subresource SUB]`, e.g. `list pods -n dev`,
+/// `update nodes`, `get deployments.apps/web -n shop`, `patch nodes --subresource status`.
+/// Resources are plural names (no short names); without `-n` the request is at the cluster
+/// scope (all namespaces, as `kubectl auth can-i -A`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(try_from = "String")]
+pub struct AccessRequest {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, ...
+    pub verb: String,
+    /// API group (empty: core).
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Subresource (`status`, `token`), if any.
+    pub subresource: Option<String>,
+    /// Object name, if one.
+    pub name: Option<String>,
+    /// Namespace; `None`: the cluster scope.
+    pub namespace: Option<String>,
+}
+
+impl TryFrom<String> for AccessRequest {
+    type Error = String;
+
+    fn try_from(line: String) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!(
+                "{line:?}: {why} (want `VERB RESOURCE[.GROUP][/NAME] [-n NAMESPACE] [--subresource SUB]`)"
+            )
+        };
+        let mut words = line.split_whitespace();
+        let verb = words.next().ok_or_else(|| bad("empty"))?.to_string();
+        let target = words.next().ok_or_else(|| bad("no resource"))?;
+        let (kind, name) = match target.split_once('/') {
+            Some((k, n)) if !n.is_empty() => (k, Some(n.to_string())),
+            Some(_) => return Err(bad("empty name")),
+            None => (target, None),
+        };
+        let (resource, group) = kind.split_once('.').unwrap_or((kind, ""));
+        let (mut namespace, mut subresource) = (None, None);
+        while let Some(flag) = words.next() {
+            let value = words
+                .next()
+                .map(str::to_string)
+                .ok_or_else(|| bad(&format!("{flag} without a value")))?;
+            match flag {
+                "-n" | "--namespace" => namespace = Some(value),
+                "--subresource" => subresource = Some(value),
+                other => return Err(bad(&format!("unknown flag {other}"))),
+            }
+        }
+        Ok(AccessRequest {
+            verb,
+            group: group.to_string(),
+            resource: resource.to_string(),
+            subresource,
+            name,
+            namespace,
+        })
+    }
+}
+
+impl std::fmt::Display for AccessRequest {
+    /// As it was written: `list pods -n dev`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.verb, self.resource)?;
+        if !self.group.is_empty() {
+            write!(f, ".{}", self.group)?;
+        }
+        if let Some(name) = &self.name {
+            write!(f, "/{name}")?;
+        }
+        if let Some(ns) = &self.namespace {
+            write!(f, " -n {ns}")?;
+        }
+        if let Some(sub) = &self.subresource {
+            write!(f, " --subresource {sub}")?;
+        }
+        Ok(())
+    }
+}
+
 /// Something a lab does: at setup, or as a step's solution.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -382,6 +503,9 @@ pub enum Action {
     /// A command line: `miniplane ...` or `kubectl ...` (split like a shell would, quotes
     /// allowed), with the lab's kubeconfig.
     Run(String),
+    /// A command line that must fail, as `run` runs it: a request the cluster refuses
+    /// (`kubectl get pods --as alice` answered 403). It is an error if the command succeeds.
+    Refused(String),
     /// `miniplane apply -f -` of this YAML (or a file of the lab's directory).
     Apply(String),
     /// `kubectl create -f -` of this YAML: the imperative way.
@@ -447,6 +571,18 @@ fn validate(lab: &Lab) -> Result<(), String> {
         for c in &step.checks {
             if !names.insert(&c.name) {
                 return Err(format!("step {}: check {:?} twice", i + 1, c.name));
+            }
+        }
+        for c in &step.checks {
+            if let Check::Access(a) = &c.check
+                && a.allowed.is_empty()
+                && a.denied.is_empty()
+            {
+                return Err(format!(
+                    "step {}: check {:?} asks nothing (allowed and denied are empty)",
+                    i + 1,
+                    c.name
+                ));
             }
         }
         if step.solution.is_empty() {
@@ -550,5 +686,57 @@ steps:
         assert!(kind.contains("steps[0].checks[0]"), "{kind}");
         let empty = lab_with("title: T\nsteps: []\n").expect_err("no steps");
         assert!(empty.contains("at least one step"), "{empty}");
+    }
+
+    #[test]
+    fn access_requests_are_written_as_kubectl_auth_can_i_takes_them() {
+        use super::AccessRequest;
+        let parse = |s: &str| AccessRequest::try_from(s.to_string());
+        let r = parse("get deployments.apps/web -n shop").expect("valid");
+        assert_eq!(
+            (r.verb.as_str(), r.group.as_str(), r.resource.as_str()),
+            ("get", "apps", "deployments")
+        );
+        assert_eq!(
+            (r.name.as_deref(), r.namespace.as_deref()),
+            (Some("web"), Some("shop"))
+        );
+        assert_eq!(r.to_string(), "get deployments.apps/web -n shop");
+        let status = parse("patch nodes --subresource status").expect("valid");
+        assert_eq!(
+            (status.subresource.as_deref(), status.namespace.as_deref()),
+            (Some("status"), None)
+        );
+        assert_eq!(status.to_string(), "patch nodes --subresource status");
+        assert!(
+            parse("list")
+                .expect_err("no resource")
+                .contains("no resource")
+        );
+        assert!(
+            parse("list pods -n")
+                .expect_err("no value")
+                .contains("-n without a value")
+        );
+        assert!(
+            parse("list pods --as alice")
+                .expect_err("flag")
+                .contains("unknown flag --as")
+        );
+        let nothing = lab_with(&format!(
+            "title: T\n{}",
+            STEP.replace("object: {kind: Pod, name: p}", "access: {user: alice}")
+        ))
+        .expect_err("an access check that asks nothing");
+        assert!(nothing.contains("asks nothing"), "{nothing}");
+        let typo = lab_with(&format!(
+            "title: T\n{}",
+            STEP.replace(
+                "object: {kind: Pod, name: p}",
+                "access: {user: alice, allowed: [list]}"
+            )
+        ))
+        .expect_err("a request without a resource");
+        assert!(typo.contains("no resource"), "{typo}");
     }
 }
