@@ -521,12 +521,6 @@ fn the_bootstrap_policy_is_written_once_and_kept_across_restarts() {
     );
 }
 
-/// kubectl with a kubeconfig of its own (another user's) in the server's environment.
-fn kubectl_as(s: &Server, kubeconfig: &std::path::Path, args: &[&str]) -> support::kubectl::Run {
-    let cmd = support::kubectl::isolated_kubectl(s.dir(), kubeconfig, args);
-    support::kubectl::run_kubectl(cmd, args, None)
-}
-
 /// Writes a kubeconfig with a client certificate for `user` in `groups`.
 fn user_kubeconfig(s: &Server, user: &str, groups: &[&str]) -> std::path::PathBuf {
     let path = s.dir().join(format!("kubeconfig-{user}"));
@@ -554,13 +548,13 @@ fn kubectl_over_tls_with_client_certificates_is_authorized_by_rbac() {
 
     // alice has a valid certificate and no binding.
     let alice = user_kubeconfig(&s, "alice", &["dev"]);
-    let run = kubectl_as(&s, &alice, &["get", "pods", "-n", "team"]);
+    let run = s.kubectl_with(&alice, &["get", "pods", "-n", "team"]);
     assert!(!run.ok(), "{run}");
     assert_eq!(
         run.stderr.trim(),
         r#"Error from server (Forbidden): pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "team""#
     );
-    let run = kubectl_as(&s, &alice, &["auth", "can-i", "list", "pods", "-n", "team"]);
+    let run = s.kubectl_with(&alice, &["auth", "can-i", "list", "pods", "-n", "team"]);
     assert_eq!((run.ok(), run.stdout.trim()), (false, "no"), "{run}");
     assert_eq!(
         s.kubectl_ok(&["auth", "can-i", "create", "deployments", "-n", "team"])
@@ -592,13 +586,13 @@ fn kubectl_over_tls_with_client_certificates_is_authorized_by_rbac() {
         "--user=alice",
     ]);
     eventually("alice may list pods in team", DEADLINE, || {
-        kubectl_as(&s, &alice, &["get", "pods", "-n", "team"])
+        s.kubectl_with(&alice, &["get", "pods", "-n", "team"])
             .ok()
             .then_some(())
     });
-    let run = kubectl_as(&s, &alice, &["auth", "can-i", "list", "pods", "-n", "team"]);
+    let run = s.kubectl_with(&alice, &["auth", "can-i", "list", "pods", "-n", "team"]);
     assert_eq!((run.ok(), run.stdout.trim()), (true, "yes"), "{run}");
-    let listed = kubectl_as(&s, &alice, &["auth", "can-i", "--list", "-n", "team"]);
+    let listed = s.kubectl_with(&alice, &["auth", "can-i", "--list", "-n", "team"]);
     assert!(listed.ok(), "{listed}");
     assert!(
         listed
@@ -607,15 +601,14 @@ fn kubectl_over_tls_with_client_certificates_is_authorized_by_rbac() {
             .any(|l| l.starts_with("pods ") && l.ends_with("[get list watch]")),
         "{listed}"
     );
-    let whoami = kubectl_as(&s, &alice, &["auth", "whoami", "-o", "json"]);
+    let whoami = s.kubectl_with(&alice, &["auth", "whoami", "-o", "json"]);
     let review: Value = serde_json::from_str(&whoami.stdout).unwrap();
     assert_eq!(
         review["status"]["userInfo"],
         json!({"username": "alice", "groups": ["dev", "system:authenticated"]})
     );
     // Creating a Role with more than she holds is an escalation.
-    let run = kubectl_as(
-        &s,
+    let run = s.kubectl_with(
         &alice,
         &[
             "create",
@@ -648,7 +641,7 @@ fn kubectl_over_tls_with_client_certificates_is_authorized_by_rbac() {
         b64(&issued.key_pem)
     );
     let path = kubeconfig_with_user(&s, "mallory", &user);
-    let run = kubectl_as(&s, &path, &["get", "pods", "-n", "team"]);
+    let run = s.kubectl_with(&path, &["get", "pods", "-n", "team"]);
     assert_unauthorized(&s, &run, "x509: certificate signed by unknown authority");
 }
 
@@ -737,7 +730,7 @@ fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_accou
     let token = token.trim();
     assert_eq!(token.split('.').count(), 3, "a JWT: {token}");
     let kc = token_kubeconfig(&s, "builder", token);
-    let whoami = kubectl_as(&s, &kc, &["auth", "whoami", "-o", "json"]);
+    let whoami = s.kubectl_with(&kc, &["auth", "whoami", "-o", "json"]);
     assert!(whoami.ok(), "{whoami}");
     let review: Value = serde_json::from_str(&whoami.stdout).unwrap();
     let info = &review["status"]["userInfo"];
@@ -758,7 +751,7 @@ fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_accou
             .unwrap()
             .starts_with("JTI=")
     );
-    let run = kubectl_as(&s, &kc, &["get", "pods"]);
+    let run = s.kubectl_with(&kc, &["get", "pods"]);
     assert_eq!(
         run.stderr.trim(),
         r#"Error from server (Forbidden): pods is forbidden: User "system:serviceaccount:default:builder" cannot list resource "pods" in API group "" in the namespace "default""#
@@ -779,7 +772,7 @@ fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_accou
         "--serviceaccount=default:builder",
     ]);
     eventually("the ServiceAccount may list pods", DEADLINE, || {
-        kubectl_as(&s, &kc, &["get", "pods"]).ok().then_some(())
+        s.kubectl_with(&kc, &["get", "pods"]).ok().then_some(())
     });
     let run = s.kubectl(&[
         "auth",
@@ -831,7 +824,7 @@ fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_accou
 
     // Deleting the ServiceAccount invalidates its tokens.
     s.kubectl_ok(&["delete", "serviceaccount", "builder"]);
-    let run = kubectl_as(&s, &kc, &["get", "pods"]);
+    let run = s.kubectl_with(&kc, &["get", "pods"]);
     assert_unauthorized(&s, &run, "service account default/builder has been deleted");
 }
 

@@ -77,46 +77,11 @@ fn cluster() -> (Server, ControllerManager) {
     (s, cm)
 }
 
-/// `kubectl` with another kubeconfig.
-fn kubectl_as(
-    s: &Server,
-    kubeconfig: &std::path::Path,
-    args: &[&str],
-) -> crate::support::kubectl::Run {
-    let cmd = crate::support::kubectl::isolated_kubectl(s.dir(), kubeconfig, args);
-    crate::support::kubectl::run_kubectl(cmd, args, None)
-}
-
 /// A kubeconfig for the server with a client certificate and key (PEM).
 fn kubeconfig_with(s: &Server, name: &str, cert_pem: &[u8], key_pem: &str) -> std::path::PathBuf {
-    let ca = s.ca_pem().expect("a secure server");
-    let yaml = format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: miniplane
-  cluster:
-    server: {}
-    certificate-authority-data: {}
-users:
-- name: {name}
-  user:
-    client-certificate-data: {}
-    client-key-data: {}
-contexts:
-- name: miniplane
-  context:
-    cluster: miniplane
-    user: {name}
-current-context: miniplane
-",
-        s.url(),
-        b64(ca.as_bytes()),
-        b64(cert_pem),
-        b64(key_pem.as_bytes())
-    );
+    let cert = std::str::from_utf8(cert_pem).expect("a PEM certificate");
     let path = s.dir().join(format!("kubeconfig-{name}"));
-    std::fs::write(&path, yaml).expect("kubeconfig written");
+    std::fs::write(&path, s.kubeconfig_with_cert(name, cert, key_pem)).expect("kubeconfig written");
     path
 }
 
@@ -185,7 +150,7 @@ fn an_approved_csr_is_issued_and_its_certificate_authenticates_the_user() {
     };
     assert!(String::from_utf8_lossy(&cert).starts_with("-----BEGIN CERTIFICATE-----"));
     let alice = kubeconfig_with(&s, "alice", &cert, &key);
-    let run = kubectl_as(&s, &alice, &["auth", "whoami"]);
+    let run = s.kubectl_with(&alice, &["auth", "whoami"]);
     assert!(run.ok(), "{run}");
     let rows = table(&run.stdout);
     assert_eq!(rows[1], ["Username", "alice"], "{run}");
@@ -195,7 +160,7 @@ fn an_approved_csr_is_issued_and_its_certificate_authenticates_the_user() {
         "{run}"
     );
     // And RBAC judges alice like any user.
-    let run = kubectl_as(&s, &alice, &["get", "pods"]);
+    let run = s.kubectl_with(&alice, &["get", "pods"]);
     assert_eq!(
         run.stderr.trim(),
         r#"Error from server (Forbidden): pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "default""#
@@ -338,7 +303,7 @@ fn approving_needs_the_approve_verb_on_the_signer() {
     ]);
     let eve = s.dir().join("kubeconfig-eve");
     std::fs::write(&eve, s.kubeconfig_for("eve", &["ops"])).expect("kubeconfig written");
-    let approve = || kubectl_as(&s, &eve, &["certificate", "approve", "dave"]);
+    let approve = || s.kubectl_with(&eve, &["certificate", "approve", "dave"]);
     let run = eventually("eve reaches the approval", DEADLINE, || {
         let run = approve();
         run.stderr.contains("not permitted").then_some(run)
@@ -399,8 +364,7 @@ rules:
     std::fs::write(&body, csr.to_string()).expect("written");
     let path = "/apis/certificates.k8s.io/v1/certificatesigningrequests/dave/status";
     let sign = || {
-        kubectl_as(
-            &s,
+        s.kubectl_with(
             &eve,
             &[
                 "replace",

@@ -36,7 +36,6 @@ pub const IMPERSONATE_GROUP: &str = "impersonate-group";
 pub struct Identity {
     user: HeaderValue,
     groups: Vec<HeaderValue>,
-    name: Arc<str>,
 }
 
 impl Identity {
@@ -46,13 +45,7 @@ impl Identity {
         Ok(Identity {
             user: value(user)?,
             groups: groups.iter().map(|g| value(g)).collect::<Result<_, _>>()?,
-            name: user.into(),
         })
-    }
-
-    /// The user name.
-    pub fn user(&self) -> &str {
-        &self.name
     }
 }
 

@@ -105,7 +105,6 @@ impl Server {
     /// A kubeconfig (as YAML) with a client certificate of `user` in `groups` from the
     /// server's CA (a secure server only).
     pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> String {
-        use base64::Engine as _;
         let ca = self
             .ca
             .as_ref()
@@ -113,6 +112,14 @@ impl Server {
         let issued = ca
             .issue_client(user, groups, apimachinery::pki::Validity::default_cert())
             .expect("a client certificate");
+        self.kubeconfig_with_cert(user, &issued.cert_pem, &issued.key_pem)
+    }
+
+    /// A kubeconfig (as YAML) for the user `name` authenticating with `cert_pem` and its
+    /// `key_pem` (a secure server only).
+    pub fn kubeconfig_with_cert(&self, name: &str, cert_pem: &str, key_pem: &str) -> String {
+        use base64::Engine as _;
+        let ca = self.ca_pem().expect("a server started with start_secure");
         let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
         format!(
             "apiVersion: v1
@@ -123,7 +130,7 @@ clusters:
     server: {}
     certificate-authority-data: {}
 users:
-- name: {user}
+- name: {name}
   user:
     client-certificate-data: {}
     client-key-data: {}
@@ -131,15 +138,21 @@ contexts:
 - name: miniplane
   context:
     cluster: miniplane
-    user: {user}
+    user: {name}
     namespace: default
 current-context: miniplane
 ",
             self.url(),
-            b64(ca.cert_pem()),
-            b64(&issued.cert_pem),
-            b64(&issued.key_pem),
+            b64(ca),
+            b64(cert_pem),
+            b64(key_pem),
         )
+    }
+
+    /// kubectl with a kubeconfig of its own (another user's) in the server's environment.
+    pub fn kubectl_with(&self, kubeconfig: &std::path::Path, args: &[&str]) -> super::kubectl::Run {
+        let cmd = super::kubectl::isolated_kubectl(self.dir(), kubeconfig, args);
+        super::kubectl::run_kubectl(cmd, args, None)
     }
 
     /// The cluster CA's certificate (PEM), for clients that verify the server.
