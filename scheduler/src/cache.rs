@@ -9,17 +9,53 @@
 //!        └─ fail: forget_pod → node-1 no longer counts p; p goes back to the queue
 //! ```
 //!
-//! Unlike Kubernetes, there is no separate snapshot: the scheduling loop reads the cache
-//! under its lock for the duration of one (synchronous) decision. Assumed pods never expire
-//! (Kubernetes' default since 1.25 as well: `durationToExpireAssumedPod` is 0).
+//! Unlike Kubernetes, there is no separate copy for the snapshot: the scheduling loop reads
+//! the cache under its lock for the duration of one (synchronous) decision, through a
+//! borrowed [`Snapshot`] (`snapshot.go`: the nodes, plus the namespaces' labels InterPodAffinity
+//! matches `namespaceSelector`s against). Assumed pods never expire (Kubernetes' default since
+//! 1.25 as well: `durationToExpireAssumedPod` is 0).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use apimachinery::ObjectKey;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
+use crate::affinity_term::Namespaces;
 use crate::node_info::{NodeInfo, PodInfo};
+
+/// What one decision reads: every node with its pods, and the namespaces' labels.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot<'a> {
+    /// Every known node, in scan order.
+    pub nodes: &'a [NodeInfo],
+    /// Labels by namespace name.
+    pub namespaces: &'a Namespaces,
+}
+
+/// No namespace known (tests and callers that only have nodes).
+static NO_NAMESPACES: Namespaces = Namespaces::new();
+
+impl<'a> From<&'a [NodeInfo]> for Snapshot<'a> {
+    fn from(nodes: &'a [NodeInfo]) -> Self {
+        Snapshot {
+            nodes,
+            namespaces: &NO_NAMESPACES,
+        }
+    }
+}
+
+impl<'a> From<&'a Vec<NodeInfo>> for Snapshot<'a> {
+    fn from(nodes: &'a Vec<NodeInfo>) -> Self {
+        Snapshot::from(nodes.as_slice())
+    }
+}
+
+impl<'a, const N: usize> From<&'a [NodeInfo; N]> for Snapshot<'a> {
+    fn from(nodes: &'a [NodeInfo; N]) -> Self {
+        Snapshot::from(nodes.as_slice())
+    }
+}
 
 /// Where the cache has a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +74,8 @@ pub struct Cache {
     pod_states: HashMap<ObjectKey, PodState>,
     /// Pods bound to a node the cache does not know (yet, or any more), by node name.
     orphans: HashMap<String, HashMap<ObjectKey, PodInfo>>,
+    /// Namespace labels, for InterPodAffinity's `namespaceSelector`.
+    namespaces: Namespaces,
 }
 
 impl Cache {
@@ -49,6 +87,26 @@ impl Cache {
     /// Every known node, in scan order.
     pub fn nodes(&self) -> &[NodeInfo] {
         &self.nodes
+    }
+
+    /// What a decision reads: the nodes and the namespaces' labels.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            nodes: &self.nodes,
+            namespaces: &self.namespaces,
+        }
+    }
+
+    /// A namespace was added or updated: keeps its labels.
+    pub fn add_namespace(&mut self, namespace: &Namespace) {
+        let name = namespace.metadata.name.clone().unwrap_or_default();
+        let labels = namespace.metadata.labels.clone().unwrap_or_default();
+        self.namespaces.insert(name, labels);
+    }
+
+    /// A namespace was deleted.
+    pub fn remove_namespace(&mut self, name: &str) {
+        self.namespaces.remove(name);
     }
 
     /// One node.

@@ -121,13 +121,13 @@ mod tests {
                 NodeVerdict {
                     node: "node-1".into(),
                     filter: Ok(()),
-                    scores: Some([1, 2, 0, 0, 0]),
+                    scores: Some([1, 2, 0, 0, 0, 0]),
                     total: 150,
                 },
                 NodeVerdict {
                     node: "node-2".into(),
                     filter: Ok(()),
-                    scores: Some([3, 4, 0, 0, 0]),
+                    scores: Some([3, 4, 0, 0, 0, 0]),
                     total: 170,
                 },
             ],
@@ -175,7 +175,7 @@ mod tests {
                 scores: if i % 3 == 0 {
                     None
                 } else {
-                    Some([i, 0, 0, 0, 0])
+                    Some([i, 0, 0, 0, 0, 0])
                 },
                 total: if i % 3 == 0 { 0 } else { i },
             })

@@ -3,9 +3,14 @@
 //! ```text
 //!   pod, unassigned, ours ── add/update/delete ──▶ SchedulingQueue
 //!   pod, assigned         ── add/update/delete ──▶ Cache   (delete also moves
-//!                                                         unschedulable pods back)
+//!                                                         unschedulable pods back; add,
+//!                                                         and label changes, move those
+//!                                                         InterPodAffinity or
+//!                                                         PodTopologySpread rejected)
 //!   node                  ── add/update/delete ──▶ Cache   (add, and updates that change
 //!                                                         what filters see, move them)
+//!   namespace             ── add/update/delete ──▶ Cache   (labels, for InterPodAffinity's
+//!                                                         namespaceSelector)
 //! ```
 
 use std::sync::Arc;
@@ -13,7 +18,7 @@ use std::sync::atomic::Ordering;
 
 use apimachinery::ObjectKey;
 use client::{DeltaObject, ResourceEventHandlerFuncs};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
 use crate::scheduler::Shared;
 
@@ -63,13 +68,24 @@ impl Shared {
             && pod.metadata.deletion_timestamp.is_none()
     }
 
+    /// An assigned pod into the cache; when it is new or relabelled (`AssignedPodAdd` /
+    /// `AssignedPodUpdate`), the pods InterPodAffinity or PodTopologySpread rejected may fit.
+    fn assigned_pod_added(&self, key: &ObjectKey, pod: Arc<Pod>, changed: bool) {
+        let now = self.clock.now();
+        let mut state = self.lock();
+        state.queue.delete(key);
+        state.cache.add_pod(pod);
+        if changed && state.queue.move_pods_waiting_for_pods(now) > 0 {
+            drop(state);
+            self.wake.notify_one();
+        }
+    }
+
     fn pod_added(&self, pod: Arc<Pod>) {
         self.handled[0].fetch_add(1, Ordering::Relaxed);
         let key = ObjectKey::of(pod.as_ref());
         if is_assigned(&pod) {
-            let mut state = self.lock();
-            state.queue.delete(&key);
-            state.cache.add_pod(pod);
+            self.assigned_pod_added(&key, pod, true);
         } else if self.responsible_for(&pod) {
             let now = self.clock.now();
             self.remember_cause(&key);
@@ -81,9 +97,9 @@ impl Shared {
     fn pod_updated(&self, old: Arc<Pod>, new: Arc<Pod>) {
         let key = ObjectKey::of(new.as_ref());
         if is_assigned(&new) {
-            let mut state = self.lock();
-            state.queue.delete(&key);
-            state.cache.add_pod(new);
+            // Bound now (our binding confirmed, or someone else's), or relabelled.
+            let changed = !is_assigned(&old) || old.metadata.labels != new.metadata.labels;
+            self.assigned_pod_added(&key, new, changed);
         } else if !self.responsible_for(&new) {
             self.lock().queue.delete(&key);
         } else if is_pod_updated(&old, &new) {
@@ -134,6 +150,14 @@ impl Shared {
     fn node_deleted(&self, node: DeltaObject<Node>) {
         self.lock().cache.remove_node(&node.key().name);
     }
+
+    fn namespace_changed(&self, namespace: Arc<Namespace>) {
+        self.lock().cache.add_namespace(&namespace);
+    }
+
+    fn namespace_deleted(&self, namespace: DeltaObject<Namespace>) {
+        self.lock().cache.remove_namespace(&namespace.key().name);
+    }
 }
 
 /// The pod informer's handler.
@@ -152,4 +176,14 @@ pub fn node_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<Node> {
         .on_add(move |node, _| s1.node_added(node))
         .on_update(move |old, new| s2.node_updated(old, new))
         .on_delete(move |node| s3.node_deleted(node))
+}
+
+/// The namespace informer's handler (kube-scheduler's namespace lister, which
+/// InterPodAffinity reads for `namespaceSelector`).
+pub fn namespace_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<Namespace> {
+    let (s1, s2, s3) = (shared.clone(), shared.clone(), shared);
+    ResourceEventHandlerFuncs::new()
+        .on_add(move |namespace, _| s1.namespace_changed(namespace))
+        .on_update(move |_, new| s2.namespace_changed(new))
+        .on_delete(move |namespace| s3.namespace_deleted(namespace))
 }

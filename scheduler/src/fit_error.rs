@@ -50,6 +50,15 @@ fn histogram<'a>(reasons: impl Iterator<Item = &'a str>) -> String {
 }
 
 impl FitError {
+    /// Whether InterPodAffinity or PodTopologySpread rejected some node: then a pod bound
+    /// anywhere may let this one fit (their `EventsToRegister` include `AssignedPodAdd`).
+    pub fn waits_for_pods(&self) -> bool {
+        self.node_to_status.values().any(|s| {
+            s.plugin == crate::plugins::inter_pod_affinity::NAME
+                || s.plugin == crate::plugins::pod_topology_spread::NAME
+        })
+    }
+
     /// The PostFilter (preemption) message, without the `preemption: ` prefix.
     pub fn preemption_message(&self) -> String {
         if self.preemption_never {

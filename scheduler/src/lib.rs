@@ -1,14 +1,16 @@
 //! miniplane's kube-scheduler: assigns each pending pod to a node.
 //!
 //! ```text
-//!  informers (pods, nodes)            ┌──────────────────────────────┐
+//!  informers                          ┌──────────────────────────────┐
 //!   unassigned pods ──add/update/del─▶│ SchedulingQueue  queue.rs    │ activeQ · backoffQ ·
 //!   assigned pods ─┐                  └──────────────┬───────────────┘ unschedulable pods
 //!   nodes ─────────┤  node add/update, pod delete:   │ pop (one pod at a time)
-//!                  │  move unschedulable pods back   ▼
+//!   namespaces ────┤  move unschedulable pods back   │
+//!                  │  (a pod bound: those waiting    ▼
+//!                  │  for pods)
 //!                  │  ┌──────────────┐   ┌───────────────────────────┐
-//!                  └─▶│ Cache        │──▶│ Algorithm  schedule_one.rs │ filters → scores →
-//!                     │ cache.rs     │   │ plugins/*                  │ select (seeded RNG)
+//!                  └─▶│ Cache        │──▶│ Algorithm  schedule_one.rs │ pre-filter → filters →
+//!                     │ cache.rs     │   │ plugins/*, cycle_state.rs  │ scores → select (seeded RNG)
 //!                     └──────▲───────┘   └──────────────┬────────────┘
 //!                            │ assume pod on node       │ ok            │ FitError
 //!                            └──────────────────────────┤               ▼
@@ -17,12 +19,14 @@
 //!                         bounded); failure → forget + retry     back to the queue
 //! ```
 //!
-//! The sans-IO core ([`node_info`], [`plugins`], [`fit_error`],
-//! [`schedule_one`], [`queue`], [`cache`], [`decision_trace`]) is plain synchronous code over k8s-openapi types
+//! The sans-IO core ([`node_info`], [`affinity_term`], [`cycle_state`], [`plugins`],
+//! [`fit_error`], [`schedule_one`], [`queue`], [`cache`], [`decision_trace`]) is plain synchronous code over k8s-openapi types
 //! with time and randomness injected; [`scheduler`] is the async shell that moves data
 //! between the API server and that core (`pkg/scheduler/scheduler.go`, `schedule_one.go`).
 
+pub mod affinity_term;
 pub mod cache;
+pub mod cycle_state;
 pub mod decision_trace;
 pub mod eventhandlers;
 pub mod fit_error;

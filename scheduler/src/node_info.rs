@@ -8,7 +8,8 @@
 //!     requested          cpu 1000m, memory 256Mi, pods 2      ← filters (NodeResourcesFit)
 //!     non_zero_requested cpu 1000m, memory 256Mi              ← scores (100m/200Mi if unset)
 //!     used_ports {TCP 0.0.0.0:8080}                           ← NodePorts
-//!     owners {hash(rs-uid): 2}                                ← ControllerSpread
+//!     pods_by_controller {hash(rs-uid): 2}                    ← PodTopologySpread's defaults
+//!     pods_with_affinity 0, pods_with_required_anti_affinity 0 ← InterPodAffinity
 //! ```
 //!
 //! Pods and nodes are parsed once, when they enter the cache ([`PodInfo::new`],
@@ -20,6 +21,8 @@ use std::sync::Arc;
 use apimachinery::ObjectKey;
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::affinity_term::AffinityTerms;
 
 /// `DefaultMilliCPURequest`: what a container without a CPU request counts for in scores.
 pub const DEFAULT_MILLI_CPU_REQUEST: i64 = 100;
@@ -106,8 +109,13 @@ pub struct PodInfo {
     pub non_zero_requests: Resources,
     /// Host ports of containers and sidecar init containers (`GetHostPorts`).
     pub host_ports: Vec<HostPort>,
-    /// The controlling owner (a ReplicaSet...), for spreading.
+    /// The controlling ReplicaSet, ReplicationController or StatefulSet, for the default
+    /// spreading (`PodTopologySpread`'s system default constraints); `None` for other pods
+    /// and for terminating ones, which spreading does not count.
     pub controller: Option<ControllerId>,
+    /// The pod's inter-pod affinity terms, parsed; `None` when it has no `podAffinity` and no
+    /// `podAntiAffinity` (most pods).
+    pub affinity: Option<Arc<AffinityTerms>>,
 }
 
 impl PodInfo {
@@ -123,7 +131,10 @@ impl PodInfo {
             .iter()
             .flatten()
             .find(|o| o.controller == Some(true))
+            .filter(|o| SPREAD_CONTROLLER_KINDS.contains(&o.kind.as_str()))
+            .filter(|_| pod.metadata.deletion_timestamp.is_none())
             .map(|o| ControllerId::of(&o.uid));
+        let affinity = AffinityTerms::of(&pod).map(Arc::new);
         PodInfo {
             key,
             pod,
@@ -131,9 +142,39 @@ impl PodInfo {
             non_zero_requests,
             host_ports,
             controller,
+            affinity,
         }
     }
+
+    /// `podAffinity` or `podAntiAffinity` is set (Kubernetes' `PodsWithAffinity`).
+    pub fn has_affinity(&self) -> bool {
+        self.affinity.is_some()
+    }
+
+    /// The pod has required anti-affinity terms (`PodsWithRequiredAntiAffinity`).
+    pub fn has_required_anti_affinity(&self) -> bool {
+        self.affinity
+            .as_ref()
+            .is_some_and(|a| !a.required_anti_affinity.is_empty())
+    }
+
+    /// The parsed terms (empty when the pod has none).
+    pub fn affinity_terms(&self) -> &AffinityTerms {
+        static NONE: AffinityTerms = AffinityTerms {
+            required_affinity: Vec::new(),
+            required_anti_affinity: Vec::new(),
+            preferred_affinity: Vec::new(),
+            preferred_anti_affinity: Vec::new(),
+        };
+        self.affinity.as_deref().unwrap_or(&NONE)
+    }
 }
+
+/// The owners whose pods the default spreading counts: the workload kinds of Kubernetes'
+/// `DefaultSelector` (it also takes the Services selecting the pod; see
+/// [`crate::plugins::pod_topology_spread`]).
+pub const SPREAD_CONTROLLER_KINDS: [&str; 3] =
+    ["ReplicaSet", "ReplicationController", "StatefulSet"];
 
 fn container_requests(c: &Container, non_zero: bool) -> Resources {
     let list = c.resources.as_ref().and_then(|r| r.requests.as_ref());
@@ -327,8 +368,16 @@ pub struct NodeInfo {
     pub non_zero_requested: Resources,
     /// Host ports in use, with how many pods use each.
     pub used_ports: HashMap<HostPort, u32>,
-    /// Pods per controller UID, for spreading.
+    /// Pods per controller UID, for the default spreading.
     pub pods_by_controller: ControllerCounts,
+    /// How many pods here have `podAffinity` or `podAntiAffinity` (Kubernetes keeps the list,
+    /// `PodsWithAffinity`): InterPodAffinity's scoring only looks at nodes where this is not 0
+    /// unless the incoming pod has preferred terms of its own.
+    pub pods_with_affinity: u32,
+    /// How many pods here have required anti-affinity (`PodsWithRequiredAntiAffinity`): when
+    /// no node has one and the incoming pod has no required terms, InterPodAffinity's filter
+    /// is skipped.
+    pub pods_with_required_anti_affinity: u32,
 }
 
 impl NodeInfo {
@@ -343,9 +392,17 @@ impl NodeInfo {
             non_zero_requested: Resources::default(),
             used_ports: HashMap::new(),
             pods_by_controller: ControllerCounts::default(),
+            pods_with_affinity: 0,
+            pods_with_required_anti_affinity: 0,
         };
         info.set_node(node);
         info
+    }
+
+    /// The node's labels (none when it has none).
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        static NONE: BTreeMap<String, String> = BTreeMap::new();
+        self.node.metadata.labels.as_ref().unwrap_or(&NONE)
     }
 
     /// Replaces the node object (an update), keeping the pods.
@@ -373,6 +430,8 @@ impl NodeInfo {
         if let Some(id) = pod.controller {
             self.pods_by_controller.add(id);
         }
+        self.pods_with_affinity += u32::from(pod.has_affinity());
+        self.pods_with_required_anti_affinity += u32::from(pod.has_required_anti_affinity());
         self.pods.insert(pod.key.clone(), pod);
     }
 
@@ -392,6 +451,8 @@ impl NodeInfo {
         if let Some(id) = pod.controller {
             self.pods_by_controller.remove(id);
         }
+        self.pods_with_affinity -= u32::from(pod.has_affinity());
+        self.pods_with_required_anti_affinity -= u32::from(pod.has_required_anti_affinity());
         Some(pod)
     }
 }

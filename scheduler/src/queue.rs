@@ -11,17 +11,20 @@
 //!                         │ a move request came during the attempt → backoffQ
 //!                         └ otherwise → unschedulable pods
 //!   unschedulable ── move_all_to_active_or_backoff (node added/updated, pod deleted)
+//!                 ├─ move_pods_waiting_for_pods (pod bound or relabelled; only pods that
+//!                 │  InterPodAffinity or PodTopologySpread rejected)
 //!                 └─ flush_unschedulable_left_over (after 5 min) ──▶ backoffQ or activeQ
 //!   backoffQ ── flush_backoff_completed (backoff 1 s, 2 s, 4 s … 10 s elapsed) ──▶ activeQ
 //! ```
 //!
 //! Sans-IO: pods are held by key with the few fields ordering needs (the shell reads the
 //! latest pod from its informer when it pops one), and every operation takes `now`.
-//! Unlike Kubernetes 1.33 there are no queueing hints (any cluster event moves every
-//! unschedulable pod, as before hints) and no PreEnqueue plugins (scheduling gates).
+//! Unlike Kubernetes 1.33 there are no queueing hints (any node event or pod deletion moves
+//! every unschedulable pod, as before hints; a pod bound moves only those the two pod-aware
+//! plugins rejected) and no PreEnqueue plugins (scheduling gates).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use apimachinery::ObjectKey;
@@ -80,6 +83,10 @@ pub struct SchedulingQueue {
     /// The scheduling cycle at the last move request: pods that failed in an attempt that
     /// started before it may have missed the change, so they go to backoffQ, not unschedulable.
     move_request_cycle: u64,
+    /// Unschedulable pods that InterPodAffinity or PodTopologySpread rejected somewhere: a pod
+    /// bound elsewhere may let them fit. Drained by [`SchedulingQueue::move_pods_waiting_for_pods`];
+    /// a key whose pod left the unschedulable pods meanwhile is dropped then.
+    waiting_for_pods: HashSet<ObjectKey>,
 }
 
 /// Backoff after `attempts` failures: 1 s doubled per further attempt, at most 10 s.
@@ -233,6 +240,31 @@ impl SchedulingQueue {
             info.location = Location::Unschedulable;
             self.pods.insert(key.clone(), info);
         }
+    }
+
+    /// Notes that the failed attempt for `key` was rejected by InterPodAffinity or
+    /// PodTopologySpread on some node: those plugins register for `AssignedPodAdd`, so the
+    /// pod is moved when a pod is bound (Kubernetes keeps the rejecting plugins in
+    /// `QueuedPodInfo.UnschedulablePlugins` for the same purpose).
+    pub fn note_waiting_for_pods(&mut self, key: &ObjectKey) {
+        self.waiting_for_pods.insert(key.clone());
+    }
+
+    /// A pod was bound, or a bound pod's labels changed (`AssignedPodAdd`/`Update`): the
+    /// unschedulable pods noted by [`SchedulingQueue::note_waiting_for_pods`] go to backoffQ
+    /// or activeQ, as the two plugins' queueing hints may allow. Returns how many moved; costs
+    /// nothing when no pod waits (the common case, on every binding).
+    pub fn move_pods_waiting_for_pods(&mut self, now: Instant) -> usize {
+        if self.waiting_for_pods.is_empty() {
+            return 0;
+        }
+        let keys: Vec<ObjectKey> = std::mem::take(&mut self.waiting_for_pods)
+            .into_iter()
+            .filter(|k| self.location(k) == Some(Location::Unschedulable))
+            .collect();
+        let moved = keys.len();
+        self.move_to_active_or_backoff(keys, now);
+        moved
     }
 
     /// A cluster change that may make pods fit (`MoveAllToActiveOrBackoffQueue`): every

@@ -105,3 +105,28 @@ fn deleted_pods_leave_every_sub_queue() {
     q.add_unschedulable_if_not_present(&key("b"), t0);
     assert_eq!(q.lens(), (0, 0, 0, 0));
 }
+
+#[test]
+fn only_pods_waiting_for_pods_move_when_a_pod_is_bound() {
+    let t0 = Instant::now();
+    let mut q = SchedulingQueue::new();
+    for name in ["needs-db", "too-big"] {
+        q.add(key(name), 0, t0);
+        q.pop(t0).expect("queued");
+        q.add_unschedulable_if_not_present(&key(name), t0);
+    }
+    q.note_waiting_for_pods(&key("needs-db"));
+    // A pod is bound 2 s later: the affinity pod retries, the one lacking cpu waits on.
+    assert_eq!(q.move_pods_waiting_for_pods(t0 + secs(2)), 1);
+    assert_eq!(q.location(&key("needs-db")), Some(Location::Active));
+    assert_eq!(q.location(&key("too-big")), Some(Location::Unschedulable));
+    // Noted once, moved once: the next binding moves nothing.
+    assert_eq!(q.move_pods_waiting_for_pods(t0 + secs(3)), 0);
+    // A noted pod that left the unschedulable pods meanwhile is not moved.
+    q.pop(t0 + secs(3)).expect("needs-db");
+    q.add_unschedulable_if_not_present(&key("needs-db"), t0 + secs(3));
+    q.note_waiting_for_pods(&key("needs-db"));
+    q.delete(&key("needs-db"));
+    assert_eq!(q.move_pods_waiting_for_pods(t0 + secs(4)), 0);
+    assert_eq!(q.location(&key("needs-db")), None);
+}

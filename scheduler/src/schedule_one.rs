@@ -3,12 +3,15 @@
 //! `numFeasibleNodesToFind`, `prioritizeNodes`, `selectHost`).
 //!
 //! ```text
+//!   all nodes ──▶ CycleState::pre_filter (PodTopologySpread, InterPodAffinity; skipped
+//!     │            when the pod has no constraint or affinity that needs the cluster)
 //!   nodes (from next_start_node_index, round robin)
 //!     │ filters, stop after num_feasible_nodes_to_find feasible ones
 //!     ▼
 //!   feasible ──none──▶ FitError "0/N nodes are available: ..."
 //!     │ one  → chosen without scoring
 //!     ▼ several
+//!   CycleState::pre_score over all nodes and the feasible ones
 //!   scores: each plugin raw → normalised 0–100 → × weight → summed per node
 //!     ▼
 //!   highest total wins; ties → reservoir sampling with the injected RNG
@@ -27,6 +30,8 @@ use apimachinery::ObjectKey;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
+use crate::cache::Snapshot;
+use crate::cycle_state::CycleState;
 use crate::fit_error::FitError;
 use crate::node_info::{NodeInfo, PodInfo};
 use crate::plugins::{SCORES, Status, run_filters};
@@ -146,15 +151,19 @@ impl Algorithm {
         }
     }
 
-    /// Chooses a node for `pod` among `nodes` (`schedulePod`).
-    pub fn schedule_pod(
+    /// Chooses a node for `pod` among the snapshot's nodes (`schedulePod`); a plain node list
+    /// converts into a snapshot without namespaces.
+    pub fn schedule_pod<'a>(
         &mut self,
         pod: &PodInfo,
-        nodes: &[NodeInfo],
+        snapshot: impl Into<Snapshot<'a>>,
     ) -> Result<ScheduleResult, ScheduleError> {
+        let snapshot = snapshot.into();
+        let nodes = snapshot.nodes;
         if nodes.is_empty() {
             return Err(ScheduleError::NoNodesAvailable);
         }
+        let mut state = CycleState::pre_filter(pod, snapshot);
         let to_find = num_feasible_nodes_to_find(nodes.len());
         let mut verdicts = Vec::with_capacity(to_find.min(nodes.len()));
         let mut feasible: Vec<usize> = Vec::new();
@@ -165,7 +174,7 @@ impl Algorithm {
             }
             let index = (self.next_start_node_index + i) % nodes.len();
             let node = &nodes[index];
-            let filter = run_filters(pod, node);
+            let filter = run_filters(pod, node, &state);
             match &filter {
                 Ok(()) => feasible.push(index),
                 Err(status) => {
@@ -205,28 +214,34 @@ impl Algorithm {
             result.suggested_host = nodes[*only].name.to_string();
             return Ok(result);
         }
-        let totals = self.prioritize_nodes(pod, nodes, &feasible, &mut result.nodes);
+        let feasible_nodes: Vec<&NodeInfo> = feasible.iter().map(|&i| &nodes[i]).collect();
+        state.pre_score(pod, snapshot, &feasible_nodes);
+        let totals = Self::prioritize_nodes(pod, &feasible_nodes, &state, &mut result.nodes);
         result.suggested_host = nodes[self.select_host(&feasible, &totals)].name.to_string();
         Ok(result)
     }
 
     /// Runs every score plugin over the feasible nodes, normalises, weights and sums
-    /// (`prioritizeNodes`); fills the verdicts' scores and returns the totals.
+    /// (`prioritizeNodes`); fills the verdicts' scores and returns the totals. A plugin whose
+    /// PreScore skipped scores 0 everywhere.
     fn prioritize_nodes(
-        &mut self,
         pod: &PodInfo,
-        nodes: &[NodeInfo],
-        feasible: &[usize],
+        feasible: &[&NodeInfo],
+        state: &CycleState,
         verdicts: &mut [NodeVerdict],
     ) -> Vec<i64> {
         let mut totals = vec![0; feasible.len()];
         let mut per_plugin = Vec::with_capacity(SCORES.len());
         for plugin in &SCORES {
+            if (plugin.skipped)(state) {
+                per_plugin.push(vec![0; feasible.len()]);
+                continue;
+            }
             let mut scores: Vec<i64> = feasible
                 .iter()
-                .map(|&i| (plugin.score)(pod, &nodes[i]))
+                .map(|node| (plugin.score)(pod, node, state))
                 .collect();
-            (plugin.normalize)(&mut scores);
+            (plugin.normalize)(&mut scores, state);
             for (total, score) in totals.iter_mut().zip(&scores) {
                 *total += score * plugin.weight;
             }

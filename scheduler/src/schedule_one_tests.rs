@@ -1,5 +1,11 @@
 use super::*;
-use crate::plugins::fixtures::{info, node, node_info, pod};
+use crate::plugins::fixtures::{info, labels, node, node_info, pod};
+use k8s_openapi::api::core::v1::{
+    Affinity, Pod, PodAffinityTerm, PodAntiAffinity, TopologySpreadConstraint,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+const HOSTNAME: &str = "kubernetes.io/hostname";
 
 fn three_nodes() -> Vec<NodeInfo> {
     ["node-1", "node-2", "node-3"]
@@ -49,12 +55,16 @@ fn the_emptiest_node_wins_and_the_result_says_why() {
     assert_eq!((result.evaluated_nodes, result.feasible_nodes), (3, 3));
     let best = &result.nodes[1];
     assert_eq!(&*best.node, "node-2");
-    // TaintToleration, NodeAffinity, ControllerSpread, LeastAllocated, BalancedAllocation.
-    assert_eq!(best.scores, Some([100, 0, 100, 95, 99]));
-    assert_eq!(best.total, 300 + 200 + 95 + 99);
+    // TaintToleration, NodeAffinity, NodeResourcesFit (LeastAllocated), PodTopologySpread
+    // and InterPodAffinity (skipped: the pod has no controller and no affinity),
+    // BalancedAllocation.
+    assert_eq!(best.scores, Some([100, 0, 95, 0, 0, 99]));
+    assert_eq!(best.total, 300 + 95 + 99);
     assert!(
         result.summary().starts_with(
-            "default/p -> node-2 (3 evaluated, 3 feasible); node-2 694 [TaintToleration=100"
+            "default/p -> node-2 (3 evaluated, 3 feasible); node-2 494 [TaintToleration=100 \
+             NodeAffinity=0 NodeResourcesFit=95 PodTopologySpread=0 InterPodAffinity=0 \
+             NodeResourcesBalancedAllocation=99]"
         ),
         "{}",
         result.summary()
@@ -115,7 +125,7 @@ fn the_three_best_are_those_a_full_sort_puts_first() {
     let verdict = |i: usize| NodeVerdict {
         node: format!("node-{:03}", (i * 7919) % 500).into(),
         filter: Ok(()),
-        scores: (!i.is_multiple_of(11)).then_some([100, 0, 100, 90, 100]),
+        scores: (!i.is_multiple_of(11)).then_some([100, 0, 90, 100, 0, 100]),
         total: [697, 697, 697, 496, 700][(i * 31) % 5] - i64::from(i.is_multiple_of(97)),
     };
     for n in [0, 1, 2, 3, 4, 10, 500] {
@@ -132,4 +142,147 @@ fn the_three_best_are_those_a_full_sort_puts_first() {
         sorted.truncate(3);
         assert_eq!(result.best_three(), sorted, "{n} verdicts");
     }
+}
+
+/// `count` nodes `node-1`... with their hostname label; `node-1` is the biggest by far, so
+/// LeastAllocated alone would put every small pod there.
+fn hostname_nodes(count: usize) -> Vec<NodeInfo> {
+    (1..=count)
+        .map(|i| {
+            let name = format!("node-{i}");
+            let cpu = if i == 1 { "64" } else { "2" };
+            let mut n = node(&name, cpu, "64Gi", "110");
+            n.metadata.labels = Some(labels(&[(HOSTNAME, &name)]));
+            node_info(n, vec![])
+        })
+        .collect()
+}
+
+/// Schedules `pod` and, as the cache's assume does, puts it on the chosen node.
+fn place(algorithm: &mut Algorithm, pod: Pod, nodes: &mut [NodeInfo]) -> Result<String, String> {
+    let pod = info(pod);
+    let host = algorithm
+        .schedule_pod(&pod, &*nodes)
+        .map_err(|e| e.to_string())?
+        .suggested_host;
+    let node = nodes
+        .iter_mut()
+        .find(|n| *n.name == *host)
+        .expect("the chosen node is one of them");
+    node.add_pod(pod);
+    Ok(host)
+}
+
+fn web(name: &str) -> Pod {
+    let mut p = pod(name, "500m", "");
+    p.metadata.labels = Some(labels(&[("app", "web")]));
+    p
+}
+
+#[test]
+fn pods_with_required_anti_affinity_never_share_a_node() {
+    let anti = |name: &str| {
+        let mut p = web(name);
+        p.spec.get_or_insert_default().affinity = Some(Affinity {
+            pod_anti_affinity: Some(PodAntiAffinity {
+                required_during_scheduling_ignored_during_execution: Some(vec![PodAffinityTerm {
+                    label_selector: Some(LabelSelector {
+                        match_labels: Some(labels(&[("app", "web")])),
+                        match_expressions: None,
+                    }),
+                    topology_key: HOSTNAME.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        p
+    };
+    for seed in 0..5 {
+        let mut nodes = hostname_nodes(2);
+        let mut algorithm = Algorithm::new(seed);
+        let first = place(&mut algorithm, anti("web-0"), &mut nodes).expect("fits");
+        assert_eq!(
+            first, "node-1",
+            "the biggest node, when nothing is in the way"
+        );
+        let second = place(&mut algorithm, anti("web-1"), &mut nodes).expect("fits");
+        assert_eq!(second, "node-2", "seed {seed}: never node-1 again");
+        let verdict = algorithm
+            .schedule_pod(&info(anti("web-2")), &nodes)
+            .expect_err("both nodes hold a web pod");
+        assert_eq!(
+            verdict.to_string(),
+            "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. \
+             preemption: 0/2 nodes are available: 2 No preemption victims found for incoming \
+             pod."
+        );
+        // A plain web pod is kept away by the existing pods' anti-affinity, and the trace
+        // names the plugin.
+        let ScheduleError::Fit(fit) = algorithm
+            .schedule_pod(&info(web("plain")), &nodes)
+            .expect_err("the existing pods reject it")
+        else {
+            panic!("a fit error");
+        };
+        let status = &fit.node_to_status["node-1"];
+        assert_eq!(status.plugin, "InterPodAffinity");
+        assert_eq!(
+            status.reasons,
+            vec!["node(s) didn't satisfy existing pods anti-affinity rules".to_owned()]
+        );
+    }
+}
+
+#[test]
+fn max_skew_1_over_3_nodes_places_3_pods_1_1_1() {
+    let spread = |name: &str| {
+        let mut p = web(name);
+        p.spec.get_or_insert_default().topology_spread_constraints =
+            Some(vec![TopologySpreadConstraint {
+                max_skew: 1,
+                topology_key: HOSTNAME.into(),
+                when_unsatisfiable: "DoNotSchedule".into(),
+                label_selector: Some(LabelSelector {
+                    match_labels: Some(labels(&[("app", "web")])),
+                    match_expressions: None,
+                }),
+                ..Default::default()
+            }]);
+        p
+    };
+    // Without the constraint, the big node-1 takes all three.
+    let mut nodes = hostname_nodes(3);
+    let mut algorithm = Algorithm::new(11);
+    for i in 0..3 {
+        let host = place(&mut algorithm, web(&format!("plain-{i}")), &mut nodes);
+        assert_eq!(host.as_deref(), Ok("node-1"));
+    }
+    let mut nodes = hostname_nodes(3);
+    let mut algorithm = Algorithm::new(11);
+    for i in 0..3 {
+        place(&mut algorithm, spread(&format!("web-{i}")), &mut nodes).expect("fits");
+    }
+    let per_node: Vec<usize> = nodes.iter().map(|n| n.pods.len()).collect();
+    assert_eq!(per_node, vec![1, 1, 1]);
+    // The filter said why node-1 was out for the second pod.
+    let mut nodes = hostname_nodes(3);
+    place(&mut algorithm, spread("web-a"), &mut nodes).expect("fits");
+    let result = algorithm
+        .schedule_pod(&info(spread("web-b")), &nodes)
+        .expect("fits");
+    let busy = result
+        .nodes
+        .iter()
+        .find(|v| v.filter.is_err())
+        .expect("one node is filtered out");
+    let status = busy.filter.as_ref().expect_err("filtered out");
+    assert_eq!(
+        (status.plugin, status.reasons.as_slice()),
+        (
+            "PodTopologySpread",
+            ["node(s) didn't match pod topology spread constraints".to_owned()].as_slice()
+        )
+    );
 }

@@ -10,6 +10,11 @@
 //!                                           └─ err: forget, back to the queue, event
 //! ```
 //!
+//! Informers: pods (all but finished ones), nodes, and namespaces (their labels, for
+//! InterPodAffinity's `namespaceSelector`). Unlike kube-scheduler, no informer for Services,
+//! ReplicaSets and the like: the default spreading counts a pod's controller's pods instead
+//! (see [`crate::plugins::pod_topology_spread`]).
+//!
 //! One lock guards the queue, the cache and the algorithm; it is only held by synchronous
 //! code (a handler call, one decision), never across an `.await`.
 //!
@@ -28,7 +33,7 @@ use client::events::{ApiEventSink, new_recorder_with_capacity};
 use client::list_watch::ApiListerWatcher;
 use client::trace::{Cause, SpanContext, SpanKind};
 use client::{ClientConfig, EventRecorder, SharedClock, SharedInformerFactory, Tracer};
-use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use tokio::net::TcpListener;
@@ -39,11 +44,11 @@ use tokio_util::task::TaskTracker;
 use crate::Result;
 use crate::cache::Cache;
 use crate::decision_trace;
-use crate::eventhandlers::{node_handler, pod_handler};
+use crate::eventhandlers::{namespace_handler, node_handler, pod_handler};
 use crate::metrics::{self, Metrics};
 use crate::node_info::PodInfo;
 use crate::queue::SchedulingQueue;
-use crate::schedule_one::{Algorithm, ScheduleResult};
+use crate::schedule_one::{Algorithm, ScheduleError, ScheduleResult};
 
 /// The component name of the scheduler's spans.
 pub const COMPONENT: &str = "kube-scheduler";
@@ -384,6 +389,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     pods.add_event_handler(pod_handler(shared.clone()));
     let nodes = factory.informer::<Node>();
     nodes.add_event_handler(node_handler(shared.clone()));
+    let namespaces = factory.informer::<Namespace>();
+    namespaces.add_event_handler(namespace_handler(shared.clone()));
     let (recorder, broadcaster) = new_recorder_with_capacity(
         Arc::new(ApiEventSink::new(client.clone())),
         &config.scheduler_name,
@@ -534,16 +541,25 @@ async fn scheduling_loop(
         let decision = {
             let mut state = shared.lock();
             let state = &mut *state;
-            let decision = state.algorithm.schedule_pod(&pod_info, state.cache.nodes());
+            let decision = state
+                .algorithm
+                .schedule_pod(&pod_info, state.cache.snapshot());
             let described = recorded.then(|| decision_trace::describe(&key.to_string(), &decision));
             match &decision {
                 Ok(result) => {
                     state.cache.assume_pod(pod_info, &result.suggested_host);
                     tracing::debug!(decision = %result.summary(), "scheduled");
                 }
-                Err(_) => state
-                    .queue
-                    .add_unschedulable_if_not_present(&key, shared.clock.now()),
+                Err(err) => {
+                    state
+                        .queue
+                        .add_unschedulable_if_not_present(&key, shared.clock.now());
+                    if let ScheduleError::Fit(fit) = err
+                        && fit.waits_for_pods()
+                    {
+                        state.queue.note_waiting_for_pods(&key);
+                    }
+                }
             }
             let decision = decision.map(|result| {
                 let host = result.suggested_host.clone();

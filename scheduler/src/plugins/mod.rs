@@ -3,29 +3,38 @@
 //! `pkg/scheduler/apis/config/v1/default_plugins.go`).
 //!
 //! ```text
+//! PreFilter / PreScore (once per pod, over all nodes: crate::cycle_state)
+//!   PodTopologySpread, InterPodAffinity
 //! Filter (in order, the first failure decides)   Score (weight)
 //!   NodeUnschedulable                               TaintToleration (3)
 //!   NodeName                                        NodeAffinity (2)
-//!   TaintToleration                                 ControllerSpread (2)  ← stands in for PodTopologySpread
-//!   NodeAffinity                                    NodeResourcesFit (1)  LeastAllocated
-//!   NodePorts                                       NodeResourcesBalancedAllocation (1)
-//!   NodeResourcesFit
+//!   TaintToleration                                 NodeResourcesFit (1)  LeastAllocated
+//!   NodeAffinity                                    PodTopologySpread (2)
+//!   NodePorts                                       InterPodAffinity (2)
+//!   NodeResourcesFit                                NodeResourcesBalancedAllocation (1)
+//!   PodTopologySpread
+//!   InterPodAffinity
 //! ```
 //!
-//! Every plugin is a plain function of the pod and one [`NodeInfo`]. A filter answers
-//! `Ok(())` or a [`Status`] with Kubernetes' exact reason strings; a score answers 0–100
-//! after its normalisation. Not implemented (nothing in miniplane needs them yet): volume
-//! plugins, InterPodAffinity, ImageLocality, extended resources, ephemeral storage.
+//! Every plugin is a plain function of the pod, one [`NodeInfo`] and the decision's
+//! [`CycleState`] (which only PodTopologySpread and InterPodAffinity read). A filter answers
+//! `Ok(())` or a [`Status`] with Kubernetes' exact reason strings; a score answers a raw
+//! score that its normalisation maps to 0–100 over the feasible nodes. A plugin whose
+//! PreFilter or PreScore found nothing to do is skipped, as Kubernetes' `Skip` status does:
+//! its filter passes every node and its score is 0. Not implemented (nothing in miniplane
+//! needs them yet): volume plugins, ImageLocality, extended resources, ephemeral storage.
 
 pub mod balanced_allocation;
-pub mod controller_spread;
+pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
+pub mod pod_topology_spread;
 pub mod taint_toleration;
 
+use crate::cycle_state::CycleState;
 use crate::node_info::{NodeInfo, PodInfo};
 
 /// `framework.MaxNodeScore`.
@@ -34,9 +43,10 @@ pub const MAX_NODE_SCORE: i64 = 100;
 /// Why a node does not fit (`framework.Code`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
-    /// Preemption might help (resources, ports).
+    /// Preemption might help (resources, ports, anti-affinity, spreading).
     Unschedulable,
-    /// Preemption cannot help (affinity, taints, node name, cordoned node).
+    /// Preemption cannot help (affinity, taints, node name, cordoned node, a missing
+    /// topology label).
     UnschedulableAndUnresolvable,
 }
 
@@ -67,40 +77,50 @@ pub struct FilterPlugin {
     /// The Kubernetes plugin name.
     pub name: &'static str,
     /// `Ok(())` when the pod fits the node.
-    pub filter: fn(&PodInfo, &NodeInfo) -> Result<(), Status>,
+    pub filter: fn(&PodInfo, &NodeInfo, &CycleState) -> Result<(), Status>,
 }
 
 /// The default profile's filters, in the order they run.
-pub const FILTERS: [FilterPlugin; 6] = [
+pub const FILTERS: [FilterPlugin; 8] = [
     FilterPlugin {
         name: node_unschedulable::NAME,
-        filter: node_unschedulable::filter,
+        filter: |pod, node, _| node_unschedulable::filter(pod, node),
     },
     FilterPlugin {
         name: node_name::NAME,
-        filter: node_name::filter,
+        filter: |pod, node, _| node_name::filter(pod, node),
     },
     FilterPlugin {
         name: taint_toleration::NAME,
-        filter: taint_toleration::filter,
+        filter: |pod, node, _| taint_toleration::filter(pod, node),
     },
     FilterPlugin {
         name: node_affinity::NAME,
-        filter: node_affinity::filter,
+        filter: |pod, node, _| node_affinity::filter(pod, node),
     },
     FilterPlugin {
         name: node_ports::NAME,
-        filter: node_ports::filter,
+        filter: |pod, node, _| node_ports::filter(pod, node),
     },
     FilterPlugin {
         name: node_resources_fit::NAME,
-        filter: node_resources_fit::filter,
+        filter: |pod, node, _| node_resources_fit::filter(pod, node),
+    },
+    FilterPlugin {
+        name: pod_topology_spread::NAME,
+        filter: pod_topology_spread::filter,
+    },
+    FilterPlugin {
+        name: inter_pod_affinity::NAME,
+        filter: inter_pod_affinity::filter,
     },
 ];
 
 /// Runs the filters in order and stops at the first failure (`RunFilterPlugins`).
-pub fn run_filters(pod: &PodInfo, node: &NodeInfo) -> Result<(), Status> {
-    FILTERS.iter().try_for_each(|f| (f.filter)(pod, node))
+pub fn run_filters(pod: &PodInfo, node: &NodeInfo, state: &CycleState) -> Result<(), Status> {
+    FILTERS
+        .iter()
+        .try_for_each(|f| (f.filter)(pod, node, state))
 }
 
 /// A score plugin: raw scores per node, then a normalisation over all feasible nodes.
@@ -109,46 +129,57 @@ pub struct ScorePlugin {
     pub name: &'static str,
     /// The default profile's weight.
     pub weight: i64,
+    /// Whether its PreScore returned Skip for this pod: then it scores 0 everywhere.
+    pub skipped: fn(&CycleState) -> bool,
     /// The raw score of one node.
-    pub score: fn(&PodInfo, &NodeInfo) -> i64,
+    pub score: fn(&PodInfo, &NodeInfo, &CycleState) -> i64,
     /// Maps the raw scores of all feasible nodes to 0–100 (`NormalizeScore`).
-    pub normalize: fn(&mut [i64]),
+    pub normalize: fn(&mut [i64], &CycleState),
 }
 
-/// No normalisation: the raw score is already 0–100.
-fn keep(_: &mut [i64]) {}
-
-/// The default profile's scores.
-pub const SCORES: [ScorePlugin; 5] = [
+/// The default profile's scores, in Kubernetes' order.
+pub const SCORES: [ScorePlugin; 6] = [
     ScorePlugin {
         name: taint_toleration::NAME,
         weight: 3,
-        score: taint_toleration::score,
-        normalize: taint_toleration::normalize,
+        skipped: |_| false,
+        score: |pod, node, _| taint_toleration::score(pod, node),
+        normalize: |scores, _| taint_toleration::normalize(scores),
     },
     ScorePlugin {
         name: node_affinity::NAME,
         weight: 2,
-        score: node_affinity::score,
-        normalize: node_affinity::normalize,
-    },
-    ScorePlugin {
-        name: controller_spread::NAME,
-        weight: 2,
-        score: controller_spread::score,
-        normalize: controller_spread::normalize,
+        skipped: |_| false,
+        score: |pod, node, _| node_affinity::score(pod, node),
+        normalize: |scores, _| node_affinity::normalize(scores),
     },
     ScorePlugin {
         name: node_resources_fit::NAME,
         weight: 1,
-        score: node_resources_fit::least_allocated_score,
-        normalize: keep,
+        skipped: |_| false,
+        score: |pod, node, _| node_resources_fit::least_allocated_score(pod, node),
+        normalize: |_, _| {},
+    },
+    ScorePlugin {
+        name: pod_topology_spread::NAME,
+        weight: 2,
+        skipped: |state| state.pod_topology_spread_score.is_none(),
+        score: pod_topology_spread::score,
+        normalize: pod_topology_spread::normalize,
+    },
+    ScorePlugin {
+        name: inter_pod_affinity::NAME,
+        weight: 2,
+        skipped: |state| state.inter_pod_affinity_score.is_none(),
+        score: inter_pod_affinity::score,
+        normalize: inter_pod_affinity::normalize,
     },
     ScorePlugin {
         name: balanced_allocation::NAME,
         weight: 1,
-        score: balanced_allocation::score,
-        normalize: keep,
+        skipped: |_| false,
+        score: |pod, node, _| balanced_allocation::score(pod, node),
+        normalize: |_, _| {},
     },
 ];
 
@@ -247,5 +278,27 @@ pub(crate) mod fixtures {
     /// A [`PodInfo`] for `pod`.
     pub fn info(pod: Pod) -> PodInfo {
         PodInfo::new(Arc::new(pod))
+    }
+
+    /// A label map from `(key, value)` pairs.
+    pub fn labels(items: &[(&str, &str)]) -> BTreeMap<String, String> {
+        items
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    /// A node (4 cpu, 8Gi, 110 pods) with `labels`.
+    pub fn labelled_node(name: &str, node_labels: &[(&str, &str)]) -> Node {
+        let mut n = node(name, "4", "8Gi", "110");
+        n.metadata.labels = Some(labels(node_labels));
+        n
+    }
+
+    /// A default-namespace pod without requests, with `labels`.
+    pub fn labelled_pod(name: &str, pod_labels: &[(&str, &str)]) -> Pod {
+        let mut p = pod(name, "", "");
+        p.metadata.labels = Some(labels(pod_labels));
+        p
     }
 }
