@@ -23,10 +23,12 @@ pub struct StageConfig {
     pub start_delay: Duration,
     /// Started → Ready when the pod has no readiness probe and no annotation.
     pub ready_delay: Duration,
-    /// How long a container with `miniplane.dev/fail: crash|exit-0|exit-1` runs before it exits
-    /// (unless `miniplane.dev/run-for` says otherwise).
+    /// How long a container with `miniplane.dev/fail: crash|exit-0|exit-1` (or an
+    /// `exit-code.<container>` knob on a container that would otherwise run forever) runs
+    /// before it exits (unless `miniplane.dev/run-for` says otherwise).
     pub exit_after: Duration,
-    /// First back-off of a crashing container and of a failing image pull (Kubernetes: 10 s).
+    /// First back-off of a crashing container (from its second exit: the first restarts at
+    /// once) and of a failing image pull (Kubernetes: 10 s).
     pub backoff_base: Duration,
     /// Back-off cap (Kubernetes: 5 min).
     pub backoff_max: Duration,

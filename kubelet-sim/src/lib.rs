@@ -21,29 +21,42 @@
 //!
 //! | module | Kubernetes |
 //! | --- | --- |
-//! | [`stages`], [`pod_status`] | `pkg/kubelet/pod_workers.go`, `kuberuntime/`, `kubelet_pods.go` `generateAPIPodStatus` (+ kwok's Stages) |
-//! | [`annotations`] | per-pod overrides (kwok's chaos-stage annotations) |
+//! | [`stages`] | `pkg/kubelet/pod_workers.go`, `kuberuntime/kuberuntime_manager.go` `SyncPod` (+ kwok's Stages) |
+//! | [`containers`] | `kuberuntime_manager.go` `computePodActions`, `doBackOff`: init containers, sidecars, restarts |
+//! | [`plan`] | what each container will do: its kind, run, probe timeline (no counterpart) |
+//! | [`command`] | what a container's process does (`sleep 5`, `sh -c "...; exit 3"`; no counterpart) |
+//! | [`probes`] | `pkg/kubelet/prober/worker.go` (startup, liveness, readiness timing) |
+//! | [`termination`] | `kuberuntime_container.go` `killContainer`, preStop hooks, grace period |
+//! | [`pod_status`], [`conditions`] | `kubelet_pods.go` `generateAPIPodStatus`, `getPhase`; `status/generate.go` |
+//! | [`annotations`] | per-pod and per-container overrides (kwok's chaos-stage annotations) |
 //! | [`node_status`], [`node`] | `pkg/kubelet/kubelet_node_status.go`, `nodestatus/setters.go`, `nodelease/` |
 //! | [`pod_ip`] | CNI host-local IPAM |
 //! | [`pod_workers`] | `pkg/kubelet/pod_workers.go`, `status/status_manager.go` |
-//! | [`recorder`] | `pkg/kubelet/events/event.go` + the kubelet's event recorder |
+//! | [`recorder`], [`events_cache`] | `pkg/kubelet/events/event.go` + client-go's recorder and `tools/record/events_cache.go` |
 //! | [`control`] | fault injection (no Kubernetes counterpart) |
 //!
 //! Entry point: [`run`] (or [`Simulator::bind`] → [`Simulator::handle`] → [`Simulator::run`]
 //! to keep a handle for faults).
 
 pub mod annotations;
+pub mod command;
+pub mod conditions;
 pub mod config;
+pub mod containers;
 pub mod control;
 pub mod error;
+pub mod events_cache;
 pub mod faults;
 pub mod node;
 pub mod node_status;
+pub mod plan;
 pub mod pod_ip;
 pub mod pod_status;
 pub mod pod_workers;
+pub mod probes;
 pub mod recorder;
 pub mod stages;
+pub mod termination;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

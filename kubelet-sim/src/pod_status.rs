@@ -1,30 +1,42 @@
-//! The `PodStatus` a kubelet posts for a pod in a given [`Stage`]: phase, conditions, IPs
-//! and container statuses. Mirrors `generateAPIPodStatus` and `convertToAPIContainerStatuses`
-//! in `pkg/kubelet/kubelet_pods.go` and the condition helpers in `pkg/kubelet/status/`
-//! (`generate.go`: `GeneratePodReadyCondition`, `GenerateContainersReadyCondition`, ...).
+//! The `PodStatus` a kubelet posts for a pod: phase, conditions, IPs and the statuses of its
+//! init and regular containers. Mirrors `generateAPIPodStatus`, `getPhase` and
+//! `convertToAPIContainerStatuses` in `pkg/kubelet/kubelet_pods.go`; the conditions are
+//! [`crate::conditions`] (`pkg/kubelet/status/generate.go`).
 //!
-//! | stage | phase | container state | Ready |
+//! | container | state | lastState | ready |
 //! | --- | --- | --- | --- |
-//! | Creating | Pending | waiting `ContainerCreating` | False `ContainersNotReady` |
-//! | PullFailed | Pending | waiting `ErrImagePull` / `ImagePullBackOff` | False |
-//! | Running | Running | running (`startedAt`) | True once `ready_at` passed |
-//! | CrashBackOff | Running | waiting `CrashLoopBackOff`, `lastState.terminated` | False |
-//! | Completed | Succeeded / Failed | terminated `Completed` / `Error` | False `PodCompleted` |
+//! | image pulling | waiting `ContainerCreating` (`PodInitializing` when the pod has init containers) | | false |
+//! | image pull failed | waiting `ErrImagePull` / `ImagePullBackOff` | | false |
+//! | not started yet | waiting as while pulling | | false |
+//! | running | running (`startedAt`), `started` once the startup probe passed | the previous run | per readiness |
+//! | exited, restarting | waiting `CrashLoopBackOff` | terminated (`Completed` / `Error`) | false |
+//! | exited for good | terminated | the run before | init containers: exit 0 |
+//! | stopping (pod deleted) | running until it stops, then terminated | | false |
+//!
+//! The phase is computed from those statuses as `getPhase` does ([`get_phase`]), so it follows
+//! from what the containers show: `Pending` while any has not started, `Running`, and for a
+//! pod whose containers will not run again `Succeeded` (all exited 0) or `Failed`.
+//!
+//! Unlike Kubernetes, where a terminating container stays Ready until its readiness probe
+//! fails, every container is reported not Ready from the deletion on.
 //!
 //! Condition `lastTransitionTime`s are kept from the current status when the condition's
 //! status did not change, so rendering the same stage twice gives an identical status (the
 //! caller posts only differences).
 
+use apimachinery::duration::go_duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{
     ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    ContainerStatus, HostIP, Pod, PodIP, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::annotations::PodOverrides;
-use crate::config::StageConfig;
-use crate::stages::{PodMemory, Stage, Termination, container_id, hex64, ready_at};
+use crate::conditions::conditions;
+use crate::containers::{self, Kind, Plan, State};
+use crate::stages::{PodMemory, Stage, Termination, container_id, hex64};
+use crate::termination;
 
 /// What the status needs to know about the node the pod runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,30 +45,6 @@ pub struct NodeContext {
     pub name: String,
     /// The node's InternalIP (`status.hostIP`).
     pub host_ip: String,
-}
-
-fn condition(
-    old: Option<&PodStatus>,
-    type_: &str,
-    ok: bool,
-    reason: Option<&str>,
-    message: Option<String>,
-    now: Timestamp,
-) -> PodCondition {
-    let status = if ok { "True" } else { "False" };
-    let previous = old
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|cs| cs.iter().find(|c| c.type_ == type_))
-        .filter(|c| c.status == status)
-        .and_then(|c| c.last_transition_time.clone());
-    PodCondition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.map(str::to_owned),
-        message,
-        last_transition_time: Some(previous.unwrap_or(Time(now))),
-        ..Default::default()
-    }
 }
 
 fn terminated(t: &Termination) -> ContainerState {
@@ -89,160 +77,146 @@ pub fn image_id(image: &str) -> String {
     format!("{repo}@sha256:{}", hex64(image))
 }
 
-/// Renders the status of `pod` in the stage `memory` is in (see the module table).
+/// Renders the status of `pod` as `memory` has it (see the module table); `plans` are its
+/// containers' plans ([`containers::plans`]).
 pub fn render_status(
     pod: &Pod,
     memory: &PodMemory,
-    overrides: &PodOverrides,
-    config: &StageConfig,
+    plans: &[Plan<'_>],
     node: &NodeContext,
     pod_ip: &str,
     now: Timestamp,
 ) -> PodStatus {
     let old = pod.status.as_ref();
-    let containers = pod
-        .spec
-        .as_ref()
-        .map_or(&[][..], |s| s.containers.as_slice());
-    let ready = match memory.stage {
-        Stage::Running { since } => {
-            ready_at(pod, overrides, config, since).is_some_and(|t| t <= now)
-        }
-        _ => false,
-    };
-    let started = matches!(
-        memory.stage,
-        Stage::Running { .. }
-            | Stage::Terminating {
-                was_running: true,
-                ..
-            }
-    );
-    let sandbox = !matches!(memory.stage, Stage::New | Stage::Creating { .. });
-    let phase = match memory.stage {
-        Stage::New | Stage::Creating { .. } | Stage::PullFailed { .. } => "Pending",
-        Stage::Completed => match &memory.last_termination {
-            Some(t) if t.exit_code == 0 => "Succeeded",
-            _ => "Failed",
-        },
+    let has_init = plans.iter().any(|p| p.kind != Kind::Regular);
+    let stops = match memory.stage {
         Stage::Terminating {
-            was_running: false, ..
-        } => "Pending",
-        _ => "Running",
+            since, grace_end, ..
+        } => termination::stop_times(plans, &memory.containers, since, grace_end),
+        _ => Vec::new(),
     };
-    let statuses: Vec<ContainerStatus> = containers
-        .iter()
-        .map(|c| {
-            let image = c.image.clone().unwrap_or_default();
-            let pull_fails = overrides.pull_fails(&image);
-            let state = match memory.stage {
-                Stage::New | Stage::Creating { .. } => waiting("ContainerCreating", None),
-                Stage::PullFailed { backing_off, .. } if pull_fails => {
-                    if backing_off {
-                        waiting(
-                            "ImagePullBackOff",
-                            Some(format!("Back-off pulling image \"{image}\"")),
-                        )
-                    } else {
-                        waiting(
-                            "ErrImagePull",
+    let overrides = match memory.stage {
+        Stage::PullFailed { .. } => Some(PodOverrides::of(pod)),
+        _ => None,
+    };
+    let mut init_statuses = Vec::new();
+    let mut statuses = Vec::new();
+    for (i, plan) in plans.iter().enumerate() {
+        let c = plan.container;
+        let image = c.image.clone().unwrap_or_default();
+        let default_waiting = || {
+            waiting(
+                if has_init {
+                    "PodInitializing"
+                } else {
+                    "ContainerCreating"
+                },
+                None,
+            )
+        };
+        let mut status = ContainerStatus {
+            name: c.name.clone(),
+            image: image.clone(),
+            started: Some(false),
+            last_state: Some(ContainerState::default()),
+            ..Default::default()
+        };
+        match (memory.stage, memory.containers.get(i)) {
+            (Stage::PullFailed { backing_off, .. }, _)
+                if overrides.as_ref().is_some_and(|o| o.pull_fails(&image)) =>
+            {
+                status.state = Some(if backing_off {
+                    waiting(
+                        "ImagePullBackOff",
+                        Some(format!("Back-off pulling image \"{image}\"")),
+                    )
+                } else {
+                    waiting(
+                        "ErrImagePull",
+                        Some(format!(
+                            "failed to pull and unpack image \"{image}\": not found"
+                        )),
+                    )
+                });
+            }
+            (Stage::Running | Stage::Completed | Stage::Terminating { .. }, Some(m)) => {
+                let uid = &memory.uid;
+                status.restart_count = m.restarts;
+                match m.state {
+                    State::Waiting => {}
+                    State::Running { since, started } => {
+                        let stopped = stops.get(i).copied().flatten().filter(|(t, _)| *t <= now);
+                        if let Some((at, code)) = stopped {
+                            status.state = Some(terminated(&Termination {
+                                exit_code: code,
+                                reason: if code == 0 { "Completed" } else { "Error" },
+                                started_at: since,
+                                finished_at: at,
+                                container_id: container_id(uid, &c.name, m.restarts),
+                            }));
+                        } else {
+                            status.state = Some(ContainerState {
+                                running: Some(ContainerStateRunning {
+                                    started_at: Some(Time(since)),
+                                }),
+                                ..Default::default()
+                            });
+                            status.started = Some(started);
+                            status.ready = memory.stage == Stage::Running
+                                && plan.kind != Kind::Init
+                                && containers::timeline(plan, since).ready_at(now);
+                        }
+                        status.container_id = Some(container_id(uid, &c.name, m.restarts));
+                        status.last_state = Some(last_state(m.last.as_deref()));
+                    }
+                    State::BackOff { .. } => {
+                        let window = m.backoff.map(|b| b.window).unwrap_or_default();
+                        status.state = Some(waiting(
+                            "CrashLoopBackOff",
                             Some(format!(
-                                "failed to pull and unpack image \"{image}\": not found"
+                                "back-off {} restarting failed container={} pod={}_{}({uid})",
+                                go_duration(window),
+                                c.name,
+                                pod.metadata.name.as_deref().unwrap_or_default(),
+                                pod.metadata.namespace.as_deref().unwrap_or("default"),
                             )),
-                        )
+                        ));
+                        status.container_id = m.last.as_ref().map(|t| t.container_id.clone());
+                        status.last_state = Some(last_state(m.last.as_deref()));
+                    }
+                    State::Exited => {
+                        if let Some(last) = m.last.as_deref() {
+                            status.state = Some(terminated(last));
+                            status.container_id = Some(last.container_id.clone());
+                            status.ready = plan.kind == Kind::Init && last.exit_code == 0;
+                        }
+                        status.last_state = Some(last_state(m.previous.as_deref()));
                     }
                 }
-                Stage::PullFailed { .. } => waiting("ContainerCreating", None),
-                Stage::Running { since } => ContainerState {
-                    running: Some(ContainerStateRunning {
-                        started_at: Some(Time(since)),
-                    }),
-                    ..Default::default()
-                },
-                Stage::Terminating {
-                    was_running: true,
-                    until,
-                } => terminated(&Termination {
-                    exit_code: 0,
-                    reason: "Completed",
-                    started_at: memory.start_time.unwrap_or(until),
-                    finished_at: until,
-                    container_id: memory.container_id(&c.name),
-                }),
-                Stage::Terminating { .. } => waiting("ContainerCreating", None),
-                Stage::CrashBackOff { .. } => waiting(
-                    "CrashLoopBackOff",
-                    Some(format!(
-                        "back-off restarting failed container={} pod={}_{}({})",
-                        c.name,
-                        pod.metadata.name.as_deref().unwrap_or_default(),
-                        pod.metadata.namespace.as_deref().unwrap_or("default"),
-                        memory.uid
-                    )),
-                ),
-                Stage::Completed => memory
-                    .last_termination
-                    .as_ref()
-                    .map(terminated)
-                    .unwrap_or_default(),
-            };
-            let last_state = match memory.stage {
-                Stage::Completed => None,
-                _ => memory.last_termination.as_ref().map(|t| Termination {
-                    container_id: container_id(&memory.uid, &c.name, memory.restarts - 1),
-                    ..t.clone()
-                }),
-            };
-            let has_run =
-                started || last_state.is_some() || matches!(memory.stage, Stage::Completed);
-            ContainerStatus {
-                name: c.name.clone(),
-                image: image.clone(),
-                image_id: if has_run {
-                    image_id(&image)
-                } else {
-                    String::new()
-                },
-                container_id: has_run.then(|| memory.container_id(&c.name)),
-                ready,
-                started: Some(started),
-                restart_count: memory.restarts,
-                state: Some(state),
-                last_state: Some(last_state.as_ref().map(terminated).unwrap_or_default()),
-                ..Default::default()
             }
-        })
-        .collect();
-    let not_ready = |what: &str| {
-        let names: Vec<&str> = containers.iter().map(|c| c.name.as_str()).collect();
-        format!("containers with unready status: [{}]", names.join(" ")).replace("containers", what)
-    };
-    let (ready_reason, ready_message) = match (ready, memory.stage) {
-        (true, _) => (None, None),
-        (false, Stage::Completed) => (Some("PodCompleted"), None),
-        (false, _) => (Some("ContainersNotReady"), Some(not_ready("containers"))),
-    };
-    let conditions = vec![
-        condition(old, "PodReadyToStartContainers", sandbox, None, None, now),
-        condition(old, "Initialized", true, None, None, now),
-        condition(
-            old,
-            "Ready",
-            ready,
-            ready_reason,
-            ready_message.clone(),
-            now,
-        ),
-        condition(
-            old,
-            "ContainersReady",
-            ready,
-            ready_reason,
-            ready_message,
-            now,
-        ),
-        condition(old, "PodScheduled", true, None, None, now),
-    ];
+            _ => {}
+        }
+        if status.state.is_none() {
+            status.state = Some(default_waiting());
+        }
+        if status.container_id.is_some() {
+            status.image_id = image_id(&image);
+        }
+        if plan.kind == Kind::Regular {
+            statuses.push(status);
+        } else {
+            init_statuses.push(status);
+        }
+    }
+    let sandbox = !matches!(memory.stage, Stage::New | Stage::Creating { .. });
+    let terminal = memory.stage == Stage::Completed;
+    let policy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.restart_policy.as_deref())
+        .unwrap_or("Always");
+    let phase = get_phase(policy, plans, &init_statuses, &statuses, terminal);
+    let conditions = conditions(old, plans, &init_statuses, &statuses, phase, sandbox, now);
     let ip = sandbox.then(|| pod_ip.to_owned());
     let mut status = PodStatus {
         phase: Some(phase.into()),
@@ -254,12 +228,144 @@ pub fn render_status(
         pod_ip: ip.clone(),
         pod_ips: ip.map(|ip| vec![PodIP { ip }]),
         start_time: memory.start_time.map(Time),
+        init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(statuses),
         qos_class: old.and_then(|s| s.qos_class.clone()),
         ..Default::default()
     };
     normalize_status(&mut status);
     status
+}
+
+fn last_state(t: Option<&Termination>) -> ContainerState {
+    t.map(terminated).unwrap_or_default()
+}
+
+/// Whether any regular container has run (`HasAnyRegularContainerStarted`).
+pub fn any_regular_started(statuses: &[ContainerStatus]) -> bool {
+    statuses.iter().any(|s| {
+        let state = s.state.as_ref();
+        state.is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+            || s.last_state
+                .as_ref()
+                .is_some_and(|l| l.terminated.is_some())
+    })
+}
+
+/// The pod phase from its container statuses, as `getPhase` (`kubelet_pods.go`) computes it;
+/// `policy` is the pod's `restartPolicy`; `terminal`: the kubelet will run no container of the pod again.
+pub fn get_phase(
+    policy: &str,
+    plans: &[Plan<'_>],
+    init_statuses: &[ContainerStatus],
+    statuses: &[ContainerStatus],
+    terminal: bool,
+) -> &'static str {
+    fn find<'a>(list: &'a [ContainerStatus], name: &str) -> Option<&'a ContainerStatus> {
+        list.iter().find(|s| s.name == name)
+    }
+    let empty = ContainerState::default();
+    let last_terminated = |s: &ContainerStatus| {
+        s.last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .map(|t| t.exit_code)
+    };
+    let (mut pending_init, mut failed_init) = (0, 0);
+    let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
+    for plan in plans.iter().filter(|p| p.kind == Kind::Init) {
+        let Some(s) = find(init_statuses, &plan.container.name) else {
+            pending_init += 1;
+            continue;
+        };
+        let state = s.state.as_ref().unwrap_or(&empty);
+        if state.running.is_some() {
+            pending_init += 1;
+        } else if let Some(t) = &state.terminated {
+            if t.exit_code != 0 {
+                failed_init += 1;
+            }
+        } else if state.waiting.is_some() {
+            match last_terminated(s) {
+                Some(code) if code != 0 => failed_init += 1,
+                Some(_) => {}
+                None => pending_init += 1,
+            }
+        } else {
+            pending_init += 1;
+        }
+    }
+    for plan in plans.iter().filter(|p| p.kind == Kind::Sidecar) {
+        let Some(s) = find(init_statuses, &plan.container.name) else {
+            unknown += 1;
+            continue;
+        };
+        let state = s.state.as_ref().unwrap_or(&empty);
+        if state.running.is_some() {
+            if s.started != Some(true) {
+                pending_init += 1;
+            }
+            running += 1;
+        } else if state.terminated.is_some() {
+            // Terminated sidecars do not count.
+        } else if state.waiting.is_some() {
+            if last_terminated(s).is_none() {
+                pending_init += 1;
+            }
+            waiting += 1;
+        } else {
+            pending_init += 1;
+            unknown += 1;
+        }
+    }
+    for plan in plans.iter().filter(|p| p.kind == Kind::Regular) {
+        let Some(s) = find(statuses, &plan.container.name) else {
+            unknown += 1;
+            continue;
+        };
+        let state = s.state.as_ref().unwrap_or(&empty);
+        if state.running.is_some() {
+            running += 1;
+        } else if let Some(t) = &state.terminated {
+            stopped += 1;
+            if t.exit_code == 0 {
+                succeeded += 1;
+            }
+        } else if state.waiting.is_some() {
+            if last_terminated(s).is_some() {
+                stopped += 1;
+            } else {
+                waiting += 1;
+            }
+        } else {
+            unknown += 1;
+        }
+    }
+    if failed_init > 0 && policy == "Never" {
+        return "Failed";
+    }
+    if (pending_init > 0 && !any_regular_started(statuses)) || waiting > 0 {
+        return "Pending";
+    }
+    if running > 0 && unknown == 0 {
+        return "Running";
+    }
+    if running == 0 && stopped > 0 && unknown == 0 {
+        if terminal {
+            return if stopped == succeeded {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
+        }
+        return match policy {
+            "Always" => "Running",
+            _ if stopped == succeeded => "Succeeded",
+            "Never" => "Failed",
+            _ => "Running",
+        };
+    }
+    "Pending"
 }
 
 /// `normalizeStatus` (`pkg/kubelet/status/status_manager.go`): every timestamp cut to whole
@@ -294,5 +400,131 @@ pub fn normalize_status(status: &mut PodStatus) {
     {
         cs.state.iter_mut().for_each(state);
         cs.last_state.iter_mut().for_each(state);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::StageConfig;
+    use k8s_openapi::api::core::v1::{Container, ContainerStateWaiting};
+
+    fn status(name: &str, state: &str, last_exit: Option<i32>) -> ContainerStatus {
+        let exit = |code: i32| ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code: code,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let state = match state.split_once(':') {
+            Some(("exited", code)) => exit(code.parse().unwrap_or(1)),
+            _ if state == "running" => ContainerState {
+                running: Some(Default::default()),
+                ..Default::default()
+            },
+            _ => ContainerState {
+                waiting: Some(ContainerStateWaiting::default()),
+                ..Default::default()
+            },
+        };
+        ContainerStatus {
+            name: name.into(),
+            state: Some(state),
+            last_state: last_exit.map(exit),
+            started: Some(true),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn get_phase_follows_the_kubelet() {
+        let a = Container {
+            name: "a".into(),
+            ..Default::default()
+        };
+        let b = Container {
+            name: "b".into(),
+            ..Default::default()
+        };
+        let overrides = PodOverrides::default();
+        let config = StageConfig::fast();
+        let plans: Vec<Plan<'_>> = [&a, &b]
+            .into_iter()
+            .map(|c| crate::plan::plan_for_tests(c, Kind::Regular, &overrides, &config))
+            .collect();
+        let phase = |policy, a: ContainerStatus, b: ContainerStatus, terminal| {
+            get_phase(policy, &plans, &[], &[a, b], terminal)
+        };
+        let s = status;
+        for (policy, sa, sb, terminal, want) in [
+            (
+                "Always",
+                s("a", "waiting", None),
+                s("b", "running", None),
+                false,
+                "Pending",
+            ),
+            (
+                "Always",
+                s("a", "running", None),
+                s("b", "running", None),
+                false,
+                "Running",
+            ),
+            // Both in back-off: stopped, but restarting.
+            (
+                "Always",
+                s("a", "waiting", Some(1)),
+                s("b", "waiting", Some(0)),
+                false,
+                "Running",
+            ),
+            (
+                "OnFailure",
+                s("a", "exited:0", None),
+                s("b", "waiting", Some(1)),
+                false,
+                "Running",
+            ),
+            (
+                "OnFailure",
+                s("a", "exited:0", None),
+                s("b", "exited:0", None),
+                false,
+                "Succeeded",
+            ),
+            (
+                "Never",
+                s("a", "exited:0", None),
+                s("b", "running", None),
+                false,
+                "Running",
+            ),
+            (
+                "Never",
+                s("a", "exited:0", None),
+                s("b", "exited:2", None),
+                false,
+                "Failed",
+            ),
+            // A pod the kubelet is done with: by exit codes, whatever the policy.
+            (
+                "Always",
+                s("a", "exited:0", None),
+                s("b", "exited:0", None),
+                true,
+                "Succeeded",
+            ),
+            (
+                "Always",
+                s("a", "exited:0", None),
+                s("b", "exited:137", None),
+                true,
+                "Failed",
+            ),
+        ] {
+            assert_eq!(phase(policy, sa, sb, terminal), want, "{policy} {want}");
+        }
     }
 }

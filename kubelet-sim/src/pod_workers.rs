@@ -357,7 +357,7 @@ impl PodWorkers {
                         allocator.release(&old.uid);
                     }
                     // First sight (or a restarted simulator): rebuild from the posted status.
-                    let recovered = PodMemory::recover(&pod);
+                    let recovered = PodMemory::recover(&pod, self.clock.wall());
                     if let Some(ip) = pod.status.as_ref().and_then(|s| s.pod_ip.as_deref())
                         && let Ok(ip) = ip.parse()
                         && let Some(allocator) = node.allocator().as_mut()

@@ -11,9 +11,11 @@
 //! no event, as it would not in a cluster. (With one queue of 4,096, a 10,000-pod apply on
 //! 1,000 nodes dropped ~16,000 of its 40,000 events.)
 //!
-//! Unlike client-go's recorder (miniplane's `client::events`), there is no dedup/aggregation:
-//! the simulated kubelet emits few repeated events, and the client's recorder cannot set
-//! `source.host` per event, which one process simulating many nodes needs.
+//! Before writing, events go through client-go's correlation ([`crate::events_cache`]): a
+//! repeated event (a crash loop's `BackOff`, a probe's `Unhealthy`) is a PATCH of `count`,
+//! `lastTimestamp` and `message` onto the Event first written, and many similar ones are
+//! combined. (miniplane's `client::events` recorder is not used: it cannot set `source.host`
+//! per event, which one process simulating many nodes needs.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,9 +26,11 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::Resource;
+use kube::api::{Patch, PatchParams};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::events_cache::{EventCorrelator, Write};
 use crate::stages::PodEvent;
 
 /// How many events may wait to be written, per simulated node, before new ones are dropped:
@@ -105,10 +109,13 @@ pub fn event_object(
             namespace: Some(namespace),
             uid: pod.metadata.uid.clone(),
             resource_version: pod.metadata.resource_version.clone(),
-            field_path: event
-                .container
-                .as_ref()
-                .map(|c| format!("spec.containers{{{c}}}")),
+            field_path: event.container.as_ref().map(|c| {
+                if event.init {
+                    format!("spec.initContainers{{{c}}}")
+                } else {
+                    format!("spec.containers{{{c}}}")
+                }
+            }),
         },
         reason: Some(event.reason.into()),
         message: Some(event.message.clone()),
@@ -172,16 +179,62 @@ async fn create_unread(client: &kube::Client, event: &Event) -> Result<(), kube:
     client.request_text(request).await.map(drop)
 }
 
+/// PATCHes (JSON merge patch) a repeated event's `count`, `lastTimestamp` and `message` onto
+/// the Event named in it, as client-go's `recordToSink` does.
+async fn patch_unread(client: &kube::Client, event: &Event) -> Result<(), kube::Error> {
+    #[derive(serde::Serialize)]
+    struct Repeat<'a> {
+        count: Option<i32>,
+        #[serde(rename = "lastTimestamp")]
+        last_timestamp: &'a Option<Time>,
+        message: &'a Option<String>,
+    }
+    let namespace = event.metadata.namespace.as_deref().unwrap_or("default");
+    let name = event.metadata.name.as_deref().unwrap_or_default();
+    let body = Repeat {
+        count: event.count,
+        last_timestamp: &event.last_timestamp,
+        message: &event.message,
+    };
+    let mut request = kube::core::Request::new(Event::url_path(&(), Some(namespace)))
+        .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("patch");
+    client.request_text(request).await.map(drop)
+}
+
+/// Writes what the correlator decided: a create, or a patch that falls back to a create when
+/// the Event is gone (expired, or its create has not landed yet), and back to a patch when that
+/// create finds it there after all.
+async fn write(client: &kube::Client, write: Write) -> Result<(), kube::Error> {
+    let status = |e: &kube::Error| match e {
+        kube::Error::Api(s) => s.code,
+        _ => 0,
+    };
+    match write {
+        Write::Create(event) => create_unread(client, &event).await,
+        Write::Patch(event) => match patch_unread(client, &event).await {
+            Err(e) if status(&e) == 404 => match create_unread(client, &event).await {
+                Err(e) if status(&e) == 409 => patch_unread(client, &event).await,
+                other => other,
+            },
+            other => other,
+        },
+    }
+}
+
 impl RecorderWriter {
-    /// Writes events, up to [`WRITERS`] at once, until `shutdown` fires (what is queued then
-    /// is dropped).
+    /// Correlates events (in the order recorded) and writes them, up to [`WRITERS`] at once,
+    /// until `shutdown` fires (what is queued then is dropped).
     pub async fn run(self, shutdown: CancellationToken) {
         let RecorderWriter { mut rx, client } = self;
-        let events = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        let writes = events.for_each_concurrent(WRITERS, |(event, who)| {
+        let mut correlator = EventCorrelator::default();
+        let events = futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+            .map(move |(event, who)| (correlator.correlate(event), who));
+        let writes = events.for_each_concurrent(WRITERS, |(decided, who)| {
             let client = client.clone();
             async move {
-                if let Err(e) = acting_as(who, create_unread(&client, &event)).await {
+                if let Err(e) = acting_as(who, write(&client, decided)).await {
                     tracing::debug!(error = %e, "writing kubelet event failed");
                 }
             }
@@ -205,6 +258,7 @@ mod tests {
             reason: "Pulled",
             message: "Container image \"nginx:1.27\" already present on machine".into(),
             container: Some("nginx".into()),
+            init: false,
         }
     }
 

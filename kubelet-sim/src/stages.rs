@@ -1,21 +1,26 @@
 //! The pod lifecycle as a simulated kubelet reports it: a pure state machine.
 //!
 //! Mirrors what the kubelet's pod workers do for one pod (`pkg/kubelet/pod_workers.go`,
-//! `kuberuntime/kuberuntime_manager.go` `SyncPod`, `images/image_manager.go` and the
-//! back-off in `kuberuntime_container.go`), and what kwok's Stages declare
+//! `kuberuntime/kuberuntime_manager.go` `SyncPod`, `images/image_manager.go` and the image
+//! pull back-off), and what kwok's Stages declare
 //! (`kustomize/stage/pod/`). Input: the pod, the kubelet's memory of it ([`PodMemory`]), the
 //! node, `now` and the [`StageConfig`]; output: the next memory, the status to post, events
 //! and when to be called again. No I/O, no clock.
 //!
 //! ```text
-//!   New ──Pulling──▶ Creating ──(pull_delay+start_delay)──▶ Running ──(ready_after)──▶ Ready
-//!                      │  bad image                           │ container exits
-//!                      ▼                                      ▼
-//!        PullFailed (ErrImagePull) ──sync──▶ (ImagePullBackOff)     restartPolicy says restart?
-//!                      └──back-off 10s,20s..5m──▶ Creating      yes ▼                 no ▼
-//!                                                 CrashBackOff ──back-off──▶ Running   Completed
-//!   any stage ── deletionTimestamp ──▶ Terminating (Killing) ──min(grace, cap)──▶ delete(grace 0)
+//!   New ──Pulling──▶ Creating ──(pull_delay+start_delay)──▶ Running ──every container done──▶ Completed
+//!                      │  bad image                           │ (init containers, sidecars,     (Succeeded /
+//!                      ▼                                      │  regular ones, restarts,         Failed)
+//!        PullFailed (ErrImagePull) ──sync──▶ (ImagePullBackOff)│  probes: crate::containers)
+//!                      └──back-off 10s,20s..5m──▶ Creating    ▼
+//!   any stage ── deletionTimestamp ──▶ Terminating (Killing, preStop, SIGTERM) ──last container
+//!                                      stopped, at most min(grace, cap)──▶ delete(grace 0)
 //! ```
+//!
+//! The pod-level stages live here; what each container does once the sandbox is up (which
+//! starts when, how it exits, whether it is restarted) is [`crate::containers`], and how long
+//! a container runs comes from its command ([`crate::command`]) or annotations
+//! ([`crate::annotations`]); stopping them on deletion is [`crate::termination`].
 //!
 //! A container whose image is already on the node (pulled there by an earlier pod) and whose
 //! `imagePullPolicy` is not `Always` is not pulled: `Pulled` "already present on machine" at
@@ -28,11 +33,15 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
+};
 
-use crate::annotations::{Failure, PodOverrides};
+use crate::annotations::PodOverrides;
 use crate::config::StageConfig;
+use crate::containers::{self, Advance, ContainerMemory, Ctx, Plan};
 use crate::pod_status::{NodeContext, render_status};
+use crate::termination;
 
 /// Where one pod is in the simulated lifecycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,24 +60,18 @@ pub enum Stage {
         /// Whether the kubelet has already reported `ImagePullBackOff`.
         backing_off: bool,
     },
-    /// The containers run since `since`.
-    Running {
-        /// When the current containers started.
-        since: Timestamp,
-    },
-    /// The container exited and waits until `until` to be restarted (`CrashLoopBackOff`).
-    CrashBackOff {
-        /// When the back-off ends.
-        until: Timestamp,
-    },
-    /// The containers finished and will not be restarted (pod Succeeded or Failed).
+    /// The sandbox is up; each container is where [`PodMemory::containers`] says.
+    Running,
+    /// Every container is done and none will run again (pod Succeeded or Failed).
     Completed,
-    /// Deletion requested: containers are stopping until `until`.
+    /// Deletion requested at `since`: containers are stopping until `until`.
     Terminating {
-        /// When the simulated grace period ends.
+        /// When the kubelet began stopping the containers.
+        since: Timestamp,
+        /// When the grace period ends (what still runs then is killed).
+        grace_end: Timestamp,
+        /// When the last container is stopped.
         until: Timestamp,
-        /// The stage the pod was in when deletion started (for the status shown meanwhile).
-        was_running: bool,
     },
 }
 
@@ -80,8 +83,7 @@ impl Stage {
             Stage::New => "New",
             Stage::Creating { .. } => "ContainerCreating",
             Stage::PullFailed { .. } => "ErrImagePull",
-            Stage::Running { .. } => "Running",
-            Stage::CrashBackOff { .. } => "CrashLoopBackOff",
+            Stage::Running => "Running",
             Stage::Completed => "Completed",
             Stage::Terminating { .. } => "Terminating",
         }
@@ -111,17 +113,16 @@ pub struct PodMemory {
     pub uid: String,
     /// The lifecycle stage.
     pub stage: Stage,
-    /// Container restarts so far (`restartCount`).
-    pub restarts: i32,
     /// Failed pulls in a row (drives the image back-off).
     pub pull_failures: u32,
     /// When the pod was first seen (`startTime`).
     pub start_time: Option<Timestamp>,
-    /// How the previous container run ended.
-    pub last_termination: Option<Termination>,
     /// The containers whose image is being pulled (the others' images were already on the
     /// node, or are not pulled: see [`needs_pull`]).
     pub pulling: Vec<String>,
+    /// Each container once the sandbox is up: init containers then regular ones, in spec
+    /// order (empty before).
+    pub containers: Vec<ContainerMemory>,
 }
 
 impl PodMemory {
@@ -130,59 +131,124 @@ impl PodMemory {
         PodMemory {
             uid: uid.into(),
             stage: Stage::New,
-            restarts: 0,
             pull_failures: 0,
             start_time: None,
-            last_termination: None,
             pulling: Vec::new(),
+            containers: Vec::new(),
         }
     }
 
     /// The memory a restarted kubelet rebuilds from the status it posted before (as the real
     /// kubelet asks the container runtime what is running): running containers keep running
-    /// with their start time and restart count, finished pods stay finished; anything else
-    /// starts over.
-    pub fn recover(pod: &Pod) -> Self {
+    /// with their start time and restart count, exited ones keep how they ended, one in
+    /// back-off is restarted; a finished pod stays finished; a pod none of whose containers ran
+    /// starts over. `now` is when the kubelet restarted: a container that was in back-off is
+    /// restarted then (the back-off itself was only in the old kubelet's memory).
+    pub fn recover(pod: &Pod, now: Timestamp) -> Self {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let mut memory = PodMemory::new(uid.clone());
         let Some(status) = pod.status.as_ref() else {
             return memory;
         };
-        let Some(first) = status.container_statuses.as_ref().and_then(|c| c.first()) else {
-            return memory;
-        };
-        let state = first.state.clone().unwrap_or_default();
-        memory.start_time = status.start_time.as_ref().map(|t| t.0);
-        memory.restarts = first.restart_count;
-        if let Some(since) = state.running.and_then(|r| r.started_at) {
-            memory.stage = Stage::Running { since: since.0 };
-        } else if let (Some(t), Some("Succeeded" | "Failed")) =
-            (state.terminated, status.phase.as_deref())
+        let statuses: Vec<&ContainerStatus> = status
+            .init_container_statuses
+            .iter()
+            .chain(status.container_statuses.iter())
+            .flatten()
+            .collect();
+        let names = pod.spec.as_ref().map_or(Vec::new(), |s| {
+            s.init_containers
+                .iter()
+                .flatten()
+                .chain(s.containers.iter())
+                .map(|c| c.name.as_str())
+                .collect()
+        });
+        let terminal = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        let containers: Vec<ContainerMemory> = names
+            .iter()
+            .map(|name| {
+                statuses
+                    .iter()
+                    .find(|s| s.name == *name)
+                    .map_or_else(ContainerMemory::waiting, |s| {
+                        recover_container(&uid, s, terminal, now)
+                    })
+            })
+            .collect();
+        if containers
+            .iter()
+            .all(|c| c.state == containers::State::Waiting)
         {
-            let at = t.finished_at.map_or(Timestamp::UNIX_EPOCH, |f| f.0);
-            memory.last_termination = Some(Termination {
-                exit_code: t.exit_code,
-                reason: if t.exit_code == 0 {
-                    "Completed"
-                } else {
-                    "Error"
-                },
-                started_at: t.started_at.map_or(at, |s| s.0),
-                finished_at: at,
-                container_id: memory.container_id(&first.name),
-            });
-            memory.stage = Stage::Completed;
-        } else {
-            memory = PodMemory::new(uid);
+            return memory;
         }
+        memory.start_time = status.start_time.as_ref().map(|t| t.0);
+        memory.containers = containers;
+        memory.stage = if terminal {
+            Stage::Completed
+        } else {
+            Stage::Running
+        };
         memory
     }
+}
 
-    /// The ID of the current container run, `miniplane://<64 hex>`, derived from the pod UID
-    /// and the restart count so it is stable across syncs and changes on every restart.
-    pub fn container_id(&self, container: &str) -> String {
-        container_id(&self.uid, container, self.restarts)
+fn termination_of(uid: &str, name: &str, run: i32, t: &ContainerStateTerminated) -> Termination {
+    let at = t
+        .finished_at
+        .as_ref()
+        .map_or(Timestamp::UNIX_EPOCH, |f| f.0);
+    Termination {
+        exit_code: t.exit_code,
+        reason: if t.exit_code == 0 {
+            "Completed"
+        } else {
+            "Error"
+        },
+        started_at: t.started_at.as_ref().map_or(at, |s| s.0),
+        finished_at: at,
+        container_id: t
+            .container_id
+            .clone()
+            .unwrap_or_else(|| container_id(uid, name, run)),
     }
+}
+
+fn recover_container(
+    uid: &str,
+    s: &ContainerStatus,
+    terminal: bool,
+    now: Timestamp,
+) -> ContainerMemory {
+    let mut m = ContainerMemory::waiting();
+    m.restarts = s.restart_count;
+    let state = s.state.clone().unwrap_or_default();
+    let last = s
+        .last_state
+        .as_ref()
+        .and_then(|l| l.terminated.as_ref())
+        .map(|t| Box::new(termination_of(uid, &s.name, s.restart_count - 1, t)));
+    if let Some(running) = state.running.filter(|_| !terminal) {
+        let since = running.started_at.map_or(Timestamp::UNIX_EPOCH, |t| t.0);
+        m.state = containers::State::Running {
+            since,
+            started: s.started.unwrap_or(true),
+        };
+        m.last = last;
+    } else if let Some(t) = state.terminated {
+        m.state = containers::State::Exited;
+        m.previous = last;
+        m.last = Some(Box::new(termination_of(uid, &s.name, s.restart_count, &t)));
+    } else if let Some(last) = last {
+        // In back-off when the kubelet stopped: restarted now.
+        m.state = if terminal {
+            containers::State::Exited
+        } else {
+            containers::State::BackOff { until: now }
+        };
+        m.last = Some(last);
+    }
+    m
 }
 
 /// `miniplane://` + 64 hex digits (containerd IDs are 64 hex digits), a hash of the inputs.
@@ -215,6 +281,8 @@ pub struct PodEvent {
     pub message: String,
     /// The container it is about (`involvedObject.fieldPath: spec.containers{name}`).
     pub container: Option<String>,
+    /// Whether that container is an init container (`spec.initContainers{name}`).
+    pub init: bool,
 }
 
 /// The result of one [`step`].
@@ -253,22 +321,28 @@ pub fn backoff(failures: u32, base: Duration, max: Duration) -> Duration {
     base.saturating_mul(1u32 << exponent).min(max)
 }
 
-fn after(t: Timestamp, d: Duration) -> Timestamp {
+/// `t + d`, saturating at the end of time.
+pub(crate) fn after(t: Timestamp, d: Duration) -> Timestamp {
     jiff::SignedDuration::try_from(d)
         .ok()
         .and_then(|d| t.checked_add(d).ok())
         .unwrap_or(Timestamp::MAX)
 }
 
-fn restart_policy(pod: &Pod) -> &str {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.restart_policy.as_deref())
-        .unwrap_or("Always")
-}
-
-fn containers(pod: &Pod) -> &[Container] {
-    pod.spec.as_ref().map_or(&[], |s| s.containers.as_slice())
+/// Every container of the pod, init containers first, in the order of
+/// [`PodMemory::containers`], with whether it is an init container.
+fn all_containers(pod: &Pod) -> impl Iterator<Item = (&Container, bool)> {
+    let spec = pod.spec.as_ref();
+    let init = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| (c, true));
+    let regular = spec
+        .map_or(&[][..], |s| s.containers.as_slice())
+        .iter()
+        .map(|c| (c, false));
+    init.chain(regular)
 }
 
 /// The grace period the kubelet honours: the one the DELETE set, else the spec's, else 30 s.
@@ -285,56 +359,20 @@ fn grace_period(pod: &Pod) -> Duration {
     Duration::from_secs(u64::try_from(seconds).unwrap_or(0))
 }
 
-/// How long the containers run before exiting, and with which code; none: forever.
-fn exit_plan(overrides: &PodOverrides, config: &StageConfig) -> Option<(Duration, i32)> {
-    let run = overrides.run_for.unwrap_or(config.exit_after);
-    match overrides.fail {
-        Some(Failure::Crash) => Some((run, 1)),
-        Some(Failure::Exit(code)) => Some((run, code)),
-        _ => overrides.run_for.map(|run| (run, 0)),
-    }
-}
-
-/// When the containers of a pod that started at `since` become Ready; none: never.
-pub fn ready_at(
-    pod: &Pod,
-    overrides: &PodOverrides,
-    config: &StageConfig,
-    since: Timestamp,
-) -> Option<Timestamp> {
-    if overrides.fail == Some(Failure::NeverReady) {
-        return None;
-    }
-    let delay = overrides.ready_after.unwrap_or_else(|| {
-        containers(pod)
-            .iter()
-            .filter_map(|c| c.readiness_probe.as_ref())
-            .map(|p| {
-                Duration::from_secs(
-                    u64::try_from(p.initial_delay_seconds.unwrap_or(0)).unwrap_or(0),
-                )
-            })
-            .max()
-            .unwrap_or(config.ready_delay)
-    });
-    Some(after(since, delay))
-}
-
-fn container_events(
-    pod: &Pod,
-    reason: &'static str,
+fn event(
+    c: &Container,
+    init: bool,
     warning: bool,
-    message: impl Fn(&Container) -> String,
-) -> Vec<PodEvent> {
-    containers(pod)
-        .iter()
-        .map(|c| PodEvent {
-            warning,
-            reason,
-            message: message(c),
-            container: Some(c.name.clone()),
-        })
-        .collect()
+    reason: &'static str,
+    message: String,
+) -> PodEvent {
+    PodEvent {
+        warning,
+        reason,
+        message,
+        container: Some(c.name.clone()),
+        init,
+    }
 }
 
 fn image(c: &Container) -> &str {
@@ -357,6 +395,8 @@ struct Inputs<'a> {
     config: &'a StageConfig,
     /// Whether an image is on the node.
     present: &'a dyn Fn(&str) -> bool,
+    /// What each container does once started.
+    ctx: Ctx<'a>,
     now: Timestamp,
 }
 
@@ -371,6 +411,7 @@ fn transition(
         overrides,
         config,
         present,
+        ref ctx,
         now,
     } = *inputs;
     let terminating = pod.metadata.deletion_timestamp.is_some();
@@ -382,43 +423,49 @@ fn transition(
                 Next::Wait(Some(until))
             }
         }
-        Stage::New | Stage::Completed if terminating => Next::Delete,
-        Stage::Creating { .. } | Stage::PullFailed { .. } | Stage::CrashBackOff { .. }
+        Stage::New | Stage::Completed | Stage::Creating { .. } | Stage::PullFailed { .. }
             if terminating =>
         {
-            memory.stage = Stage::Terminating {
-                until: now,
-                was_running: false,
-            };
-            Next::Moved
+            Next::Delete
         }
-        Stage::Running { .. } if terminating => {
-            events.extend(container_events(pod, "Killing", false, |c| {
-                format!("Stopping container {}", c.name)
-            }));
+        Stage::Running if terminating => {
+            // `killPodWithSyncResult`: preStop hooks, SIGTERM, SIGKILL at the end of the grace
+            // period, regular containers before sidecars.
+            events.extend(termination::killing_events(ctx, &memory.containers));
+            let grace_end = after(now, grace_period(pod).min(config.max_termination_grace));
+            let stops = termination::stop_times(ctx.plans, &memory.containers, now, grace_end);
+            let until = stops.iter().flatten().map(|(t, _)| *t).max().unwrap_or(now);
             memory.stage = Stage::Terminating {
-                until: after(now, grace_period(pod).min(config.max_termination_grace)),
-                was_running: true,
+                since: now,
+                grace_end,
+                until,
             };
             Next::Moved
         }
         Stage::New => {
             memory.start_time = Some(now);
             memory.pulling.clear();
-            for c in containers(pod) {
+            for (c, init) in all_containers(pod) {
                 let pull = needs_pull(c, overrides, present);
-                events.push(PodEvent {
-                    warning: false,
-                    reason: if pull { "Pulling" } else { "Pulled" },
-                    message: if pull {
-                        format!("Pulling image \"{}\"", image(c))
-                    } else {
+                events.push(if pull {
+                    event(
+                        c,
+                        init,
+                        false,
+                        "Pulling",
+                        format!("Pulling image \"{}\"", image(c)),
+                    )
+                } else {
+                    event(
+                        c,
+                        init,
+                        false,
+                        "Pulled",
                         format!(
                             "Container image \"{}\" already present on machine",
                             image(c)
-                        )
-                    },
-                    container: Some(c.name.clone()),
+                        ),
+                    )
                 });
                 if pull {
                     memory.pulling.push(c.name.clone());
@@ -434,32 +481,23 @@ fn transition(
                 overrides.pull_delay.unwrap_or(config.pull_delay)
             };
             let pulled = after(since, pull);
-            if containers(pod)
-                .iter()
-                .any(|c| overrides.pull_fails(image(c)))
-            {
+            if all_containers(pod).any(|(c, _)| overrides.pull_fails(image(c))) {
                 if pulled > now {
                     return Next::Wait(Some(pulled));
                 }
-                for c in containers(pod)
-                    .iter()
-                    .filter(|c| overrides.pull_fails(image(c)))
+                for (c, init) in all_containers(pod).filter(|(c, _)| overrides.pull_fails(image(c)))
                 {
                     let name = image(c);
-                    events.push(PodEvent {
-                        warning: true,
-                        reason: "Failed",
-                        message: format!(
+                    events.push(event(
+                        c,
+                        init,
+                        true,
+                        "Failed",
+                        format!(
                             "Failed to pull image \"{name}\": rpc error: code = NotFound desc = failed to pull and unpack image \"{name}\": not found"
                         ),
-                        container: Some(c.name.clone()),
-                    });
-                    events.push(PodEvent {
-                        warning: true,
-                        reason: "Failed",
-                        message: "Error: ErrImagePull".into(),
-                        container: Some(c.name.clone()),
-                    });
+                    ));
+                    events.push(event(c, init, true, "Failed", "Error: ErrImagePull".into()));
                 }
                 memory.pull_failures += 1;
                 memory.stage = Stage::PullFailed {
@@ -473,22 +511,23 @@ fn transition(
                 return Next::Wait(Some(started));
             }
             let took = format!("{:.3}s", pull.as_secs_f64());
-            for c in containers(pod)
-                .iter()
-                .filter(|c| memory.pulling.contains(&c.name))
-            {
-                events.push(PodEvent {
-                    warning: false,
-                    reason: "Pulled",
-                    message: format!(
+            for (c, init) in all_containers(pod).filter(|(c, _)| memory.pulling.contains(&c.name)) {
+                events.push(event(
+                    c,
+                    init,
+                    false,
+                    "Pulled",
+                    format!(
                         "Successfully pulled image \"{}\" in {took} ({took} including waiting). Image size: 0 bytes.",
                         image(c)
                     ),
-                    container: Some(c.name.clone()),
-                });
+                ));
                 pulled_images.push(image(c).to_owned());
             }
-            start_containers(pod, memory, events, started);
+            memory.pull_failures = 0;
+            memory.pulling.clear();
+            containers::begin(ctx, &mut memory.containers, events, started);
+            memory.stage = Stage::Running;
             Next::Moved
         }
         Stage::PullFailed { since, backing_off } => {
@@ -501,17 +540,16 @@ fn transition(
                     config.backoff_max,
                 ),
             );
+            let failing = || all_containers(pod).filter(|(c, _)| overrides.pull_fails(image(c)));
             if !backing_off && sync <= now && sync < retry {
-                for c in containers(pod)
-                    .iter()
-                    .filter(|c| overrides.pull_fails(image(c)))
-                {
-                    events.push(PodEvent {
-                        warning: false,
-                        reason: "BackOff",
-                        message: format!("Back-off pulling image \"{}\"", image(c)),
-                        container: Some(c.name.clone()),
-                    });
+                for (c, init) in failing() {
+                    events.push(event(
+                        c,
+                        init,
+                        false,
+                        "BackOff",
+                        format!("Back-off pulling image \"{}\"", image(c)),
+                    ));
                 }
                 memory.stage = Stage::PullFailed {
                     since,
@@ -522,100 +560,28 @@ fn transition(
             if retry > now {
                 return Next::Wait(Some(if backing_off { retry } else { sync.min(retry) }));
             }
-            events.extend(
-                container_events(pod, "Pulling", false, |c| {
-                    format!("Pulling image \"{}\"", image(c))
-                })
-                .into_iter()
-                .filter(|e| {
-                    containers(pod).iter().any(|c| {
-                        Some(&c.name) == e.container.as_ref() && overrides.pull_fails(image(c))
-                    })
-                }),
-            );
-            memory.pulling = containers(pod)
-                .iter()
-                .filter(|c| overrides.pull_fails(image(c)))
-                .map(|c| c.name.clone())
-                .collect();
+            for (c, init) in failing() {
+                events.push(event(
+                    c,
+                    init,
+                    false,
+                    "Pulling",
+                    format!("Pulling image \"{}\"", image(c)),
+                ));
+            }
+            memory.pulling = failing().map(|(c, _)| c.name.clone()).collect();
             memory.stage = Stage::Creating { since: retry };
             Next::Moved
         }
-        Stage::Running { since } => {
-            let ready = ready_at(pod, overrides, config, since).filter(|t| *t > now);
-            let Some((run, code)) = exit_plan(overrides, config) else {
-                return Next::Wait(ready);
-            };
-            let exited = after(since, run);
-            if exited > now {
-                return Next::Wait(Some(ready.map_or(exited, |r| r.min(exited))));
-            }
-            let container = containers(pod)
-                .first()
-                .map(|c| c.name.clone())
-                .unwrap_or_default();
-            memory.last_termination = Some(Termination {
-                exit_code: code,
-                reason: if code == 0 { "Completed" } else { "Error" },
-                started_at: since,
-                finished_at: exited,
-                container_id: memory.container_id(&container),
-            });
-            let restart = match restart_policy(pod) {
-                "Never" => false,
-                "OnFailure" => code != 0,
-                _ => true,
-            };
-            if !restart {
+        Stage::Running => match containers::advance(ctx, &mut memory.containers, events, now) {
+            Advance::Wait(t) => Next::Wait(t),
+            Advance::Finished(_) => {
                 memory.stage = Stage::Completed;
-                return Next::Moved;
+                Next::Moved
             }
-            let wait = backoff(
-                u32::try_from(memory.restarts).unwrap_or(0) + 1,
-                config.backoff_base,
-                config.backoff_max,
-            );
-            let name = pod.metadata.name.as_deref().unwrap_or_default();
-            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-            events.extend(container_events(pod, "BackOff", true, |c| {
-                format!(
-                    "Back-off restarting failed container {} in pod {name}_{namespace}({})",
-                    c.name, memory.uid
-                )
-            }));
-            memory.stage = Stage::CrashBackOff {
-                until: after(exited, wait),
-            };
-            Next::Moved
-        }
-        Stage::CrashBackOff { until } => {
-            if until > now {
-                return Next::Wait(Some(until));
-            }
-            memory.restarts += 1;
-            events.extend(container_events(pod, "Pulled", false, |c| {
-                format!(
-                    "Container image \"{}\" already present on machine",
-                    image(c)
-                )
-            }));
-            start_containers(pod, memory, events, until);
-            Next::Moved
-        }
+        },
         Stage::Completed => Next::Wait(None),
     }
-}
-
-fn start_containers(pod: &Pod, memory: &mut PodMemory, events: &mut Vec<PodEvent>, at: Timestamp) {
-    events.extend(container_events(pod, "Created", false, |c| {
-        format!("Created container: {}", c.name)
-    }));
-    events.extend(container_events(pod, "Started", false, |c| {
-        format!("Started container {}", c.name)
-    }));
-    memory.pull_failures = 0;
-    memory.pulling.clear();
-    memory.stage = Stage::Running { since: at };
 }
 
 /// Advances `pod` as far as `now` allows and says what to post, on a node that has no image
@@ -646,10 +612,17 @@ pub fn step_on(
     config: &StageConfig,
 ) -> Step {
     let overrides = PodOverrides::of(pod);
+    let plans: Vec<Plan<'_>> = containers::plans(pod, &overrides, config);
     let inputs = Inputs {
         overrides: &overrides,
         config,
         present,
+        ctx: Ctx {
+            pod,
+            plans: &plans,
+            config,
+            pod_ip,
+        },
         now,
     };
     let mut pulled = Vec::new();
@@ -676,7 +649,7 @@ pub fn step_on(
             }
         }
     }
-    let status = render_status(pod, &memory, &overrides, config, node, pod_ip, now);
+    let status = render_status(pod, &memory, &plans, node, pod_ip, now);
     let status = (pod.status.as_ref() != Some(&status)).then_some(status);
     Step {
         memory,

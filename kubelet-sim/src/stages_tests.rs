@@ -318,7 +318,7 @@ fn crash_loop_restarts_with_growing_back_off() {
     let mut now = 0;
     let mut saw_crashloop = false;
     while restarts_at.len() < 4 && now < 1_000_000 {
-        let before = d.memory.restarts;
+        let before = d.memory.containers.first().map_or(0, |c| c.restarts);
         let s = d.at(now);
         if d.waiting_reason().as_deref() == Some("CrashLoopBackOff") {
             saw_crashloop = true;
@@ -332,7 +332,7 @@ fn crash_loop_restarts_with_growing_back_off() {
             assert_eq!(last.reason.as_deref(), Some("Error"));
             assert_eq!(d.status().phase.as_deref(), Some("Running"));
         }
-        if d.memory.restarts > before {
+        if d.memory.containers.first().map_or(0, |c| c.restarts) > before {
             restarts_at.push(now);
         }
         now = s
@@ -340,8 +340,9 @@ fn crash_loop_restarts_with_growing_back_off() {
             .map_or(now + 1000, |w| w.as_millisecond() - t(0).as_millisecond());
     }
     assert!(saw_crashloop);
-    // Start at 1.5 s, run 2 s, back-off 10 s → restart at 13.5 s; then 20, 40, 80 (+2 s runs).
-    assert_eq!(restarts_at, [13_500, 35_500, 77_500, 159_500]);
+    // As the kubelet's `doBackOff`: start at 1.5 s, run 2 s, the first exit restarts at once
+    // (3.5 s); the second waits 10 s (5.5 → 15.5), then 20 s, 40 s (+2 s runs).
+    assert_eq!(restarts_at, [3_500, 15_500, 37_500, 79_500]);
     assert_eq!(
         d.status().container_statuses.as_ref().expect("statuses")[0].restart_count,
         4
@@ -399,7 +400,10 @@ fn completion_with_restart_policy_never_and_on_failure() {
     );
     d.at(0);
     d.at(500);
+    assert_eq!(d.waiting_reason(), None, "the first restart is immediate");
+    d.at(1000);
     assert_eq!(d.waiting_reason().as_deref(), Some("CrashLoopBackOff"));
+    assert_eq!(d.status().phase.as_deref(), Some("Running"));
 }
 
 #[test]
@@ -461,7 +465,7 @@ fn condition_transition_times_are_kept() {
 fn a_restarted_kubelet_recovers_running_and_completed_pods() {
     let mut d = Driver::new(pod("nginx", &[], "Always"), StageConfig::fast());
     d.at(0);
-    let recovered = PodMemory::recover(&d.pod);
+    let recovered = PodMemory::recover(&d.pod, t(9000));
     assert_eq!(recovered, d.memory);
     let s = step(
         &d.pod,
@@ -483,7 +487,7 @@ fn a_restarted_kubelet_recovers_running_and_completed_pods() {
     );
     d.at(0);
     d.at(500);
-    let recovered = PodMemory::recover(&d.pod);
+    let recovered = PodMemory::recover(&d.pod, t(9000));
     assert_eq!(recovered.stage, Stage::Completed);
     let s = step(
         &d.pod,
@@ -496,7 +500,7 @@ fn a_restarted_kubelet_recovers_running_and_completed_pods() {
     assert_eq!(s.status, None);
 
     let fresh = pod("nginx", &[], "Always");
-    assert_eq!(PodMemory::recover(&fresh), PodMemory::new("uid-1"));
+    assert_eq!(PodMemory::recover(&fresh, t(0)), PodMemory::new("uid-1"));
 }
 
 fn with_policy(mut pod: Pod, policy: &str) -> Pod {
@@ -534,7 +538,7 @@ fn an_image_already_on_the_node_is_not_pulled_again_unless_the_policy_says_alway
     let s = sync(&p, &s.memory, t(500), &slow());
     let reasons: Vec<&str> = s.events.iter().map(|e| e.reason).collect();
     assert_eq!(reasons, ["Created", "Started"]);
-    assert_eq!(s.memory.stage, Stage::Running { since: t(500) });
+    assert_eq!(s.memory.stage, Stage::Running);
 
     // Always: pulled even though it is on the node.
     let p = with_policy(pod("nginx:1.27", &[], "Always"), "Always");
