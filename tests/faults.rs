@@ -333,6 +333,88 @@ async fn node_heartbeats_stop_and_a_node_is_removed_until_cleared() {
     .await;
 }
 
+/// `RemoveNode` with a scheduler: the pods bound to the removed node stay until the pod GC
+/// (fast here: a 2 s quarantine) marks them Failed with `DisruptionTarget`
+/// (`DeletionByPodGC`) and deletes them; the ReplicaSet replaces them on the other node.
+#[tokio::test]
+async fn the_pod_gc_deletes_the_pods_of_a_removed_node() {
+    let cluster = Cluster::builder()
+        .nodes(2)
+        .fast_node_lifecycle(true)
+        .start()
+        .unwrap();
+    let client = cluster.client();
+    let admin = AdminClient::new(client.clone());
+    Api::<Deployment>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &deployment("web", 4))
+        .await
+        .unwrap();
+    let pods = Api::<k8s_openapi::api::core::v1::Pod>::default_namespaced(client.clone());
+    let on_node = |list: &[k8s_openapi::api::core::v1::Pod], node: &str| {
+        list.iter()
+            .filter(|p| {
+                p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)
+                    && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+            })
+            .count()
+    };
+    let held: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "held", "finalizers": ["example.com/keep"]},
+        "spec": {"nodeName": "node-0", "containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &held).await.unwrap();
+    until("web's pods Running on both nodes", || async {
+        let list = pods.list(&ListParams::default()).await.unwrap().items;
+        (on_node(&list, "node-0") > 0 && on_node(&list, "node-1") > 0).then_some(())
+    })
+    .await;
+    admin
+        .inject(FaultSpec::RemoveNode {
+            node: "node-0".into(),
+        })
+        .await
+        .unwrap();
+    // A pod held by a finalizer shows what the pod GC wrote before deleting it.
+    until(
+        "the held pod marked Failed by the pod GC and deleted",
+        || async {
+            let p = pods.get("held").await.unwrap();
+            let status = p.status.clone().unwrap_or_default();
+            let marked = status.conditions.iter().flatten().any(|c| {
+                c.type_ == "DisruptionTarget"
+                    && c.status == "True"
+                    && c.reason.as_deref() == Some("DeletionByPodGC")
+                    && c.message.as_deref() == Some("PodGC: node no longer exists")
+            });
+            (marked
+                && status.phase.as_deref() == Some("Failed")
+                && p.metadata.deletion_timestamp.is_some())
+            .then_some(())
+        },
+    )
+    .await;
+    pods.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    until(
+        "4 pods of web Running on node-1, none on node-0",
+        || async {
+            let list = pods.list(&ListParams::default()).await.unwrap().items;
+            let left = list
+                .iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("node-0"))
+                .count();
+            (left == 0 && on_node(&list, "node-1") == 4).then_some(())
+        },
+    )
+    .await;
+}
+
 /// `StopComponent` in one process and with `--separate`: the controller-manager stops (a new
 /// Deployment gets no ReplicaSet), and once cleared a new one catches up by list and watch.
 async fn stop_and_restart_the_controller_manager(builder: miniplane::ClusterBuilder) {

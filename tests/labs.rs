@@ -228,6 +228,16 @@ async fn lab_15_serviceaccounts() {
     run_lab("15-serviceaccounts").await;
 }
 
+#[tokio::test]
+async fn lab_16_jobs() {
+    run_lab("16-jobs").await;
+}
+
+#[tokio::test]
+async fn lab_17_pod_placement() {
+    run_lab("17-pod-placement").await;
+}
+
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process
 /// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
 #[test]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 /// Controllers whose work queue can be paused and stepped: kube-controller-manager's, then
 /// the cloud-controller-manager's (by their `--controllers` names).
-pub const PAUSABLE_CONTROLLERS: [&str; 13] = [
+pub const PAUSABLE_CONTROLLERS: [&str; 17] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -26,6 +26,10 @@ pub const PAUSABLE_CONTROLLERS: [&str; 13] = [
     "clusterrole-aggregation",
     "root-ca-cert-publisher",
     "csrsigning",
+    "job",
+    "cronjob",
+    "ttl-after-finished",
+    "daemonset",
     "cloud-node",
     "service",
 ];

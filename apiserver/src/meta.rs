@@ -141,6 +141,24 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     string_list(obj.get("metadata").and_then(|m| m.get("finalizers")))
 }
 
+/// Drops `metadata.finalizers` and `metadata.ownerReferences` when they are empty lists, as
+/// Go's `omitempty` does when Kubernetes stores an object (the last finalizer removed by a
+/// `$deleteFromPrimitiveList` patch leaves no `finalizers: []` behind).
+pub fn drop_empty_meta_lists(obj: &mut Value) {
+    let Some(md) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for field in ["finalizers", "ownerReferences"] {
+        if md
+            .get(field)
+            .and_then(Value::as_array)
+            .is_some_and(Vec::is_empty)
+        {
+            md.remove(field);
+        }
+    }
+}
+
 /// Replaces `metadata.finalizers` (removes the field when empty).
 pub fn set_finalizers(obj: &mut Value, finalizers: Vec<String>) {
     let md = metadata_mut(obj);
@@ -347,6 +365,12 @@ mod tests {
         assert_eq!(finalizers(&o), vec!["f".to_string()]);
         set_finalizers(&mut o, vec![]);
         assert!(o["metadata"].get("finalizers").is_none());
+        let mut sent = serde_json::json!({"metadata": {"name": "p", "finalizers": [], "ownerReferences": [], "labels": {}}});
+        drop_empty_meta_lists(&mut sent);
+        assert_eq!(
+            sent,
+            serde_json::json!({"metadata": {"name": "p", "labels": {}}})
+        );
     }
 
     #[test]

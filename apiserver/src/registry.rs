@@ -363,6 +363,14 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             .short(&["sts"])
             .in_all()
             .with(&[Status, Scale]),
+        // `kubectl get controllerrevisions`: no short name, no category.
+        ResourceInfo::new(
+            "apps",
+            "v1",
+            "ControllerRevision",
+            "controllerrevisions",
+            true,
+        ),
         leases,
         events,
         // `kubectl get endpointslices`: no short name, no category.

@@ -269,6 +269,7 @@ pub fn before_create(
             }
         }
     }
+    meta::drop_empty_meta_lists(obj);
     if let Some(check) = &ctx.escalation {
         check.check(&info.gvr.resource, namespace, obj, None)?;
     }
@@ -407,6 +408,7 @@ pub fn before_update_noting_unknown(
     meta::copy_meta(old, &mut new, MetaField::Name);
     meta::copy_meta(old, &mut new, MetaField::Namespace);
     meta::copy_meta(old, &mut new, MetaField::ResourceVersion);
+    meta::drop_empty_meta_lists(&mut new);
     if let Some(check) = &ctx.escalation {
         check.check(&info.gvr.resource, r.namespace.as_deref(), &new, Some(old))?;
     }

@@ -25,7 +25,8 @@
 use std::time::Duration;
 
 use apimachinery::{EventType, ObjectKey, ObjectRef};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 
@@ -106,6 +107,43 @@ pub enum Action {
         /// Batch sizes: 1, 2, 4, ... summing to the number of pods.
         batches: Vec<usize>,
     },
+    /// Create these pods, each different (an Indexed Job's pods, one per index), following
+    /// the slow-start plan as [`Action::CreatePods`] does, with the same events and
+    /// expectations.
+    CreateDistinctPods {
+        /// The controller, for expectations and events.
+        controller: ObjectRef,
+        /// The pods, in the order to create them; `batches` sums to their number.
+        pods: Vec<Pod>,
+        /// Batch sizes: 1, 2, 4, ...
+        batches: Vec<usize>,
+    },
+    /// Remove `finalizer` from these pods (`(key, uid)`), in parallel, with a strategic merge
+    /// patch (`$deleteFromPrimitiveList/finalizers`); NotFound counts as done. The UIDs whose
+    /// removal failed are reported in the outcome.
+    RemovePodFinalizers {
+        /// The controller, for logs.
+        controller: ObjectRef,
+        /// The pods and their UIDs.
+        pods: Vec<(ObjectKey, String)>,
+        /// The finalizer to remove.
+        finalizer: String,
+    },
+    /// `PUT .../daemonsets/<name>/status`, once more on the latest version after a conflict
+    /// (`storeDaemonSetStatus`' retry).
+    UpdateDaemonSetStatus(Box<DaemonSet>),
+    /// `POST` a ControllerRevision (the DaemonSet controller's snapshot of a template).
+    CreateControllerRevision(Box<ControllerRevision>),
+    /// `PUT` a ControllerRevision (a raised `revision`, an added hash label).
+    UpdateControllerRevision(Box<ControllerRevision>),
+    /// `PUT .../jobs/<name>/status`.
+    UpdateJobStatus(Box<Job>),
+    /// `POST` a Job (the CronJob controller's, with its deterministic name).
+    CreateJob(Box<Job>),
+    /// `PUT .../cronjobs/<name>/status`. Entries of `status.active` without a UID name Jobs
+    /// created earlier in the same list: the shell fills in the UID and resourceVersion the
+    /// API server answered with.
+    UpdateCronJobStatus(Box<CronJob>),
     /// Delete these pods, in parallel. Per deleted pod emit `SuccessfulDelete`; on a failure
     /// other than NotFound call `Expectations::deletion_observed` for that pod and emit
     /// `FailedDelete`.
@@ -225,6 +263,61 @@ impl Action {
             } => {
                 let n: usize = batches.iter().sum();
                 format!("create {n} pods for {controller} in batches {batches:?}")
+            }
+            Action::CreateDistinctPods {
+                controller,
+                pods,
+                batches,
+            } => {
+                let names: Vec<&str> = pods
+                    .iter()
+                    .filter_map(|p| p.metadata.generate_name.as_deref())
+                    .collect();
+                let shown = names.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+                let more = if names.len() > 5 { ", ..." } else { "" };
+                format!(
+                    "create {} pods ({shown}{more}) for {controller} in batches {batches:?}",
+                    pods.len()
+                )
+            }
+            Action::RemovePodFinalizers {
+                controller,
+                pods,
+                finalizer,
+            } => format!(
+                "remove finalizer {finalizer} from {} pods of {controller}",
+                pods.len()
+            ),
+            Action::CreateJob(job) => {
+                format!("create Job {}", ObjectKey::from_meta(&job.metadata))
+            }
+            Action::UpdateCronJobStatus(cj) => {
+                format!(
+                    "update status of CronJob {}",
+                    ObjectKey::from_meta(&cj.metadata)
+                )
+            }
+            Action::UpdateDaemonSetStatus(ds) => {
+                format!(
+                    "update status of DaemonSet {}",
+                    ObjectKey::from_meta(&ds.metadata)
+                )
+            }
+            Action::CreateControllerRevision(r) => format!(
+                "create ControllerRevision {} (revision {})",
+                ObjectKey::from_meta(&r.metadata),
+                r.revision
+            ),
+            Action::UpdateControllerRevision(r) => format!(
+                "update ControllerRevision {} (revision {})",
+                ObjectKey::from_meta(&r.metadata),
+                r.revision
+            ),
+            Action::UpdateJobStatus(job) => {
+                format!(
+                    "update status of Job {}",
+                    ObjectKey::from_meta(&job.metadata)
+                )
             }
             Action::DeletePods { controller, pods } => {
                 let names: Vec<String> = pods.iter().map(|p| p.name.clone()).collect();

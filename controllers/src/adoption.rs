@@ -12,10 +12,15 @@
 //!   ─▶ claimed objects (adopted ones carrying the new controllerRef, as the PATCH returned)
 //! ```
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use apimachinery::Selector;
+use client::Indexer;
+use client::indexer::{CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY};
 use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
@@ -69,6 +74,55 @@ where
             Some(obj)
         })
         .collect())
+}
+
+/// `claimPods` of the ReplicaSet and DaemonSet controllers: the pods `controller` controls
+/// plus the orphans `selector` matches in its namespace, claimed.
+///
+/// The pods it already controls and still selects (nearly all of them, nearly always) are
+/// taken from the cache as they are; only the rest (orphans to adopt, owned pods no longer
+/// selected, to release) go through [`claim`] and its patches. The orphans come from the
+/// same controller-UID index (`FilterPodsByOwner` with `includeOrphanedPods`), not from a walk
+/// over every pod of the namespace: a sync costs the controller's own pods.
+pub async fn claim_pods<C>(
+    executor: &Executor,
+    pods: &Indexer<Pod>,
+    controller: &C,
+    selector: &Selector,
+) -> Result<Vec<Arc<Pod>>>
+where
+    C: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + k8s_openapi::Resource
+        + k8s_openapi::Metadata<Ty = ObjectMeta>
+        + Clone
+        + DeserializeOwned
+        + Debug,
+{
+    let uid = controller.uid().unwrap_or_default();
+    let empty = BTreeMap::new();
+    let selects = |p: &Pod| selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty));
+    let (mut claimed, mut unsettled): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = pods
+        .by_index(CONTROLLER_UID_INDEX, &uid)
+        .unwrap_or_default()
+        .into_iter()
+        .partition(|p| selects(p));
+    let namespace = controller.namespace();
+    unsettled.extend(
+        pods.by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|p| p.metadata.namespace == namespace && selects(p)),
+    );
+    if !unsettled.is_empty() {
+        let candidates: Vec<Pod> = unsettled.iter().map(|p| (**p).clone()).collect();
+        claimed.extend(
+            claim(executor, controller, selector, &candidates)
+                .await?
+                .into_iter()
+                .map(Arc::new),
+        );
+    }
+    Ok(claimed)
 }
 
 /// `RecheckDeletionTimestamp`: a live GET; adopt only if the controller still exists with the

@@ -16,6 +16,11 @@
 //! | [`endpointslice`] | `pkg/controller/endpointslice/` + `staging/src/k8s.io/endpointslice/reconciler.go` |
 //! | [`endpoint`] | `pkg/controller/endpoint/endpoints_controller.go` |
 //! | [`garbage_collector`] | `pkg/controller/garbagecollector/` (owner graph, propagation) |
+//! | [`job`] | `pkg/controller/job/` (completions, Indexed Jobs, back-off, pod failure and success policies, the tracking finalizer) |
+//! | [`daemonset`] | `pkg/controller/daemon/` (a pod per eligible node through node affinity, daemon tolerations, ControllerRevisions, rolling updates with `maxUnavailable`/`maxSurge`, `OnDelete`) |
+//! | [`cronjob`] | `pkg/controller/cronjob/` (a Job per scheduled time, concurrency policies, history limits) |
+//! | [`ttl_after_finished`] | `pkg/controller/ttlafterfinished/` (finished Jobs deleted after their TTL) |
+//! | [`podgc`] | `pkg/controller/podgc/` (pods of deleted nodes, terminated pods over the threshold, unscheduled terminating pods) |
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
 //! | [`node_ipam`] | `pkg/controller/nodeipam/ipam/range_allocator.go` + `cidrset` (node pod CIDRs) |
 //! | [`clusterrole_aggregation`] | `pkg/controller/clusterroleaggregation/` (aggregated ClusterRoles' rules) |
@@ -35,6 +40,11 @@
 //! | --- | --- | --- | --- |
 //! | Deployment | Deployments, ReplicaSets, Pods | [`deployment::sync_deployment`]: the Deployment, its ReplicaSets after [`controller_ref::claim_objects`], pods by ReplicaSet UID, `now` | — |
 //! | ReplicaSet | ReplicaSets, Pods | [`replicaset::sync_replica_set`]: the ReplicaSet, its claimed pods, sibling pods, `now` | [`expectations::Expectations`] (informer handlers call `creation_observed` / `deletion_observed`) |
+//! | Job | Jobs, Pods | [`job::sync_job`]: the Job, its claimed pods, the UIDs whose finalizer removal is in flight, the failure back-off, `now` | [`expectations::Expectations`], finalizer expectations, back-off records |
+//! | CronJob | CronJobs, Jobs | [`cronjob::sync_cron_job`]: the CronJob, its Jobs, the active Jobs a live GET found gone, `now` | — |
+//! | TTL after finished | Jobs | [`ttl_after_finished::decide`]: the Job, `now` | — |
+//! | pod GC (periodic) | Pods, Nodes | [`podgc::plan`]: every pod and node, `now` | when each missing node was first missed |
+//! | DaemonSet | DaemonSets, Pods, Nodes, ControllerRevisions | [`daemonset::sync_daemon_set`]: the DaemonSet, every node, its claimed pods, the current revision's hash (the shell creates or renumbers the revision first), the old revisions, `now` | [`expectations::Expectations`], [`daemonset::failed_pods_backoff::FailedPodsBackoff`] |
 //! | garbage collector | every resource (metadata) | [`garbage_collector::garbage_collect`] over an [`garbage_collector::graph::OwnerGraph`] it updates on every event | the graph |
 //! | EndpointSlice | Services, Pods, EndpointSlices, Nodes | [`endpointslice::sync_endpoint_slices`]: the Service, the pods it selects, its managed slices, their nodes, the trigger time | generations written ([`endpointslice::trackers::EndpointSliceTracker`]), trigger times |
 //! | Endpoints | Services, Pods, Endpoints | [`endpoint::sync_endpoints`]: the Service, the pods it selects, its Endpoints, the trigger time | trigger times, the resourceVersion last written over |
@@ -51,7 +61,7 @@
 //! | module | Kubernetes |
 //! | --- | --- |
 //! | [`manager`] | `cmd/kube-controller-manager/app/` (flags, informers, leader election, `/healthz`, `/metrics`) |
-//! | `*/controller.rs` | the controllers' handlers and `sync*` I/O (`deployment_controller.go`, `replica_set.go`, `endpointslice_controller.go`, `endpoints_controller.go`, `garbagecollector.go` + `graph_builder.go`, `namespace_controller.go`) |
+//! | `*/controller.rs` | the controllers' handlers and `sync*` I/O (`deployment_controller.go`, `replica_set.go`, `daemon_controller.go`, `endpointslice_controller.go`, `endpoints_controller.go`, `garbagecollector.go` + `graph_builder.go`, `namespace_controller.go`) |
 //! | [`worker`] | `processNextWorkItem` / `handleErr` |
 //! | [`executor`] | `podControl`, `rsControl`, the typed clientset writes |
 //! | [`adoption`] | `ControllerRefManager.ClaimObject` with `RecheckDeletionTimestamp` |
@@ -61,7 +71,9 @@ pub mod action;
 pub mod adoption;
 pub mod clusterrole_aggregation;
 pub mod controller_ref;
+pub mod cronjob;
 pub mod csrsigning;
+pub mod daemonset;
 pub mod deployment;
 pub mod endpoint;
 pub mod endpointslice;
@@ -69,6 +81,7 @@ pub mod error;
 pub mod executor;
 pub mod expectations;
 pub mod garbage_collector;
+pub mod job;
 pub mod lookup;
 pub mod manager;
 pub mod namespace;
@@ -76,10 +89,12 @@ pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod owner_ref;
 pub mod pod_readiness;
+pub mod podgc;
 pub mod replicaset;
 pub mod root_ca_cert_publisher;
 pub mod selector;
 pub mod serviceaccount;
+pub mod ttl_after_finished;
 pub mod worker;
 
 #[cfg(test)]

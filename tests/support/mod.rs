@@ -21,6 +21,7 @@ pub mod controller_manager;
 pub mod http;
 pub mod kubectl;
 pub mod kubelet;
+pub mod process_cluster;
 pub mod scheduler_process;
 pub mod server;
 pub mod up;

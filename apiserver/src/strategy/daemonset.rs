@@ -44,6 +44,25 @@ impl KindRules for DaemonSetRules {
         default_pod_template(&mut spec.template);
     }
 
+    /// `PrepareForCreate`: `spec.templateGeneration` starts at 1 (kept if the client set a
+    /// higher one), carried in apps/v1 as the annotation
+    /// `deprecated.daemonset.template.generation`.
+    fn prepare_for_create(&self, obj: &mut DaemonSet) {
+        let generation = template_generation(obj).filter(|g| *g >= 1).unwrap_or(1);
+        set_template_generation(obj, generation);
+    }
+
+    /// `PrepareForUpdate`: the template generation is the old one, plus one when the template
+    /// changed; a client cannot set it.
+    fn prepare_for_update(&self, new: &mut DaemonSet, old: &DaemonSet) {
+        let mut generation = template_generation(old).unwrap_or(0);
+        let template = |ds: &DaemonSet| ds.spec.as_ref().map(|s| s.template.clone());
+        if template(new) != template(old) {
+            generation += 1;
+        }
+        set_template_generation(new, generation);
+    }
+
     fn validate(&self, obj: &DaemonSet) -> Vec<FieldError> {
         let path = FieldPath::new("spec");
         let spec = obj.spec.clone().unwrap_or_default();
@@ -141,6 +160,31 @@ impl KindRules for DaemonSetRules {
         ];
         row.extend(wide_cells(&spec.template, &spec.selector));
         row
+    }
+}
+
+/// The annotation apps/v1 carries the internal `spec.templateGeneration` in
+/// (`DeprecatedTemplateGeneration`); the DaemonSet controller labels pods with it.
+pub const TEMPLATE_GENERATION_ANNOTATION: &str = "deprecated.daemonset.template.generation";
+
+fn template_generation(ds: &DaemonSet) -> Option<i64> {
+    ds.metadata
+        .annotations
+        .as_ref()?
+        .get(TEMPLATE_GENERATION_ANNOTATION)?
+        .parse()
+        .ok()
+}
+
+fn set_template_generation(ds: &mut DaemonSet, generation: i64) {
+    let annotations = ds.metadata.annotations.get_or_insert_with(Default::default);
+    if generation == 0 {
+        annotations.remove(TEMPLATE_GENERATION_ANNOTATION);
+    } else {
+        annotations.insert(
+            TEMPLATE_GENERATION_ANNOTATION.to_owned(),
+            generation.to_string(),
+        );
     }
 }
 
@@ -242,6 +286,25 @@ mod tests {
                 "spec.updateStrategy: Unsupported value: \"Sometimes\": supported values: \"RollingUpdate\", \"OnDelete\""
             ]
         );
+    }
+
+    #[test]
+    fn template_generation_counts_template_changes() {
+        let s = Typed(DaemonSetRules);
+        let mut old = ds();
+        s.default(&mut old).unwrap();
+        s.prepare_for_create(&mut old);
+        let generation =
+            |o: &Value| o["metadata"]["annotations"][TEMPLATE_GENERATION_ANNOTATION].clone();
+        assert_eq!(generation(&old), json!("1"));
+        let mut same = old.clone();
+        same["metadata"]["annotations"][TEMPLATE_GENERATION_ANNOTATION] = json!("7");
+        s.prepare_for_update(&mut same, &old);
+        assert_eq!(generation(&same), json!("1"), "clients cannot set it");
+        let mut new = old.clone();
+        new["spec"]["template"]["spec"]["containers"][0]["image"] = json!("fluentd:v2");
+        s.prepare_for_update(&mut new, &old);
+        assert_eq!(generation(&new), json!("2"));
     }
 
     #[test]

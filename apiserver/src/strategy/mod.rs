@@ -28,6 +28,7 @@ pub mod certificates;
 pub mod componentstatus;
 pub mod config_data;
 pub mod configmap;
+pub mod controllerrevision;
 pub mod cronjob;
 pub mod daemonset;
 pub mod decode;
@@ -383,6 +384,7 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(deployment::DeploymentRules)),
         Arc::new(Typed(replicaset::ReplicaSetRules)),
         Arc::new(Typed(daemonset::DaemonSetRules)),
+        Arc::new(Typed(controllerrevision::ControllerRevisionRules)),
         Arc::new(Typed(statefulset::StatefulSetRules)),
         Arc::new(Typed(job::JobRules)),
         Arc::new(Typed(cronjob::CronJobRules)),
@@ -450,6 +452,9 @@ mod tests {
                                       "ports": [{"name": "", "port": 80, "protocol": "TCP"}]})
             }
             "Lease" => json!({"spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40}}),
+            "ControllerRevision" => {
+                json!({"data": {"spec": {"template": {"$patch": "replace"}}}, "revision": 1})
+            }
             "Role" => {
                 json!({"rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]})
             }
@@ -496,7 +501,7 @@ mod tests {
     #[test]
     fn every_builtin_kind_defaults_validates_and_prints_its_sample() {
         let strategies = builtin_strategies();
-        assert_eq!(strategies.len(), 23);
+        assert_eq!(strategies.len(), 24);
         let now: jiff::Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for s in &strategies {

@@ -251,6 +251,10 @@ pub fn sample(info: &ResourceInfo, name: &str) -> Value {
         ("apps", "StatefulSet") => {
             json!({"spec": {"serviceName": "s", "selector": selector, "template": template}})
         }
+        ("apps", "ControllerRevision") => json!({
+            "data": {"spec": {"template": {"$patch": "replace", "spec": pod_spec}}},
+            "revision": 1
+        }),
         ("coordination.k8s.io", "Lease") => json!({"spec": {"holderIdentity": "me"}}),
         ("discovery.k8s.io", "EndpointSlice") => json!({
             "addressType": "IPv4", "endpoints": [{"addresses": ["10.244.0.5"]}],

@@ -13,7 +13,7 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 12] = [
+pub const KNOWN_CONTROLLERS: [&str; 17] = [
     "deployment",
     "replicaset",
     "endpoint",
@@ -26,6 +26,11 @@ pub const KNOWN_CONTROLLERS: [&str; 12] = [
     "clusterrole-aggregation",
     "root-ca-cert-publisher",
     "csrsigning",
+    "job",
+    "cronjob",
+    "ttl-after-finished",
+    "podgc",
+    "daemonset",
 ];
 
 /// Which controllers run: kube-controller-manager's `--controllers` list.
@@ -130,6 +135,18 @@ pub struct Config {
     pub concurrent_deployment_syncs: usize,
     /// `--concurrent-replicaset-syncs` (5).
     pub concurrent_replicaset_syncs: usize,
+    /// `--concurrent-job-syncs` (5).
+    pub concurrent_job_syncs: usize,
+    /// `--concurrent-cron-job-syncs` (5).
+    pub concurrent_cron_job_syncs: usize,
+    /// `--concurrent-daemonset-syncs` (2).
+    pub concurrent_daemonset_syncs: usize,
+    /// `--concurrent-ttl-after-finished-syncs` (5).
+    pub concurrent_ttl_after_finished_syncs: usize,
+    /// The pod GC's settings: `--terminated-pod-gc-threshold` (12,500; 0 disables that
+    /// pass) and its check period and node quarantine (Kubernetes' constants, 20 s and 40 s;
+    /// shorter on clusters with fast node lifecycle).
+    pub pod_gc: crate::podgc::Config,
     /// `--concurrent-endpoint-syncs` (5).
     pub concurrent_endpoint_syncs: usize,
     /// `--concurrent-service-endpoint-syncs` (5): the EndpointSlice controller's workers.
@@ -194,6 +211,11 @@ impl Config {
             controllers: EnabledControllers::all(),
             concurrent_deployment_syncs: 5,
             concurrent_replicaset_syncs: 5,
+            concurrent_job_syncs: 5,
+            concurrent_cron_job_syncs: 5,
+            concurrent_daemonset_syncs: 2,
+            concurrent_ttl_after_finished_syncs: 5,
+            pod_gc: crate::podgc::Config::default(),
             concurrent_endpoint_syncs: 5,
             concurrent_service_endpoint_syncs: 5,
             max_endpoints_per_slice: crate::endpointslice::DEFAULT_MAX_ENDPOINTS_PER_SLICE,
@@ -238,7 +260,12 @@ mod tests {
                 "serviceaccount",
                 "clusterrole-aggregation",
                 "root-ca-cert-publisher",
-                "csrsigning"
+                "csrsigning",
+                "job",
+                "cronjob",
+                "ttl-after-finished",
+                "podgc",
+                "daemonset"
             ]
         );
         assert_eq!(parse("replicaset").unwrap_or_default(), vec!["replicaset"]);

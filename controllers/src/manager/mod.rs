@@ -10,12 +10,14 @@
 //!      │                 (lost while leading ─▶ Err(LeaderElectionLost): the process exits)
 //!      ▼ leading (or no election)
 //!   tracer (unless --tracing=false) ─▶ exporter task posting spans to the API server
-//!   SharedInformerFactory: Deployments, ReplicaSets, Pods, Services, Endpoints,
+//!   SharedInformerFactory: Deployments, ReplicaSets, DaemonSets, ControllerRevisions, Pods,
+//!                          Services, Endpoints,
 //!                          EndpointSlices, Nodes, Namespaces, ... (one watch each)
 //!   controllers: deployment, replicaset, endpoint, endpointslice, garbagecollector,
 //!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle,
 //!                serviceaccount, clusterrole-aggregation, root-ca-cert-publisher,
-//!                csrsigning (with --cluster-signing-*-file) (--controllers)
+//!                csrsigning (with --cluster-signing-*-file), job, cronjob, ttl-after-finished,
+//!                podgc, daemonset (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
 //!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
 //!      ▼ shutdown
@@ -45,18 +47,23 @@ use self::shell::{ControllerSet, Shell};
 use crate::clusterrole_aggregation::controller::{
     self as clusterrole_aggregation, ClusterRoleAggregationController,
 };
+use crate::cronjob::controller::CronJobController;
 use crate::csrsigning::controller::CsrSigningController;
+use crate::daemonset::controller::DaemonSetsController;
 use crate::deployment::controller::DeploymentController;
 use crate::endpoint::controller::EndpointsController;
 use crate::endpointslice::controller::EndpointSliceController;
 use crate::error::{Error, Result};
 use crate::garbage_collector::controller::GarbageCollector;
+use crate::job::controller::JobController;
 use crate::namespace::controller::NamespaceController;
 use crate::node_ipam::controller::{self as node_ipam, NodeIpamController};
 use crate::node_lifecycle::controller::NodeLifecycleController;
+use crate::podgc::controller::PodGcController;
 use crate::replicaset::controller::ReplicaSetController;
 use crate::root_ca_cert_publisher::controller::{self as root_ca_cert_publisher, Publisher};
 use crate::serviceaccount::controller::ServiceAccountsController;
+use crate::ttl_after_finished::controller::TtlAfterFinishedController;
 
 /// A controller-manager with its client built and its health port bound, ready to run.
 pub struct ControllerManager {
@@ -129,6 +136,11 @@ const SERVICE_ACCOUNTS: &[(&str, &str)] = &[
     ("nodelifecycle", "node-controller"),
     ("root-ca-cert-publisher", "root-ca-cert-publisher"),
     ("csrsigning", "certificate-controller"),
+    ("job", "job-controller"),
+    ("cronjob", "cronjob-controller"),
+    ("ttl-after-finished", "ttl-after-finished-controller"),
+    ("podgc", "pod-garbage-collector"),
+    ("daemonset", "daemon-set-controller"),
 ];
 
 /// Builds the enabled controllers on the set's informer factory and runs them until shutdown.
@@ -287,6 +299,56 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
         // kube-controller-manager's `--concurrent-certificate-syncs` default: 5.
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(5, t, s)));
+    }
+    if enabled.is_enabled("job") {
+        let c = JobController::new(
+            set.factory(),
+            set.executor_as("job-controller", "job-controller"),
+        );
+        let n = config.concurrent_job_syncs;
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("cronjob") {
+        let c = CronJobController::new(
+            set.factory(),
+            set.executor_as("cronjob-controller", "cronjob-controller"),
+        );
+        let n = config.concurrent_cron_job_syncs;
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("ttl-after-finished") {
+        let c = TtlAfterFinishedController::new(
+            set.factory(),
+            set.executor_as(
+                "ttlafterfinished-controller",
+                "ttl-after-finished-controller",
+            ),
+        );
+        let n = config.concurrent_ttl_after_finished_syncs;
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("daemonset") {
+        let c = DaemonSetsController::new(
+            set.factory(),
+            set.executor_as("daemonset-controller", "daemon-set-controller"),
+        );
+        let n = config.concurrent_daemonset_syncs;
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("podgc") {
+        let c = PodGcController::new(
+            set.client_for("pod-garbage-collector").clone(),
+            set.factory(),
+            config.pod_gc.clone(),
+            TokioClock::shared(),
+        );
+        set.add(Box::new(move |t, s| {
+            t.spawn(c.run(s));
+        }));
     }
     set.run(enabled.names()).await
 }

@@ -6,6 +6,8 @@
 //!   informers: Nodes, Leases (kube-node-lease), Pods (indexed by spec.nodeName)
 //!   every node-monitor-period:
 //!     for each node: monitor_node (sans-IO) ─▶ PATCH node status conditions (Unknown)
+//!                    Ready True → not True: event NodeNotReady on the Node, each Ready pod
+//!                    on it PUT not Ready + Warning NodeNotReady (MarkPodsNotReady)
 //!                                           ─▶ PATCH node spec.taints
 //!     for each pod on a node with NoExecute taints: eviction (sans-IO)
 //!        Now ─▶ event TaintManagerEviction + DELETE pod (UID precondition)
@@ -27,12 +29,14 @@ use client::{EventRecorder, SharedClock, SharedInformerFactory};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, ObjectReference, Pod, Taint};
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::{Api, Client};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::{Config, Eviction, NodeHealth, eviction, monitor_node};
+use super::{
+    Config, Eviction, NodeHealth, became_not_ready, eviction, mark_pod_not_ready, monitor_node,
+};
 use crate::error::Result;
 
 /// The namespace of node Leases.
@@ -127,6 +131,7 @@ impl NodeLifecycleController {
             let renew = self.lease_renew_time(&name);
             let previous = self.health.remove(&name);
             let (health, decision) = monitor_node(&node, renew, previous, &self.config, now);
+            let not_ready_now = became_not_ready(&node, &decision);
             self.health.insert(name.clone(), health);
             if let Some(summary) = &decision.summary {
                 tracing::info!("{summary}");
@@ -140,6 +145,9 @@ impl NodeLifecycleController {
                 {
                     tracing::warn!(node = %name, error = %e, "marking node Unknown failed");
                     continue;
+                }
+                if not_ready_now {
+                    self.mark_pods_not_ready(&name, now).await;
                 }
             }
             let taints = match decision.taints {
@@ -162,6 +170,67 @@ impl NodeLifecycleController {
             };
             if taints.iter().any(|t| t.effect == "NoExecute") {
                 self.evict_pods(&name, &taints, now).await;
+            }
+        }
+    }
+
+    /// `RecordNodeStatusChange(node, "NodeNotReady")` and `MarkPodsNotReady`: a Normal event on
+    /// the Node, then each Ready pod on it turned not Ready with a Warning `NodeNotReady`.
+    async fn mark_pods_not_ready(&self, name: &str, now: Timestamp) {
+        let node_ref = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.to_owned()),
+            // Kubernetes refers to nodes by name in their events' UID.
+            uid: Some(name.to_owned()),
+            ..Default::default()
+        };
+        self.recorder.event(
+            &node_ref,
+            EventType::Normal,
+            "NodeNotReady",
+            &format!("Node {name} status is now: NodeNotReady"),
+        );
+        let pods = self
+            .pods
+            .indexer()
+            .by_index(NODE_NAME_INDEX, name)
+            .unwrap_or_default();
+        for pod in pods {
+            let Some(updated) = mark_pod_not_ready(&pod, now) else {
+                continue;
+            };
+            let pod_name = pod.metadata.name.clone().unwrap_or_default();
+            let namespace = pod
+                .metadata
+                .namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+            match api
+                .replace_status(&pod_name, &PostParams::default(), &updated)
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(pod = %format!("{namespace}/{pod_name}"), node = name, "updating ready status of pod to false");
+                    let reference = ObjectReference {
+                        api_version: Some("v1".into()),
+                        kind: Some("Pod".into()),
+                        name: Some(pod_name),
+                        namespace: Some(namespace),
+                        uid: pod.metadata.uid.clone(),
+                        ..Default::default()
+                    };
+                    self.recorder.event(
+                        &reference,
+                        EventType::Warning,
+                        "NodeNotReady",
+                        "Node is not ready",
+                    );
+                }
+                Err(e) => {
+                    tracing::warn!(pod = %format!("{namespace}/{pod_name}"), error = %e, "marking the pod not ready failed")
+                }
             }
         }
     }

@@ -294,6 +294,37 @@ pub fn monitor_node(
     )
 }
 
+/// `MarkPodsNotReady` for one pod: the pod with its Ready condition turned False (its
+/// transition time `now`), or `None` when it is not Ready True already.
+pub fn mark_pod_not_ready(pod: &Pod, now: Timestamp) -> Option<Pod> {
+    let mut pod = pod.clone();
+    let ready = pod
+        .status
+        .as_mut()?
+        .conditions
+        .as_mut()?
+        .iter_mut()
+        .find(|c| c.type_ == "Ready")?;
+    if ready.status == "False" {
+        return None;
+    }
+    ready.status = "False".into();
+    ready.last_transition_time = Some(Time(now));
+    Some(pod)
+}
+
+/// Whether this check turned the node's Ready condition from True to something else (the
+/// moment Kubernetes records `NodeNotReady` and marks the node's pods not ready).
+pub fn became_not_ready(node: &Node, decision: &NodeDecision) -> bool {
+    let observed = ready_condition(node).map(|c| c.status.as_str());
+    let current = decision
+        .conditions
+        .as_ref()
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str());
+    observed == Some("True") && current.is_some_and(|c| c != "True")
+}
+
 /// What taint eviction does with one pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Eviction {

@@ -65,7 +65,12 @@ fn silence_past_grace_period_marks_unknown_and_taints_unreachable() {
     let (h, _) = monitor_node(&n, Some(t(0)), None, &config(), t(0));
     let (h, d) = monitor_node(&n, Some(t(0)), Some(h), &config(), t(40));
     assert_eq!(d.conditions, None, "exactly the grace period is still fine");
+    assert!(!became_not_ready(&n, &d));
     let (_, d) = monitor_node(&n, Some(t(0)), Some(h), &config(), t(41));
+    assert!(
+        became_not_ready(&n, &d),
+        "True → Unknown is the NodeNotReady moment"
+    );
     let conditions = d.conditions.expect("conditions set Unknown");
     let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
     assert_eq!(
@@ -275,4 +280,24 @@ fn toleration_matching() {
             ..kv
         }
     ));
+}
+
+#[test]
+fn a_ready_pod_is_marked_not_ready_once() {
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "p"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}]}
+    }))
+    .expect("pod");
+    let now = Timestamp::from_second(100).expect("time");
+    let marked = mark_pod_not_ready(&pod, now).expect("marked");
+    let ready = marked
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"))
+        .expect("ready");
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.last_transition_time.as_ref().map(|t| t.0), Some(now));
+    assert_eq!(mark_pod_not_ready(&marked, now), None);
 }

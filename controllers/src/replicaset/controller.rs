@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apimachinery::ObjectKey;
-use client::indexer::{CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY, controller_uid_index_func};
+use client::indexer::{CONTROLLER_UID_INDEX, controller_uid_index_func};
 use client::{DeltaObject, Indexer, Lister, RateLimitingQueue, SharedInformerFactory};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::action::Action;
-use crate::adoption::claim;
+use crate::adoption::claim_pods;
 use crate::error::Result;
 use crate::executor::Executor;
 use crate::expectations::Expectations;
@@ -269,35 +269,6 @@ impl ReplicaSetController {
     /// longer selected, to release) go through [`claim`] and its patches.
     async fn claim_pods(&self, rs: &ReplicaSet) -> Result<Vec<Arc<Pod>>> {
         let selector = selector::from_label_selector(rs.spec.as_ref().map(|s| &s.selector))?;
-        let uid = rs.uid().unwrap_or_default();
-        let empty = BTreeMap::new();
-        let selects = |p: &Pod| selector.matches(p.metadata.labels.as_ref().unwrap_or(&empty));
-        let (mut claimed, mut unsettled): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = self
-            .pods
-            .by_index(CONTROLLER_UID_INDEX, &uid)
-            .unwrap_or_default()
-            .into_iter()
-            .partition(|p| selects(p));
-        // The orphans come from the same index (`FilterPodsByOwner` with
-        // `includeOrphanedPods`), not from a walk over every pod of the namespace: a sync
-        // costs the ReplicaSet's own pods, not the namespace's.
-        let namespace = rs.namespace();
-        unsettled.extend(
-            self.pods
-                .by_index(CONTROLLER_UID_INDEX, ORPHAN_INDEX_KEY)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|p| p.metadata.namespace == namespace && selects(p)),
-        );
-        if !unsettled.is_empty() {
-            let candidates: Vec<Pod> = unsettled.iter().map(|p| (**p).clone()).collect();
-            claimed.extend(
-                claim(&self.executor, rs, &selector, &candidates)
-                    .await?
-                    .into_iter()
-                    .map(Arc::new),
-            );
-        }
-        Ok(claimed)
+        claim_pods(&self.executor, &self.pods, rs, &selector).await
     }
 }

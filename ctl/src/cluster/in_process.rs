@@ -132,6 +132,10 @@ pub(crate) async fn start_clients(
             config.node_lifecycle.node_monitor_grace_period = FAST_GRACE;
             config.node_lifecycle.node_monitor_period = FAST_PERIOD;
             config.node_lifecycle.node_startup_grace_period = FAST_GRACE;
+            // A removed node's pods go within seconds too (Kubernetes: checked every 20 s
+            // after a 40 s quarantine).
+            config.pod_gc.check_period = FAST_PERIOD;
+            config.pod_gc.quarantine = FAST_GRACE;
         }
         config.listen = Some(health_address(plan, CONTROLLER_MANAGER_PORT));
         config.node_ipam = plan.node_ipam.clone();

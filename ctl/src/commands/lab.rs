@@ -331,7 +331,7 @@ pub fn main(args: LabArgs) -> anyhow::Result<()> {
             }
             LabCommand::Reset => {
                 runner.admin().clear_all().await?;
-                for kind in ["deployments", "replicasets", "pods", "services"] {
+                for kind in ["jobs", "deployments", "replicasets", "pods", "services"] {
                     let line = format!("kubectl delete {kind} --all --wait=false");
                     runner
                         .run_action(&miniplane::lab::spec::Action::Run(line))

@@ -29,7 +29,8 @@ pub struct ControllerManagerArgs {
     /// Controllers to run: `*` for all, `name` to enable, `-name` to disable
     /// (deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace,
     /// nodeipam, nodelifecycle, serviceaccount, clusterrole-aggregation,
-    /// root-ca-cert-publisher, csrsigning).
+    /// root-ca-cert-publisher, csrsigning, job, cronjob, ttl-after-finished, podgc,
+    /// daemonset).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// Deployment workers.
@@ -38,6 +39,21 @@ pub struct ControllerManagerArgs {
     /// ReplicaSet workers.
     #[arg(long, default_value_t = 5)]
     concurrent_replicaset_syncs: usize,
+    /// Job controller workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_job_syncs: usize,
+    /// CronJob controller workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_cron_job_syncs: usize,
+    /// DaemonSet controller workers.
+    #[arg(long, default_value_t = 2)]
+    concurrent_daemonset_syncs: usize,
+    /// TTL-after-finished controller workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_ttl_after_finished_syncs: usize,
+    /// Terminated pods the pod GC keeps before deleting the oldest (0: keep all).
+    #[arg(long, default_value_t = 12_500)]
+    terminated_pod_gc_threshold: usize,
     /// Endpoints controller workers.
     #[arg(long, default_value_t = 5)]
     concurrent_endpoint_syncs: usize,
@@ -126,6 +142,11 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.controllers = EnabledControllers::parse(&args.controllers)?;
     config.concurrent_deployment_syncs = args.concurrent_deployment_syncs;
     config.concurrent_replicaset_syncs = args.concurrent_replicaset_syncs;
+    config.concurrent_job_syncs = args.concurrent_job_syncs;
+    config.concurrent_ttl_after_finished_syncs = args.concurrent_ttl_after_finished_syncs;
+    config.concurrent_cron_job_syncs = args.concurrent_cron_job_syncs;
+    config.concurrent_daemonset_syncs = args.concurrent_daemonset_syncs;
+    config.pod_gc.terminated_pod_threshold = args.terminated_pod_gc_threshold;
     config.concurrent_endpoint_syncs = args.concurrent_endpoint_syncs;
     config.concurrent_service_endpoint_syncs = args.concurrent_service_endpoint_syncs;
     config.max_endpoints_per_slice = args.max_endpoints_per_slice;

@@ -23,6 +23,9 @@
 //!   carries the sync's trace (`traceparent`) and records a client span.
 //! * `Delete` carries a UID precondition, so a re-created namesake is spared; NotFound and a
 //!   failed precondition mean "already gone" and count as success.
+//!
+//! Files: `pods` (pod creation in slow-start batches, parallel deletes, finalizer removal),
+//! `status` (the status writes with a retry policy of their own).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,22 +33,20 @@ use std::time::Duration;
 
 use apimachinery::{ObjectKey, ObjectRef};
 use client::{EventRecorder, Tracer};
-use futures::future::{BoxFuture, join_all};
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, ObjectReference, Pod};
+use futures::future::BoxFuture;
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, ObjectReference};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
     PostParams, Preconditions,
 };
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 
 use crate::action::{Action, Event, PatchType};
 use crate::error::{Error, Result};
 use crate::expectations::Expectations;
-use crate::replicaset::pods::{
-    created_event, deleted_event, failed_create_event, failed_delete_event,
-};
 
 /// What executing a list of actions asks of the worker afterwards.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -64,6 +65,13 @@ pub struct Outcome {
     pub deleted_endpoint_slices: Vec<EndpointSlice>,
     /// The Endpoints created or updated, as the API server answered.
     pub endpoints: Vec<Endpoints>,
+    /// UIDs of the pods whose finalizer removal failed (the Job controller stops expecting
+    /// to observe them).
+    pub unremoved_finalizers: Vec<String>,
+    /// The Jobs created, as the API server answered.
+    pub jobs: Vec<Job>,
+    /// The ControllerRevisions created or updated, as the API server answered.
+    pub controller_revisions: Vec<ControllerRevision>,
 }
 
 /// The first action that failed, and why. Actions after it were not attempted.
@@ -98,35 +106,6 @@ struct Run<'a> {
     /// resourceVersions returned by writes of this run.
     versions: HashMap<RvKey, String>,
     outcome: Outcome,
-}
-
-/// The part of a created pod that `create_pods` reads from the reply: its generated name.
-/// (client-go's `podControl.CreatePods` decodes the whole Pod and logs only its name; the rest
-/// is skipped unparsed here.)
-#[derive(serde::Deserialize)]
-struct Created {
-    metadata: CreatedMeta,
-}
-
-#[derive(serde::Deserialize)]
-struct CreatedMeta {
-    #[serde(default)]
-    name: Option<String>,
-}
-
-/// POSTs `body` (an encoded pod) to `request`'s collection; returns the created pod's name.
-async fn create_returning_name(
-    client: &Client,
-    request: &kube::core::Request,
-    params: &PostParams,
-    body: Vec<u8>,
-) -> kube::Result<String> {
-    let mut http_request = request
-        .create(params, body)
-        .map_err(kube::Error::BuildRequest)?;
-    http_request.extensions_mut().insert("create");
-    let created: Created = client.request(http_request).await?;
-    Ok(created.metadata.name.unwrap_or_default())
 }
 
 impl Executor {
@@ -255,7 +234,86 @@ impl Executor {
                     controller,
                     pod,
                     batches,
-                } => self.create_pods(controller, pod, batches, run).await?,
+                } => {
+                    let body = encode_pod(controller, pod)?;
+                    let total: usize = batches.iter().sum();
+                    let bodies = std::iter::repeat_n(body, total).collect();
+                    self.create_pods(controller, pod, bodies, batches, run)
+                        .await?
+                }
+                Action::CreateDistinctPods {
+                    controller,
+                    pods,
+                    batches,
+                } => {
+                    let Some(first) = pods.first() else {
+                        return Ok(());
+                    };
+                    let bodies = pods
+                        .iter()
+                        .map(|p| encode_pod(controller, p))
+                        .collect::<Result<Vec<_>>>()?;
+                    self.create_pods(controller, first, bodies, batches, run)
+                        .await?
+                }
+                Action::RemovePodFinalizers {
+                    controller,
+                    pods,
+                    finalizer,
+                } => {
+                    self.remove_finalizers(controller, pods, finalizer, run)
+                        .await?
+                }
+                Action::CreateJob(job) => {
+                    let created = self.create_typed::<Job>(job).await?;
+                    run.outcome.jobs.push(created);
+                }
+                Action::UpdateCronJobStatus(cj) => {
+                    let mut cj = (**cj).clone();
+                    freshen(run, "CronJob", &mut cj.metadata);
+                    for r in cj
+                        .status
+                        .iter_mut()
+                        .flat_map(|s| s.active.iter_mut().flatten())
+                        .filter(|r| r.uid.is_none())
+                    {
+                        if let Some(job) =
+                            run.outcome.jobs.iter().find(|j| j.metadata.name == r.name)
+                        {
+                            r.uid = job.metadata.uid.clone();
+                            r.resource_version = job.metadata.resource_version.clone();
+                        }
+                    }
+                    let api: Api<CronJob> = self.namespaced(&cj.metadata);
+                    let name = cj.name_any();
+                    let updated = api
+                        .replace_status(&name, &PostParams::default(), &cj)
+                        .await
+                        .map_err(|e| {
+                            Error::from_kube("update status of", format!("CronJob {name}"), e)
+                        })?;
+                    remember(run, "CronJob", &updated.metadata);
+                }
+                Action::UpdateDaemonSetStatus(ds) => {
+                    let mut ds = (**ds).clone();
+                    freshen(run, "DaemonSet", &mut ds.metadata);
+                    let updated = self.update_daemon_set_status(ds).await?;
+                    remember(run, "DaemonSet", &updated.metadata);
+                }
+                Action::CreateControllerRevision(revision) => {
+                    let created = self.create_typed::<ControllerRevision>(revision).await?;
+                    run.outcome.controller_revisions.push(created);
+                }
+                Action::UpdateControllerRevision(revision) => {
+                    let updated = self.replace_typed::<ControllerRevision>(revision).await?;
+                    run.outcome.controller_revisions.push(updated);
+                }
+                Action::UpdateJobStatus(job) => {
+                    let mut job = (**job).clone();
+                    freshen(run, "Job", &mut job.metadata);
+                    let updated = self.update_job_status(job).await?;
+                    remember(run, "Job", &updated.metadata);
+                }
                 Action::DeletePods { controller, pods } => {
                     self.delete_pods(controller, pods, run).await?
                 }
@@ -445,130 +503,6 @@ impl Executor {
         Ok(found.is_some_and(|obj| obj.uid().as_deref() == Some(target.uid.as_str())))
     }
 
-    /// `updateReplicaSetStatus` (`replica_set_utils.go`): PUT /status; if that fails, GET the
-    /// ReplicaSet and try once more with its latest resourceVersion (`statusUpdateRetries` =
-    /// 1). The cached copy a sync works on is often one status write behind (its own previous
-    /// write not yet seen by the informer), so the first PUT meets a 409 Conflict.
-    async fn update_replica_set_status(&self, rs: ReplicaSet) -> Result<ReplicaSet> {
-        const STATUS_UPDATE_RETRIES: usize = 1;
-        let api: Api<ReplicaSet> = self.namespaced(&rs.metadata);
-        let name = rs.name_any();
-        let status = rs.status.clone();
-        let mut rs = rs;
-        let mut attempt = 0;
-        loop {
-            let error = match api.replace_status(&name, &PostParams::default(), &rs).await {
-                Ok(updated) => return Ok(updated),
-                Err(e) => Error::from_kube("update status of", format!("ReplicaSet {name}"), e),
-            };
-            if attempt >= STATUS_UPDATE_RETRIES {
-                return Err(error);
-            }
-            attempt += 1;
-            tracing::debug!(replicaset = %name, %error, "status update failed; retrying on the latest version");
-            // If the GET fails the status can't be trusted anymore; its error is the one
-            // worth reporting.
-            rs = api
-                .get(&name)
-                .await
-                .map_err(|e| Error::from_kube("get", format!("ReplicaSet {name}"), e))?;
-            rs.status = status.clone();
-        }
-    }
-
-    /// `slowStartBatch(diff, SlowStartInitialBatchSize, createPod)` of `manageReplicas`.
-    async fn create_pods(
-        &self,
-        controller: &ObjectRef,
-        pod: &Pod,
-        batches: &[usize],
-        run: &mut Run<'_>,
-    ) -> Result<()> {
-        let total: usize = batches.iter().sum();
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
-        let request = kube::core::Request::new(Pod::url_path(&(), Some(namespace)));
-        let client = self.client();
-        // Every pod of the batches is made from one template: encoded once.
-        let body = serde_json::to_vec(pod).map_err(|e| {
-            Error::from_kube(
-                "create",
-                format!("Pod for {controller}"),
-                kube::Error::SerdeError(e),
-            )
-        })?;
-        let mut created = 0usize;
-        let mut first_error = None;
-        let params = PostParams::default();
-        for batch in batches {
-            let creates = (0..*batch)
-                .map(|_| create_returning_name(&client, &request, &params, body.clone()));
-            let results = join_all(creates).await;
-            for result in results {
-                match result {
-                    Ok(name) => {
-                        created += 1;
-                        run.outcome.writes += 1;
-                        self.record_action(&created_event(controller, &name));
-                    }
-                    Err(e) => {
-                        let e = Error::from_kube("create", format!("Pod for {controller}"), e);
-                        self.record_action(&failed_create_event(controller, &e.to_string()));
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-            if first_error.is_some() {
-                break;
-            }
-        }
-        if let Some(expectations) = run.expectations {
-            // The informer will never see the pods that were not created.
-            let key = controller.key();
-            let mut exp = expectations.lock().unwrap_or_else(|p| p.into_inner());
-            for _ in created..total {
-                exp.creation_observed(&key);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// The parallel `podControl.DeletePod` calls of `manageReplicas`.
-    async fn delete_pods(
-        &self,
-        controller: &ObjectRef,
-        pods: &[ObjectKey],
-        run: &mut Run<'_>,
-    ) -> Result<()> {
-        let deletes = pods.iter().map(|key| async move {
-            let api: Api<Pod> =
-                Api::namespaced(self.client(), key.namespace.as_deref().unwrap_or_default());
-            (key, api.delete(&key.name, &DeleteParams::default()).await)
-        });
-        let mut first_error = None;
-        for (key, result) in join_all(deletes).await {
-            match result {
-                Ok(_) => {
-                    run.outcome.writes += 1;
-                    self.record_action(&deleted_event(controller, &key.name));
-                }
-                Err(e) => {
-                    let e = Error::from_kube("delete", format!("Pod {key}"), e);
-                    if let Some(expectations) = run.expectations {
-                        expectations
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .deletion_observed(&controller.key(), key);
-                    }
-                    if !e.is_not_found() {
-                        self.record_action(&failed_delete_event(controller, &e.to_string()));
-                        first_error.get_or_insert(e);
-                    }
-                }
-            }
-        }
-        first_error.map_or(Ok(()), Err)
-    }
-
     /// Records `action` if it is an [`Action::Event`] (for events a shell decides after a
     /// failed write).
     pub fn record_action(&self, action: &Action) {
@@ -593,6 +527,10 @@ fn remember(run: &mut Run<'_>, kind: &'static str, meta: &kube::api::ObjectMeta)
     }
 }
 
+mod pods;
+mod status;
+
+use self::pods::encode_pod;
+
 #[cfg(test)]
-#[path = "executor_tests.rs"]
 mod tests;
