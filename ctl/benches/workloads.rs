@@ -1,21 +1,28 @@
-//! Workload controllers benchmark: an Indexed Job of 10,000 completions, 1,000 pods at a
-//! time, each container running `sleep 1`, on 1,000 simulated nodes: the time from create to
-//! the Job's `Complete` condition, and the controller-manager's CPU and peak RSS meanwhile.
+//! Workload controllers benchmark, on 1,000 simulated nodes:
+//!
+//! * `job`: an Indexed Job of 10,000 completions, 1,000 pods at a time, each container running
+//!   `sleep 1`: the time from create to the Job's `Complete` condition;
+//! * `daemonset`: a DaemonSet: the time from create to `numberAvailable` = 1,000 (a pod
+//!   Running and Ready on every node);
+//!
+//! each with the controller-manager's CPU and peak RSS meanwhile.
 //!
 //! Run with `cargo bench -p ctl --bench workloads` (`MINIPLANE_BENCH_QUICK=1`: 100 nodes,
-//! 1,000 completions, parallelism 100). Each run starts a fresh `miniplane apiserver
-//! --no-fsync`, `kubelet --nodes N`, `scheduler` and `controller-manager` as child processes
-//! (release build); the median of `RUNS` runs is printed.
+//! 1,000 completions, parallelism 100; `MINIPLANE_BENCH_WORKLOADS=job` or `daemonset` runs
+//! one). Each run starts a fresh `miniplane apiserver --no-fsync`, `kubelet --nodes N`,
+//! `scheduler` and `controller-manager` as child processes (release build); the median of
+//! `RUNS` runs is printed.
 //!
 //! ```text
-//!   this bench ── POST Job (Indexed, completions C, parallelism P, sleep 1) ──▶ apiserver
-//!   controller-manager (job) ⇄ apiserver ⇄ scheduler, kubelet --nodes N
-//!   poll the Job every 200 ms until Complete=True
+//!   this bench ── POST Job / DaemonSet ──▶ apiserver ⇄ controller-manager, scheduler,
+//!                                                      kubelet --nodes N
+//!   poll it every 200 ms until Complete / all available
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{ListParams, PostParams};
@@ -23,20 +30,40 @@ use kube::{Api, Client, Config};
 
 #[path = "support/process.rs"]
 mod process;
-use process::{cpu_seconds, peak_rss_mib, spawn};
+use process::{Proc, cpu_seconds, peak_rss_mib, spawn};
 
 const RUNS: usize = 3;
 
 struct RunResult {
-    complete: Duration,
+    done: Duration,
     cm_cpu: f64,
     cm_rss: f64,
 }
 
-async fn one_run(nodes: usize, completions: usize, parallelism: usize) -> RunResult {
+/// What one run creates and waits for.
+#[derive(Clone, Copy)]
+enum Workload {
+    Job {
+        completions: usize,
+        parallelism: usize,
+    },
+    DaemonSet,
+}
+
+/// The cluster of one run; every process stops on drop.
+struct Cluster {
+    _dir: tempfile::TempDir,
+    _api: Proc,
+    _kubelet: Proc,
+    _scheduler: Proc,
+    cm: Proc,
+    client: Client,
+}
+
+async fn start(nodes: usize) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (_api, line) = spawn(
+    let (api, line) = spawn(
         &process::apiserver_args(data.to_str().unwrap()),
         "listening on",
     );
@@ -48,11 +75,11 @@ async fn one_run(nodes: usize, completions: usize, parallelism: usize) -> RunRes
         .to_owned();
     let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
     let nodes_arg = nodes.to_string();
-    let (_kubelet, _) = spawn(
+    let (kubelet, _) = spawn(
         &["kubelet", "--nodes", &nodes_arg, "--master", &url],
         "nodes registered",
     );
-    let (_scheduler, _) = spawn(
+    let (scheduler, _) = spawn(
         &["scheduler", "--master", &url, "--listen", "127.0.0.1:0"],
         "miniplane scheduler started",
     );
@@ -63,8 +90,10 @@ async fn one_run(nodes: usize, completions: usize, parallelism: usize) -> RunRes
             &url,
             "--listen",
             "127.0.0.1:0",
+            // The serviceaccount controller creates `default`'s ServiceAccount, without which
+            // ServiceAccount admission refuses every pod.
             "--controllers",
-            "job,podgc",
+            "job,daemonset,podgc,serviceaccount",
         ],
         "miniplane controller-manager started",
     );
@@ -79,43 +108,94 @@ async fn one_run(nodes: usize, completions: usize, parallelism: usize) -> RunRes
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let cpu_before = cpu_seconds(cm.id());
-    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
-    let job: Job = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "indexed"},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": completions,
-            "parallelism": parallelism,
-            "template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "work", "image": "busybox", "command": ["sleep", "1"],
-                                "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}}]
-            }}
-        }
-    }))
-    .unwrap();
+    Cluster {
+        _dir: dir,
+        _api: api,
+        _kubelet: kubelet,
+        _scheduler: scheduler,
+        cm,
+        client,
+    }
+}
+
+fn container(command: Option<&[&str]>) -> serde_json::Value {
+    let mut c = serde_json::json!({"name": "work", "image": "busybox",
+        "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}});
+    if let Some(command) = command {
+        c["command"] = serde_json::json!(command);
+    }
+    c
+}
+
+async fn one_run(nodes: usize, workload: Workload) -> RunResult {
+    let cluster = start(nodes).await;
+    let client = cluster.client.clone();
+    let cpu_before = cpu_seconds(cluster.cm.id());
     let t0 = Instant::now();
-    jobs.create(&PostParams::default(), &job).await.unwrap();
-    loop {
-        let j = jobs.get("indexed").await.unwrap();
-        let complete = j
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c.type_ == "Complete" && c.status == "True")
-            });
-        if complete {
-            break;
+    match workload {
+        Workload::Job {
+            completions,
+            parallelism,
+        } => {
+            let jobs: Api<Job> = Api::namespaced(client, "default");
+            let job: Job = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "indexed"},
+                "spec": {
+                    "completionMode": "Indexed",
+                    "completions": completions,
+                    "parallelism": parallelism,
+                    "template": {"spec": {
+                        "restartPolicy": "Never",
+                        "containers": [container(Some(&["sleep", "1"]))]
+                    }}
+                }
+            }))
+            .unwrap();
+            jobs.create(&PostParams::default(), &job).await.unwrap();
+            loop {
+                let j = jobs.get("indexed").await.unwrap();
+                let complete = j
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter()
+                            .any(|c| c.type_ == "Complete" && c.status == "True")
+                    });
+                if complete {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        Workload::DaemonSet => {
+            let sets: Api<DaemonSet> = Api::namespaced(client, "default");
+            let ds: DaemonSet = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "logger"},
+                "spec": {
+                    "selector": {"matchLabels": {"app": "logger"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "logger"}},
+                        "spec": {"containers": [container(None)]}
+                    }
+                }
+            }))
+            .unwrap();
+            sets.create(&PostParams::default(), &ds).await.unwrap();
+            loop {
+                let d = sets.get("logger").await.unwrap();
+                let available = d.status.as_ref().and_then(|s| s.number_available);
+                if available == Some(nodes as i32) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
     }
     RunResult {
-        complete: t0.elapsed(),
-        cm_cpu: cpu_seconds(cm.id()) - cpu_before,
-        cm_rss: peak_rss_mib(cm.id()),
+        done: t0.elapsed(),
+        cm_cpu: cpu_seconds(cluster.cm.id()) - cpu_before,
+        cm_rss: peak_rss_mib(cluster.cm.id()),
     }
 }
 
@@ -132,27 +212,47 @@ async fn main() {
     } else {
         (1_000, 10_000, 1_000)
     };
+    let wanted =
+        std::env::var("MINIPLANE_BENCH_WORKLOADS").unwrap_or_else(|_| "job,daemonset".into());
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!(
-        "Indexed Job: {completions} completions, parallelism {parallelism}, `sleep 1` containers, {nodes} nodes ({cores} cores)"
-    );
-    let mut results = Vec::new();
-    for run in 1..=RUNS {
-        let r = one_run(nodes, completions, parallelism).await;
-        println!(
-            "  run {run}: Complete after {:.1} s; controller-manager {:.1} CPU-s, peak RSS {:.0} MiB",
-            r.complete.as_secs_f64(),
-            r.cm_cpu,
-            r.cm_rss
-        );
-        results.push(r);
+    let mut workloads = Vec::new();
+    if wanted.split(',').any(|w| w == "job") {
+        workloads.push((
+            format!(
+                "Indexed Job: {completions} completions, parallelism {parallelism}, `sleep 1` containers, {nodes} nodes ({cores} cores); until Complete"
+            ),
+            Workload::Job {
+                completions,
+                parallelism,
+            },
+        ));
     }
-    println!(
-        "median: Complete after {:.1} s (ideal {} s: {} waves of 1 s); controller-manager {:.1} CPU-s, peak RSS {:.0} MiB",
-        median(results.iter().map(|r| r.complete.as_secs_f64()).collect()),
-        completions / parallelism,
-        completions / parallelism,
-        median(results.iter().map(|r| r.cm_cpu).collect()),
-        median(results.iter().map(|r| r.cm_rss).collect()),
-    );
+    if wanted.split(',').any(|w| w == "daemonset") {
+        workloads.push((
+            format!(
+                "DaemonSet on {nodes} nodes ({cores} cores); until all {nodes} pods are available"
+            ),
+            Workload::DaemonSet,
+        ));
+    }
+    for (title, workload) in workloads {
+        println!("{title}");
+        let mut results = Vec::new();
+        for run in 1..=RUNS {
+            let r = one_run(nodes, workload).await;
+            println!(
+                "  run {run}: done after {:.1} s; controller-manager {:.1} CPU-s, peak RSS {:.0} MiB",
+                r.done.as_secs_f64(),
+                r.cm_cpu,
+                r.cm_rss
+            );
+            results.push(r);
+        }
+        println!(
+            "median: done after {:.1} s; controller-manager {:.1} CPU-s, peak RSS {:.0} MiB",
+            median(results.iter().map(|r| r.done.as_secs_f64()).collect()),
+            median(results.iter().map(|r| r.cm_cpu).collect()),
+            median(results.iter().map(|r| r.cm_rss).collect()),
+        );
+    }
 }

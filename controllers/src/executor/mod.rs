@@ -65,9 +65,10 @@ pub struct Outcome {
     pub deleted_endpoint_slices: Vec<EndpointSlice>,
     /// The Endpoints created or updated, as the API server answered.
     pub endpoints: Vec<Endpoints>,
-    /// UIDs of the pods whose finalizer removal failed (the Job controller stops expecting
-    /// to observe them).
-    pub unremoved_finalizers: Vec<String>,
+    /// UIDs of the pods whose finalizer was removed (or which were gone already): the Job
+    /// controller expects to observe exactly these, not the ones whose removal failed or was
+    /// never sent because an earlier action failed.
+    pub removed_finalizers: Vec<String>,
     /// The Jobs created, as the API server answered.
     pub jobs: Vec<Job>,
     /// The ControllerRevisions created or updated, as the API server answered.

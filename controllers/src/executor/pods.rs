@@ -171,12 +171,16 @@ impl Executor {
         let mut first_error = None;
         for (key, uid, result) in join_all(patches).await {
             match result {
-                Ok(_) => run.outcome.writes += 1,
+                Ok(_) => {
+                    run.outcome.writes += 1;
+                    run.outcome.removed_finalizers.push(uid.clone());
+                }
                 Err(e) => {
                     let e = Error::from_kube("remove finalizer from", format!("Pod {key}"), e);
-                    if !e.is_not_found() {
+                    if e.is_not_found() {
+                        run.outcome.removed_finalizers.push(uid.clone());
+                    } else {
                         tracing::info!(controller = %controller, error = %e, "finalizer removal failed");
-                        run.outcome.unremoved_finalizers.push(uid.clone());
                         first_error.get_or_insert(e);
                     }
                 }

@@ -303,6 +303,8 @@ impl JobController {
         tracing::info!(job = %key, "{}", out.summary);
         client::trace::set_summary(&out.summary);
         client::trace::set_attribute(client::trace::attr::REASON, out.summary.as_str());
+        // Expected before the patches go out (their updates may arrive before `execute`
+        // returns), and taken back below for every one that was not carried out.
         if !out.rm_finalizers.is_empty() {
             lock(&self.finalizer_expectations)
                 .entry(key.clone())
@@ -319,15 +321,27 @@ impl JobController {
             .executor
             .execute(out.actions, Some(&self.expectations))
             .await;
-        let unremoved = match &result {
-            Ok(outcome) => &outcome.unremoved_finalizers,
-            Err(failure) => &failure.outcome.unremoved_finalizers,
+        // A removal that failed, or that was never sent because an earlier write failed (a
+        // 409 on the status that was to count the pod first), will not be observed: that pod
+        // is not counted yet and must not be skipped as if it were.
+        let removed = match &result {
+            Ok(outcome) => &outcome.removed_finalizers,
+            Err(failure) => &failure.outcome.removed_finalizers,
         };
-        if !unremoved.is_empty()
-            && let Some(set) = lock(&self.finalizer_expectations).get_mut(key)
-        {
-            for uid in unremoved {
-                set.remove(uid);
+        let not_sent: Vec<&String> = out
+            .rm_finalizers
+            .iter()
+            .filter(|uid| !removed.contains(uid))
+            .collect();
+        if !not_sent.is_empty() {
+            let mut expected = lock(&self.finalizer_expectations);
+            if let Some(set) = expected.get_mut(key) {
+                for uid in not_sent {
+                    set.remove(uid);
+                }
+                if set.is_empty() {
+                    expected.remove(key);
+                }
             }
         }
         // The back-off record follows the status that counted the failures
