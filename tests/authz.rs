@@ -832,20 +832,7 @@ fn service_account_tokens_from_kubectl_create_token_authenticate_until_the_accou
 fn every_component_works_with_only_its_role() {
     use support::component::Component;
     let s = Server::start_secure(&[]);
-    let kubelet = Component::start_as(
-        &s,
-        &["kubelet", "--nodes", "2", "--listen", "127.0.0.1:0"],
-        "miniplane kubelet:",
-        kubelet_sim::USER,
-        &[],
-    );
-    let scheduler = Component::start_as(
-        &s,
-        &["scheduler", "--listen", "127.0.0.1:0"],
-        "miniplane scheduler started",
-        "system:kube-scheduler",
-        &[],
-    );
+    let (kubelet, scheduler) = support::process_cluster::secure_nodes_and_scheduler(&s, 2);
     let manager = Component::start_as(
         &s,
         &[

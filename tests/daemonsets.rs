@@ -254,20 +254,7 @@ fn the_controller_works_with_only_its_role() {
     // As `miniplane up` runs it: each controller writes as its own ServiceAccount, here
     // `kube-system/daemon-set-controller` bound to `system:controller:daemon-set-controller`.
     let s = Server::start_secure(&[]);
-    let _kubelet = Component::start_as(
-        &s,
-        &["kubelet", "--nodes", "2", "--listen", "127.0.0.1:0"],
-        "miniplane kubelet:",
-        kubelet_sim::USER,
-        &[],
-    );
-    let _scheduler = Component::start_as(
-        &s,
-        &["scheduler", "--listen", "127.0.0.1:0"],
-        "miniplane scheduler started",
-        "system:kube-scheduler",
-        &[],
-    );
+    let (_kubelet, _scheduler) = support::process_cluster::secure_nodes_and_scheduler(&s, 2);
     let manager = Component::start_as(
         &s,
         &[

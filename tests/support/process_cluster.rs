@@ -5,6 +5,29 @@
 use super::component::Component;
 use super::{DEADLINE, Server, eventually};
 
+/// On a secure server ([`Server::start_secure`]): `miniplane kubelet --nodes N` and the
+/// scheduler, each with a client certificate of its own identity (the kubelet simulator's
+/// user, `system:kube-scheduler`), as `miniplane up` runs them; the caller starts the
+/// controller-manager with the flags its test is about.
+pub fn secure_nodes_and_scheduler(s: &Server, nodes: usize) -> (Component, Component) {
+    let count = nodes.to_string();
+    let kubelet = Component::start_as(
+        s,
+        &["kubelet", "--nodes", &count, "--listen", "127.0.0.1:0"],
+        "miniplane kubelet:",
+        kubelet_sim::USER,
+        &[],
+    );
+    let scheduler = Component::start_as(
+        s,
+        &["scheduler", "--listen", "127.0.0.1:0"],
+        "miniplane scheduler started",
+        "system:kube-scheduler",
+        &[],
+    );
+    (kubelet, scheduler)
+}
+
 /// The server and the components, stopped on drop.
 pub struct ProcessCluster {
     /// The API server (and kubectl pointed at it).

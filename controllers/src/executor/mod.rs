@@ -35,7 +35,7 @@ use apimachinery::{ObjectKey, ObjectRef};
 use client::{EventRecorder, Tracer};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, ObjectReference};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{
@@ -204,7 +204,11 @@ impl Executor {
                 Action::UpdateReplicaSetStatus(rs) => {
                     let mut rs = (**rs).clone();
                     freshen(run, "ReplicaSet", &mut rs.metadata);
-                    let updated = self.update_replica_set_status(rs).await?;
+                    let updated = self
+                        .replace_status_retrying_once(rs, |latest, rs| {
+                            latest.status = rs.status.clone()
+                        })
+                        .await?;
                     remember(run, "ReplicaSet", &updated.metadata);
                 }
                 Action::UpdateDeployment(d) => {
@@ -221,14 +225,7 @@ impl Executor {
                 Action::UpdateDeploymentStatus(d) => {
                     let mut d = (**d).clone();
                     freshen(run, "Deployment", &mut d.metadata);
-                    let api: Api<Deployment> = self.namespaced(&d.metadata);
-                    let name = d.name_any();
-                    let updated = api
-                        .replace_status(&name, &PostParams::default(), &d)
-                        .await
-                        .map_err(|e| {
-                            Error::from_kube("update status of", format!("Deployment {name}"), e)
-                        })?;
+                    let updated = self.replace_status_typed(&d).await?;
                     remember(run, "Deployment", &updated.metadata);
                 }
                 Action::CreatePods {
@@ -285,20 +282,17 @@ impl Executor {
                             r.resource_version = job.metadata.resource_version.clone();
                         }
                     }
-                    let api: Api<CronJob> = self.namespaced(&cj.metadata);
-                    let name = cj.name_any();
-                    let updated = api
-                        .replace_status(&name, &PostParams::default(), &cj)
-                        .await
-                        .map_err(|e| {
-                            Error::from_kube("update status of", format!("CronJob {name}"), e)
-                        })?;
+                    let updated = self.replace_status_typed(&cj).await?;
                     remember(run, "CronJob", &updated.metadata);
                 }
                 Action::UpdateDaemonSetStatus(ds) => {
                     let mut ds = (**ds).clone();
                     freshen(run, "DaemonSet", &mut ds.metadata);
-                    let updated = self.update_daemon_set_status(ds).await?;
+                    let updated = self
+                        .replace_status_retrying_once(ds, |latest, ds| {
+                            latest.status = ds.status.clone()
+                        })
+                        .await?;
                     remember(run, "DaemonSet", &updated.metadata);
                 }
                 Action::CreateControllerRevision(revision) => {
@@ -312,7 +306,7 @@ impl Executor {
                 Action::UpdateJobStatus(job) => {
                     let mut job = (**job).clone();
                     freshen(run, "Job", &mut job.metadata);
-                    let updated = self.update_job_status(job).await?;
+                    let updated = self.replace_status_typed(&job).await?;
                     remember(run, "Job", &updated.metadata);
                 }
                 Action::DeletePods { controller, pods } => {
