@@ -238,6 +238,21 @@ async fn lab_17_pod_placement() {
     run_lab("17-pod-placement").await;
 }
 
+#[tokio::test]
+async fn lab_18_statefulsets() {
+    run_lab("18-statefulsets").await;
+}
+
+#[tokio::test]
+async fn lab_19_priority_preemption() {
+    run_lab("19-priority-preemption").await;
+}
+
+#[tokio::test]
+async fn lab_20_disruption_budgets() {
+    run_lab("20-disruption-budgets").await;
+}
+
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process
 /// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
 #[test]

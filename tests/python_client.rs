@@ -3,7 +3,8 @@
 //! RBAC. The client verifies the server with the CA of its kubeconfig, authenticates with the
 //! admin's certificate, with a ServiceAccount token from `kubectl create token`, and with a
 //! token the server does not know; each answer is the code, reason and message
-//! kube-apiserver gives.
+//! kube-apiserver gives. A ReplicationController (the kind the client's own tests still use)
+//! is created, defaulted and scaled through `/scale`.
 //!
 //! The client lives in a virtual environment `./test.sh` makes (`target/python-client`, from
 //! PyPI); `MINIPLANE_PYTHON` names another interpreter that has the package.
@@ -49,6 +50,17 @@ for event in watch.Watch().stream(core.list_namespaced_config_map, "py", timeout
     if event["object"].metadata.name == "settings":
         break
 out("watch", events=events)
+# A ReplicationController, as the client's own e2e tests use one, scaled through `/scale`.
+core.create_namespaced_replication_controller("py", client.V1ReplicationController(
+    metadata=client.V1ObjectMeta(name="frontend"),
+    spec=client.V1ReplicationControllerSpec(replicas=2, template=client.V1PodTemplateSpec(
+        metadata=client.V1ObjectMeta(labels={"app": "frontend"}),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="web", image="nginx")])))))
+scale = core.patch_namespaced_replication_controller_scale(
+    "frontend", "py", {"spec": {"replicas": 3}})
+rc = core.read_namespaced_replication_controller("frontend", "py")
+out("rc", selector=rc.spec.selector, labels=rc.metadata.labels, replicas=rc.spec.replicas,
+    scale_replicas=scale.spec.replicas, scale_selector=scale.status.selector)
 me = client.AuthenticationV1Api(admin).create_self_subject_review(client.V1SelfSubjectReview())
 out("admin-whoami", username=me.status.user_info.username, groups=me.status.user_info.groups)
 
@@ -161,6 +173,11 @@ fn the_python_client_works_over_tls_with_a_certificate_and_with_tokens() {
     assert_eq!(step("version")["minor"], "33");
     assert_eq!(step("configmaps")["names"], json!(["settings"]));
     assert_eq!(step("watch")["events"], json!([["ADDED", "settings"]]));
+    assert_eq!(
+        step("rc"),
+        json!({"step": "rc", "selector": {"app": "frontend"}, "labels": {"app": "frontend"},
+               "replicas": 3, "scale_replicas": 3, "scale_selector": "app=frontend"})
+    );
     assert_eq!(
         step("admin-whoami"),
         json!({"step": "admin-whoami", "username": "kubernetes-admin",

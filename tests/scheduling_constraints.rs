@@ -18,10 +18,10 @@
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use serde_json::Value;
 use support::process_cluster::ProcessCluster;
+use support::scheduler_view::{failed_scheduling, scheduler_spans};
 use support::{DEADLINE, Server, eventually};
 
 fn cluster(nodes: usize) -> ProcessCluster {
@@ -118,48 +118,6 @@ fn wait_placed(
         });
         (up.len() == running && rest.len() == pending && waiting).then_some((up, rest))
     })
-}
-
-/// The messages of the scheduler's FailedScheduling events about pod `name`.
-fn failed_scheduling(s: &Server, name: &str) -> Vec<String> {
-    let list = s.kubectl_json(&[
-        "get",
-        "events",
-        "--field-selector",
-        &format!("involvedObject.kind=Pod,involvedObject.name={name},reason=FailedScheduling"),
-    ]);
-    list["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-        .iter()
-        .filter(|e| e["source"]["component"] == "default-scheduler")
-        .map(|e| e["message"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
-/// The attributes of the scheduler's spans in the trace of `object` (`pod/web-x`,
-/// `deployment/web`), read with `miniplane trace <object> --output json`.
-fn scheduler_spans(s: &Server, object: &str) -> Vec<BTreeMap<String, String>> {
-    let out = Command::new(env!("CARGO_BIN_EXE_miniplane"))
-        .args(["trace", object, "--output", "json", "--master", &s.url()])
-        .output()
-        .expect("run miniplane trace");
-    if !out.status.success() {
-        // The trace is not there yet (its spans are exported in batches).
-        return Vec::new();
-    }
-    let spans: Vec<trace::Span> = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    spans
-        .iter()
-        .filter(|sp| sp.component == "kube-scheduler" && sp.name == "schedule pod")
-        .map(|sp| {
-            sp.attributes
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect()
-        })
-        .collect()
 }
 
 /// Waits for a scheduler span in the trace of `object` that `wanted` accepts; returns its

@@ -137,6 +137,17 @@ pub enum ApiError {
         /// The store's current revision.
         current: u64,
     },
+    /// 429 with reason `TooManyRequests`: try again later (`errors.NewTooManyRequests`), e.g.
+    /// an eviction a PodDisruptionBudget does not allow now.
+    #[error("{message}")]
+    TooManyRequests {
+        /// The message.
+        message: String,
+        /// `details.causes` as (reason, message), e.g. (`DisruptionBudget`, why).
+        causes: Vec<(&'static str, String)>,
+        /// `details.retryAfterSeconds` and the `Retry-After` header; 0: neither.
+        retry_after_seconds: u32,
+    },
     /// 500: a bug or a store failure. The detail is logged, never sent.
     #[error("Internal error occurred: {0}")]
     Internal(String),
@@ -198,6 +209,7 @@ impl ApiError {
             ApiError::RequestEntityTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::TooLargeResourceVersion { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Internal(_) | ApiError::Exhausted(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -218,6 +230,7 @@ impl ApiError {
             ApiError::RequestEntityTooLarge { .. } => "RequestEntityTooLarge",
             ApiError::UnsupportedMediaType(_) => "UnsupportedMediaType",
             ApiError::TooLargeResourceVersion { .. } => "Timeout",
+            ApiError::TooManyRequests { .. } => "TooManyRequests",
             ApiError::Internal(_) | ApiError::Exhausted(_) => "InternalError",
         }
     }
@@ -265,6 +278,22 @@ impl ApiError {
                     message: cause.clone(),
                     field: String::new(),
                 }],
+                ..Details::default()
+            }),
+            ApiError::TooManyRequests {
+                causes,
+                retry_after_seconds,
+                ..
+            } => Some(Details {
+                causes: causes
+                    .iter()
+                    .map(|(reason, message)| Cause {
+                        reason,
+                        message: message.clone(),
+                        field: String::new(),
+                    })
+                    .collect(),
+                retry_after_seconds: (*retry_after_seconds > 0).then_some(*retry_after_seconds),
                 ..Details::default()
             }),
             ApiError::TooLargeResourceVersion { .. } => Some(Details {
@@ -379,6 +408,15 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let ApiError::TooManyRequests {
+            retry_after_seconds,
+            ..
+        } = &self
+            && *retry_after_seconds > 0
+        {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_seconds));
+        }
         resp
     }
 }

@@ -87,6 +87,12 @@ impl AppState {
         // before the first request (`rbac/bootstrap-roles`).
         let created = crate::auth::reconcile::ensure_policy(self).await?;
         tracing::debug!(created, "bootstrap policy");
+        // `scheduling/bootstrap-system-priority-classes`.
+        let created = crate::admission::priority::bootstrap_system_priority_classes(self).await?;
+        tracing::debug!(created, "system priority classes");
+        // The default StorageClass `standard`, as kind installs it.
+        let created = crate::admission::storageclass::bootstrap_default_storage_class(self).await?;
+        tracing::debug!(created, "default storage class");
         self.auth()
             .policy()
             .start(

@@ -87,6 +87,11 @@ pub enum Action {
     UpdateReplicaSet(Box<ReplicaSet>),
     /// `PUT .../replicasets/<name>/status`.
     UpdateReplicaSetStatus(Box<ReplicaSet>),
+    /// `PUT .../replicationcontrollers/<name>/status` (the ReplicaSet sync's status, converted
+    /// back by [`crate::replication`]).
+    UpdateReplicationControllerStatus(Box<k8s_openapi::api::core::v1::ReplicationController>),
+    /// `PUT .../poddisruptionbudgets/<name>/status` (the disruption controller's).
+    UpdatePodDisruptionBudgetStatus(Box<k8s_openapi::api::policy::v1::PodDisruptionBudget>),
     /// `PUT` a Deployment (rollback: template and annotations restored, rollback annotation
     /// cleared).
     UpdateDeployment(Box<Deployment>),
@@ -245,6 +250,19 @@ impl Action {
                 format!(
                     "update status of ReplicaSet {}",
                     ObjectKey::from_meta(&rs.metadata)
+                )
+            }
+            Action::UpdateReplicationControllerStatus(rc) => {
+                format!(
+                    "update status of ReplicationController {}",
+                    ObjectKey::from_meta(&rc.metadata)
+                )
+            }
+            Action::UpdatePodDisruptionBudgetStatus(pdb) => {
+                let allowed = pdb.status.as_ref().map_or(0, |s| s.disruptions_allowed);
+                format!(
+                    "update status of PodDisruptionBudget {} (disruptionsAllowed {allowed})",
+                    ObjectKey::from_meta(&pdb.metadata)
                 )
             }
             Action::UpdateDeployment(d) => {

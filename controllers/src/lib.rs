@@ -18,9 +18,12 @@
 //! | [`garbage_collector`] | `pkg/controller/garbagecollector/` (owner graph, propagation) |
 //! | [`job`] | `pkg/controller/job/` (completions, Indexed Jobs, back-off, pod failure and success policies, the tracking finalizer) |
 //! | [`daemonset`] | `pkg/controller/daemon/` (a pod per eligible node through node affinity, daemon tolerations, ControllerRevisions, rolling updates with `maxUnavailable`/`maxSurge`, `OnDelete`) |
+//! | [`statefulset`] | `pkg/controller/statefulset/` (stable pod identities, ordered or parallel pod management, PersistentVolumeClaims from templates and their retention policy, rolling updates with `partition`, `OnDelete`) |
+//! | [`history`] | `pkg/controller/history/` (ControllerRevisions, shared by DaemonSets and StatefulSets) |
 //! | [`cronjob`] | `pkg/controller/cronjob/` (a Job per scheduled time, concurrency policies, history limits) |
 //! | [`ttl_after_finished`] | `pkg/controller/ttlafterfinished/` (finished Jobs deleted after their TTL) |
 //! | [`podgc`] | `pkg/controller/podgc/` (pods of deleted nodes, terminated pods over the threshold, unscheduled terminating pods) |
+//! | [`volume`] | `pkg/controller/volume/persistentvolume/` (binding claims to volumes, release and reclaim) and a simulated external provisioner (`sig-storage-lib-external-provisioner`) |
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
 //! | [`node_ipam`] | `pkg/controller/nodeipam/ipam/range_allocator.go` + `cidrset` (node pod CIDRs) |
 //! | [`clusterrole_aggregation`] | `pkg/controller/clusterroleaggregation/` (aggregated ClusterRoles' rules) |
@@ -75,12 +78,14 @@ pub mod cronjob;
 pub mod csrsigning;
 pub mod daemonset;
 pub mod deployment;
+pub mod disruption;
 pub mod endpoint;
 pub mod endpointslice;
 pub mod error;
 pub mod executor;
 pub mod expectations;
 pub mod garbage_collector;
+pub mod history;
 pub mod job;
 pub mod lookup;
 pub mod manager;
@@ -91,10 +96,13 @@ pub mod owner_ref;
 pub mod pod_readiness;
 pub mod podgc;
 pub mod replicaset;
+pub mod replication;
 pub mod root_ca_cert_publisher;
 pub mod selector;
 pub mod serviceaccount;
+pub mod statefulset;
 pub mod ttl_after_finished;
+pub mod volume;
 pub mod worker;
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub const LABEL_METADATA_NAME: &str = "kubernetes.io/metadata.name";
 pub type Namespaces = BTreeMap<String, BTreeMap<String, String>>;
 
 /// One parsed `PodAffinityTerm` (`framework.AffinityTerm`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct AffinityTerm {
     /// Namespaces named by the term (the pod's own when it names none and has no selector).
     pub namespaces: BTreeSet<String>,
@@ -82,9 +82,20 @@ impl AffinityTerm {
     /// namespace's labels taken from `namespaces`.
     pub fn matches(&self, pod: &Pod, namespaces: &Namespaces) -> bool {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or_default();
+        self.matches_labels(namespace, pod.metadata.labels.as_ref(), namespaces)
+    }
+
+    /// [`AffinityTerm::matches`] for a pod in `namespace` with `labels` (what the scheduler's
+    /// pod groups keep of their pods, `crate::pod_groups`).
+    pub fn matches_labels(
+        &self,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+        namespaces: &Namespaces,
+    ) -> bool {
         (self.namespaces.contains(namespace)
             || self.namespace_selector.matches(&namespaces.get(namespace)))
-            && self.selector.matches(&pod.metadata.labels.as_ref())
+            && self.selector.matches(&labels)
     }
 }
 

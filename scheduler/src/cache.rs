@@ -12,7 +12,8 @@
 //! Unlike Kubernetes, there is no separate copy for the snapshot: the scheduling loop reads
 //! the cache under its lock for the duration of one (synchronous) decision, through a
 //! borrowed [`Snapshot`] (`snapshot.go`: the nodes, plus the namespaces' labels InterPodAffinity
-//! matches `namespaceSelector`s against). Assumed pods never expire (Kubernetes' default since
+//! matches `namespaceSelector`s against, and the pods grouped as `crate::pod_groups` keeps
+//! them). Assumed pods never expire (Kubernetes' default since
 //! 1.25 as well: `durationToExpireAssumedPod` is 0).
 
 use std::collections::HashMap;
@@ -23,6 +24,8 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 
 use crate::affinity_term::Namespaces;
 use crate::node_info::{NodeInfo, PodInfo};
+use crate::plugins::volume_binding::VolumeCache;
+use crate::pod_groups::PodGroups;
 
 /// What one decision reads: every node with its pods, and the namespaces' labels.
 #[derive(Debug, Clone, Copy)]
@@ -31,16 +34,42 @@ pub struct Snapshot<'a> {
     pub nodes: &'a [NodeInfo],
     /// Labels by namespace name.
     pub namespaces: &'a Namespaces,
+    /// Claims, volumes and storage classes, for VolumeBinding.
+    pub volumes: &'a VolumeCache,
+    /// The pods of `nodes` grouped by labels and anti-affinity terms (the cache keeps them);
+    /// `None`: the PreFilters walk the pods instead (tests, and any caller whose `nodes` are
+    /// not the cache's own, such as a what-if copy with pods removed).
+    pub groups: Option<Groups<'a>>,
+}
+
+/// The cache's [`PodGroups`] with the way from a node name to its [`NodeInfo`].
+#[derive(Debug, Clone, Copy)]
+pub struct Groups<'a> {
+    /// The groups.
+    pub pods: &'a PodGroups,
+    index: &'a HashMap<String, usize>,
+    nodes: &'a [NodeInfo],
+}
+
+impl<'a> Groups<'a> {
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&'a NodeInfo> {
+        self.index.get(name).and_then(|&i| self.nodes.get(i))
+    }
 }
 
 /// No namespace known (tests and callers that only have nodes).
 static NO_NAMESPACES: Namespaces = Namespaces::new();
+/// No claim, volume or class known.
+static NO_VOLUMES: VolumeCache = VolumeCache::new();
 
 impl<'a> From<&'a [NodeInfo]> for Snapshot<'a> {
     fn from(nodes: &'a [NodeInfo]) -> Self {
         Snapshot {
             nodes,
             namespaces: &NO_NAMESPACES,
+            volumes: &NO_VOLUMES,
+            groups: None,
         }
     }
 }
@@ -76,6 +105,10 @@ pub struct Cache {
     orphans: HashMap<String, HashMap<ObjectKey, PodInfo>>,
     /// Namespace labels, for InterPodAffinity's `namespaceSelector`.
     namespaces: Namespaces,
+    /// Claims, volumes and storage classes (with assumed ones), for VolumeBinding.
+    pub volumes: VolumeCache,
+    /// The pods of `nodes` (not the orphans) by labels and anti-affinity terms.
+    groups: PodGroups,
 }
 
 impl Cache {
@@ -94,6 +127,12 @@ impl Cache {
         Snapshot {
             nodes: &self.nodes,
             namespaces: &self.namespaces,
+            volumes: &self.volumes,
+            groups: Some(Groups {
+                pods: &self.groups,
+                index: &self.index,
+                nodes: &self.nodes,
+            }),
         }
     }
 
@@ -123,6 +162,7 @@ impl Cache {
         }
         let mut info = NodeInfo::new(node);
         for (_, pod) in self.orphans.remove(&name).unwrap_or_default() {
+            self.groups.add(&info.name, &pod);
             info.add_pod(pod);
         }
         self.index.insert(name, self.nodes.len());
@@ -138,6 +178,9 @@ impl Cache {
         if let Some(moved) = self.nodes.get(i) {
             self.index.insert(moved.name.to_string(), i);
         }
+        for pod in info.pods.values() {
+            self.groups.remove(&info.name, pod);
+        }
         if !info.pods.is_empty() {
             self.orphans.insert(info.name.to_string(), info.pods);
         }
@@ -145,7 +188,14 @@ impl Cache {
 
     fn place(&mut self, pod: PodInfo, node: &str) {
         match self.index.get(node) {
-            Some(&i) => self.nodes[i].add_pod(pod),
+            Some(&i) => {
+                let node = &mut self.nodes[i];
+                if let Some(old) = node.remove_pod(&pod.key) {
+                    self.groups.remove(&node.name, &old);
+                }
+                self.groups.add(&node.name, &pod);
+                node.add_pod(pod);
+            }
             None => {
                 self.orphans
                     .entry(node.to_owned())
@@ -158,7 +208,10 @@ impl Cache {
     fn unplace(&mut self, key: &ObjectKey, node: &str) {
         match self.index.get(node) {
             Some(&i) => {
-                self.nodes[i].remove_pod(key);
+                let node = &mut self.nodes[i];
+                if let Some(old) = node.remove_pod(key) {
+                    self.groups.remove(&node.name, &old);
+                }
             }
             None => {
                 if let Some(pods) = self.orphans.get_mut(node) {

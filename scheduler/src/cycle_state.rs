@@ -8,6 +8,8 @@
 //!     CycleState::pre_filter(pod, all nodes)        PodTopologySpread: matching pods per domain
 //!       │                                           InterPodAffinity: pods matching the terms
 //!       ▼                                                             per topology pair
+//!       │                                           VolumeBinding: the pod's claims (or a
+//!       │                                           rejection for every node)
 //!     filters(pod, node, &state)   for each node    (a plugin whose state is None was skipped:
 //!       ▼                                            it passes every node, as Kubernetes' Skip)
 //!     state.pre_score(pod, all nodes, feasible)     the same for the soft constraints
@@ -23,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::cache::Snapshot;
 use crate::node_info::{NodeInfo, PodInfo};
-use crate::plugins::{inter_pod_affinity, pod_topology_spread};
+use crate::plugins::{Status, inter_pod_affinity, pod_topology_spread, volume_binding};
 
 /// Whether any node holds pods with inter-pod affinity: Kubernetes' snapshot keeps the lists
 /// `HavePodsWithAffinityList` and `HavePodsWithRequiredAntiAffinityList`; miniplane takes
@@ -34,6 +36,8 @@ pub struct AffinityOnCluster {
     pub pods_with_affinity: bool,
     /// Some node has a pod with required anti-affinity.
     pub pods_with_required_anti_affinity: bool,
+    /// Some node has a pod whose terms score other pods ([`PodInfo::scores_others`]).
+    pub pods_scoring_others: bool,
 }
 
 impl AffinityOnCluster {
@@ -43,6 +47,7 @@ impl AffinityOnCluster {
         for node in nodes {
             on.pods_with_affinity |= node.pods_with_affinity > 0;
             on.pods_with_required_anti_affinity |= node.pods_with_required_anti_affinity > 0;
+            on.pods_scoring_others |= node.pods_scoring_others > 0;
         }
         on
     }
@@ -63,6 +68,8 @@ pub struct CycleState {
     pub pod_topology_spread_score: Option<pod_topology_spread::PreScoreState>,
     /// InterPodAffinity's PreScore result; `None`: skipped (no preferred term concerns the pod).
     pub inter_pod_affinity_score: Option<inter_pod_affinity::PreScoreState>,
+    /// VolumeBinding's PreFilter result: skipped (no claim), rejected, or the claims to check.
+    pub volume_binding: volume_binding::PreFilterResult,
 }
 
 impl CycleState {
@@ -71,9 +78,23 @@ impl CycleState {
         let affinity_on_cluster = AffinityOnCluster::of(snapshot.nodes);
         CycleState {
             affinity_on_cluster,
-            pod_topology_spread: pod_topology_spread::pre_filter(pod, snapshot.nodes),
+            pod_topology_spread: pod_topology_spread::pre_filter_with_groups(
+                pod,
+                snapshot.nodes,
+                snapshot.groups,
+            ),
             inter_pod_affinity: inter_pod_affinity::pre_filter(pod, snapshot, affinity_on_cluster),
+            volume_binding: volume_binding::pre_filter(pod, snapshot.volumes),
             ..CycleState::default()
+        }
+    }
+
+    /// The PreFilter plugin that rejected the pod for every node, if one did (only
+    /// VolumeBinding's PreFilter can).
+    pub fn pre_filter_rejection(&self) -> Option<&Status> {
+        match &self.volume_binding {
+            volume_binding::PreFilterResult::Rejected(status) => Some(status),
+            _ => None,
         }
     }
 
@@ -109,7 +130,12 @@ impl TopologyCounts {
     /// Adds `n` to a pair, creating it at 0 first. A pair whose sum comes back to 0 stays, as
     /// in InterPodAffinity's `topologyScore` (its filter counts only grow within a decision).
     pub fn add(&mut self, key: &str, value: &str, n: i64) {
-        let values = self.by_key.entry(key.to_owned()).or_default();
+        if !self.by_key.contains_key(key) {
+            self.by_key.insert(key.to_owned(), HashMap::new());
+        }
+        let Some(values) = self.by_key.get_mut(key) else {
+            return;
+        };
         match values.get_mut(value) {
             Some(count) => *count += n,
             None => {

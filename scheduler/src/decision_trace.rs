@@ -71,7 +71,14 @@ pub fn describe(
         Err(err) => {
             attributes.push(("unschedulable".into(), true.into()));
             let mut summary = format!("{pod} → unschedulable: {err}");
-            if let ScheduleError::Fit(fit) = err {
+            if let ScheduleError::Fit(fit) = err
+                && let Some(status) = &fit.pre_filter
+            {
+                // One verdict for every node: named once, not per node.
+                let why = format!("{}: {}", status.plugin, status.reasons.join(", "));
+                summary.push_str(&format!("; rejected at PreFilter by {why}"));
+                attributes.push(("prefilter".into(), why.into()));
+            } else if let ScheduleError::Fit(fit) = err {
                 let named: Vec<String> = fit
                     .node_to_status
                     .iter()
@@ -222,6 +229,7 @@ mod tests {
                 Status::new("NodeResourcesFit", Code::Unschedulable, "Insufficient cpu"),
             )]),
             preemption_never: false,
+            pre_filter: None,
         };
         let (summary, attrs) = describe("default/big", &Err(ScheduleError::Fit(fit)));
         assert!(

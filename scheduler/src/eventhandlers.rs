@@ -11,6 +11,9 @@
 //!                                                         what filters see, move them)
 //!   namespace             ── add/update/delete ──▶ Cache   (labels, for InterPodAffinity's
 //!                                                         namespaceSelector)
+//!   claim, volume,        ── add/update/delete ──▶ Cache   (VolumeBinding's assume cache; add
+//!   storage class                                         and update move the pods VolumeBinding
+//!                                                         rejected, as its queueing hints allow)
 //! ```
 
 use std::sync::Arc;
@@ -18,8 +21,10 @@ use std::sync::atomic::Ordering;
 
 use apimachinery::ObjectKey;
 use client::{DeltaObject, ResourceEventHandlerFuncs};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 
+use crate::plugins::volume_binding;
 use crate::scheduler::Shared;
 
 fn is_assigned(pod: &Pod) -> bool {
@@ -158,6 +163,69 @@ impl Shared {
     fn namespace_deleted(&self, namespace: DeltaObject<Namespace>) {
         self.lock().cache.remove_namespace(&namespace.key().name);
     }
+
+    /// Moves the pods VolumeBinding rejected for which `may_help(pod namespace, its claims)`.
+    fn move_pods_waiting_for_volumes(
+        &self,
+        state: &mut crate::scheduler::State,
+        may_help: impl Fn(&str, &[String]) -> bool,
+    ) -> bool {
+        let now = self.clock.now();
+        state
+            .queue
+            .move_pods_waiting_for_volumes(now, |key, claims| {
+                may_help(key.namespace.as_deref().unwrap_or(""), claims)
+            })
+            > 0
+    }
+
+    fn claim_changed(&self, pvc: Arc<PersistentVolumeClaim>) {
+        let mut state = self.lock();
+        state.cache.volumes.set_pvc(pvc.clone());
+        let moved = self.move_pods_waiting_for_volumes(&mut state, |namespace, claims| {
+            volume_binding::claim_change_may_help(namespace, claims, &pvc)
+        });
+        drop(state);
+        if moved {
+            self.wake.notify_one();
+        }
+    }
+
+    fn claim_deleted(&self, pvc: DeltaObject<PersistentVolumeClaim>) {
+        let key = pvc.key();
+        let namespace = key.namespace.as_deref().unwrap_or("");
+        self.lock().cache.volumes.delete_pvc(namespace, &key.name);
+    }
+
+    fn volume_changed(&self, pv: Arc<PersistentVolume>) {
+        let mut state = self.lock();
+        state.cache.volumes.set_pv(pv);
+        // No hint: any volume added or updated may be the one a claim binds to.
+        let moved = self.move_pods_waiting_for_volumes(&mut state, |_, _| true);
+        drop(state);
+        if moved {
+            self.wake.notify_one();
+        }
+    }
+
+    fn volume_deleted(&self, pv: DeltaObject<PersistentVolume>) {
+        self.lock().cache.volumes.delete_pv(&pv.key().name);
+    }
+
+    fn class_changed(&self, old: Option<Arc<StorageClass>>, new: Arc<StorageClass>) {
+        let may_help = volume_binding::class_change_may_help(old.as_deref(), &new);
+        let mut state = self.lock();
+        state.cache.volumes.set_class(new);
+        let moved = may_help && self.move_pods_waiting_for_volumes(&mut state, |_, _| true);
+        drop(state);
+        if moved {
+            self.wake.notify_one();
+        }
+    }
+
+    fn class_deleted(&self, class: DeltaObject<StorageClass>) {
+        self.lock().cache.volumes.delete_class(&class.key().name);
+    }
 }
 
 /// The pod informer's handler.
@@ -186,4 +254,31 @@ pub fn namespace_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<Names
         .on_add(move |namespace, _| s1.namespace_changed(namespace))
         .on_update(move |_, new| s2.namespace_changed(new))
         .on_delete(move |namespace| s3.namespace_deleted(namespace))
+}
+
+/// The PersistentVolumeClaim informer's handler (VolumeBinding's claim cache and hint).
+pub fn claim_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<PersistentVolumeClaim> {
+    let (s1, s2, s3) = (shared.clone(), shared.clone(), shared);
+    ResourceEventHandlerFuncs::new()
+        .on_add(move |pvc, _| s1.claim_changed(pvc))
+        .on_update(move |_, new| s2.claim_changed(new))
+        .on_delete(move |pvc| s3.claim_deleted(pvc))
+}
+
+/// The PersistentVolume informer's handler (VolumeBinding's volume cache).
+pub fn volume_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<PersistentVolume> {
+    let (s1, s2, s3) = (shared.clone(), shared.clone(), shared);
+    ResourceEventHandlerFuncs::new()
+        .on_add(move |pv, _| s1.volume_changed(pv))
+        .on_update(move |_, new| s2.volume_changed(new))
+        .on_delete(move |pv| s3.volume_deleted(pv))
+}
+
+/// The StorageClass informer's handler (VolumeBinding's class lister and hint).
+pub fn class_handler(shared: Arc<Shared>) -> ResourceEventHandlerFuncs<StorageClass> {
+    let (s1, s2, s3) = (shared.clone(), shared.clone(), shared);
+    ResourceEventHandlerFuncs::new()
+        .on_add(move |class, _| s1.class_changed(None, class))
+        .on_update(move |old, new| s2.class_changed(Some(old), new))
+        .on_delete(move |class| s3.class_deleted(class))
 }

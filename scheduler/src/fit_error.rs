@@ -10,10 +10,11 @@
 //! (one line). Every reason of every node is counted, then the `"<count> <reason>"` strings
 //! are sorted as strings (so `"10 ..."` sorts before `"2 ..."`, as in Go's `sort.Strings`).
 //!
-//! miniplane does not preempt. The suffix is what Kubernetes 1.33 prints when preemption
-//! finds nothing to evict: nodes that failed with an unresolvable reason are "not helpful",
-//! the others have "no preemption victims" — which is exact when no lower-priority pod runs
-//! on them; unlike Kubernetes, miniplane never evicts one.
+//! [`FitError`]'s own `Display` guesses the suffix without looking at the pods (nodes that
+//! failed with an unresolvable reason are "not helpful", the others have "no preemption
+//! victims"); the scheduler's shell writes DefaultPreemption's real answer instead
+//! (`crate::preemption::failure_message`: [`FitError::reasons_message`], then the PostFilter's
+//! message, none after a preemption).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,6 +35,10 @@ pub struct FitError {
     pub node_to_status: BTreeMap<String, Status>,
     /// The pod's `preemptionPolicy` is `Never`: preemption is not even tried.
     pub preemption_never: bool,
+    /// The PreFilter plugin that rejected the pod before any node was looked at
+    /// (`Diagnosis.PreFilterMsg`): then its message replaces the per-node counts, and every
+    /// node has its status in `node_to_status` (`SetAbsentNodesStatus`).
+    pub pre_filter: Option<Status>,
 }
 
 fn histogram<'a>(reasons: impl Iterator<Item = &'a str>) -> String {
@@ -53,10 +58,26 @@ impl FitError {
     /// Whether InterPodAffinity or PodTopologySpread rejected some node: then a pod bound
     /// anywhere may let this one fit (their `EventsToRegister` include `AssignedPodAdd`).
     pub fn waits_for_pods(&self) -> bool {
+        if self.pre_filter.is_some() {
+            return false;
+        }
         self.node_to_status.values().any(|s| {
             s.plugin == crate::plugins::inter_pod_affinity::NAME
                 || s.plugin == crate::plugins::pod_topology_spread::NAME
         })
+    }
+
+    /// Whether VolumeBinding rejected the pod (at PreFilter or on some node): then a claim,
+    /// volume or class added or updated may let it fit (its `EventsToRegister`).
+    pub fn waits_for_volumes(&self) -> bool {
+        let volume_binding = crate::plugins::volume_binding::NAME;
+        self.pre_filter
+            .as_ref()
+            .is_some_and(|s| s.plugin == volume_binding)
+            || self
+                .node_to_status
+                .values()
+                .any(|s| s.plugin == volume_binding)
     }
 
     /// The PostFilter (preemption) message, without the `preemption: ` prefix.
@@ -76,17 +97,32 @@ impl FitError {
     }
 }
 
+impl FitError {
+    /// The message without the PostFilter's part (`FitError.Error()` with an empty
+    /// `PostFilterMsg`, as after a successful preemption): `0/3 nodes are available: 3
+    /// Insufficient cpu.`
+    pub fn reasons_message(&self) -> String {
+        let reasons = match &self.pre_filter {
+            Some(status) => status.reasons.join(", "),
+            None => histogram(
+                self.node_to_status
+                    .values()
+                    .flat_map(|s| s.reasons.iter().map(String::as_str)),
+            ),
+        };
+        format!(
+            "{}: {reasons}.",
+            NO_NODE_AVAILABLE.replace("{}", &self.num_all_nodes.to_string()),
+        )
+    }
+}
+
 impl fmt::Display for FitError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let reasons = self
-            .node_to_status
-            .values()
-            .flat_map(|s| s.reasons.iter().map(String::as_str));
         write!(
             f,
-            "{}: {}. preemption: {}",
-            NO_NODE_AVAILABLE.replace("{}", &self.num_all_nodes.to_string()),
-            histogram(reasons),
+            "{} preemption: {}",
+            self.reasons_message(),
             self.preemption_message()
         )
     }
@@ -119,6 +155,7 @@ mod tests {
                 })
                 .into(),
             preemption_never: false,
+            pre_filter: None,
         };
         assert_eq!(
             err.to_string(),
@@ -154,6 +191,7 @@ mod tests {
             num_all_nodes: 12,
             node_to_status,
             preemption_never: false,
+            pre_filter: None,
         };
         assert_eq!(
             err.to_string(),
@@ -161,6 +199,27 @@ mod tests {
              {dedicated: gpu}, 10 Insufficient cpu, 10 Insufficient memory. preemption: 0/12 \
              nodes are available: 1 Preemption is not helpful for scheduling, 11 No preemption \
              victims found for incoming pod."
+        );
+    }
+
+    #[test]
+    fn a_pre_filter_rejection_replaces_the_counts() {
+        let rejected = status(
+            Code::UnschedulableAndUnresolvable,
+            &["persistentvolumeclaim \"data\" not found"],
+        );
+        let err = FitError {
+            num_all_nodes: 3,
+            node_to_status: ["n1", "n2", "n3"]
+                .map(|n| (n.to_owned(), rejected.clone()))
+                .into(),
+            preemption_never: false,
+            pre_filter: Some(rejected),
+        };
+        assert_eq!(
+            err.to_string(),
+            "0/3 nodes are available: persistentvolumeclaim \"data\" not found. preemption: \
+             0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         );
     }
 
@@ -177,6 +236,7 @@ mod tests {
             )]
             .into(),
             preemption_never: true,
+            pre_filter: None,
         };
         assert_eq!(
             err.to_string(),

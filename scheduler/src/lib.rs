@@ -6,6 +6,8 @@
 //!   assigned pods ─┐                  └──────────────┬───────────────┘ unschedulable pods
 //!   nodes ─────────┤  node add/update, pod delete:   │ pop (one pod at a time)
 //!   namespaces ────┤  move unschedulable pods back   │
+//!   claims, PVs, ──┤  (claim/PV/class add, update:   │
+//!   classes        │  those VolumeBinding rejected)  │
 //!                  │  (a pod bound: those waiting    ▼
 //!                  │  for pods)
 //!                  │  ┌──────────────┐   ┌───────────────────────────┐
@@ -15,8 +17,10 @@
 //!                            │ assume pod on node       │ ok            │ FitError
 //!                            └──────────────────────────┤               ▼
 //!                                                       ▼        PodScheduled=False,
-//!                         POST pods/{name}/binding (concurrent,  FailedScheduling event,
-//!                         bounded); failure → forget + retry     back to the queue
+//!                         PreBind (VolumeBinding: selected-node, FailedScheduling event,
+//!                         wait for bound claims), then           back to the queue
+//!                         POST pods/{name}/binding (concurrent,
+//!                         bounded); failure → forget + retry
 //! ```
 //!
 //! The sans-IO core ([`node_info`], [`affinity_term`], [`cycle_state`], [`plugins`],
@@ -33,6 +37,9 @@ pub mod fit_error;
 pub mod metrics;
 pub mod node_info;
 pub mod plugins;
+pub mod pod_groups;
+mod prebind;
+pub mod preemption;
 pub mod queue;
 pub mod schedule_one;
 pub mod scheduler;

@@ -158,6 +158,16 @@ impl PodInfo {
             .is_some_and(|a| !a.required_anti_affinity.is_empty())
     }
 
+    /// The pod has terms that score the pods scheduled after it: required or preferred
+    /// affinity, or preferred anti-affinity (its required anti-affinity only filters).
+    pub fn scores_others(&self) -> bool {
+        self.affinity.as_ref().is_some_and(|a| {
+            !a.required_affinity.is_empty()
+                || !a.preferred_affinity.is_empty()
+                || !a.preferred_anti_affinity.is_empty()
+        })
+    }
+
     /// The parsed terms (empty when the pod has none).
     pub fn affinity_terms(&self) -> &AffinityTerms {
         static NONE: AffinityTerms = AffinityTerms {
@@ -378,6 +388,10 @@ pub struct NodeInfo {
     /// no node has one and the incoming pod has no required terms, InterPodAffinity's filter
     /// is skipped.
     pub pods_with_required_anti_affinity: u32,
+    /// How many pods here [`PodInfo::scores_others`]: unless the incoming pod has preferred
+    /// terms, InterPodAffinity's scoring looks only at those (the other pods with affinity
+    /// contribute nothing to a score).
+    pub pods_scoring_others: u32,
 }
 
 impl NodeInfo {
@@ -394,6 +408,7 @@ impl NodeInfo {
             pods_by_controller: ControllerCounts::default(),
             pods_with_affinity: 0,
             pods_with_required_anti_affinity: 0,
+            pods_scoring_others: 0,
         };
         info.set_node(node);
         info
@@ -432,6 +447,7 @@ impl NodeInfo {
         }
         self.pods_with_affinity += u32::from(pod.has_affinity());
         self.pods_with_required_anti_affinity += u32::from(pod.has_required_anti_affinity());
+        self.pods_scoring_others += u32::from(pod.scores_others());
         self.pods.insert(pod.key.clone(), pod);
     }
 
@@ -453,6 +469,7 @@ impl NodeInfo {
         }
         self.pods_with_affinity -= u32::from(pod.has_affinity());
         self.pods_with_required_anti_affinity -= u32::from(pod.has_required_anti_affinity());
+        self.pods_scoring_others -= u32::from(pod.scores_others());
         Some(pod)
     }
 }

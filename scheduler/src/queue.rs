@@ -13,6 +13,8 @@
 //!   unschedulable ── move_all_to_active_or_backoff (node added/updated, pod deleted)
 //!                 ├─ move_pods_waiting_for_pods (pod bound or relabelled; only pods that
 //!                 │  InterPodAffinity or PodTopologySpread rejected)
+//!                 ├─ move_pods_waiting_for_volumes (claim, volume or storage class added or
+//!                 │  updated; only pods VolumeBinding rejected, by its queueing hints)
 //!                 └─ flush_unschedulable_left_over (after 5 min) ──▶ backoffQ or activeQ
 //!   backoffQ ── flush_backoff_completed (backoff 1 s, 2 s, 4 s … 10 s elapsed) ──▶ activeQ
 //! ```
@@ -21,7 +23,8 @@
 //! latest pod from its informer when it pops one), and every operation takes `now`.
 //! Unlike Kubernetes 1.33 there are no queueing hints (any node event or pod deletion moves
 //! every unschedulable pod, as before hints; a pod bound moves only those the two pod-aware
-//! plugins rejected) and no PreEnqueue plugins (scheduling gates).
+//! plugins rejected; a claim, volume or class event only those VolumeBinding rejected, with
+//! its hints) and no PreEnqueue plugins (scheduling gates).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -87,6 +90,10 @@ pub struct SchedulingQueue {
     /// bound elsewhere may let them fit. Drained by [`SchedulingQueue::move_pods_waiting_for_pods`];
     /// a key whose pod left the unschedulable pods meanwhile is dropped then.
     waiting_for_pods: HashSet<ObjectKey>,
+    /// Unschedulable pods that VolumeBinding rejected, with the names of the claims they use
+    /// (for its PersistentVolumeClaim queueing hint). Drained by
+    /// [`SchedulingQueue::move_pods_waiting_for_volumes`].
+    waiting_for_volumes: HashMap<ObjectKey, Vec<String>>,
 }
 
 /// Backoff after `attempts` failures: 1 s doubled per further attempt, at most 10 s.
@@ -262,6 +269,42 @@ impl SchedulingQueue {
             .into_iter()
             .filter(|k| self.location(k) == Some(Location::Unschedulable))
             .collect();
+        let moved = keys.len();
+        self.move_to_active_or_backoff(keys, now);
+        moved
+    }
+
+    /// Notes that the failed attempt for `key` was rejected by VolumeBinding: a claim, volume or
+    /// storage class event may let it fit (the plugin's `EventsToRegister`); `claims` are the
+    /// claim names the pod uses.
+    pub fn note_waiting_for_volumes(&mut self, key: &ObjectKey, claims: Vec<String>) {
+        self.waiting_for_volumes.insert(key.clone(), claims);
+    }
+
+    /// A claim, volume or storage class was added or updated: the unschedulable pods noted by
+    /// [`SchedulingQueue::note_waiting_for_volumes`] for which `may_help(pod, claims)` (the
+    /// event's queueing hint) go to backoffQ or activeQ; the others keep waiting. Returns how
+    /// many moved.
+    pub fn move_pods_waiting_for_volumes(
+        &mut self,
+        now: Instant,
+        may_help: impl Fn(&ObjectKey, &[String]) -> bool,
+    ) -> usize {
+        if self.waiting_for_volumes.is_empty() {
+            return 0;
+        }
+        let mut keys = Vec::new();
+        let waiting = std::mem::take(&mut self.waiting_for_volumes);
+        for (key, claims) in waiting {
+            if self.location(&key) != Some(Location::Unschedulable) {
+                continue;
+            }
+            if may_help(&key, &claims) {
+                keys.push(key);
+            } else {
+                self.waiting_for_volumes.insert(key, claims);
+            }
+        }
         let moved = keys.len();
         self.move_to_active_or_backoff(keys, now);
         moved

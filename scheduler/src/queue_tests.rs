@@ -130,3 +130,38 @@ fn only_pods_waiting_for_pods_move_when_a_pod_is_bound() {
     assert_eq!(q.move_pods_waiting_for_pods(t0 + secs(4)), 0);
     assert_eq!(q.location(&key("needs-db")), None);
 }
+
+#[test]
+fn claim_events_move_only_the_pods_their_hint_selects() {
+    let t0 = Instant::now();
+    let mut q = SchedulingQueue::new();
+    for name in ["uses-data", "uses-logs", "too-big"] {
+        q.add(key(name), 0, t0);
+        q.pop(t0).expect("queued");
+        q.add_unschedulable_if_not_present(&key(name), t0);
+    }
+    q.note_waiting_for_volumes(&key("uses-data"), vec!["data".into()]);
+    q.note_waiting_for_volumes(&key("uses-logs"), vec!["logs".into()]);
+    // Claim "data" created: only the pod using it retries.
+    let hint = |claim: &'static str| {
+        move |_: &ObjectKey, claims: &[String]| claims.iter().any(|c| c == claim)
+    };
+    assert_eq!(
+        q.move_pods_waiting_for_volumes(t0 + secs(2), hint("data")),
+        1
+    );
+    assert_eq!(q.location(&key("uses-data")), Some(Location::Active));
+    assert_eq!(q.location(&key("uses-logs")), Some(Location::Unschedulable));
+    assert_eq!(q.location(&key("too-big")), Some(Location::Unschedulable));
+    // The other keeps waiting for its claim; a volume event (hint: always) moves it.
+    assert_eq!(
+        q.move_pods_waiting_for_volumes(t0 + secs(3), hint("data")),
+        0
+    );
+    assert_eq!(
+        q.move_pods_waiting_for_volumes(t0 + secs(3), |_, _| true),
+        1
+    );
+    assert_eq!(q.location(&key("uses-logs")), Some(Location::Active));
+    assert_eq!(q.location(&key("too-big")), Some(Location::Unschedulable));
+}

@@ -3,8 +3,10 @@
 //! `numFeasibleNodesToFind`, `prioritizeNodes`, `selectHost`).
 //!
 //! ```text
-//!   all nodes ──▶ CycleState::pre_filter (PodTopologySpread, InterPodAffinity; skipped
-//!     │            when the pod has no constraint or affinity that needs the cluster)
+//!   all nodes ──▶ CycleState::pre_filter (VolumeBinding, PodTopologySpread, InterPodAffinity;
+//!     │            skipped when the pod has no claim, constraint or affinity that needs the
+//!     │            cluster; VolumeBinding may reject the pod for every node: FitError with
+//!     │            its message "0/N nodes are available: <PreFilter message>. ...")
 //!   nodes (from next_start_node_index, round robin)
 //!     │ filters, stop after num_feasible_nodes_to_find feasible ones
 //!     ▼
@@ -54,6 +56,15 @@ pub fn num_feasible_nodes_to_find(num_all_nodes: usize) -> usize {
         .saturating_sub(num_all_nodes / 125)
         .max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND);
     (num_all_nodes * percentage / 100).max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// The pod's `preemptionPolicy` is `Never`.
+fn preemption_never(pod: &PodInfo) -> bool {
+    pod.pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.preemption_policy.as_deref())
+        == Some("Never")
 }
 
 /// One evaluated node: the filter verdict and, if it was scored, the plugin scores.
@@ -164,6 +175,18 @@ impl Algorithm {
             return Err(ScheduleError::NoNodesAvailable);
         }
         let mut state = CycleState::pre_filter(pod, snapshot);
+        if let Some(status) = state.pre_filter_rejection() {
+            // Every node gets the PreFilter's status (`SetAbsentNodesStatus`).
+            return Err(ScheduleError::Fit(FitError {
+                num_all_nodes: nodes.len(),
+                node_to_status: nodes
+                    .iter()
+                    .map(|n| (n.name.to_string(), status.clone()))
+                    .collect(),
+                preemption_never: preemption_never(pod),
+                pre_filter: Some(status.clone()),
+            }));
+        }
         let to_find = num_feasible_nodes_to_find(nodes.len());
         let mut verdicts = Vec::with_capacity(to_find.min(nodes.len()));
         let mut feasible: Vec<usize> = Vec::new();
@@ -191,16 +214,11 @@ impl Algorithm {
         let evaluated = verdicts.len();
         self.next_start_node_index = (self.next_start_node_index + evaluated) % nodes.len();
         if feasible.is_empty() {
-            let never = pod
-                .pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.preemption_policy.as_deref())
-                == Some("Never");
             return Err(ScheduleError::Fit(FitError {
                 num_all_nodes: nodes.len(),
                 node_to_status: failed,
-                preemption_never: never,
+                preemption_never: preemption_never(pod),
+                pre_filter: None,
             }));
         }
         let mut result = ScheduleResult {

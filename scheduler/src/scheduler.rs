@@ -5,13 +5,18 @@
 //!   loop: pop a pod ─▶ latest pod from the informer ─▶ Algorithm::schedule_pod (sync, under
 //!         the state lock) ─┬─ ok:  assume on the node, spawn the binding (≤ MAX_IN_FLIGHT
 //!                          │       writes at once), pop the next pod right away
-//!                          └─ err: back to the queue, PodScheduled=False + FailedScheduling
-//!   binding task: POST pods/{name}/binding ─┬─ ok:  queue.done, event Scheduled
-//!                                           └─ err: forget, back to the queue, event
+//!                          └─ err: DefaultPreemption (crate::preemption: victims evicted,
+//!                                  nominatedNodeName), back to the queue, PodScheduled=False
+//!                                  + FailedScheduling
+//!   binding task: PreBind (VolumeBinding: PUT PVs, PATCH claims with selected-node, wait
+//!                 until bound) ─▶ POST pods/{name}/binding ─┬─ ok:  queue.done, event Scheduled
+//!                                                           └─ err: unreserve, forget, back
+//!                                                              to the queue, event
 //! ```
 //!
-//! Informers: pods (all but finished ones), nodes, and namespaces (their labels, for
-//! InterPodAffinity's `namespaceSelector`). Unlike kube-scheduler, no informer for Services,
+//! Informers: pods (all but finished ones), nodes, namespaces (their labels, for
+//! InterPodAffinity's `namespaceSelector`), and PersistentVolumeClaims, PersistentVolumes and
+//! StorageClasses (for VolumeBinding). Unlike kube-scheduler, no informer for Services,
 //! ReplicaSets and the like: the default spreading counts a pod's controller's pods instead
 //! (see [`crate::plugins::pod_topology_spread`]).
 //!
@@ -33,7 +38,10 @@ use client::events::{ApiEventSink, new_recorder_with_capacity};
 use client::list_watch::ApiListerWatcher;
 use client::trace::{Cause, SpanContext, SpanKind};
 use client::{ClientConfig, EventRecorder, SharedClock, SharedInformerFactory, Tracer};
-use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 use tokio::net::TcpListener;
@@ -44,9 +52,13 @@ use tokio_util::task::TaskTracker;
 use crate::Result;
 use crate::cache::Cache;
 use crate::decision_trace;
-use crate::eventhandlers::{namespace_handler, node_handler, pod_handler};
+use crate::eventhandlers::{
+    claim_handler, class_handler, namespace_handler, node_handler, pod_handler, volume_handler,
+};
 use crate::metrics::{self, Metrics};
 use crate::node_info::PodInfo;
+use crate::plugins::volume_binding::{self, PodVolumes};
+use crate::prebind::{BindError, PreBindWriter};
 use crate::queue::SchedulingQueue;
 use crate::schedule_one::{Algorithm, ScheduleError, ScheduleResult};
 
@@ -185,6 +197,8 @@ struct Writer {
     client: kube::Client,
     recorder: EventRecorder,
     shared: Arc<Shared>,
+    /// Ends PreBind's wait for volumes on shutdown.
+    stop: CancellationToken,
 }
 
 fn object_reference(pod: &Pod) -> ObjectReference {
@@ -200,10 +214,45 @@ fn object_reference(pod: &Pod) -> ObjectReference {
 }
 
 impl Writer {
-    /// POST `pods/{name}/binding` (`DefaultBinder`), then the outcome into queue and cache;
-    /// the request continues the decision's trace.
-    async fn bind(self, pod: Arc<Pod>, key: ObjectKey, node: String, trace: Option<SpanContext>) {
-        let result = self.post_binding(&key, &node, trace).await;
+    /// PreBind (VolumeBinding's volumes, when Reserve left some to write), then POST
+    /// `pods/{name}/binding` (`DefaultBinder`), then the outcome into queue and cache; the
+    /// requests continue the decision's trace.
+    async fn bind(
+        self,
+        pod: Arc<Pod>,
+        key: ObjectKey,
+        node: String,
+        volumes: Option<PodVolumes>,
+        trace: Option<SpanContext>,
+    ) {
+        let result = match volumes {
+            Some(mut volumes) => match crate::prebind::bind_pod_volumes(
+                &PreBindWriter {
+                    client: &self.client,
+                    shared: &self.shared,
+                    stop: &self.stop,
+                },
+                &node,
+                &mut volumes,
+                trace,
+            )
+            .await
+            {
+                Ok(()) => self.post_binding(&key, &node, trace).await.map_err(|err| {
+                    self.shared.lock().cache.volumes.restore_all(&volumes);
+                    BindError::Bind(err)
+                }),
+                Err(err) => {
+                    // Unreserve: the assumed claims and volumes are forgotten.
+                    self.shared.lock().cache.volumes.restore_all(&volumes);
+                    Err(BindError::PreBind(err))
+                }
+            },
+            None => self
+                .post_binding(&key, &node, trace)
+                .await
+                .map_err(BindError::Bind),
+        };
         let shared = &self.shared;
         let now = shared.clock.now();
         match result {
@@ -224,7 +273,9 @@ impl Writer {
                 {
                     let mut state = shared.lock();
                     state.cache.forget_pod(&key);
-                    if err.is_conflict() || err.is_not_found() {
+                    let gone =
+                        matches!(&err, BindError::Bind(e) if e.is_conflict() || e.is_not_found());
+                    if gone {
                         // Bound by someone else, or gone: the informer will tell the cache.
                         state.queue.done(&key);
                     } else {
@@ -233,7 +284,7 @@ impl Writer {
                     }
                 }
                 shared.wake.notify_one();
-                let message = format!("Binding rejected: {err}");
+                let message = err.to_string();
                 self.recorder.event(
                     &object_reference(&pod),
                     EventType::Warning,
@@ -272,6 +323,26 @@ impl Writer {
         }
         .map(|_| ())
         .map_err(client::Error::from)
+    }
+
+    /// Carries out DefaultPreemption's outcome ([`crate::preemption::shell`]).
+    async fn preempt(
+        &self,
+        pod: &Pod,
+        outcome: Option<&crate::preemption::Outcome>,
+        scheduler_name: &str,
+        trace: Option<SpanContext>,
+    ) {
+        let Some(outcome) = outcome else { return };
+        crate::preemption::shell::PreemptionWriter {
+            client: &self.client,
+            recorder: &self.recorder,
+            tracer: &self.shared.tracer,
+            trace,
+            now: self.shared.clock.wall().to_string(),
+        }
+        .carry_out(pod, outcome, scheduler_name)
+        .await;
     }
 
     /// `updatePod` with the PodScheduled=False condition, skipped when the pod already has
@@ -391,6 +462,15 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     nodes.add_event_handler(node_handler(shared.clone()));
     let namespaces = factory.informer::<Namespace>();
     namespaces.add_event_handler(namespace_handler(shared.clone()));
+    factory
+        .informer::<PersistentVolumeClaim>()
+        .add_event_handler(claim_handler(shared.clone()));
+    factory
+        .informer::<PersistentVolume>()
+        .add_event_handler(volume_handler(shared.clone()));
+    factory
+        .informer::<StorageClass>()
+        .add_event_handler(class_handler(shared.clone()));
     let (recorder, broadcaster) = new_recorder_with_capacity(
         Arc::new(ApiEventSink::new(client.clone())),
         &config.scheduler_name,
@@ -413,6 +493,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
             client: client::trace::sync_client(&shared.tracer, &client),
             recorder,
             shared: shared.clone(),
+            stop: stop.clone(),
         };
         let name = &config.scheduler_name;
         match &config.leader_election {
@@ -536,6 +617,8 @@ async fn scheduling_loop(
             continue;
         };
         let pod_info = PodInfo::new(pod.clone());
+        // DefaultPreemption's decision when no node fits (crate::preemption).
+        let mut preemption: Option<crate::preemption::Outcome> = None;
         let parent = shared.decision_parent(&pod, &key);
         let recorded = parent.is_some_and(|p| p.is_none_or(|c| c.sampled));
         let decision = {
@@ -545,44 +628,89 @@ async fn scheduling_loop(
                 .algorithm
                 .schedule_pod(&pod_info, state.cache.snapshot());
             let described = recorded.then(|| decision_trace::describe(&key.to_string(), &decision));
-            match &decision {
-                Ok(result) => {
+            // Reserve (VolumeBinding's AssumePodVolumes) for the chosen node.
+            let reserved = match &decision {
+                Ok(result) => volume_binding::reserve(
+                    &pod_info,
+                    state.cache.snapshot(),
+                    &result.suggested_host,
+                ),
+                Err(_) => Ok(None),
+            };
+            match (&decision, &reserved) {
+                (Ok(result), Ok(volumes)) => {
+                    if let Some(volumes) = volumes {
+                        volume_binding::assume(&mut state.cache.volumes, volumes);
+                    }
                     state.cache.assume_pod(pod_info, &result.suggested_host);
                     tracing::debug!(decision = %result.summary(), "scheduled");
                 }
-                Err(err) => {
+                (Ok(_), Err(_)) => {
                     state
                         .queue
                         .add_unschedulable_if_not_present(&key, shared.clock.now());
-                    if let ScheduleError::Fit(fit) = err
-                        && fit.waits_for_pods()
-                    {
-                        state.queue.note_waiting_for_pods(&key);
+                    state
+                        .queue
+                        .note_waiting_for_volumes(&key, volume_binding::claim_names(&pod));
+                }
+                (Err(err), _) => {
+                    state
+                        .queue
+                        .add_unschedulable_if_not_present(&key, shared.clock.now());
+                    if let ScheduleError::Fit(fit) = err {
+                        preemption = Some(crate::preemption::post_filter(
+                            &pod_info,
+                            state.cache.snapshot(),
+                            fit,
+                        ));
+                        if fit.waits_for_pods() {
+                            state.queue.note_waiting_for_pods(&key);
+                        }
+                        if fit.waits_for_volumes() {
+                            state
+                                .queue
+                                .note_waiting_for_volumes(&key, volume_binding::claim_names(&pod));
+                        }
                     }
                 }
             }
-            let decision = decision.map(|result| {
-                let host = result.suggested_host.clone();
-                if state.recent.len() == RECENT_DECISIONS {
-                    state.recent.pop_front();
+            let decision = match (decision, reserved) {
+                (Ok(result), Ok(volumes)) => {
+                    let host = result.suggested_host.clone();
+                    if state.recent.len() == RECENT_DECISIONS {
+                        state.recent.pop_front();
+                    }
+                    state.recent.push_back(result);
+                    Ok((host, volumes))
                 }
-                state.recent.push_back(result);
-                host
-            });
+                (Ok(_), Err(err)) => Err(format!(
+                    "running Reserve plugin {}: {err}",
+                    apimachinery::fmt::go_quote(volume_binding::NAME)
+                )),
+                (Err(ScheduleError::Fit(fit)), _) => Err(crate::preemption::failure_message(
+                    &fit,
+                    preemption.as_ref(),
+                )),
+                (Err(err), _) => Err(err.to_string()),
+            };
             (decision, described)
         };
-        let (decision, described) = decision;
+        let (decision, mut described) = decision;
+        if let (Some(outcome), Some((summary, attributes)), Err(message)) =
+            (&preemption, described.as_mut(), &decision)
+        {
+            crate::preemption::describe_in_trace(outcome, message, summary, attributes);
+        }
         let trace = parent.and_then(|p| shared.record_decision(p, started, described));
         let writer = writer.clone();
         match decision {
-            Ok(node) => {
+            Ok((node, volumes)) => {
                 tasks.spawn(async move {
-                    writer.bind(pod, key, node, trace).await;
+                    writer.bind(pod, key, node, volumes, trace).await;
                     drop(permit);
                 });
             }
-            Err(err) => {
-                let message = err.to_string();
+            Err(message) => {
                 tracing::info!(pod = %key, %message, "unschedulable");
                 Metrics::inc(&shared.metrics.unschedulable);
                 writer.recorder.event(
@@ -591,7 +719,11 @@ async fn scheduling_loop(
                     "FailedScheduling",
                     &message,
                 );
+                let scheduler_name = shared.scheduler_name.clone();
                 tasks.spawn(async move {
+                    writer
+                        .preempt(&pod, preemption.as_ref(), &scheduler_name, trace)
+                        .await;
                     writer.set_unschedulable(pod, message, trace).await;
                     drop(permit);
                 });

@@ -23,6 +23,7 @@ pub mod kubectl;
 pub mod kubelet;
 pub mod process_cluster;
 pub mod scheduler_process;
+pub mod scheduler_view;
 pub mod server;
 pub mod up;
 pub mod watch_stream;

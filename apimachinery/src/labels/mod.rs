@@ -58,7 +58,7 @@ pub enum Operator {
 }
 
 /// One condition on one label key (`labels.Requirement`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Requirement {
     /// The label key.
     pub key: String,
@@ -234,7 +234,7 @@ impl<L: Labels + ?Sized> Labels for Option<&L> {
 }
 
 /// A label selector: every requirement must hold (`labels.Selector`).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Selector {
     requirements: Vec<Requirement>,
     /// `labels.Nothing()`: matches no object at all.

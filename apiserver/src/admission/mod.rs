@@ -9,18 +9,24 @@
 //! ```text
 //!   POST .../pods ─▶ decode ─▶ NamespaceLifecycle ─▶ ServiceAccount (serviceaccount.rs:
 //!                    the pod's ServiceAccount must exist; the token volume is mounted)
-//!                  ─▶ before_create (Priority, DefaultTolerationSeconds: the pod strategy;
+//!                  ─▶ Priority (priority.rs: the pod's PriorityClass must exist; its
+//!                     value and preemptionPolicy are copied)
+//!                  ─▶ before_create (DefaultTolerationSeconds: the pod strategy;
 //!                     validation) ─▶ store
 //! ```
 //!
 //! Which plugins miniplane has: `NamespaceLifecycle` (`handlers/create.rs`, always on),
-//! `ServiceAccount` ([`serviceaccount`], on by default, switchable), `Priority` and
-//! `DefaultTolerationSeconds` (folded into the pod strategy, always on). The other names of
+//! `ServiceAccount` ([`serviceaccount`], on by default, switchable), `Priority` ([`priority`],
+//! on by default, switchable), `DefaultTolerationSeconds` (folded into the pod strategy,
+//! always on), `DefaultStorageClass`
+//! ([`storageclass`], on by default, switchable). The other names of
 //! Kubernetes' list are accepted by the flags and do nothing (a kubeadm command line that
 //! enables `NodeRestriction` still starts); an unknown name is refused as kube-apiserver
 //! refuses it.
 
+pub mod priority;
 pub mod serviceaccount;
+pub mod storageclass;
 
 use std::collections::BTreeSet;
 

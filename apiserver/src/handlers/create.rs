@@ -2,10 +2,13 @@
 //! `Create`), plus the namespace lifecycle admission check (`plugin/pkg/admission/namespace/
 //! lifecycle`): objects may only be created in a namespace that exists and is not terminating.
 //! A pod is admitted by the `ServiceAccount` plugin too (`crate::admission::serviceaccount`):
-//! its ServiceAccount is looked up here, and the pod is mutated in `rest::before_create`.
+//! its ServiceAccount is looked up here, and the pod is mutated in `rest::before_create`. A
+//! PersistentVolumeClaim without a class gets the default one here (`DefaultStorageClass`,
+//! `crate::admission::storageclass`).
 
 use super::{RequestContext, object_response, stored_object_response};
 use crate::admission::serviceaccount::{self, ServiceAccountAdmission};
+use crate::admission::storageclass;
 use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersion;
 use crate::meta;
@@ -158,6 +161,18 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
     if let Some(ns) = &namespace {
         check_namespace(&ctx.state, &info, ns).await?;
     }
+    // `DefaultStorageClass`: a claim without a class gets the default one.
+    if storageclass::applies_to(&info)
+        && ctx
+            .state
+            .options()
+            .admission
+            .is_enabled(storageclass::DEFAULT_STORAGE_CLASS)
+    {
+        let default =
+            storageclass::default_class_for(ctx.storage(), ctx.state.registry(), &body).await?;
+        storageclass::admit(&mut body, default.as_deref());
+    }
     let wctx = WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
@@ -168,6 +183,8 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
         user: Some(ctx.user.clone()),
         signer_check: ctx.signer_check(&info),
     };
+    // `Priority` (after `ServiceAccount`'s lookup, as kube-apiserver orders them).
+    crate::admission::priority::admit_create(&ctx.state, &info, &mut body).await?;
     let generated = meta::name(&body).is_none();
     let mut attempt = 0;
     loop {

@@ -157,7 +157,8 @@ impl DeleteOptions {
         })
     }
 
-    fn dry_run(&self) -> bool {
+    /// Whether the delete is a dry run (`dryRun: [All]`).
+    pub fn dry_run(&self) -> bool {
         !self.dry_run.is_empty()
     }
 }
@@ -274,6 +275,7 @@ const IMMORTAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"]
 /// `403 Forbidden` for a delete of an immortal namespace, as `NamespaceLifecycle` answers it
 /// (also for a dry run, as admission runs before it).
 fn admit_delete(r: &ObjectRef) -> Result<()> {
+    crate::admission::priority::admit_delete(r)?;
     if r.info.delete_policy == DeletePolicy::Namespace
         && IMMORTAL_NAMESPACES.contains(&r.name.as_str())
     {

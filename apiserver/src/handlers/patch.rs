@@ -332,7 +332,7 @@ pub async fn patch_part(
     let mode = ctx.query.field_validation()?;
     let force = ctx.query.flag("force")?;
     let manager = ctx.field_manager();
-    let (patch_doc, duplicates) = patch_body_noting_duplicates(&ctx, pt, &info.kind)?;
+    let (mut patch_doc, duplicates) = patch_body_noting_duplicates(&ctx, pt, &info.kind)?;
     let mut warnings = Vec::new();
     if pt == PatchType::Apply {
         check_apply_type(&info, &patch_doc)?;
@@ -349,6 +349,8 @@ pub async fn patch_part(
         super::create::check_namespace(&ctx.state, &info, ns).await?;
         service_account =
             super::create::service_account_admission(&ctx, &info, Some(ns), &patch_doc).await?;
+        // `Priority`: its mutations belong to the applier, as admission's do in Kubernetes.
+        crate::admission::priority::admit_create(&ctx.state, &info, &mut patch_doc).await?;
     }
     let wctx = WriteContext {
         manager: Some(manager.clone()),

@@ -43,19 +43,26 @@ pub mod lease;
 pub mod meta;
 pub mod namespace;
 pub mod node;
+pub mod persistentvolume;
+pub mod persistentvolumeclaim;
 pub mod pod;
 pub mod pod_printer;
 pub mod pod_spec;
+pub mod poddisruptionbudget;
+pub mod priorityclass;
 pub mod rbac;
 pub mod replicaset;
+pub mod replicationcontroller;
 pub mod secret;
 pub mod selector;
 pub mod service;
 pub mod serviceaccount;
 pub mod statefulset;
+pub mod storageclass;
 pub mod table;
 pub mod typed;
 pub mod unchanged_encoding;
+pub mod volume;
 pub mod workload;
 
 use crate::gvk::GroupVersionKind;
@@ -383,6 +390,8 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(events_v1::EventsV1Rules)),
         Arc::new(Typed(deployment::DeploymentRules)),
         Arc::new(Typed(replicaset::ReplicaSetRules)),
+        Arc::new(Typed(replicationcontroller::ReplicationControllerRules)),
+        Arc::new(Typed(poddisruptionbudget::PodDisruptionBudgetRules)),
         Arc::new(Typed(daemonset::DaemonSetRules)),
         Arc::new(Typed(controllerrevision::ControllerRevisionRules)),
         Arc::new(Typed(statefulset::StatefulSetRules)),
@@ -393,6 +402,10 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(rbac::RoleBindingRules)),
         Arc::new(Typed(rbac::RoleRules)),
         Arc::new(certificates::CertificateSigningRequestStrategy::new()),
+        Arc::new(Typed(persistentvolume::PersistentVolumeRules)),
+        Arc::new(Typed(persistentvolumeclaim::PersistentVolumeClaimRules)),
+        Arc::new(Typed(storageclass::StorageClassRules)),
+        Arc::new(Typed(priorityclass::PriorityClassRules)),
     ]
 }
 
@@ -432,10 +445,20 @@ mod tests {
                     .map(|m| m.remove("namespace"));
                 json!({})
             }
+            "PriorityClass" => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("namespace"));
+                json!({"value": 1000})
+            }
             "Pod" => json!({"spec": template["spec"]}),
             "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet" => {
                 json!({"spec": {"selector": selector, "template": template}})
             }
+            "ReplicationController" => {
+                json!({"spec": {"selector": {"app": "sample"}, "template": template}})
+            }
+            "PodDisruptionBudget" => json!({"spec": {"minAvailable": 1, "selector": selector}}),
             "Job" => {
                 let mut t = template.clone();
                 t["spec"]["restartPolicy"] = json!("Never");
@@ -483,6 +506,22 @@ mod tests {
                                 "signerName": "kubernetes.io/kube-apiserver-client",
                                 "usages": ["client auth"]}})
             }
+            "PersistentVolume" => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("namespace"));
+                json!({"spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                                "hostPath": {"path": "/data"}}})
+            }
+            "PersistentVolumeClaim" => {
+                json!({"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}})
+            }
+            "StorageClass" => {
+                obj["metadata"]
+                    .as_object_mut()
+                    .map(|m| m.remove("namespace"));
+                json!({"provisioner": "miniplane.io/simulated"})
+            }
             "Event" if gvk.group.is_empty() => {
                 json!({"involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "Started"})
             }
@@ -501,7 +540,7 @@ mod tests {
     #[test]
     fn every_builtin_kind_defaults_validates_and_prints_its_sample() {
         let strategies = builtin_strategies();
-        assert_eq!(strategies.len(), 24);
+        assert_eq!(strategies.len(), 30);
         let now: jiff::Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for s in &strategies {
@@ -543,9 +582,17 @@ mod tests {
                     | "Job"
                     | "CronJob"
                     | "CertificateSigningRequest"
+                    | "PersistentVolume"
+                    | "PersistentVolumeClaim"
+                    | "ReplicationController"
+                    | "PodDisruptionBudget"
             );
             assert_eq!(s.has_status_subresource(), status, "{gvk}");
-            assert_eq!(s.table_has_name_column(), gvk.kind != "Event", "{gvk}");
+            assert_eq!(
+                s.table_has_name_column(),
+                !matches!(gvk.kind.as_str(), "Event" | "StorageClass"),
+                "{gvk}"
+            );
             assert_eq!(
                 s.graceful_delete_period(&obj, Some(30)).is_some(),
                 gvk.kind == "Pod",

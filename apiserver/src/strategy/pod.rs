@@ -120,7 +120,8 @@ impl KindRules for PodRules {
         if spec.service_account.as_deref().unwrap_or("").is_empty() {
             spec.service_account = spec.service_account_name.clone();
         }
-        // Admission: Priority, DefaultTolerationSeconds.
+        // Admission: DefaultTolerationSeconds; and Priority's outcome for a pod it did not
+        // see (`crate::admission::priority` fills these in on a POST create).
         if spec.priority_class_name.as_deref().unwrap_or("").is_empty() {
             spec.priority.get_or_insert(0);
         }

@@ -102,13 +102,21 @@ fn builtin_scale_of(parent: &Value) -> Value {
             md.insert(f.json_name().into(), v.clone());
         }
     }
-    let selector = parent
-        .get("spec")
-        .and_then(|s| s.get("selector"))
-        .and_then(|s| serde_json::from_value::<LabelSelector>(s.clone()).ok())
-        .and_then(|s| Selector::from_label_selector(Some(&s)).ok())
-        .map(|s| s.to_string())
-        .unwrap_or_default();
+    let selector = parent.get("spec").and_then(|s| s.get("selector"));
+    let selector = if parent.get("kind").and_then(Value::as_str) == Some("ReplicationController") {
+        // A ReplicationController's selector is a plain map (`labels.SelectorFromSet`).
+        selector
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .map(|labels| LabelSelector {
+                match_labels: Some(labels),
+                ..Default::default()
+            })
+    } else {
+        selector.and_then(|s| serde_json::from_value::<LabelSelector>(s.clone()).ok())
+    }
+    .and_then(|s| Selector::from_label_selector(Some(&s)).ok())
+    .map(|s| s.to_string())
+    .unwrap_or_default();
     json!({
         "kind": "Scale",
         "apiVersion": "autoscaling/v1",
@@ -258,6 +266,28 @@ pub async fn patch(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scale_view_of_a_replication_controller_reads_its_map_selector() {
+        let rc = json!({
+            "kind": "ReplicationController", "apiVersion": "v1",
+            "metadata": {"name": "nginx", "namespace": "default"},
+            "spec": {"replicas": 2, "selector": {"app": "nginx", "tier": "web"}},
+            "status": {"replicas": 1}
+        });
+        let s = scale_of(
+            &ResourceInfo::new(
+                "",
+                "v1",
+                "ReplicationController",
+                "replicationcontrollers",
+                true,
+            ),
+            &rc,
+        );
+        assert_eq!(s["spec"]["replicas"], 2);
+        assert_eq!(s["status"]["selector"], "app=nginx,tier=web");
+    }
 
     #[test]
     fn scale_view_of_a_deployment() {

@@ -244,6 +244,20 @@ pub fn sample(info: &ResourceInfo, name: &str) -> Value {
         ("", "Secret") => json!({"type": "Opaque", "data": {"a": "Yg=="}}),
         ("", "Service") => json!({"spec": {"selector": labels, "ports": [{"port": 80}]}}),
         ("", "Endpoints") => json!({"subsets": []}),
+        ("", "ReplicationController") => {
+            json!({"spec": {"replicas": 1, "selector": labels, "template": template}})
+        }
+        ("", "PersistentVolumeClaim") => json!({"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+        }}),
+        ("", "PersistentVolume") => json!({"spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+            "hostPath": {"path": "/data"},
+        }}),
+        ("storage.k8s.io", "StorageClass") => json!({"provisioner": "example.com/none"}),
+        ("policy", "PodDisruptionBudget") => {
+            json!({"spec": {"minAvailable": 1, "selector": selector}})
+        }
         ("apps", "Deployment" | "ReplicaSet") => {
             json!({"spec": {"replicas": 1, "selector": selector, "template": template}})
         }
@@ -272,6 +286,7 @@ pub fn sample(info: &ResourceInfo, name: &str) -> Value {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
             "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "default"}],
         }),
+        ("scheduling.k8s.io", "PriorityClass") => json!({"value": 1000}),
         ("batch", "Job") => {
             json!({"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}})
         }

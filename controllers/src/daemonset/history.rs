@@ -1,8 +1,8 @@
 //! A DaemonSet's history: one ControllerRevision per pod template it has run.
 //!
 //! Mirrors `constructHistory`, `snapshot`, `dedupCurHistories`, `cleanupHistory`, `getPatch`
-//! and `Match` in `pkg/controller/daemon/update.go` (the history machinery itself is
-//! `pkg/controller/history/controller_history.go`).
+//! and `Match` in `pkg/controller/daemon/update.go`; what it shares with the StatefulSet
+//! controller (`pkg/controller/history/controller_history.go`) is in [`crate::history`].
 //!
 //! ```text
 //!   DaemonSet fluentd, template T2          ControllerRevisions it controls
@@ -22,32 +22,20 @@
 //! template's JSON instead of Go's `spew` dump), so names differ from a real cluster's; and a
 //! revision matches when its `data` equals the patch as JSON values rather than as bytes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::deployment::hash::compute_hash;
-use crate::owner_ref::{name, new_controller_ref};
-
-/// `DefaultDaemonSetUniqueLabelKey` (= `ControllerRevisionHashLabelKey`): the revision's hash,
-/// on the revision and on every pod of that template.
-pub const CONTROLLER_REVISION_HASH_LABEL: &str = "controller-revision-hash";
+pub use crate::history::{CONTROLLER_REVISION_HASH_LABEL, revision_hash};
+use crate::history::{RevisionParts, new_controller_revision, template_patch};
+use crate::owner_ref::new_controller_ref;
 
 /// `getPatch`: `{"spec":{"template":{"$patch":"replace", ...the template}}}`.
 pub fn get_patch(ds: &DaemonSet) -> Value {
-    let mut template = ds
-        .spec
-        .as_ref()
-        .and_then(|s| serde_json::to_value(&s.template).ok())
-        .unwrap_or_else(|| json!({}));
-    if let Some(map) = template.as_object_mut() {
-        map.insert("$patch".to_owned(), json!("replace"));
-    }
-    json!({ "spec": { "template": template } })
+    template_patch(ds.spec.as_ref().map(|s| &s.template))
 }
 
 /// `Match`: whether `revision` holds the DaemonSet's current template.
@@ -70,38 +58,20 @@ pub fn template_hash(ds: &DaemonSet) -> String {
 /// and the hash, annotated with the DaemonSet's annotations (so `kubernetes.io/change-cause`
 /// shows in `kubectl rollout history`), controlled by the DaemonSet.
 pub fn new_revision(ds: &DaemonSet, revision: i64) -> ControllerRevision {
-    let hash = template_hash(ds);
-    let mut labels: BTreeMap<String, String> = ds
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.metadata.as_ref())
-        .and_then(|m| m.labels.clone())
-        .unwrap_or_default();
-    labels.insert(CONTROLLER_REVISION_HASH_LABEL.to_owned(), hash.clone());
-    ControllerRevision {
-        metadata: ObjectMeta {
-            name: Some(format!("{}-{hash}", name(&ds.metadata))),
-            namespace: ds.metadata.namespace.clone(),
-            labels: Some(labels),
-            annotations: ds.metadata.annotations.clone(),
-            owner_references: Some(vec![new_controller_ref(ds)]),
-            ..Default::default()
-        },
-        data: Some(RawExtension(get_patch(ds))),
+    let mut created = new_controller_revision(RevisionParts {
+        parent: &ds.metadata,
+        controller_ref: new_controller_ref(ds),
+        template_labels: ds
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.labels.as_ref()),
+        data: get_patch(ds),
         revision,
-    }
-}
-
-/// The hash label of a revision (its name when the label is missing, as `constructHistory`
-/// adds it).
-pub fn revision_hash(revision: &ControllerRevision) -> String {
-    revision
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(CONTROLLER_REVISION_HASH_LABEL))
-        .cloned()
-        .unwrap_or_else(|| name(&revision.metadata).to_owned())
+        hash: template_hash(ds),
+    });
+    created.metadata.annotations = ds.metadata.annotations.clone();
+    created
 }
 
 /// The revisions of a DaemonSet sorted out by `constructHistory`.
@@ -125,7 +95,7 @@ impl History {
 
     /// `maxRevision(old) + 1`: the number the current revision must carry.
     pub fn next_revision(&self) -> i64 {
-        self.old.iter().map(|r| r.revision).max().unwrap_or(0) + 1
+        crate::history::next_revision(&self.old)
     }
 }
 

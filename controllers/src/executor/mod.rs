@@ -211,6 +211,16 @@ impl Executor {
                         .await?;
                     remember(run, "ReplicaSet", &updated.metadata);
                 }
+                Action::UpdateReplicationControllerStatus(rc) => {
+                    let mut rc = (**rc).clone();
+                    freshen(run, "ReplicationController", &mut rc.metadata);
+                    let updated = self
+                        .replace_status_retrying_once(rc, |latest, rc| {
+                            latest.status = rc.status.clone()
+                        })
+                        .await?;
+                    remember(run, "ReplicationController", &updated.metadata);
+                }
                 Action::UpdateDeployment(d) => {
                     let mut d = (**d).clone();
                     freshen(run, "Deployment", &mut d.metadata);
@@ -265,6 +275,12 @@ impl Executor {
                 Action::CreateJob(job) => {
                     let created = self.create_typed::<Job>(job).await?;
                     run.outcome.jobs.push(created);
+                }
+                Action::UpdatePodDisruptionBudgetStatus(pdb) => {
+                    let mut pdb = (**pdb).clone();
+                    freshen(run, "PodDisruptionBudget", &mut pdb.metadata);
+                    let updated = self.replace_status_typed(&pdb).await?;
+                    remember(run, "PodDisruptionBudget", &updated.metadata);
                 }
                 Action::UpdateCronJobStatus(cj) => {
                     let mut cj = (**cj).clone();

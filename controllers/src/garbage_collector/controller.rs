@@ -18,8 +18,9 @@
 //!
 //! Coverage: Kubernetes' graph builder watches every deletable resource found by discovery
 //! (as metadata), except Events (`DefaultIgnoredResources`). miniplane's garbage collector
-//! watches every built-in kind its API server serves but Events — Pods, ReplicaSets,
-//! Deployments, DaemonSets, StatefulSets, Jobs, CronJobs, Services, Endpoints, EndpointSlices,
+//! watches the built-in kinds that take part in ownership — Pods, ReplicaSets,
+//! ReplicationControllers, Deployments, DaemonSets, StatefulSets, ControllerRevisions,
+//! PersistentVolumeClaims, PersistentVolumes, PodDisruptionBudgets, Jobs, CronJobs, Services, Endpoints, EndpointSlices,
 //! ConfigMaps,
 //! Secrets, ServiceAccounts, Leases, Nodes and Namespaces — with typed informers shared with
 //! the other controllers, and every custom resource of an established CRD
@@ -28,13 +29,17 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use client::{DeltaObject, RateLimitingQueue, SharedInformerFactory};
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{
     ConfigMap, Endpoints, Namespace, Node, Pod, Secret, Service, ServiceAccount,
 };
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, ReplicationController};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,6 +78,11 @@ impl GarbageCollector {
         this.monitor::<Pod>(factory);
         this.monitor::<DaemonSet>(factory);
         this.monitor::<StatefulSet>(factory);
+        this.monitor::<ControllerRevision>(factory);
+        this.monitor::<ReplicationController>(factory);
+        this.monitor::<PersistentVolumeClaim>(factory);
+        this.monitor::<PersistentVolume>(factory);
+        this.monitor::<PodDisruptionBudget>(factory);
         this.monitor::<Job>(factory);
         this.monitor::<CronJob>(factory);
         this.monitor::<Service>(factory);

@@ -13,9 +13,11 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 17] = [
+pub const KNOWN_CONTROLLERS: [&str; 22] = [
     "deployment",
     "replicaset",
+    "replicationcontroller",
+    "disruption",
     "endpoint",
     "endpointslice",
     "garbagecollector",
@@ -31,6 +33,9 @@ pub const KNOWN_CONTROLLERS: [&str; 17] = [
     "ttl-after-finished",
     "podgc",
     "daemonset",
+    "statefulset",
+    "persistentvolume-binder",
+    "simulated-provisioner",
 ];
 
 /// Which controllers run: kube-controller-manager's `--controllers` list.
@@ -135,12 +140,16 @@ pub struct Config {
     pub concurrent_deployment_syncs: usize,
     /// `--concurrent-replicaset-syncs` (5).
     pub concurrent_replicaset_syncs: usize,
+    /// `--concurrent-rc-syncs` (5): the replication manager's workers.
+    pub concurrent_rc_syncs: usize,
     /// `--concurrent-job-syncs` (5).
     pub concurrent_job_syncs: usize,
     /// `--concurrent-cron-job-syncs` (5).
     pub concurrent_cron_job_syncs: usize,
     /// `--concurrent-daemonset-syncs` (2).
     pub concurrent_daemonset_syncs: usize,
+    /// `--concurrent-statefulset-syncs` (5).
+    pub concurrent_statefulset_syncs: usize,
     /// `--concurrent-ttl-after-finished-syncs` (5).
     pub concurrent_ttl_after_finished_syncs: usize,
     /// The pod GC's settings: `--terminated-pod-gc-threshold` (12,500; 0 disables that
@@ -211,9 +220,11 @@ impl Config {
             controllers: EnabledControllers::all(),
             concurrent_deployment_syncs: 5,
             concurrent_replicaset_syncs: 5,
+            concurrent_rc_syncs: 5,
             concurrent_job_syncs: 5,
             concurrent_cron_job_syncs: 5,
             concurrent_daemonset_syncs: 2,
+            concurrent_statefulset_syncs: 5,
             concurrent_ttl_after_finished_syncs: 5,
             pod_gc: crate::podgc::Config::default(),
             concurrent_endpoint_syncs: 5,
@@ -252,6 +263,8 @@ mod tests {
             vec![
                 "deployment",
                 "replicaset",
+                "replicationcontroller",
+                "disruption",
                 "endpoint",
                 "endpointslice",
                 "garbagecollector",
@@ -265,7 +278,10 @@ mod tests {
                 "cronjob",
                 "ttl-after-finished",
                 "podgc",
-                "daemonset"
+                "daemonset",
+                "statefulset",
+                "persistentvolume-binder",
+                "simulated-provisioner"
             ]
         );
         assert_eq!(parse("replicaset").unwrap_or_default(), vec!["replicaset"]);

@@ -10,14 +10,15 @@
 //!      │                 (lost while leading ─▶ Err(LeaderElectionLost): the process exits)
 //!      ▼ leading (or no election)
 //!   tracer (unless --tracing=false) ─▶ exporter task posting spans to the API server
-//!   SharedInformerFactory: Deployments, ReplicaSets, DaemonSets, ControllerRevisions, Pods,
+//!   SharedInformerFactory: Deployments, ReplicaSets, ReplicationControllers, DaemonSets, ControllerRevisions, Pods,
 //!                          Services, Endpoints,
 //!                          EndpointSlices, Nodes, Namespaces, ... (one watch each)
-//!   controllers: deployment, replicaset, endpoint, endpointslice, garbagecollector,
+//!   controllers: deployment, replicaset, replicationcontroller, disruption, endpoint, endpointslice, garbagecollector,
 //!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle,
 //!                serviceaccount, clusterrole-aggregation, root-ca-cert-publisher,
 //!                csrsigning (with --cluster-signing-*-file), job, cronjob, ttl-after-finished,
-//!                podgc, daemonset (--controllers)
+//!                podgc, daemonset, statefulset, persistentvolume-binder,
+//!                simulated-provisioner (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
 //!   factory.start ─▶ wait_for_cache_sync ─▶ start the workers
 //!      ▼ shutdown
@@ -51,6 +52,7 @@ use crate::cronjob::controller::CronJobController;
 use crate::csrsigning::controller::CsrSigningController;
 use crate::daemonset::controller::DaemonSetsController;
 use crate::deployment::controller::DeploymentController;
+use crate::disruption::controller::DisruptionController;
 use crate::endpoint::controller::EndpointsController;
 use crate::endpointslice::controller::EndpointSliceController;
 use crate::error::{Error, Result};
@@ -61,9 +63,12 @@ use crate::node_ipam::controller::{self as node_ipam, NodeIpamController};
 use crate::node_lifecycle::controller::NodeLifecycleController;
 use crate::podgc::controller::PodGcController;
 use crate::replicaset::controller::ReplicaSetController;
+use crate::replication::ReplicationManager;
 use crate::root_ca_cert_publisher::controller::{self as root_ca_cert_publisher, Publisher};
 use crate::serviceaccount::controller::ServiceAccountsController;
+use crate::statefulset::controller::StatefulSetController;
 use crate::ttl_after_finished::controller::TtlAfterFinishedController;
+use crate::volume::controller::VolumeController;
 
 /// A controller-manager with its client built and its health port bound, ready to run.
 pub struct ControllerManager {
@@ -123,6 +128,8 @@ impl ControllerManager {
 const SERVICE_ACCOUNTS: &[(&str, &str)] = &[
     ("deployment", "deployment-controller"),
     ("replicaset", "replicaset-controller"),
+    ("replicationcontroller", "replication-controller"),
+    ("disruption", "disruption-controller"),
     ("endpoint", "endpoint-controller"),
     ("endpointslice", "endpointslice-controller"),
     ("garbagecollector", "generic-garbage-collector"),
@@ -141,6 +148,8 @@ const SERVICE_ACCOUNTS: &[(&str, &str)] = &[
     ("ttl-after-finished", "ttl-after-finished-controller"),
     ("podgc", "pod-garbage-collector"),
     ("daemonset", "daemon-set-controller"),
+    ("statefulset", "statefulset-controller"),
+    ("persistentvolume-binder", "persistent-volume-binder"),
 ];
 
 /// Builds the enabled controllers on the set's informer factory and runs them until shutdown.
@@ -166,13 +175,30 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }
     if enabled.is_enabled("replicaset") {
-        let c = ReplicaSetController::new(
+        let c = ReplicaSetController::<k8s_openapi::api::apps::v1::ReplicaSet>::new(
             set.factory(),
             set.executor_as("replicaset-controller", "replicaset-controller"),
         );
         let n = config.concurrent_replicaset_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("replicationcontroller") {
+        let c = ReplicationManager::new(
+            set.factory(),
+            set.executor_as("replication-controller", "replication-controller"),
+        );
+        let n = config.concurrent_rc_syncs;
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("disruption") {
+        let c = DisruptionController::new(
+            set.factory(),
+            set.executor_as("controllermanager", "disruption-controller"),
+        );
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(1, t, s)));
     }
     if enabled.is_enabled("endpoint") {
         let c = EndpointsController::new(
@@ -338,6 +364,36 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
         let n = config.concurrent_daemonset_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("statefulset") {
+        let c = StatefulSetController::new(
+            set.factory(),
+            set.executor_as("statefulset-controller", "statefulset-controller"),
+        );
+        let n = config.concurrent_statefulset_syncs;
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("persistentvolume-binder") {
+        let c = VolumeController::binder(
+            set.factory(),
+            set.executor_as("persistentvolume-controller", "persistent-volume-binder"),
+        );
+        // kube-controller-manager runs one claim worker and one volume worker.
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(2, t, s)));
+    }
+    if enabled.is_enabled("simulated-provisioner") {
+        let c = VolumeController::provisioner(
+            set.factory(),
+            // miniplane's own provisioner writes as the binder does (PVs, claims, events).
+            set.executor_as(
+                crate::volume::SIMULATED_PROVISIONER,
+                "persistent-volume-binder",
+            ),
+        );
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(2, t, s)));
     }
     if enabled.is_enabled("podgc") {
         let c = PodGcController::new(

@@ -16,6 +16,10 @@
 //! The [`Expectations`] live behind a std mutex: handlers and workers take it for a few
 //! instructions and never across an `.await`.
 //!
+//! The shell is generic over a [`ReplicaSetKind`], as Kubernetes' `NewBaseController` is
+//! over a GroupVersionKind: the same code runs ReplicaSets and, as
+//! [`crate::replication::ReplicationManager`], ReplicationControllers.
+//!
 //! Unlike Kubernetes, `related_pods` (the pods of sibling ReplicaSets, used to prefer deleting
 //! pods on crowded nodes) is not gathered: victims are ranked among the ReplicaSet's own pods.
 
@@ -37,18 +41,18 @@ use crate::adoption::claim_pods;
 use crate::error::Result;
 use crate::executor::Executor;
 use crate::expectations::Expectations;
-use crate::lookup::{resolve_controller_ref, selecting_controllers};
+use crate::lookup::resolve_controller_ref;
 use crate::manager::metrics::ControllerMetrics;
 use crate::owner_ref::get_controller_of;
 use crate::pod_readiness::is_pod_ready;
+use crate::replicaset::kind::ReplicaSetKind;
 use crate::replicaset::{ReplicaSetSyncInput, status_after_manage_error, sync_replica_set};
-use crate::selector;
 use crate::worker::{SyncResult, Workers, object_context_of};
 
-/// The ReplicaSet controller (cheap to clone).
-#[derive(Clone)]
-pub struct ReplicaSetController {
-    replica_sets: Lister<ReplicaSet>,
+/// The ReplicaSet controller (cheap to clone), over ReplicaSets or another
+/// [`ReplicaSetKind`].
+pub struct ReplicaSetController<K: ReplicaSetKind = ReplicaSet> {
+    replica_sets: Lister<K>,
     pods: Indexer<Pod>,
     queue: RateLimitingQueue<ObjectKey>,
     expectations: Arc<Mutex<Expectations>>,
@@ -57,10 +61,23 @@ pub struct ReplicaSetController {
     pub metrics: Arc<ControllerMetrics>,
 }
 
-impl ReplicaSetController {
+impl<K: ReplicaSetKind> Clone for ReplicaSetController<K> {
+    fn clone(&self) -> Self {
+        ReplicaSetController {
+            replica_sets: self.replica_sets.clone(),
+            pods: self.pods.clone(),
+            queue: self.queue.clone(),
+            expectations: self.expectations.clone(),
+            executor: self.executor.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+impl<K: ReplicaSetKind> ReplicaSetController<K> {
     /// Builds the controller on the factory's informers and registers its handlers.
     pub fn new(factory: &SharedInformerFactory, executor: Executor) -> Self {
-        let rs_informer = factory.informer::<ReplicaSet>();
+        let rs_informer = factory.informer::<K>();
         let pod_informer = factory.informer::<Pod>();
         pod_informer.add_indexer(
             CONTROLLER_UID_INDEX,
@@ -69,19 +86,17 @@ impl ReplicaSetController {
         let this = ReplicaSetController {
             replica_sets: Lister::new(rs_informer.indexer().clone()),
             pods: pod_informer.indexer().clone(),
-            queue: RateLimitingQueue::new("replicaset"),
+            queue: RateLimitingQueue::new(K::QUEUE),
             expectations: Arc::new(Mutex::new(Expectations::new())),
             executor,
-            metrics: Arc::new(ControllerMetrics::new("replicaset")),
+            metrics: Arc::new(ControllerMetrics::new(K::QUEUE)),
         };
         let (add, update, delete) = (this.clone(), this.clone(), this.clone());
         rs_informer.add_event_handler(
             client::ResourceEventHandlerFuncs::new()
-                .on_add(move |rs: Arc<ReplicaSet>, _| add.queue.add(ObjectKey::of(rs.as_ref())))
-                .on_update(move |_, rs: Arc<ReplicaSet>| {
-                    update.queue.add(ObjectKey::of(rs.as_ref()))
-                })
-                .on_delete(move |rs: DeltaObject<ReplicaSet>| {
+                .on_add(move |rs: Arc<K>, _| add.queue.add(ObjectKey::of(rs.as_ref())))
+                .on_update(move |_, rs: Arc<K>| update.queue.add(ObjectKey::of(rs.as_ref())))
+                .on_delete(move |rs: DeltaObject<K>| {
                     let key = rs.key();
                     delete.expectations().delete_expectations(&key);
                     delete.queue.add(key);
@@ -124,21 +139,26 @@ impl ReplicaSetController {
     }
 
     /// The ReplicaSet controlling `pod`, from the cache.
-    fn controller_of(&self, pod: &Pod) -> Option<Arc<ReplicaSet>> {
+    fn controller_of(&self, pod: &Pod) -> Option<Arc<K>> {
         let r = get_controller_of(&pod.metadata)?;
         resolve_controller_ref(&self.replica_sets, pod.namespace().as_deref(), r)
     }
 
+    /// Every ReplicaSet whose selector matches an orphan `pod` (empty or invalid selectors
+    /// are skipped, as in Kubernetes).
     fn enqueue_adopters(&self, pod: &Pod) {
         let empty = BTreeMap::new();
         let labels = pod.metadata.labels.as_ref().unwrap_or(&empty);
-        for rs in selecting_controllers(
-            &self.replica_sets,
+        for rs in self.replica_sets.list(
             pod.namespace().as_deref(),
-            labels,
-            |rs| rs.spec.as_ref().map(|s| &s.selector),
+            &apimachinery::Selector::everything(),
         ) {
-            self.queue.add(ObjectKey::of(rs.as_ref()));
+            if rs
+                .selector()
+                .is_ok_and(|s| !s.is_everything() && s.matches(labels))
+            {
+                self.queue.add(ObjectKey::of(rs.as_ref()));
+            }
         }
     }
 
@@ -188,6 +208,7 @@ impl ReplicaSetController {
                 let key = ObjectKey::of(rs.as_ref());
                 self.queue.add(key.clone());
                 let min_ready = rs
+                    .to_replica_set()
                     .spec
                     .as_ref()
                     .and_then(|s| s.min_ready_seconds)
@@ -222,8 +243,8 @@ impl ReplicaSetController {
             self.expectations().delete_expectations(key);
             return Ok(None);
         };
-        let rs: ReplicaSet = (*cached).clone();
-        let claimed = self.claim_pods(&rs).await?;
+        let claimed = self.claim_pods(&cached).await?;
+        let rs = cached.to_replica_set();
         let pods: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();
         let now = jiff::Timestamp::now();
         let out = {
@@ -242,7 +263,7 @@ impl ReplicaSetController {
         client::trace::set_summary(&out.summary);
         match self
             .executor
-            .execute(out.actions, Some(&self.expectations))
+            .execute(cached.adapt_actions(out.actions), Some(&self.expectations))
             .await
         {
             Ok(outcome) => Ok(outcome.requeue_after),
@@ -252,7 +273,10 @@ impl ReplicaSetController {
                     Action::CreatePods { .. } | Action::DeletePods { .. }
                 ) && let Some(status) =
                     status_after_manage_error(&rs, &pods, &failure.error.to_string(), now)
-                    && let Err(f) = self.executor.execute(vec![status], None).await
+                    && let Err(f) = self
+                        .executor
+                        .execute(cached.adapt_actions(vec![status]), None)
+                        .await
                 {
                     tracing::info!(replicaset = %key, error = %f.error, "could not record the failure in status");
                 }
@@ -267,8 +291,8 @@ impl ReplicaSetController {
     /// The pods it already controls and still selects (nearly all of them, nearly always)
     /// are taken from the cache as they are; only the rest (orphans to adopt, owned pods no
     /// longer selected, to release) go through [`claim`] and its patches.
-    async fn claim_pods(&self, rs: &ReplicaSet) -> Result<Vec<Arc<Pod>>> {
-        let selector = selector::from_label_selector(rs.spec.as_ref().map(|s| &s.selector))?;
+    async fn claim_pods(&self, rs: &K) -> Result<Vec<Arc<Pod>>> {
+        let selector = rs.selector()?;
         claim_pods(&self.executor, &self.pods, rs, &selector).await
     }
 }

@@ -20,6 +20,7 @@
 //! `burstReplicas` (500) caps how many pods one sync creates or deletes.
 
 pub mod controller;
+pub mod kind;
 pub mod pods;
 pub mod ranking;
 pub mod status;

@@ -48,6 +48,9 @@ pub struct ControllerManagerArgs {
     /// DaemonSet controller workers.
     #[arg(long, default_value_t = 2)]
     concurrent_daemonset_syncs: usize,
+    /// StatefulSet controller workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_statefulset_syncs: usize,
     /// TTL-after-finished controller workers.
     #[arg(long, default_value_t = 5)]
     concurrent_ttl_after_finished_syncs: usize,
@@ -146,6 +149,7 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.concurrent_ttl_after_finished_syncs = args.concurrent_ttl_after_finished_syncs;
     config.concurrent_cron_job_syncs = args.concurrent_cron_job_syncs;
     config.concurrent_daemonset_syncs = args.concurrent_daemonset_syncs;
+    config.concurrent_statefulset_syncs = args.concurrent_statefulset_syncs;
     config.pod_gc.terminated_pod_threshold = args.terminated_pod_gc_threshold;
     config.concurrent_endpoint_syncs = args.concurrent_endpoint_syncs;
     config.concurrent_service_endpoint_syncs = args.concurrent_service_endpoint_syncs;

@@ -81,6 +81,8 @@ pub fn resource_of(kind: &str) -> Option<(&'static str, &'static str, &'static s
         "StatefulSet" => ("apps", "v1", "statefulsets", true),
         "Job" => ("batch", "v1", "jobs", true),
         "CronJob" => ("batch", "v1", "cronjobs", true),
+        "ReplicationController" => ("", "v1", "replicationcontrollers", true),
+        "PodDisruptionBudget" => ("policy", "v1", "poddisruptionbudgets", true),
         "Lease" => ("coordination.k8s.io", "v1", "leases", true),
         "ServiceAccount" => ("", "v1", "serviceaccounts", true),
         "Secret" => ("", "v1", "secrets", true),

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! PreFilter / PreScore (once per pod, over all nodes: crate::cycle_state)
-//!   PodTopologySpread, InterPodAffinity
+//!   VolumeBinding (PreFilter only), PodTopologySpread, InterPodAffinity
 //! Filter (in order, the first failure decides)   Score (weight)
 //!   NodeUnschedulable                               TaintToleration (3)
 //!   NodeName                                        NodeAffinity (2)
@@ -12,17 +12,19 @@
 //!   NodeAffinity                                    PodTopologySpread (2)
 //!   NodePorts                                       InterPodAffinity (2)
 //!   NodeResourcesFit                                NodeResourcesBalancedAllocation (1)
+//!   VolumeBinding
 //!   PodTopologySpread
 //!   InterPodAffinity
 //! ```
 //!
 //! Every plugin is a plain function of the pod, one [`NodeInfo`] and the decision's
-//! [`CycleState`] (which only PodTopologySpread and InterPodAffinity read). A filter answers
+//! [`CycleState`] (which only VolumeBinding, PodTopologySpread and InterPodAffinity read). A filter answers
 //! `Ok(())` or a [`Status`] with Kubernetes' exact reason strings; a score answers a raw
 //! score that its normalisation maps to 0–100 over the feasible nodes. A plugin whose
 //! PreFilter or PreScore found nothing to do is skipped, as Kubernetes' `Skip` status does:
 //! its filter passes every node and its score is 0. Not implemented (nothing in miniplane
-//! needs them yet): volume plugins, ImageLocality, extended resources, ephemeral storage.
+//! needs them yet): the other volume plugins (VolumeRestrictions, NodeVolumeLimits,
+//! VolumeZone), ImageLocality, extended resources, ephemeral storage.
 
 pub mod balanced_allocation;
 pub mod inter_pod_affinity;
@@ -33,6 +35,7 @@ pub mod node_resources_fit;
 pub mod node_unschedulable;
 pub mod pod_topology_spread;
 pub mod taint_toleration;
+pub mod volume_binding;
 
 use crate::cycle_state::CycleState;
 use crate::node_info::{NodeInfo, PodInfo};
@@ -81,7 +84,7 @@ pub struct FilterPlugin {
 }
 
 /// The default profile's filters, in the order they run.
-pub const FILTERS: [FilterPlugin; 8] = [
+pub const FILTERS: [FilterPlugin; 9] = [
     FilterPlugin {
         name: node_unschedulable::NAME,
         filter: |pod, node, _| node_unschedulable::filter(pod, node),
@@ -105,6 +108,10 @@ pub const FILTERS: [FilterPlugin; 8] = [
     FilterPlugin {
         name: node_resources_fit::NAME,
         filter: |pod, node, _| node_resources_fit::filter(pod, node),
+    },
+    FilterPlugin {
+        name: volume_binding::NAME,
+        filter: volume_binding::filter,
     },
     FilterPlugin {
         name: pod_topology_spread::NAME,

@@ -12,11 +12,13 @@
 //! ```
 //!
 //! Filter then reads one node's labels against those counts; the first failing check decides.
+//! With the cache's pod groups (`crate::pod_groups`) the counts are taken per group rather
+//! than per pod; without them (a snapshot that is not the cache's) every pod is walked.
 
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::affinity_term::{AffinityTerm, Namespaces};
-use crate::cache::Snapshot;
+use crate::cache::{Groups, Snapshot};
 use crate::cycle_state::{AffinityOnCluster, CycleState, TopologyCounts};
 use crate::node_info::{NodeInfo, PodInfo};
 use crate::plugins::{Code, Status};
@@ -65,7 +67,9 @@ pub fn pre_filter(
     snapshot: Snapshot<'_>,
     on_cluster: AffinityOnCluster,
 ) -> Option<PreFilterState> {
-    let Snapshot { nodes, namespaces } = snapshot;
+    let Snapshot {
+        nodes, namespaces, ..
+    } = snapshot;
     let terms = pod.affinity_terms();
     let (affinity, anti_affinity) = (&terms.required_affinity, &terms.required_anti_affinity);
     if affinity.is_empty()
@@ -75,7 +79,29 @@ pub fn pre_filter(
         return None;
     }
     let mut s = PreFilterState::default();
-    // `getExistingAntiAffinityCounts`, over `HavePodsWithRequiredAntiAffinityList`.
+    match snapshot.groups {
+        Some(groups) => existing_anti_affinity_counts_by_group(&mut s, pod, groups, namespaces),
+        None => existing_anti_affinity_counts(&mut s, pod, nodes, namespaces),
+    }
+    if affinity.is_empty() && anti_affinity.is_empty() {
+        return (!s.existing_anti_affinity_counts.is_empty()).then_some(s);
+    }
+    s.matches_own_affinity = pod_matches_all_terms(affinity, &pod.pod, namespaces);
+    match snapshot.groups {
+        Some(groups) => incoming_counts_by_group(&mut s, pod, groups, namespaces),
+        None => incoming_counts(&mut s, pod, nodes, namespaces),
+    }
+    Some(s)
+}
+
+/// `getExistingAntiAffinityCounts`, over `HavePodsWithRequiredAntiAffinityList`: every
+/// existing pod's required anti-affinity term that matches the incoming pod, by its node's pair.
+fn existing_anti_affinity_counts(
+    s: &mut PreFilterState,
+    pod: &PodInfo,
+    nodes: &[NodeInfo],
+    namespaces: &Namespaces,
+) {
     for node in nodes
         .iter()
         .filter(|n| n.pods_with_required_anti_affinity > 0)
@@ -92,11 +118,43 @@ pub fn pre_filter(
             }
         }
     }
-    if affinity.is_empty() && anti_affinity.is_empty() {
-        return (!s.existing_anti_affinity_counts.is_empty()).then_some(s);
+}
+
+/// [`existing_anti_affinity_counts`] from the cache's groups: each distinct term matched once,
+/// its pods counted per node.
+fn existing_anti_affinity_counts_by_group(
+    s: &mut PreFilterState,
+    pod: &PodInfo,
+    groups: Groups<'_>,
+    namespaces: &Namespaces,
+) {
+    for (term, on_nodes) in groups.pods.anti_affinity_terms() {
+        if !term.matches(&pod.pod, namespaces) {
+            continue;
+        }
+        for (name, &n) in on_nodes {
+            if let Some(node) = groups.node(name) {
+                count_on(
+                    &mut s.existing_anti_affinity_counts,
+                    node,
+                    term,
+                    i64::from(n),
+                );
+            }
+        }
     }
-    s.matches_own_affinity = pod_matches_all_terms(affinity, &pod.pod, namespaces);
-    // `getIncomingAffinityAntiAffinityCounts`, over every node.
+}
+
+/// `getIncomingAffinityAntiAffinityCounts`, over every node: the existing pods matching all
+/// the incoming pod's required affinity terms, and those matching each anti-affinity term.
+fn incoming_counts(
+    s: &mut PreFilterState,
+    pod: &PodInfo,
+    nodes: &[NodeInfo],
+    namespaces: &Namespaces,
+) {
+    let terms = pod.affinity_terms();
+    let (affinity, anti_affinity) = (&terms.required_affinity, &terms.required_anti_affinity);
     for node in nodes {
         for existing in node.pods.values() {
             if pod_matches_all_terms(affinity, &existing.pod, namespaces) {
@@ -111,7 +169,48 @@ pub fn pre_filter(
             }
         }
     }
-    Some(s)
+}
+
+/// [`incoming_counts`] from the cache's groups: each group of pods with the same namespace
+/// and labels matched once, its pods counted per node.
+fn incoming_counts_by_group(
+    s: &mut PreFilterState,
+    pod: &PodInfo,
+    groups: Groups<'_>,
+    namespaces: &Namespaces,
+) {
+    let terms = pod.affinity_terms();
+    let (affinity, anti_affinity) = (&terms.required_affinity, &terms.required_anti_affinity);
+    let mut anti: Vec<&AffinityTerm> = Vec::new();
+    for (namespace, labels, on_nodes) in groups.pods.label_groups() {
+        let all = !affinity.is_empty()
+            && affinity
+                .iter()
+                .all(|t| t.matches_labels(namespace, Some(labels), namespaces));
+        anti.clear();
+        anti.extend(
+            anti_affinity
+                .iter()
+                .filter(|t| t.matches_labels(namespace, Some(labels), namespaces)),
+        );
+        if !all && anti.is_empty() {
+            continue;
+        }
+        for (name, count) in on_nodes {
+            let Some(node) = groups.node(name) else {
+                continue;
+            };
+            let n = i64::from(count.all);
+            if all {
+                for term in affinity {
+                    count_on(&mut s.affinity_counts, node, term, n);
+                }
+            }
+            for term in &anti {
+                count_on(&mut s.anti_affinity_counts, node, term, n);
+            }
+        }
+    }
 }
 
 /// `satisfyPodAffinity`: every term's pair on this node has a matching pod; or no pod in the

@@ -14,8 +14,10 @@
 //! normalised: 100 × (score - min) / (max - min), truncated; all 0 when max = min
 //! ```
 //!
-//! Unless the incoming pod has preferred terms, only pods with affinity of their own can
-//! contribute, so only nodes holding such pods are visited.
+//! Unless the incoming pod has preferred terms, only pods with required or preferred
+//! affinity, or preferred anti-affinity, of their own can contribute (a required anti-affinity
+//! term only filters), so only nodes holding such pods are visited: Kubernetes visits every
+//! pod with affinity (`HavePodsWithAffinityList`), with the same sums.
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -107,18 +109,18 @@ pub fn pre_score(
     let own = pod.affinity_terms();
     let has_constraints =
         !own.preferred_affinity.is_empty() || !own.preferred_anti_affinity.is_empty();
-    if !has_constraints && !on_cluster.pods_with_affinity {
+    if !has_constraints && !on_cluster.pods_scoring_others {
         return None;
     }
     let mut topology_score = TopologyCounts::default();
     for node in snapshot.nodes {
         // `HavePodsWithAffinityList` unless the pod has preferred terms; a node without
         // labels has no pair to credit.
-        if (!has_constraints && node.pods_with_affinity == 0) || node.labels().is_empty() {
+        if (!has_constraints && node.pods_scoring_others == 0) || node.labels().is_empty() {
             continue;
         }
         for existing in node.pods.values() {
-            if has_constraints || existing.has_affinity() {
+            if has_constraints || existing.scores_others() {
                 let namespaces = snapshot.namespaces;
                 process_existing_pod(&mut topology_score, pod, existing, node, namespaces);
             }

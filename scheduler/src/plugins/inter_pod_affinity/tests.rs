@@ -13,6 +13,7 @@ use super::*;
 use crate::cycle_state::CycleState;
 use crate::node_info::{NodeInfo, PodInfo};
 use crate::plugins::fixtures::{info, labelled_node, labelled_pod, labels, node_info};
+use crate::plugins::volume_binding::VolumeCache;
 use crate::plugins::{Code, Status};
 
 const ZONE: &str = "zone";
@@ -385,6 +386,8 @@ fn namespace_selectors_read_the_namespaces_labels() {
     let snapshot = Snapshot {
         nodes: &nodes,
         namespaces: &namespaces,
+        volumes: &VolumeCache::new(),
+        groups: None,
     };
     // Affinity to db pods in prod namespaces: only payments' db counts, in zone1.
     let mut to_prod = term(ZONE, "db");
@@ -409,6 +412,8 @@ fn namespace_selectors_read_the_namespaces_labels() {
     let snapshot = Snapshot {
         nodes: &nodes,
         namespaces: &namespaces,
+        volumes: &VolumeCache::new(),
+        groups: None,
     };
     let mut payments_db = app("db-2", "db");
     payments_db.metadata.namespace = Some("payments".into());

@@ -15,7 +15,8 @@
 
 use std::collections::HashMap;
 
-use super::{Action, Constraint, NAME, constraints, node_has_all_keys};
+use super::{Action, Constraint, NAME, SpreadSelector, constraints, node_has_all_keys};
+use crate::cache::Groups;
 use crate::cycle_state::CycleState;
 use crate::node_info::{NodeInfo, PodInfo};
 use crate::plugins::{Code, Status};
@@ -56,23 +57,65 @@ impl PreFilterState {
 /// `calPreFilterState`; `None` (Kubernetes' Skip) when the pod has no `DoNotSchedule`
 /// constraint.
 pub fn pre_filter(pod: &PodInfo, nodes: &[NodeInfo]) -> Option<PreFilterState> {
+    pre_filter_with_groups(pod, nodes, None)
+}
+
+/// [`pre_filter`], counting a label selector's matches from the cache's pod groups when
+/// `groups` (the groups of `nodes`) are given: each group of pods with the same namespace and
+/// labels is matched once instead of each pod.
+pub fn pre_filter_with_groups(
+    pod: &PodInfo,
+    nodes: &[NodeInfo],
+    groups: Option<Groups<'_>>,
+) -> Option<PreFilterState> {
     let constraints = constraints(pod, Action::DoNotSchedule);
     if constraints.is_empty() {
         return None;
     }
     let namespace = pod.key.namespace.as_deref().unwrap_or_default();
-    let mut match_num = vec![HashMap::new(); constraints.len()];
+    // Per constraint with a label selector: matching pods per node name, from the groups.
+    let by_node: Vec<Option<HashMap<&str, i64>>> = constraints
+        .iter()
+        .map(|c| match (&c.selector, groups) {
+            (SpreadSelector::Labels(selector), Some(groups)) if !selector.is_everything() => {
+                let mut counts: HashMap<&str, i64> = HashMap::new();
+                for (ns, labels, on_nodes) in groups.pods.label_groups() {
+                    if ns != namespace || !selector.matches(labels) {
+                        continue;
+                    }
+                    for (name, count) in on_nodes {
+                        *counts.entry(&**name).or_insert(0) += i64::from(count.live);
+                    }
+                }
+                Some(counts)
+            }
+            _ => None,
+        })
+        .collect();
+    let mut match_num: Vec<HashMap<String, i64>> = vec![HashMap::new(); constraints.len()];
     for node in nodes {
         if !node_has_all_keys(node, &constraints) {
             continue;
         }
         let labels = node.labels();
-        for (c, counts) in constraints.iter().zip(match_num.iter_mut()) {
+        for ((c, counts), grouped) in constraints.iter().zip(match_num.iter_mut()).zip(&by_node) {
             if !c.includes_node(pod, node) {
                 continue;
             }
-            let value = labels.get(&c.topology_key).cloned().unwrap_or_default();
-            *counts.entry(value).or_insert(0) += c.count_matching(node, namespace);
+            let n = match grouped {
+                Some(grouped) => grouped.get(&*node.name).copied().unwrap_or(0),
+                None => c.count_matching(node, namespace),
+            };
+            let value = labels
+                .get(&c.topology_key)
+                .map(String::as_str)
+                .unwrap_or_default();
+            match counts.get_mut(value) {
+                Some(count) => *count += n,
+                None => {
+                    counts.insert(value.to_owned(), n);
+                }
+            }
         }
     }
     Some(PreFilterState {

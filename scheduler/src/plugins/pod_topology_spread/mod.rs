@@ -29,7 +29,7 @@
 pub mod filtering;
 pub mod scoring;
 
-pub use filtering::{PreFilterState, filter, pre_filter};
+pub use filtering::{PreFilterState, filter, pre_filter, pre_filter_with_groups};
 pub use scoring::{PreScoreState, normalize, pre_score, score};
 
 use std::collections::{BTreeMap, BTreeSet};
