@@ -227,11 +227,26 @@ fn flood(s: &Server, name: &str, rounds: usize) {
     s.send_json("POST", &path, &big_configmap(name, 512 * 1024, 0))
         .expect_created();
     for i in 1..=rounds {
-        let resp = s.send_json(
-            "PUT",
-            &format!("{path}/{name}"),
-            &big_configmap(name, 512 * 1024, i),
-        );
+        let body = big_configmap(name, 512 * 1024, i).to_string();
+        // Amid a storm the server's connection cap may be full of requests whose stalled
+        // bodies have not timed out yet: a new connection then gets 429 and is closed, which
+        // resets the sending of a large body. A client retries that, as this one does.
+        let mut tries = 0;
+        let resp = loop {
+            tries += 1;
+            let sent = support::http::request(
+                s.addr,
+                "PUT",
+                &format!("{path}/{name}"),
+                Some("application/json"),
+                body.as_bytes(),
+            );
+            match sent {
+                Ok(resp) if resp.status != 429 || tries >= 40 => break resp,
+                Err(e) if tries >= 40 => panic!("PUT {path}/{name}: {e} after {tries} tries"),
+                _ => std::thread::sleep(Duration::from_millis(250)),
+            }
+        };
         assert_eq!(resp.status, 200, "{}", resp.text());
     }
 }

@@ -253,6 +253,11 @@ async fn lab_20_disruption_budgets() {
     run_lab("20-disruption-budgets").await;
 }
 
+#[tokio::test]
+async fn lab_21_inside_a_pod() {
+    run_lab("21-inside-a-pod").await;
+}
+
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process
 /// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
 #[test]

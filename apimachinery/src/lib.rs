@@ -10,6 +10,11 @@
 //!   event_type      an Event's type: Normal or Warning                            core/v1 EventType*
 //!   qos             a pod's quality-of-service class                              component-helpers
 //!   fmt             Go's %q, as Kubernetes' messages quote values
+//!   ephemeral_container  an ephemeral container as a Container                  EphemeralContainerCommon
+//!   pod_log_options PodLogOptions from a pods/log query, validated               core/v1 PodLogOptions,
+//!                                                                                  ValidatePodLogOptions
+//!   httpstream      exec/attach/port-forward wire protocols: WebSocket channels,  pkg/util/httpstream,
+//!                   SPDY/3.1 frames and sessions, SPDY tunnelled in WebSocket      kubelet cri/streaming
 //!   cron            CronJob schedules: robfig/cron's syntax, activation times      robfig/cron/v3
 //!   net             IPv4 CIDR ranges: cluster and node pod CIDRs, pod IPs           k8s.io/utils/net
 //!   pki             the cluster's CA, the certificates it issues, CSR signing,     kubeadm pkiutil,
@@ -27,12 +32,15 @@
 
 pub mod cron;
 pub mod duration;
+pub mod ephemeral_container;
 pub mod event_type;
 pub mod fmt;
+pub mod httpstream;
 pub mod labels;
 pub mod net;
 pub mod object_key;
 pub mod pki;
+pub mod pod_log_options;
 pub mod qos;
 pub mod resource;
 pub mod validation;

@@ -516,7 +516,8 @@ async fn serve_http<I>(
         .header_read_timeout(limits.header_read_timeout)
         // The follower refuses heads past Go's limit; hyper's buffer only has to hold one.
         .max_buf_size(request_heads::MAX_HEAD_BYTES + 64 * 1024);
-    let connection = builder.serve_connection(io, service);
+    // `with_upgrades`: a `101 Switching Protocols` hands the connection to `crate::connect`.
+    let connection = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(connection);
     let served = async {
         tokio::select! {

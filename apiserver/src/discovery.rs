@@ -5,11 +5,61 @@
 //! (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`, served only to clients whose `Accept`
 //! asks for it — kubectl decides by the response `Content-Type`, so sending it to a client that
 //! did not ask breaks that client).
+//!
+//! Groups served by aggregated servers (`crate::aggregator`: APIServices with a `service`)
+//! come after the registry's, as [`RemoteGroup`]s: listed in `/apis` and
+//! `/apis/{group}` from their APIServices, and in the aggregated document with the resources
+//! their backends listed (`freshness: Stale` when the last answer failed). Their
+//! `/apis/{group}/{version}` is the backend's own answer, proxied.
 
 use crate::gvk::GroupVersion;
 use crate::registry::{Registry, ResourceInfo};
 use crate::request::AggregatedDiscovery;
 use serde_json::{Value, json};
+
+/// A group only an aggregated server serves, with its versions in preference order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteGroup {
+    /// The group's name.
+    pub name: String,
+    /// Its versions, the preferred first.
+    pub versions: Vec<RemoteVersion>,
+}
+
+/// One version of a [`RemoteGroup`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteVersion {
+    /// The version, e.g. `v1beta1`.
+    pub version: String,
+    /// Its resources as aggregated discovery lists them (`APIResourceDiscovery`).
+    pub resources: Vec<Value>,
+    /// Whether its backend's last answer failed.
+    pub stale: bool,
+}
+
+impl RemoteGroup {
+    fn versions(&self) -> Vec<GroupVersion> {
+        self.versions
+            .iter()
+            .map(|v| GroupVersion::new(&self.name, &v.version))
+            .collect()
+    }
+
+    fn aggregated(&self) -> Value {
+        let versions: Vec<Value> = self
+            .versions
+            .iter()
+            .map(|v| {
+                json!({
+                    "version": v.version,
+                    "resources": v.resources,
+                    "freshness": if v.stale { "Stale" } else { "Current" },
+                })
+            })
+            .collect();
+        json!({"metadata": {"name": self.name, "creationTimestamp": null}, "versions": versions})
+    }
+}
 
 /// `/version`.
 pub fn version() -> Value {
@@ -70,18 +120,20 @@ fn named_groups(reg: &Registry) -> Vec<(String, Vec<GroupVersion>)> {
 }
 
 /// `/apis` (legacy form).
-pub fn group_list(reg: &Registry) -> Value {
+pub fn group_list(reg: &Registry, remote: &[RemoteGroup]) -> Value {
     let groups: Vec<Value> = named_groups(reg)
         .iter()
         .map(|(g, vs)| group_json(g, vs))
+        .chain(remote.iter().map(|g| group_json(&g.name, &g.versions())))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
 /// `/apis/{group}`, if served.
-pub fn group(reg: &Registry, name: &str) -> Option<Value> {
+pub fn group(reg: &Registry, remote: &[RemoteGroup], name: &str) -> Option<Value> {
     named_groups(reg)
         .into_iter()
+        .chain(remote.iter().map(|g| (g.name.clone(), g.versions())))
         .find(|(g, _)| g == name)
         .map(|(g, vs)| {
             let mut v = group_json(&g, &vs);
@@ -182,7 +234,12 @@ fn aggregated_group(reg: &Registry, name: &str, versions: &[GroupVersion]) -> Va
 }
 
 /// Aggregated discovery for `/api` (`core == true`) or `/apis`.
-pub fn aggregated(reg: &Registry, core: bool, version: AggregatedDiscovery) -> Value {
+pub fn aggregated(
+    reg: &Registry,
+    remote: &[RemoteGroup],
+    core: bool,
+    version: AggregatedDiscovery,
+) -> Value {
     let items: Vec<Value> = if core {
         let core_gvs: Vec<GroupVersion> = reg
             .group_versions()
@@ -194,6 +251,7 @@ pub fn aggregated(reg: &Registry, core: bool, version: AggregatedDiscovery) -> V
         named_groups(reg)
             .iter()
             .map(|(g, vs)| aggregated_group(reg, g, vs))
+            .chain(remote.iter().map(RemoteGroup::aggregated))
             .collect()
     };
     json!({
@@ -233,14 +291,49 @@ mod tests {
     #[test]
     fn aggregated_core_group_has_no_name() {
         let reg = Registry::builtin();
-        let a = aggregated(&reg, true, AggregatedDiscovery::V2);
+        let a = aggregated(&reg, &[], true, AggregatedDiscovery::V2);
         assert!(a["items"][0]["metadata"].get("name").is_none());
         assert_eq!(a["items"][0]["versions"][0]["version"], "v1");
-        let g = aggregated(&reg, false, AggregatedDiscovery::V2);
+        let g = aggregated(&reg, &[], false, AggregatedDiscovery::V2);
         assert!(
             g["items"]
                 .as_array()
                 .is_some_and(|i| i.iter().any(|x| x["metadata"]["name"] == "apps"))
         );
+    }
+
+    #[test]
+    fn remote_groups_follow_the_local_ones() {
+        let reg = Registry::builtin();
+        let remote = vec![RemoteGroup {
+            name: "metrics.k8s.io".into(),
+            versions: vec![RemoteVersion {
+                version: "v1beta1".into(),
+                resources: vec![json!({"resource": "pods", "scope": "Namespaced"})],
+                stale: false,
+            }],
+        }];
+        let list = group_list(&reg, &remote);
+        let groups = list["groups"].as_array().cloned().unwrap_or_default();
+        let last = groups.last().cloned().unwrap_or_default();
+        assert_eq!(last["name"], "metrics.k8s.io");
+        assert_eq!(
+            last["preferredVersion"]["groupVersion"],
+            "metrics.k8s.io/v1beta1"
+        );
+        let one = group(&reg, &remote, "metrics.k8s.io").expect("served");
+        assert_eq!(one["kind"], "APIGroup");
+        assert_eq!(one["versions"][0]["version"], "v1beta1");
+        assert!(group(&reg, &[], "metrics.k8s.io").is_none());
+        let agg = aggregated(&reg, &remote, false, AggregatedDiscovery::V2);
+        let item = agg["items"]
+            .as_array()
+            .and_then(|i| i.iter().find(|x| x["metadata"]["name"] == "metrics.k8s.io"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(item["versions"][0]["freshness"], "Current");
+        assert_eq!(item["versions"][0]["resources"][0]["resource"], "pods");
+        let core = aggregated(&reg, &remote, true, AggregatedDiscovery::V2);
+        assert_eq!(core["items"].as_array().map(Vec::len), Some(1));
     }
 }

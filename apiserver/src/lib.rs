@@ -11,6 +11,9 @@
 //! ```text
 //!   server (run, serve, bootstrap) ─▶ router (path → handler; the only importer of them all)
 //!        ▼
+//!   connect (pods/log|exec|attach|portforward, nodes/proxy ─▶ the node's kubelet)
+//!   aggregator (APIServices: availability, discovery, the proxy to aggregated servers)
+//!        ▼
 //!   handlers::dispatch ─▶ subresource::{status,scale,binding,eviction,finalize}
 //!        ▼                    ▼
 //!   handlers::{get,list,watch,create,update,patch,delete}   admin, collector, discovery,
@@ -63,11 +66,13 @@
 mod access;
 mod admin;
 mod admission;
+mod aggregator;
 mod apiextensions;
 mod auth;
 mod cacher;
 mod collector;
 mod component_probes;
+mod connect;
 mod connections;
 mod decoded_objects;
 mod deep;

@@ -39,6 +39,9 @@ pub enum Subresource {
     Token,
     /// `certificatesigningrequests/approval`: a CSR's Approved and Denied conditions.
     Approval,
+    /// `pods/ephemeralcontainers`: get/update/patch of a pod's `spec.ephemeralContainers`
+    /// only (`kubectl debug`).
+    EphemeralContainers,
 }
 
 impl Subresource {
@@ -52,6 +55,7 @@ impl Subresource {
             Subresource::Finalize => "finalize",
             Subresource::Token => "token",
             Subresource::Approval => "approval",
+            Subresource::EphemeralContainers => "ephemeralcontainers",
         }
     }
 
@@ -65,6 +69,7 @@ impl Subresource {
             Subresource::Finalize,
             Subresource::Token,
             Subresource::Approval,
+            Subresource::EphemeralContainers,
         ]
         .into_iter()
         .find(|sub| sub.name() == s)
@@ -73,7 +78,10 @@ impl Subresource {
     /// The kind the subresource speaks, when it differs from the parent's.
     pub fn response_kind(self) -> Option<GroupVersionKind> {
         match self {
-            Subresource::Status | Subresource::Finalize | Subresource::Approval => None,
+            Subresource::Status
+            | Subresource::Finalize
+            | Subresource::Approval
+            | Subresource::EphemeralContainers => None,
             Subresource::Scale => Some(GroupVersionKind::new("autoscaling", "v1", "Scale")),
             Subresource::Binding => Some(GroupVersionKind::new("", "v1", "Binding")),
             Subresource::Eviction => Some(GroupVersionKind::new("policy", "v1", "Eviction")),
@@ -88,9 +96,10 @@ impl Subresource {
     /// The verbs discovery lists for it.
     pub fn verbs(self) -> &'static [&'static str] {
         match self {
-            Subresource::Status | Subresource::Scale | Subresource::Approval => {
-                &["get", "patch", "update"]
-            }
+            Subresource::Status
+            | Subresource::Scale
+            | Subresource::Approval
+            | Subresource::EphemeralContainers => &["get", "patch", "update"],
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Finalize => &["update"],
         }

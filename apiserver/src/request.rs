@@ -58,6 +58,10 @@ pub enum Route {
     OpenApiDocument(GroupVersion),
     /// A resource path.
     Resource(ResourcePath),
+    /// A connect subresource (`pods/{name}/log|exec|attach|portforward`,
+    /// `nodes/{name}/proxy[/{path}]`): the API server reaches the node's kubelet
+    /// ([`crate::connect`]); the second field is the path after `proxy/`.
+    Connect(ResourcePath, Option<String>),
     /// `/miniplane/v1/traces[/{traceId}]`: the trace collector (not a Kubernetes path).
     Traces(Option<String>),
     /// `/ui`, `/ui/{file}`: the web UI's embedded files (not a Kubernetes path).
@@ -116,6 +120,22 @@ impl Route {
             parts = &parts[2..];
         }
         let owned = |i: usize| parts.get(i).map(|s| s.to_string());
+        if parts.len() >= 3 && crate::connect::is_connect(parts[0], parts[2]) {
+            if parts.len() > 3 && parts[2] != "proxy" {
+                return Route::NotFound;
+            }
+            let tail = (parts.len() > 3).then(|| parts[3..].join("/"));
+            return Route::Connect(
+                ResourcePath {
+                    gv,
+                    namespace,
+                    resource: parts[0].to_string(),
+                    name: owned(1),
+                    subresource: owned(2),
+                },
+                tail,
+            );
+        }
         match parts.len() {
             1..=3 => Route::Resource(ResourcePath {
                 gv,
@@ -193,6 +213,19 @@ impl Query {
             .iter()
             .filter(move |(k, _)| k == key)
             .map(|(_, v)| v.as_str())
+    }
+
+    /// The query encoded again without the parameters named in `drop`, in its order.
+    pub fn encoded_without(&self, drop: &[&str]) -> String {
+        let mut out = form_urlencoded::Serializer::new(String::new());
+        for (k, v) in self
+            .pairs
+            .iter()
+            .filter(|(k, _)| !drop.contains(&k.as_str()))
+        {
+            out.append_pair(k, v);
+        }
+        out.finish()
     }
 
     /// A non-empty value of a parameter.

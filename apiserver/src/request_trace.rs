@@ -226,7 +226,14 @@ pub fn begin(
         .and_then(|v| SpanContext::parse(v).ok());
     let verb = trace::request_verb(method.as_str(), path.name.is_some(), watch);
     let heartbeat = matches!(path.resource.as_str(), "leases" | "events");
+    // A connect request (logs, exec, port-forward, node proxy) reaches a node: always traced,
+    // so the trace shows which kubelet answered.
+    let connect = matches!(
+        path.subresource.as_deref(),
+        Some("log" | "exec" | "attach" | "portforward" | "proxy")
+    );
     let traced = match verb {
+        _ if connect => true,
         "watch" => false,
         "get" | "list" => parent.is_some(),
         _ => parent.is_some() || !heartbeat,

@@ -39,6 +39,9 @@ pub enum WritePart {
     /// `certificatesigningrequests/{name}/approval`: like `/status`, only `status` is taken
     /// from the request; the kind's strategy keeps only its conditions.
     Approval,
+    /// `pods/{name}/ephemeralcontainers`: only `spec.ephemeralContainers` is taken from the
+    /// request (`dropNonEphemeralContainerUpdates`); the kind's strategy validates the change.
+    EphemeralContainers,
 }
 
 impl WritePart {
@@ -50,6 +53,7 @@ impl WritePart {
             WritePart::Scale => Some("scale"),
             WritePart::Finalize => Some("finalize"),
             WritePart::Approval => Some("approval"),
+            WritePart::EphemeralContainers => Some("ephemeralcontainers"),
         }
     }
 
@@ -401,6 +405,10 @@ pub fn before_update_noting_unknown(
             };
             (kept, sent_unknown)
         }
+        WritePart::EphemeralContainers => {
+            let sent_unknown = note_unknown.then(|| info.strategy.unknown_fields(&new));
+            (with_ephemeral_containers_of(old, &new), sent_unknown)
+        }
     };
     for f in MetaField::SERVER_OWNED {
         meta::copy_meta(old, &mut new, f);
@@ -569,6 +577,29 @@ fn with_status_of(old: &Value, mut new: Value) -> Value {
         }
     }
     new
+}
+
+/// `old` with the `spec.ephemeralContainers` of `new` (none when `new` has none): everything
+/// else a write to `pods/{name}/ephemeralcontainers` sends is dropped
+/// (`dropNonEphemeralContainerUpdates` in `pkg/registry/core/pod/strategy.go`).
+fn with_ephemeral_containers_of(old: &Value, new: &Value) -> Value {
+    let mut kept = old.clone();
+    let sent = new
+        .get("spec")
+        .and_then(|s| s.get("ephemeralContainers"))
+        .filter(|e| !e.is_null())
+        .cloned();
+    if let Some(spec) = kept.get_mut("spec").and_then(Value::as_object_mut) {
+        match sent {
+            Some(list) => {
+                spec.insert("ephemeralContainers".to_owned(), list);
+            }
+            None => {
+                spec.remove("ephemeralContainers");
+            }
+        }
+    }
+    kept
 }
 
 /// Whether an object marked for deletion has no finalizers left and must now be removed

@@ -12,6 +12,7 @@
 //!                                                    ├─ /miniplane/v1/traces[/{id}]  (trace collector)
 //!                                                    ├─ /ui[/{file}]  (the web UI's embedded files)
 //!                                                    ├─ /miniplane/v1/faults, controllers, lab (admin)
+//!                                                    ├─ /apis/{g}/{v}[/...] of an aggregated group ─▶ aggregator::proxy
 //!                                                    └─ /api/v1/..., /apis/{g}/{v}/... ─▶ handlers::dispatch
 //!                                                         (traced: request_trace::begin → handler → finish)
 //! ```
@@ -21,8 +22,10 @@
 
 use crate::access::{self, Verdict};
 use crate::admin;
+use crate::aggregator;
 use crate::auth;
 use crate::collector;
+use crate::connect;
 use crate::connections;
 use crate::discovery;
 use crate::error::{ApiError, Result};
@@ -241,10 +244,15 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
             )))
         }
     };
+    let remote = || state.aggregator().discovery_groups(&reg);
     match route {
+        _ if aggregator::proxies(state.aggregator(), &reg, path) => {
+            aggregator::proxy::serve(state, parts, body).await
+        }
         Route::Version => get_only(json_response(StatusCode::OK, &discovery::version())),
         Route::Metrics => {
-            let text = crate::metrics::render(state.storage().backend().as_ref());
+            let text =
+                crate::metrics::render(state.storage().backend().as_ref(), state.long_running());
             let mut resp = (StatusCode::OK, text).into_response();
             resp.headers_mut().insert(
                 header::CONTENT_TYPE,
@@ -260,7 +268,7 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
         Route::CoreVersions => get_only(match accept.aggregated {
             Some(v) => json_response_as(
                 StatusCode::OK,
-                &discovery::aggregated(&reg, true, v),
+                &discovery::aggregated(&reg, &[], true, v),
                 v.content_type(),
             ),
             None => json_response(StatusCode::OK, &discovery::core_versions()),
@@ -268,13 +276,13 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
         Route::Groups => get_only(match accept.aggregated {
             Some(v) => json_response_as(
                 StatusCode::OK,
-                &discovery::aggregated(&reg, false, v),
+                &discovery::aggregated(&reg, &remote(), false, v),
                 v.content_type(),
             ),
-            None => json_response(StatusCode::OK, &discovery::group_list(&reg)),
+            None => json_response(StatusCode::OK, &discovery::group_list(&reg, &remote())),
         }),
         Route::Group(g) => {
-            let body = discovery::group(&reg, &g).ok_or(ApiError::PathNotFound)?;
+            let body = discovery::group(&reg, &remote(), &g).ok_or(ApiError::PathNotFound)?;
             get_only(json_response(StatusCode::OK, &body))
         }
         Route::Resources(gv) => {
@@ -318,6 +326,7 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                 &openapi::document(&gv, &openapi_kinds(&reg, &gv)),
             ))
         }
+        Route::Connect(path, tail) => connect::serve(state, parts, body, path, tail, query).await,
         Route::Resource(path) => {
             let too_large = parts
                 .headers

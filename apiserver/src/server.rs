@@ -74,7 +74,9 @@ impl AppState {
     /// Creates the namespaces every cluster has (`default`, `kube-system`, `kube-public`,
     /// `kube-node-lease`) if they are missing, as kube-apiserver's bootstrap controller does,
     /// serves the resources of the stored CustomResourceDefinitions and starts the CRD
-    /// controller (`crate::apiextensions::controller`).
+    /// controller (`crate::apiextensions::controller`), and registers the built-in groups as
+    /// local APIServices before starting the aggregator's availability controller
+    /// (`crate::aggregator`).
     pub async fn bootstrap(&self) -> Result<()> {
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             handlers::create::ensure_namespace(self, ns).await?;
@@ -104,6 +106,12 @@ impl AppState {
             .map_err(crate::error::ApiError::from)?;
         self.tasks()
             .spawn(crate::apiextensions::controller::run(self.clone(), outcome));
+        // The local APIServices of the built-in groups (kube-apiserver's autoregister), then
+        // the aggregator's availability controller over every APIService.
+        let created = crate::aggregator::autoregister::ensure_local_apiservices(self).await?;
+        tracing::debug!(created, "local APIServices");
+        self.tasks()
+            .spawn(crate::aggregator::available::run(self.clone()));
         Ok(())
     }
 }

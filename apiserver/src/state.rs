@@ -16,6 +16,7 @@ use crate::cacher::{DEFAULT_CLIENT_BUFFER, DEFAULT_RING_BYTES, DEFAULT_RING_CAPA
 use crate::collector::Collector;
 use crate::connections::ConnectionLimits;
 use crate::gvk::GroupVersion;
+use crate::metrics::LongRunning;
 use crate::registry::Registry;
 use crate::request_trace::TracingOptions;
 use crate::service_alloc::ServiceAllocations;
@@ -95,6 +96,10 @@ struct Inner {
     service_allocations: Arc<ServiceAllocations>,
     /// Authentication, authorization and the RBAC objects (`crate::auth`).
     auth: Auth,
+    /// The connect tunnels open now (`crate::connect`).
+    long_running: Arc<LongRunning>,
+    /// The APIServices as the aggregation proxy and discovery see them (`crate::aggregator`).
+    aggregator: Arc<crate::aggregator::Aggregator>,
 }
 
 /// Everything a request handler needs, cheap to clone.
@@ -145,6 +150,8 @@ impl AppState {
             tasks,
             shutdown,
             options,
+            long_running: Arc::default(),
+            aggregator: Arc::default(),
         }))
     }
 
@@ -171,6 +178,16 @@ impl AppState {
     /// Cancelled when the server shuts down.
     pub fn shutdown(&self) -> &CancellationToken {
         &self.0.shutdown
+    }
+
+    /// The connect tunnels open now (`exec`, `attach`, `portforward`).
+    pub fn long_running(&self) -> &Arc<LongRunning> {
+        &self.0.long_running
+    }
+
+    /// The aggregation layer's view of the APIServices (`crate::aggregator`).
+    pub fn aggregator(&self) -> &crate::aggregator::Aggregator {
+        &self.0.aggregator
     }
 
     /// The serving tunables.

@@ -7,7 +7,9 @@
 mod common;
 
 mod admin;
+mod aggregator;
 mod bad_requests;
+mod connect;
 mod control_plane;
 mod custom_resources;
 mod deep_objects;

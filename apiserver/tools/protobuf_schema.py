@@ -29,6 +29,7 @@ PACKAGES = {
     "k8s.io/api/discovery/v1": ("discovery/v1", f"{API}/discovery/v1"),
     "k8s.io/api/policy/v1": ("policy/v1", f"{API}/policy/v1"),
     "k8s.io/api/autoscaling/v1": ("autoscaling/v1", f"{API}/autoscaling/v1"),
+    "k8s.io/api/autoscaling/v2": ("autoscaling/v2", f"{API}/autoscaling/v2"),
     "k8s.io/api/rbac/v1": ("rbac/v1", f"{API}/rbac/v1"),
     "k8s.io/api/authorization/v1": ("authorization/v1", f"{API}/authorization/v1"),
     "k8s.io/api/authentication/v1": ("authentication/v1", f"{API}/authentication/v1"),
@@ -63,7 +64,8 @@ GROUP_VERSIONS = [
      ["SelfSubjectReview", "TokenReview", "TokenRequest"]),
     ("certificates.k8s.io/v1", "certificates/v1", ["CertificateSigningRequest"]),
     ("policy/v1", "policy/v1", ["Eviction"]),
-    ("autoscaling/v1", "autoscaling/v1", ["Scale"]),
+    ("autoscaling/v1", "autoscaling/v1", ["Scale", "HorizontalPodAutoscaler"]),
+    ("autoscaling/v2", "autoscaling/v2", ["HorizontalPodAutoscaler"]),
     ("apiextensions.k8s.io/v1", "apiextensions/v1", ["CustomResourceDefinition"]),
 ]
 # meta/v1 kinds every group/version also decodes (`metav1.AddToGroupVersion`).

@@ -22,6 +22,7 @@
 //! | [`history`] | `pkg/controller/history/` (ControllerRevisions, shared by DaemonSets and StatefulSets) |
 //! | [`cronjob`] | `pkg/controller/cronjob/` (a Job per scheduled time, concurrency policies, history limits) |
 //! | [`ttl_after_finished`] | `pkg/controller/ttlafterfinished/` (finished Jobs deleted after their TTL) |
+//! | [`podautoscaler`] | `pkg/controller/podautoscaler/` (HorizontalPodAutoscalers: the replica calculator for resource metrics, stabilization and scale rate behaviors, conditions and Events) |
 //! | [`podgc`] | `pkg/controller/podgc/` (pods of deleted nodes, terminated pods over the threshold, unscheduled terminating pods) |
 //! | [`volume`] | `pkg/controller/volume/persistentvolume/` (binding claims to volumes, release and reclaim) and a simulated external provisioner (`sig-storage-lib-external-provisioner`) |
 //! | [`namespace`] | `pkg/controller/namespace/deletion/namespaced_resources_deleter.go` |
@@ -94,6 +95,7 @@ pub mod node_ipam;
 pub mod node_lifecycle;
 pub mod owner_ref;
 pub mod pod_readiness;
+pub mod podautoscaler;
 pub mod podgc;
 pub mod replicaset;
 pub mod replication;

@@ -41,6 +41,9 @@ enum Command {
     Kubelet(components::kubelet::KubeletArgs),
     /// Runs the cloud-controller-manager against an API server and a cloud (docs/cloud.md).
     CloudControllerManager(components::cloud_controller_manager::CloudControllerManagerArgs),
+    /// Runs the metrics-server (metrics.k8s.io for `kubectl top` and the HPA) against an API
+    /// server, registered through API aggregation.
+    MetricsServer(components::metrics_server::MetricsServerArgs),
     /// The kubectl-like verbs: apply, get, describe, delete, scale, rollout, events.
     #[command(flatten)]
     Verb(kubectl::Verb),
@@ -48,6 +51,8 @@ enum Command {
     Trace(commands::trace::TraceArgs),
     /// Injects faults into a running cluster and clears them (docs/faults.md).
     Fault(commands::fault::FaultArgs),
+    /// Sets the simulated CPU and memory a workload's pods use (`kubectl top`, the HPA).
+    Load(commands::load::LoadArgs),
     /// Teaching labs: list, start, status, check, hint, solve, reset (docs/labs.md).
     Lab(commands::lab::LabArgs),
     /// The simulated cloud: its instances, load balancers, routes and faults; `serve` runs it
@@ -63,7 +68,7 @@ fn main() -> std::process::ExitCode {
     let default_filter = match cli.command {
         Command::Up(_) | Command::Kubeconfig(_) => "warn",
         // Errors are reported as one line; kube's own request logs stay off (RUST_LOG shows them).
-        Command::Fault(_) | Command::Lab(_) => "off",
+        Command::Fault(_) | Command::Lab(_) | Command::Load(_) => "off",
         // The client verbs likewise; `cloud serve` logs as a component does.
         Command::Cloud(ref args) => args.default_log_filter(),
         _ => "info",
@@ -84,9 +89,11 @@ fn main() -> std::process::ExitCode {
         Command::Scheduler(args) => components::scheduler::main(args),
         Command::Kubelet(args) => components::kubelet::main(args),
         Command::CloudControllerManager(args) => components::cloud_controller_manager::main(args),
+        Command::MetricsServer(args) => components::metrics_server::main(args),
         Command::Verb(verb) => kubectl::main(verb),
         Command::Trace(args) => commands::trace::main(args),
         Command::Fault(args) => commands::fault::main(args),
+        Command::Load(args) => commands::load::main(args),
         Command::Lab(args) => commands::lab::main(args),
         Command::Cloud(args) => commands::cloud::main(args),
     };

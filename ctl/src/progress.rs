@@ -28,6 +28,8 @@ pub enum Component {
     Cloud,
     /// The cloud-controller-manager.
     CloudControllerManager,
+    /// The metrics-server, behind the API server's aggregation layer.
+    MetricsServer,
 }
 
 impl Component {
@@ -40,6 +42,7 @@ impl Component {
             Component::Kubelet => "kubelet",
             Component::Cloud => "cloud",
             Component::CloudControllerManager => "cloud-controller-manager",
+            Component::MetricsServer => "metrics-server",
         }
     }
 }

@@ -19,6 +19,8 @@
 //! | `miniplane.dev/readiness-fails-after[.<container>]` | duration | the readiness probe fails from then on: Ready turns False |
 //! | `miniplane.dev/startup-fails-after[.<container>]` | duration | the startup probe fails from then on (`0s`: it never passes, the container is restarted) |
 //! | `miniplane.dev/stop-after[.<container>]` | duration | the container exits this long after SIGTERM (default: it ignores SIGTERM and is killed when the grace period ends) |
+//! | `miniplane.dev/cpu-usage[.<container>]` | CPU quantity (`250m`) | the CPU the running container uses, as the kubelet's stats report it (default: a share of its request, see [`crate::usage`]) |
+//! | `miniplane.dev/memory-usage[.<container>]` | memory quantity (`64Mi`) | the running container's working set (default: a share of its request) |
 //!
 //! Which one decides how a container runs, first match wins:
 //!

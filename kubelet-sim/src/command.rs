@@ -279,6 +279,76 @@ fn commands(script: &str) -> Option<Vec<(Join, Vec<String>)>> {
     Some(out)
 }
 
+/// What `command ++ args` prints to stdout, each line with the time since the start at which
+/// it is printed: the text of `echo` (alone or in a `sh -c` script, after the `sleep`s before
+/// it). Commands after an unrecognised one print nothing here (the script is taken to block
+/// there, as a server would).
+pub fn output_of(command: Option<&[String]>, args: Option<&[String]>) -> Vec<(Duration, String)> {
+    let argv: Vec<&str> = command
+        .unwrap_or_default()
+        .iter()
+        .chain(args.unwrap_or_default())
+        .map(String::as_str)
+        .collect();
+    let mut out = Vec::new();
+    let Some((&first, rest)) = argv.split_first() else {
+        return out;
+    };
+    match program(first) {
+        "sh" | "bash" | "ash" | "dash" | "zsh" => {
+            let Some((&flag, script)) = rest.split_first() else {
+                return out;
+            };
+            let Some(script) = script.first() else {
+                return out;
+            };
+            if !(flag.starts_with('-') && flag.ends_with('c')) {
+                return out;
+            }
+            let Some(commands) = commands(script) else {
+                return out;
+            };
+            let (mut total, mut code) = (Duration::ZERO, 0);
+            for (join, words) in commands {
+                let run = match join {
+                    Join::Always => true,
+                    Join::IfSucceeded => code == 0,
+                    Join::IfFailed => code != 0,
+                };
+                if !run || words.is_empty() {
+                    continue;
+                }
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                out.extend(echo_text(&words).map(|text| (total, text)));
+                let Some(outcome) = simple(&words) else {
+                    break;
+                };
+                total = total.saturating_add(outcome.took);
+                code = outcome.code;
+                if outcome.exits {
+                    break;
+                }
+            }
+        }
+        _ => out.extend(echo_text(&argv).map(|text| (Duration::ZERO, text))),
+    }
+    out
+}
+
+/// The line `echo ARGS` prints (`-n` and `-e` are dropped); none for other commands.
+fn echo_text(argv: &[&str]) -> Option<String> {
+    let (&first, rest) = argv.split_first()?;
+    if program(first) != "echo" {
+        return None;
+    }
+    let words: Vec<&str> = rest
+        .iter()
+        .copied()
+        .skip_while(|w| matches!(*w, "-n" | "-e" | "-E" | "-ne" | "-en"))
+        .collect();
+    Some(words.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +363,27 @@ mod tests {
             after: Duration::from_secs_f64(secs),
             exit_code,
         }
+    }
+
+    #[test]
+    fn echo_prints_its_text_after_the_sleeps_before_it() {
+        let argv: Vec<String> = ["sh", "-c", "echo hi; sleep 5; echo \"bye now\"; exit 3"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        assert_eq!(
+            output_of(Some(&argv), None),
+            [
+                (Duration::ZERO, "hi".to_owned()),
+                (Duration::from_secs(5), "bye now".to_owned())
+            ]
+        );
+        let echo = ["echo".to_owned(), "hello".to_owned()];
+        assert_eq!(
+            output_of(Some(&echo), None),
+            [(Duration::ZERO, "hello".to_owned())]
+        );
+        assert_eq!(output_of(None, None), []);
     }
 
     #[test]

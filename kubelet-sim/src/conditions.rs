@@ -58,7 +58,10 @@ fn initialized(
 ) -> (bool, Option<&'static str>, Option<String>) {
     let mut unknown = Vec::new();
     let mut incomplete = Vec::new();
-    for plan in plans.iter().filter(|p| p.kind != Kind::Regular) {
+    for plan in plans
+        .iter()
+        .filter(|p| matches!(p.kind, Kind::Init | Kind::Sidecar))
+    {
         let name = plan.container.name.as_str();
         match init_statuses.iter().find(|s| s.name == name) {
             None => unknown.push(name),
@@ -113,7 +116,10 @@ fn containers_ready(
 ) -> (bool, Option<&'static str>, Option<String>) {
     let mut unknown = Vec::new();
     let mut unready = Vec::new();
-    for plan in plans.iter().filter(|p| p.kind != Kind::Init) {
+    for plan in plans
+        .iter()
+        .filter(|p| matches!(p.kind, Kind::Regular | Kind::Sidecar))
+    {
         let name = plan.container.name.as_str();
         let list = if plan.kind == Kind::Sidecar {
             init_statuses

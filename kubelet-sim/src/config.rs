@@ -159,6 +159,12 @@ pub struct Config {
     pub pod_workers: usize,
     /// The control API (`/healthz`, faults); none if unset.
     pub listen: Option<SocketAddr>,
+    /// The kubelet API (the kubelet's `--address` and `--port`: logs, exec, attach,
+    /// port-forward, stats; see [`crate::server`]), one listener for all the nodes: 127.0.0.1
+    /// with a free port (0) by default. [`crate::Simulator::bind`] replaces a port 0 with the
+    /// port it bound, which every Node advertises. None: not served, and the Nodes advertise
+    /// the kubelet's 10250.
+    pub kubelet_listen: Option<SocketAddr>,
     /// Take each node's pod CIDR from its Node's `spec.podCIDR`, written by the
     /// controller-manager's node IPAM controller (`--allocate-node-cidrs`), as a kubelet does;
     /// pods on a node wait for it. Off: each node registers with its own `10.244.<i>.0/24`,
@@ -188,10 +194,18 @@ impl Config {
             stages: StageConfig::default(),
             pod_workers: 64,
             listen: None,
+            kubelet_listen: Some(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0))),
             pod_cidr_from_node: false,
             cloud_provider_external: false,
             tracing: true,
         }
+    }
+
+    /// The port the Nodes advertise as `daemonEndpoints.kubeletEndpoint.port`: the kubelet
+    /// API's, else the kubelet's default 10250.
+    pub fn kubelet_port(&self) -> u16 {
+        self.kubelet_listen
+            .map_or(crate::server::DEFAULT_PORT, |a| a.port())
     }
 
     /// The name of node `index`.

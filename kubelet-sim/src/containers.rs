@@ -23,16 +23,23 @@
 //! exits more than `2 × backoff_max` after the last restart starts over (10 min with the
 //! Kubernetes values: "reset after 10 minutes of running").
 //!
-//! Simplifications: every image is pulled before the first container starts (the kubelet pulls
-//! each container's image just before starting it); a container killed for a failed liveness
-//! or startup probe stops at once with exit code 137 (the kubelet gives it its grace period);
-//! sidecars stopped at the end of a pod exit 0 at once.
+//! A container's process may also end outside of its plan, reported as a [`ProcessExit`]
+//! (`kill 1` or `exit` in its shell): it ends then with that code, and the rules above apply
+//! as for any exit. Ephemeral containers (`kubectl debug`) are pulled and started whenever
+//! they are added ([`crate::ephemeral`]) and never restarted.
+//!
+//! Simplifications: every image of the pod's own containers is pulled before the first one
+//! starts (the kubelet pulls each container's image just before starting it); a container
+//! killed for a failed liveness or startup probe stops at once with exit code 137 (the kubelet
+//! gives it its grace period); sidecars and ephemeral containers stopped at the end of a pod
+//! exit 0 at once.
 
 use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::annotations::PodOverrides;
 use crate::config::StageConfig;
 use crate::probes::{Timing, failure_output};
 use crate::stages::{PodEvent, Termination, after, container_id};
@@ -58,6 +65,43 @@ pub enum State {
     },
     /// Exited for good (its termination is the memory's `last`).
     Exited,
+    /// An ephemeral container whose image is being pulled (`pull`), or is already on the node,
+    /// since `since`; `failures` pulls failed before this one ([`crate::ephemeral`]).
+    Pulling {
+        /// When the pull (or the wait for the start) began.
+        since: Timestamp,
+        /// Whether the image is pulled (not already present).
+        pull: bool,
+        /// Failed pulls in a row before this one.
+        failures: u32,
+    },
+    /// An ephemeral container whose image pull failed at `since` (`ErrImagePull`, then
+    /// `ImagePullBackOff` once `backing_off`).
+    PullFailed {
+        /// When the pull failed.
+        since: Timestamp,
+        /// Failed pulls in a row.
+        failures: u32,
+        /// Whether `ImagePullBackOff` was reported.
+        backing_off: bool,
+    },
+}
+
+/// A container's process that ended by itself, outside of what its plan foresaw: `kill 1` or
+/// `exit` in its shell through `kubectl exec`/`attach` (the kubelet learns it from the
+/// runtime's container events, `PLEG`). Reported to the pod workers
+/// ([`crate::pod_workers::PodWorkers::process_exited`]) and applied at the next sync as an exit
+/// at `at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessExit {
+    /// The container's name.
+    pub container: String,
+    /// Which run ended (its `restartCount` then): an exit of an earlier run is ignored.
+    pub restarts: i32,
+    /// The exit code the runtime reports (`128 + signal` for a process a signal killed).
+    pub exit_code: i32,
+    /// When the process ended.
+    pub at: Timestamp,
 }
 
 /// The kubelet's `flowcontrol.Backoff` entry for one container.
@@ -110,6 +154,12 @@ pub struct Ctx<'a> {
     pub config: &'a StageConfig,
     /// The pod's IP (probe failure messages name it).
     pub pod_ip: &'a str,
+    /// The pod's annotation knobs (image pulls of ephemeral containers read them).
+    pub overrides: &'a PodOverrides,
+    /// Whether an image is already on the node.
+    pub present: &'a dyn Fn(&str) -> bool,
+    /// Processes that ended by themselves ([`ProcessExit`]).
+    pub exits: &'a [ProcessExit],
 }
 
 impl Ctx<'_> {
@@ -148,7 +198,8 @@ impl Ctx<'_> {
             reason,
             message,
             container: Some(plan.container.name.clone()),
-            init: plan.kind != Kind::Regular,
+            init: matches!(plan.kind, Kind::Init | Kind::Sidecar),
+            ephemeral: plan.kind == Kind::Ephemeral,
         }
     }
 }
@@ -173,6 +224,7 @@ pub fn begin(
     memory.clear();
     memory.resize(ctx.plans.len(), ContainerMemory::waiting());
     start_startable(ctx, memory, events, at);
+    crate::ephemeral::admit(ctx, memory, events, at);
 }
 
 /// One thing due for one container.
@@ -182,14 +234,16 @@ enum Due {
     Started,
     Unready,
     Restart,
+    Pull(crate::ephemeral::PullStep),
 }
 
 /// Advances the containers as far as `now`, taking what is due in time order, each stamped
-/// with the time it was due.
+/// with the time it was due; the images ephemeral containers pulled go to `pulled`.
 pub fn advance(
     ctx: &Ctx<'_>,
     memory: &mut [ContainerMemory],
     events: &mut Vec<PodEvent>,
+    pulled: &mut Vec<String>,
     now: Timestamp,
 ) -> Advance {
     // Each round takes one transition; a crash loop moves forward by at least the back-off
@@ -213,8 +267,14 @@ pub fn advance(
                         .unready
                         .filter(|_| !m.unready_reported)
                         .map(|t| (t, Due::Unready));
+                    let ended = ctx
+                        .exits
+                        .iter()
+                        .filter(|e| e.container == plan.container.name && e.restarts == m.restarts)
+                        .map(|e| (e.at.max(since), Due::Exit(Ending::Exits(e.exit_code))))
+                        .min_by_key(|(t, _)| *t);
                     // The earliest; on a tie the one listed first.
-                    [start, unready, exit].into_iter().flatten().fold(
+                    [start, unready, ended, exit].into_iter().flatten().fold(
                         None,
                         |best: Option<(Timestamp, Due)>, d| match best {
                             Some(b) if b.0 <= d.0 => Some(b),
@@ -223,6 +283,10 @@ pub fn advance(
                     )
                 }
                 State::BackOff { until } => Some((until, Due::Restart)),
+                State::Pulling { .. } | State::PullFailed { .. } => {
+                    crate::ephemeral::next_pull_step(ctx, i, m.state)
+                        .map(|(t, step)| (t, Due::Pull(step)))
+                }
                 State::Waiting | State::Exited => None,
             };
             if let Some((t, d)) = due
@@ -270,6 +334,9 @@ pub fn advance(
                 start(ctx, i, &mut memory[i], events, at, true);
             }
             Due::Exit(why) => exit(ctx, i, &mut memory[i], events, at, why),
+            Due::Pull(step) => {
+                crate::ephemeral::take_pull_step(ctx, i, &mut memory[i], events, pulled, at, step);
+            }
         }
         if finished(ctx, memory) {
             stop_sidecars(ctx, memory, events, at);
@@ -280,7 +347,7 @@ pub fn advance(
     Advance::Wait(Some(now))
 }
 
-fn start(
+pub(crate) fn start(
     ctx: &Ctx<'_>,
     i: usize,
     m: &mut ContainerMemory,
@@ -288,7 +355,7 @@ fn start(
     at: Timestamp,
     restart: bool,
 ) {
-    let c = ctx.plans[i].container;
+    let c = &ctx.plans[i].container;
     if restart {
         m.restarts += 1;
         events.push(ctx.event(
@@ -319,6 +386,7 @@ fn start(
 /// and, for init containers, `computeInitContainerActions`).
 pub fn restarts_after(kind: Kind, pod_policy: &str, code: i32) -> bool {
     match (kind, pod_policy) {
+        (Kind::Ephemeral, _) => false,
         (Kind::Sidecar, _) => true,
         (_, "Never") => false,
         (Kind::Init, _) | (Kind::Regular, "OnFailure") => code != 0,
@@ -472,8 +540,8 @@ fn finished(ctx: &Ctx<'_>, memory: &[ContainerMemory]) -> bool {
     init_failed || (regular.peek().is_some() && regular.all(|(m, _)| m.state == State::Exited))
 }
 
-/// The end of a finished pod: running sidecars are stopped (last first), restarting ones stay
-/// down.
+/// The end of a finished pod: running sidecars (and ephemeral containers) are stopped (last
+/// first), restarting ones stay down, an ephemeral container still pulling never starts.
 fn stop_sidecars(
     ctx: &Ctx<'_>,
     memory: &mut [ContainerMemory],
@@ -497,11 +565,15 @@ fn stop_sidecars(
                 m.state = State::Exited;
             }
             State::BackOff { .. } => m.state = State::Exited,
+            State::Pulling { .. } | State::PullFailed { .. } => m.state = State::Waiting,
             State::Waiting | State::Exited => {}
         }
     }
 }
 
+#[cfg(test)]
+#[path = "containers_exits_tests.rs"]
+mod exits_tests;
 #[cfg(test)]
 #[path = "containers_tests.rs"]
 mod tests;

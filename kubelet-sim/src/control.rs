@@ -35,6 +35,8 @@ pub struct SimHandle {
     pub(crate) nodes: NodeTable,
     pub(crate) workers: PodWorkers,
     pub(crate) registered: watch::Receiver<bool>,
+    /// The kubelet API, if served.
+    pub(crate) kubelet: Option<crate::server::KubeletServer>,
 }
 
 impl SimHandle {
@@ -92,6 +94,12 @@ impl SimHandle {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// How many kubelet API streams (exec, attach, port-forward, followed logs) are open:
+    /// back to 0 once their clients have gone.
+    pub fn open_streams(&self) -> usize {
+        self.kubelet.as_ref().map_or(0, |k| k.open_streams())
     }
 
     /// Waits until every node has registered (false if the simulator stopped first).

@@ -22,7 +22,9 @@
 //! | module | Kubernetes |
 //! | --- | --- |
 //! | [`stages`] | `pkg/kubelet/pod_workers.go`, `kuberuntime/kuberuntime_manager.go` `SyncPod` (+ kwok's Stages) |
-//! | [`containers`] | `kuberuntime_manager.go` `computePodActions`, `doBackOff`: init containers, sidecars, restarts |
+//! | [`containers`] | `kuberuntime_manager.go` `computePodActions`, `doBackOff`: init containers, sidecars, restarts, processes that exit (`kill 1`) |
+//! | [`ephemeral`] | `computePodActions`' `EphemeralContainersToStart`: `kubectl debug` containers pulled and started |
+//! | [`recover`] | a restarted kubelet's view of its pods, from their posted status |
 //! | [`plan`] | what each container will do: its kind, run, probe timeline (no counterpart) |
 //! | [`command`] | what a container's process does (`sleep 5`, `sh -c "...; exit 3"`; no counterpart) |
 //! | [`probes`] | `pkg/kubelet/prober/worker.go` (startup, liveness, readiness timing) |
@@ -33,10 +35,17 @@
 //! | [`pod_ip`] | CNI host-local IPAM |
 //! | [`pod_workers`] | `pkg/kubelet/pod_workers.go`, `status/status_manager.go` |
 //! | [`recorder`], [`events_cache`] | `pkg/kubelet/events/event.go` + client-go's recorder and `tools/record/events_cache.go` |
+//! | [`logs`] | `pkg/kubelet/kuberuntime/logs/logs.go` `ReadLogs`, `kubelet_pods.go` `validateContainerLogStatus`: container logs derived from the Pod |
+//! | [`shell`] | what `kubectl exec`/`attach`/`cp`/`debug` reach: a small shell answering from the Pod (`kubelet_pods.go` `makeEnvironmentVariables`, `managedHostsFileContent`) |
+//! | [`server`] | `pkg/kubelet/server/server.go` + the CRI streaming server: the kubelet API (logs, exec, attach, port-forward, `/pods`, `/stats/summary`, `/metrics/resource`) |
+//! | [`usage`] | what cAdvisor measures: each running container's CPU and memory, from its requests and annotations |
+//! | [`load`] | the load `miniplane load` sets on a workload, read from the ConfigMap `kube-system/miniplane-load` (no counterpart) |
 //! | [`control`] | fault injection (no Kubernetes counterpart) |
 //!
 //! Entry point: [`run`] (or [`Simulator::bind`] → [`Simulator::handle`] → [`Simulator::run`]
-//! to keep a handle for faults).
+//! to keep a handle for faults). The kubelet API listens on [`Config::kubelet_listen`]
+//! (127.0.0.1, a free port by default); [`Simulator::kubelet_addr`] tells where, and every
+//! Node advertises that port as `status.daemonEndpoints.kubeletEndpoint.port`.
 
 pub mod annotations;
 pub mod command;
@@ -44,9 +53,12 @@ pub mod conditions;
 pub mod config;
 pub mod containers;
 pub mod control;
+pub mod ephemeral;
 pub mod error;
 pub mod events_cache;
 pub mod faults;
+pub mod load;
+pub mod logs;
 pub mod node;
 pub mod node_status;
 pub mod plan;
@@ -55,8 +67,12 @@ pub mod pod_status;
 pub mod pod_workers;
 pub mod probes;
 pub mod recorder;
+pub mod recover;
+pub mod server;
+pub mod shell;
 pub mod stages;
 pub mod termination;
+pub mod usage;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -79,6 +95,7 @@ pub use error::{Error, Result};
 
 use node::NodeState;
 use pod_workers::{NodeTable, PodWorkers};
+use server::KubeletServer;
 
 /// The field selector of the shared pod watch: pods bound to a node.
 pub const BOUND_PODS_SELECTOR: &str = "spec.nodeName!=";
@@ -91,6 +108,8 @@ pub struct Simulator {
     config: Arc<Config>,
     client: kube::Client,
     listener: Option<TcpListener>,
+    /// The kubelet API's listener and server (none when [`Config::kubelet_listen`] is unset).
+    kubelet: Option<(TcpListener, KubeletServer)>,
     clock: SharedClock,
     factory: SharedInformerFactory,
     handle: SimHandle,
@@ -115,13 +134,14 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
 }
 
 impl Simulator {
-    /// Builds the client, binds the control API (if `config.listen`) and prepares the nodes.
+    /// Builds the client, binds the control API (if `config.listen`) and the kubelet API (if
+    /// `config.kubelet_listen`), and prepares the nodes.
     pub async fn bind(config: Config) -> Result<Self> {
         Self::bind_with_clock(config, TokioClock::shared()).await
     }
 
     /// [`Simulator::bind`] on an injected clock.
-    pub async fn bind_with_clock(config: Config, clock: SharedClock) -> Result<Self> {
+    pub async fn bind_with_clock(mut config: Config, clock: SharedClock) -> Result<Self> {
         let client_config = ClientConfig {
             source: config.api_server.clone(),
             rate_limit: config.rate_limit,
@@ -146,6 +166,18 @@ impl Simulator {
             })?),
             None => None,
         };
+        let kubelet_listener = match config.kubelet_listen {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr).await.map_err(|e| Error::Bind {
+                    addr: addr.to_string(),
+                    message: e.to_string(),
+                })?;
+                // The Nodes advertise the port actually bound.
+                config.kubelet_listen = listener.local_addr().ok().or(Some(addr));
+                Some(listener)
+            }
+            None => None,
+        };
         let table: HashMap<String, Arc<NodeState>> = (0..config.nodes)
             .map(|i| {
                 let state = Arc::new(NodeState::new(&config, i)?);
@@ -168,6 +200,16 @@ impl Simulator {
                     .without_managed_fields(),
             )
         });
+        let kubelet = kubelet_listener.map(|listener| {
+            let server = KubeletServer::new(
+                nodes.clone(),
+                pods.clone(),
+                clock.clone(),
+                Some(client.clone()),
+                &config.capacity,
+            );
+            (listener, server)
+        });
         let workers = PodWorkers::new(
             client.clone(),
             pods,
@@ -178,6 +220,10 @@ impl Simulator {
         )
         .with_tracer(tracer);
         workers.register_handler();
+        if let Some((_, server)) = &kubelet {
+            // `kill 1` through exec, a shell ending through attach: the workers end the run.
+            server.set_workers(workers.clone());
+        }
         if config.pod_cidr_from_node {
             watch_pod_cidrs(&factory, &nodes, &workers);
         }
@@ -187,11 +233,13 @@ impl Simulator {
             nodes,
             workers,
             registered: registered_rx,
+            kubelet: kubelet.as_ref().map(|(_, server)| server.clone()),
         };
         Ok(Simulator {
             config: Arc::new(config),
             client,
             listener,
+            kubelet,
             clock,
             factory,
             handle,
@@ -204,6 +252,13 @@ impl Simulator {
     /// Where the control API listens, if anywhere.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.listener.as_ref().and_then(|l| l.local_addr().ok())
+    }
+
+    /// Where the kubelet API listens, if anywhere (the port every Node advertises).
+    pub fn kubelet_addr(&self) -> Option<SocketAddr> {
+        self.kubelet
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok())
     }
 
     /// A handle for faults and for waiting until every node has registered.
@@ -226,6 +281,9 @@ impl Simulator {
         tracker.spawn(self.recorder_writer.run(inner.clone()));
         if let Some(listener) = self.listener {
             tracker.spawn(control::serve(listener, self.handle.clone(), inner.clone()));
+        }
+        if let Some((listener, server)) = self.kubelet {
+            tracker.spawn(server.serve(listener, inner.clone()));
         }
         let node_informer = self.factory.informer::<Node>();
         self.factory.start(&inner);

@@ -209,7 +209,9 @@ pub fn node_object(config: &Config, index: usize, now: Timestamp) -> Node {
             ]),
             conditions: Some(healthy_conditions(&[], now)),
             daemon_endpoints: Some(NodeDaemonEndpoints {
-                kubelet_endpoint: Some(DaemonEndpoint { port: 10250 }),
+                kubelet_endpoint: Some(DaemonEndpoint {
+                    port: i32::from(config.kubelet_port()),
+                }),
             }),
             node_info: Some(NodeSystemInfo {
                 architecture: "amd64".into(),
@@ -321,6 +323,12 @@ mod tests {
         assert_eq!(cap["memory"].0, "16Gi");
         assert_eq!(cap["pods"].0, "110");
         assert_eq!(status.allocatable, status.capacity);
+        let port = status
+            .daemon_endpoints
+            .as_ref()
+            .and_then(|d| d.kubelet_endpoint.as_ref())
+            .map(|e| e.port);
+        assert_eq!(port, Some(0), "the configured port (0 until bound)");
         let info = status.node_info.clone().unwrap_or_default();
         assert!(info.kubelet_version.starts_with("v1.33."));
         assert_eq!(info.container_runtime_version, "miniplane://sim");
@@ -341,6 +349,22 @@ mod tests {
             ready.message.as_deref(),
             Some("kubelet is posting ready status")
         );
+    }
+
+    #[test]
+    fn nodes_advertise_the_kubelet_api_port() {
+        let port = |c: &Config| {
+            node_object(c, 0, Timestamp::UNIX_EPOCH)
+                .status
+                .and_then(|s| s.daemon_endpoints)
+                .and_then(|d| d.kubelet_endpoint)
+                .map(|e| e.port)
+        };
+        let mut c = config();
+        c.kubelet_listen = Some("127.0.0.1:43210".parse().expect("address"));
+        assert_eq!(port(&c), Some(43210));
+        c.kubelet_listen = None;
+        assert_eq!(port(&c), Some(10250), "no server: the kubelet's default");
     }
 
     #[test]

@@ -9,10 +9,11 @@
 //! No single Kubernetes file: the kubelet learns these from the container runtime and its
 //! prober workers as they happen; [`crate::containers`] (`computePodActions`) acts on them.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, Probe};
 
 use crate::annotations::{ContainerOverrides, Failure, PodOverrides};
 use crate::command::{self, Run};
@@ -30,14 +31,18 @@ pub enum Kind {
     Sidecar,
     /// `spec.containers`.
     Regular,
+    /// `spec.ephemeralContainers` (`kubectl debug`): its image is pulled and it is started
+    /// whenever it is added to a pod whose sandbox is up; never restarted, never Ready, and
+    /// no part of the pod's phase or conditions.
+    Ephemeral,
 }
 
 /// How one container of the pod is expected to behave: read from its spec and the pod's
 /// annotations at every sync (cheap: a plain container has no command, probe or knob).
 #[derive(Debug, Clone)]
 pub struct Plan<'a> {
-    /// The container.
-    pub container: &'a Container,
+    /// The container (an ephemeral container converted to one, as the kubelet converts it).
+    pub container: Cow<'a, Container>,
     /// Which list it is in.
     pub kind: Kind,
     /// How its process runs and exits.
@@ -50,8 +55,9 @@ pub struct Plan<'a> {
     pub ready_delay: Option<Duration>,
 }
 
-/// The plans of the pod's containers: init containers then regular ones, in spec order (the
-/// order of the kubelet's memory too).
+/// The plans of the pod's containers: init containers, regular ones, then ephemeral ones, in
+/// spec order (the order of the kubelet's memory too; ephemeral containers are only ever
+/// added, at the end).
 pub fn plans<'a>(pod: &'a Pod, overrides: &PodOverrides, config: &StageConfig) -> Vec<Plan<'a>> {
     let Some(spec) = pod.spec.as_ref() else {
         return Vec::new();
@@ -65,9 +71,24 @@ pub fn plans<'a>(pod: &'a Pod, overrides: &PodOverrides, config: &StageConfig) -
         (c, kind)
     });
     let regular = spec.containers.iter().map(|c| (c, Kind::Regular));
-    init.chain(regular)
-        .map(|(c, kind)| plan(c, kind, overrides, config))
-        .collect()
+    let mut out: Vec<Plan<'a>> = init
+        .chain(regular)
+        .map(|(c, kind)| plan(Cow::Borrowed(c), kind, overrides, config))
+        .collect();
+    out.extend(spec.ephemeral_containers.iter().flatten().map(|e| {
+        plan(
+            Cow::Owned(ephemeral_container(e)),
+            Kind::Ephemeral,
+            overrides,
+            config,
+        )
+    }));
+    out
+}
+
+/// An ephemeral container as a container (`EphemeralContainerCommon` has the same fields).
+pub fn ephemeral_container(e: &EphemeralContainer) -> Container {
+    apimachinery::ephemeral_container::as_container(e)
 }
 
 /// [`plan`] for the tests of other modules.
@@ -78,11 +99,11 @@ pub(crate) fn plan_for_tests<'a>(
     overrides: &PodOverrides,
     config: &StageConfig,
 ) -> Plan<'a> {
-    plan(c, kind, overrides, config)
+    plan(Cow::Borrowed(c), kind, overrides, config)
 }
 
 fn plan<'a>(
-    c: &'a Container,
+    c: Cow<'a, Container>,
     kind: Kind,
     overrides: &PodOverrides,
     config: &StageConfig,
@@ -120,7 +141,8 @@ fn plan<'a>(
     } else {
         from_command()
     };
-    let never_ready = regular && overrides.fail == Some(Failure::NeverReady);
+    let never_ready =
+        (regular && overrides.fail == Some(Failure::NeverReady)) || kind == Kind::Ephemeral;
     Plan {
         container: c,
         kind,
@@ -181,7 +203,7 @@ fn timing(probe: Option<&Probe>) -> Option<Timing> {
 
 /// The timeline of a container that started at `since`.
 pub fn timeline(plan: &Plan<'_>, since: Timestamp) -> Timeline {
-    let c = plan.container;
+    let c = &*plan.container;
     let knobs = &plan.knobs;
     let first = |t: &Timing, from: Timestamp| after(since, t.initial_delay).max(from);
     let startup = timing(c.startup_probe.as_ref());

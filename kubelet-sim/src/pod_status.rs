@@ -1,5 +1,5 @@
 //! The `PodStatus` a kubelet posts for a pod: phase, conditions, IPs and the statuses of its
-//! init and regular containers. Mirrors `generateAPIPodStatus`, `getPhase` and
+//! init, regular and ephemeral containers. Mirrors `generateAPIPodStatus`, `getPhase` and
 //! `convertToAPIContainerStatuses` in `pkg/kubelet/kubelet_pods.go`; the conditions are
 //! [`crate::conditions`] (`pkg/kubelet/status/generate.go`).
 //!
@@ -12,6 +12,10 @@
 //! | exited, restarting | waiting `CrashLoopBackOff` | terminated (`Completed` / `Error`) | false |
 //! | exited for good | terminated | the run before | init containers: exit 0 |
 //! | stopping (pod deleted) | running until it stops, then terminated | | false |
+//!
+//! Ephemeral containers get the same rows in `ephemeralContainerStatuses` (their own image pull
+//! included), never Ready and without `started`; they take no part in the phase or the
+//! conditions.
 //!
 //! The phase is computed from those statuses as `getPhase` does ([`get_phase`]), so it follows
 //! from what the containers show: `Pending` while any has not started, `Running`, and for a
@@ -88,7 +92,9 @@ pub fn render_status(
     now: Timestamp,
 ) -> PodStatus {
     let old = pod.status.as_ref();
-    let has_init = plans.iter().any(|p| p.kind != Kind::Regular);
+    let has_init = plans
+        .iter()
+        .any(|p| matches!(p.kind, Kind::Init | Kind::Sidecar));
     let stops = match memory.stage {
         Stage::Terminating {
             since, grace_end, ..
@@ -101,8 +107,9 @@ pub fn render_status(
     };
     let mut init_statuses = Vec::new();
     let mut statuses = Vec::new();
+    let mut ephemeral_statuses = Vec::new();
     for (i, plan) in plans.iter().enumerate() {
-        let c = plan.container;
+        let c = &plan.container;
         let image = c.image.clone().unwrap_or_default();
         let default_waiting = || {
             waiting(
@@ -123,21 +130,10 @@ pub fn render_status(
         };
         match (memory.stage, memory.containers.get(i)) {
             (Stage::PullFailed { backing_off, .. }, _)
-                if overrides.as_ref().is_some_and(|o| o.pull_fails(&image)) =>
+                if plan.kind != Kind::Ephemeral
+                    && overrides.as_ref().is_some_and(|o| o.pull_fails(&image)) =>
             {
-                status.state = Some(if backing_off {
-                    waiting(
-                        "ImagePullBackOff",
-                        Some(format!("Back-off pulling image \"{image}\"")),
-                    )
-                } else {
-                    waiting(
-                        "ErrImagePull",
-                        Some(format!(
-                            "failed to pull and unpack image \"{image}\": not found"
-                        )),
-                    )
-                });
+                status.state = Some(pull_failed(&image, backing_off));
             }
             (Stage::Running | Stage::Completed | Stage::Terminating { .. }, Some(m)) => {
                 let uid = &memory.uid;
@@ -163,7 +159,7 @@ pub fn render_status(
                             });
                             status.started = Some(started);
                             status.ready = memory.stage == Stage::Running
-                                && plan.kind != Kind::Init
+                                && matches!(plan.kind, Kind::Regular | Kind::Sidecar)
                                 && containers::timeline(plan, since).ready_at(now);
                         }
                         status.container_id = Some(container_id(uid, &c.name, m.restarts));
@@ -184,6 +180,11 @@ pub fn render_status(
                         status.container_id = m.last.as_ref().map(|t| t.container_id.clone());
                         status.last_state = Some(last_state(m.last.as_deref()));
                     }
+                    State::Pulling { .. } => {}
+                    State::PullFailed { backing_off, .. } => {
+                        status.state = Some(pull_failed(&image, backing_off));
+                        status.last_state = Some(last_state(m.last.as_deref()));
+                    }
                     State::Exited => {
                         if let Some(last) = m.last.as_deref() {
                             status.state = Some(terminated(last));
@@ -202,10 +203,14 @@ pub fn render_status(
         if status.container_id.is_some() {
             status.image_id = image_id(&image);
         }
-        if plan.kind == Kind::Regular {
-            statuses.push(status);
-        } else {
-            init_statuses.push(status);
+        match plan.kind {
+            Kind::Regular => statuses.push(status),
+            Kind::Init | Kind::Sidecar => init_statuses.push(status),
+            Kind::Ephemeral => {
+                // The prober sets `started` of regular and init containers only.
+                status.started = None;
+                ephemeral_statuses.push(status);
+            }
         }
     }
     let sandbox = !matches!(memory.stage, Stage::New | Stage::Creating { .. });
@@ -230,11 +235,30 @@ pub fn render_status(
         start_time: memory.start_time.map(Time),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(statuses),
+        ephemeral_container_statuses: (!ephemeral_statuses.is_empty())
+            .then_some(ephemeral_statuses),
         qos_class: old.and_then(|s| s.qos_class.clone()),
         ..Default::default()
     };
     normalize_status(&mut status);
     status
+}
+
+/// The waiting state of an image pull that failed: `ErrImagePull`, then `ImagePullBackOff`.
+fn pull_failed(image: &str, backing_off: bool) -> ContainerState {
+    if backing_off {
+        waiting(
+            "ImagePullBackOff",
+            Some(format!("Back-off pulling image \"{image}\"")),
+        )
+    } else {
+        waiting(
+            "ErrImagePull",
+            Some(format!(
+                "failed to pull and unpack image \"{image}\": not found"
+            )),
+        )
+    }
 }
 
 fn last_state(t: Option<&Termination>) -> ContainerState {

@@ -18,6 +18,12 @@
 //! A pod is not synced again for the watch event of its own status write ([`OwnWrites`]), as
 //! a real kubelet's config source only reconciles a change of status alone.
 //!
+//! The kubelet API reports container processes that end through it
+//! ([`PodWorkers::process_exited`]: `kill 1`, a main shell's `exit`), as the runtime's events
+//! reach a kubelet's PLEG: the pod is queued and its next sync ends that run
+//! ([`crate::stages::Runtime`]). A pod on the host's network (`hostNetwork: true`) gets the
+//! node's address instead of one from the pod CIDR.
+//!
 //! Traced (unless `--tracing=false`): each sync is a "kubelet sync pod" span under the event
 //! that queued the pod (the binding, or the kubelet's own previous sync for a timed wake-up),
 //! naming the stages it went through; its status write and delete continue the trace.
@@ -37,9 +43,10 @@ use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, Client, Resource};
 
 use crate::config::StageConfig;
+use crate::containers::ProcessExit;
 use crate::node::NodeState;
 use crate::recorder::Recorder;
-use crate::stages::{PodMemory, step_on};
+use crate::stages::{PodMemory, Runtime, step_with};
 
 /// The "what and why" of one sync: the stages passed, the events, what is written.
 fn sync_summary(node: &str, before: &PodMemory, step: &crate::stages::Step) -> String {
@@ -160,6 +167,9 @@ pub fn lookup(table: &NodeTable, name: &str) -> Option<Arc<NodeState>> {
         .cloned()
 }
 
+/// The container exits reported for each pod, with the UID of the pod they were reported for.
+type ReportedExits = HashMap<ObjectKey, Vec<(String, ProcessExit)>>;
+
 /// The pod workers (cheap to clone; clones share everything).
 #[derive(Clone)]
 pub struct PodWorkers {
@@ -174,6 +184,9 @@ pub struct PodWorkers {
     memory: Arc<Mutex<HashMap<ObjectKey, PodMemory>>>,
     /// The resourceVersion each pod got from this kubelet's last status write.
     own_writes: Arc<OwnWrites>,
+    /// Container processes that ended by themselves ([`PodWorkers::process_exited`]), by pod,
+    /// until a sync took them.
+    exits: Arc<Mutex<ReportedExits>>,
     recorder: Recorder,
     clock: SharedClock,
     stages: Arc<StageConfig>,
@@ -208,6 +221,7 @@ impl PodWorkers {
             queue,
             memory: Arc::new(Mutex::new(HashMap::new())),
             own_writes: Arc::default(),
+            exits: Arc::default(),
             recorder,
             clock,
             stages: Arc::new(stages),
@@ -224,6 +238,54 @@ impl PodWorkers {
 
     fn memory(&self) -> MutexGuard<'_, HashMap<ObjectKey, PodMemory>> {
         self.memory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn exits(&self) -> MutexGuard<'_, ReportedExits> {
+        self.exits.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The hook of the container runtime's events: the process of a container of the pod
+    /// `key` (with UID `uid`) ended now by itself, outside its plan (`kill 1` or `exit` in its
+    /// shell). The pod is synced at once; the container ends with that code and is restarted
+    /// or not as for any exit ([`crate::containers`]).
+    pub fn process_exited(&self, key: &ObjectKey, uid: &str, exit: ProcessExit) {
+        self.exits()
+            .entry(key.clone())
+            .or_default()
+            .push((uid.to_owned(), exit));
+        self.queue.add(key.clone());
+    }
+
+    /// The container exits reported for `key` that no sync has applied yet (tests read it).
+    pub fn reported_exits(&self, key: &ObjectKey) -> Vec<ProcessExit> {
+        self.exits()
+            .get(key)
+            .map(|all| all.iter().map(|(_, e)| e.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The exits reported for `key`'s incarnation `uid` not yet taken by a sync.
+    fn pending_exits(&self, key: &ObjectKey, uid: &str) -> Vec<ProcessExit> {
+        self.exits()
+            .get(key)
+            .map(|all| {
+                all.iter()
+                    .filter(|(u, _)| u == uid)
+                    .map(|(_, e)| e.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Drops the exits a sync applied (and those of other incarnations of the pod).
+    fn took_exits(&self, key: &ObjectKey, uid: &str, taken: &[ProcessExit]) {
+        let mut all = self.exits();
+        if let Some(list) = all.get_mut(key) {
+            list.retain(|(u, e)| u == uid && !taken.contains(e));
+            if list.is_empty() {
+                all.remove(key);
+            }
+        }
     }
 
     /// Adds the node-name index and the handler that queues pods bound to simulated nodes.
@@ -306,6 +368,7 @@ impl PodWorkers {
 
     fn forget(&self, key: &ObjectKey, node: Option<&NodeState>) {
         self.own_writes.forget(key);
+        self.exits().remove(key);
         if let Some(memory) = self.memory().remove(key)
             && let Some(node) = node
             && let Some(allocator) = node.allocator().as_mut()
@@ -335,6 +398,7 @@ impl PodWorkers {
                 }
                 self.memory().remove(key);
             }
+            self.exits().remove(key);
             return None;
         };
         let node = lookup(&self.nodes, node_of(&pod)?)?;
@@ -369,8 +433,15 @@ impl PodWorkers {
                 }
             }
         };
-        let allocated = node.allocator().as_mut().map(|a| a.allocate(&uid));
-        let ip = match allocated {
+        // A pod on the host's network has the node's address (`hostNetwork: true`, as
+        // `kubectl debug node/...` creates); the others one from the node's pod CIDR.
+        let host_network = pod.spec.as_ref().and_then(|s| s.host_network) == Some(true);
+        let allocated = if host_network {
+            Some(node.context.host_ip.parse().ok())
+        } else {
+            node.allocator().as_mut().map(|a| a.allocate(&uid))
+        };
+        let ip: std::net::Ipv4Addr = match allocated {
             Some(Some(ip)) => ip,
             Some(None) => {
                 tracing::warn!(pod = %key, node = node.name(), "pod CIDR exhausted");
@@ -388,17 +459,27 @@ impl PodWorkers {
             }
         };
         let now = self.clock.wall();
-        let result = step_on(
-            &pod,
-            &memory,
-            &node.context,
-            &|image| node.has_image(image),
-            &ip.to_string(),
-            now,
-            &self.stages,
-        );
+        let exits = self.pending_exits(key, &uid);
+        let result = {
+            let runtime = Runtime {
+                present: &|image| node.has_image(image),
+                exits: &exits,
+            };
+            step_with(
+                &pod,
+                &memory,
+                &node.context,
+                &runtime,
+                &ip.to_string(),
+                now,
+                &self.stages,
+            )
+        };
         node.add_images(&result.pulled);
         self.memory().insert(key.clone(), result.memory.clone());
+        if !exits.is_empty() {
+            self.took_exits(key, &uid, &exits);
+        }
         for event in &result.events {
             self.recorder
                 .record(&pod, event, node.name(), node.identity(), now);

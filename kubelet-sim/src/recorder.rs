@@ -110,7 +110,9 @@ pub fn event_object(
             uid: pod.metadata.uid.clone(),
             resource_version: pod.metadata.resource_version.clone(),
             field_path: event.container.as_ref().map(|c| {
-                if event.init {
+                if event.ephemeral {
+                    format!("spec.ephemeralContainers{{{c}}}")
+                } else if event.init {
                     format!("spec.initContainers{{{c}}}")
                 } else {
                     format!("spec.containers{{{c}}}")
@@ -259,6 +261,7 @@ mod tests {
             message: "Container image \"nginx:1.27\" already present on machine".into(),
             container: Some("nginx".into()),
             init: false,
+            ephemeral: false,
         }
     }
 

@@ -18,7 +18,8 @@
 //! ```
 //!
 //! The pod-level stages live here; what each container does once the sandbox is up (which
-//! starts when, how it exits, whether it is restarted) is [`crate::containers`], and how long
+//! starts when, how it exits, whether it is restarted, ephemeral containers added on the way,
+//! processes ended through the kubelet API: [`Runtime`]) is [`crate::containers`], and how long
 //! a container runs comes from its command ([`crate::command`]) or annotations
 //! ([`crate::annotations`]); stopping them on deletion is [`crate::termination`].
 //!
@@ -33,13 +34,11 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::{
-    Container, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
-};
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus};
 
 use crate::annotations::PodOverrides;
 use crate::config::StageConfig;
-use crate::containers::{self, Advance, ContainerMemory, Ctx, Plan};
+use crate::containers::{self, Advance, ContainerMemory, Ctx, Plan, ProcessExit};
 use crate::pod_status::{NodeContext, render_status};
 use crate::termination;
 
@@ -120,8 +119,8 @@ pub struct PodMemory {
     /// The containers whose image is being pulled (the others' images were already on the
     /// node, or are not pulled: see [`needs_pull`]).
     pub pulling: Vec<String>,
-    /// Each container once the sandbox is up: init containers then regular ones, in spec
-    /// order (empty before).
+    /// Each container once the sandbox is up: init containers, regular ones, then the
+    /// ephemeral ones added so far, in spec order (empty before).
     pub containers: Vec<ContainerMemory>,
 }
 
@@ -137,118 +136,6 @@ impl PodMemory {
             containers: Vec::new(),
         }
     }
-
-    /// The memory a restarted kubelet rebuilds from the status it posted before (as the real
-    /// kubelet asks the container runtime what is running): running containers keep running
-    /// with their start time and restart count, exited ones keep how they ended, one in
-    /// back-off is restarted; a finished pod stays finished; a pod none of whose containers ran
-    /// starts over. `now` is when the kubelet restarted: a container that was in back-off is
-    /// restarted then (the back-off itself was only in the old kubelet's memory).
-    pub fn recover(pod: &Pod, now: Timestamp) -> Self {
-        let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let mut memory = PodMemory::new(uid.clone());
-        let Some(status) = pod.status.as_ref() else {
-            return memory;
-        };
-        let statuses: Vec<&ContainerStatus> = status
-            .init_container_statuses
-            .iter()
-            .chain(status.container_statuses.iter())
-            .flatten()
-            .collect();
-        let names = pod.spec.as_ref().map_or(Vec::new(), |s| {
-            s.init_containers
-                .iter()
-                .flatten()
-                .chain(s.containers.iter())
-                .map(|c| c.name.as_str())
-                .collect()
-        });
-        let terminal = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
-        let containers: Vec<ContainerMemory> = names
-            .iter()
-            .map(|name| {
-                statuses
-                    .iter()
-                    .find(|s| s.name == *name)
-                    .map_or_else(ContainerMemory::waiting, |s| {
-                        recover_container(&uid, s, terminal, now)
-                    })
-            })
-            .collect();
-        if containers
-            .iter()
-            .all(|c| c.state == containers::State::Waiting)
-        {
-            return memory;
-        }
-        memory.start_time = status.start_time.as_ref().map(|t| t.0);
-        memory.containers = containers;
-        memory.stage = if terminal {
-            Stage::Completed
-        } else {
-            Stage::Running
-        };
-        memory
-    }
-}
-
-fn termination_of(uid: &str, name: &str, run: i32, t: &ContainerStateTerminated) -> Termination {
-    let at = t
-        .finished_at
-        .as_ref()
-        .map_or(Timestamp::UNIX_EPOCH, |f| f.0);
-    Termination {
-        exit_code: t.exit_code,
-        reason: if t.exit_code == 0 {
-            "Completed"
-        } else {
-            "Error"
-        },
-        started_at: t.started_at.as_ref().map_or(at, |s| s.0),
-        finished_at: at,
-        container_id: t
-            .container_id
-            .clone()
-            .unwrap_or_else(|| container_id(uid, name, run)),
-    }
-}
-
-fn recover_container(
-    uid: &str,
-    s: &ContainerStatus,
-    terminal: bool,
-    now: Timestamp,
-) -> ContainerMemory {
-    let mut m = ContainerMemory::waiting();
-    m.restarts = s.restart_count;
-    let state = s.state.clone().unwrap_or_default();
-    let last = s
-        .last_state
-        .as_ref()
-        .and_then(|l| l.terminated.as_ref())
-        .map(|t| Box::new(termination_of(uid, &s.name, s.restart_count - 1, t)));
-    if let Some(running) = state.running.filter(|_| !terminal) {
-        let since = running.started_at.map_or(Timestamp::UNIX_EPOCH, |t| t.0);
-        m.state = containers::State::Running {
-            since,
-            started: s.started.unwrap_or(true),
-        };
-        m.last = last;
-    } else if let Some(t) = state.terminated {
-        m.state = containers::State::Exited;
-        m.previous = last;
-        m.last = Some(Box::new(termination_of(uid, &s.name, s.restart_count, &t)));
-    } else if let Some(last) = last {
-        // In back-off when the kubelet stopped: restarted now.
-        m.state = if terminal {
-            containers::State::Exited
-        } else {
-            containers::State::BackOff { until: now }
-        };
-        m.last = Some(last);
-    }
-    m
 }
 
 /// `miniplane://` + 64 hex digits (containerd IDs are 64 hex digits), a hash of the inputs.
@@ -283,6 +170,8 @@ pub struct PodEvent {
     pub container: Option<String>,
     /// Whether that container is an init container (`spec.initContainers{name}`).
     pub init: bool,
+    /// Whether that container is an ephemeral container (`spec.ephemeralContainers{name}`).
+    pub ephemeral: bool,
 }
 
 /// The result of one [`step`].
@@ -372,6 +261,7 @@ fn event(
         message,
         container: Some(c.name.clone()),
         init,
+        ephemeral: false,
     }
 }
 
@@ -573,13 +463,16 @@ fn transition(
             memory.stage = Stage::Creating { since: retry };
             Next::Moved
         }
-        Stage::Running => match containers::advance(ctx, &mut memory.containers, events, now) {
-            Advance::Wait(t) => Next::Wait(t),
-            Advance::Finished(_) => {
-                memory.stage = Stage::Completed;
-                Next::Moved
+        Stage::Running => {
+            crate::ephemeral::admit(ctx, &mut memory.containers, events, now);
+            match containers::advance(ctx, &mut memory.containers, events, pulled_images, now) {
+                Advance::Wait(t) => Next::Wait(t),
+                Advance::Finished(_) => {
+                    memory.stage = Stage::Completed;
+                    Next::Moved
+                }
             }
-        },
+        }
         Stage::Completed => Next::Wait(None),
     }
 }
@@ -611,6 +504,34 @@ pub fn step_on(
     now: Timestamp,
     config: &StageConfig,
 ) -> Step {
+    let runtime = Runtime {
+        present,
+        exits: &[],
+    };
+    step_with(pod, memory, node, &runtime, pod_ip, now, config)
+}
+
+/// What the container runtime tells the kubelet besides the pod: which images the node has
+/// (see [`needs_pull`]) and which containers' processes ended by themselves since the last sync
+/// ([`ProcessExit`]: `kill 1`, a shell's `exit`).
+pub struct Runtime<'a> {
+    /// Whether an image is already on the node.
+    pub present: &'a dyn Fn(&str) -> bool,
+    /// Processes that ended outside their plan, for this pod.
+    pub exits: &'a [ProcessExit],
+}
+
+/// [`step_on`] with what the runtime reports ([`Runtime`]).
+pub fn step_with(
+    pod: &Pod,
+    memory: &PodMemory,
+    node: &NodeContext,
+    runtime: &Runtime<'_>,
+    pod_ip: &str,
+    now: Timestamp,
+    config: &StageConfig,
+) -> Step {
+    let present = runtime.present;
     let overrides = PodOverrides::of(pod);
     let plans: Vec<Plan<'_>> = containers::plans(pod, &overrides, config);
     let inputs = Inputs {
@@ -622,6 +543,9 @@ pub fn step_on(
             plans: &plans,
             config,
             pod_ip,
+            overrides: &overrides,
+            present,
+            exits: runtime.exits,
         },
         now,
     };

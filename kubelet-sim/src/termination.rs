@@ -59,7 +59,7 @@ pub fn stop_times(
         let own = plan
             .knobs
             .stop_after
-            .and_then(|s| pre_stop(plan.container).checked_add(s))
+            .and_then(|s| pre_stop(&plan.container).checked_add(s))
             .map(|d| after(from, d));
         match own {
             Some(t) if t <= grace_end => (t, 0),

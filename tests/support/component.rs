@@ -102,10 +102,10 @@ impl Component {
             .find("http://")
             .expect("a URL in the start line");
         self.start_line[start..]
-            .trim_end_matches(')')
             .split_whitespace()
             .next()
             .unwrap()
+            .trim_end_matches(')')
             .to_owned()
     }
 

@@ -131,6 +131,17 @@ impl Attributes {
         if attrs.name.is_empty() && attrs.verb == "delete" {
             attrs.verb = "deletecollection".to_string();
         }
+        // A WebSocket exec, attach or port-forward is a GET that creates a session: it needs
+        // `create` (`AuthorizePodWebsocketUpgradeCreatePermission`, on by default since 1.31).
+        if attrs.verb == "get"
+            && attrs.resource == "pods"
+            && matches!(
+                attrs.subresource.as_str(),
+                "exec" | "attach" | "portforward"
+            )
+        {
+            attrs.verb = "create".to_string();
+        }
         attrs
     }
 
@@ -187,6 +198,30 @@ mod tests {
     #[test]
     fn requests_map_to_attributes_as_request_info_maps_them() {
         let cases: &[Case] = &[
+            (
+                Method::GET,
+                "/api/v1/namespaces/default/pods/web/exec",
+                Some("command=ls"),
+                true,
+                "create",
+                "",
+                "default",
+                "pods",
+                "exec",
+                "web",
+            ),
+            (
+                Method::GET,
+                "/api/v1/namespaces/default/pods/web/log",
+                None,
+                true,
+                "get",
+                "",
+                "default",
+                "pods",
+                "log",
+                "web",
+            ),
             (
                 Method::GET,
                 "/api/v1/namespaces/default/pods",

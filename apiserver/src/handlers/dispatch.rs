@@ -46,8 +46,12 @@ pub async fn resource(ctx: RequestContext) -> Result<Response> {
     Ok(resp)
 }
 
-/// [`resource`], once the route is known to be a resource's.
-async fn dispatch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Response> {
+/// [`resource`], once the route is known to be a resource's. A version served by conversion
+/// goes through the storage version's row ([`super::converted`]).
+pub(super) async fn dispatch(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Response> {
+    if info.strategy.conversion().is_some() {
+        return super::converted::serve(ctx, info).await;
+    }
     let name = ctx.path.name.clone();
     let sub = ctx.path.subresource.clone();
     match (&ctx.method, name, sub) {

@@ -12,9 +12,11 @@
 //! ```
 //!
 //! This module holds what the verbs share ([`RequestContext`], the object responses); the
-//! verbs and [`crate::subresource`] import it, and [`dispatch`] imports them all.
+//! verbs and [`crate::subresource`] import it, and [`dispatch`] imports them all. A version
+//! served by conversion (autoscaling/v1 HorizontalPodAutoscalers) goes through [`converted`].
 
 pub mod component_status;
+pub mod converted;
 pub mod create;
 pub mod delete;
 pub mod dispatch;

@@ -365,8 +365,12 @@ pub async fn patch_part(
         .storage_for_written_object()
         .guaranteed_update(&r, dry_run, |current| {
             let current = match (part, current) {
-                // Apply to /status (or /approval) of a missing object is a 404, not a create.
-                (WritePart::Status | WritePart::Approval, None) => return Err(r.not_found()),
+                // Apply to /status (or /approval, /ephemeralcontainers) of a missing object is
+                // a 404, not a create.
+                (
+                    WritePart::Status | WritePart::Approval | WritePart::EphemeralContainers,
+                    None,
+                ) => return Err(r.not_found()),
                 (_, c) => c,
             };
             decide_patch(

@@ -72,6 +72,7 @@ fn generate() -> Definitions {
         apps::ControllerRevision, apps::DaemonSet, apps::Deployment, apps::ReplicaSet,
         apps::StatefulSet,
         autoscaling::Scale, autoscaling::HorizontalPodAutoscaler,
+        k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
         batch::CronJob, batch::Job,
         certificates::CertificateSigningRequest,
         coordination::Lease,

@@ -93,6 +93,16 @@ pub(super) static KINDS: &[(&str, &str, &Message)] = &[
     ("policy/v1", "Eviction", &POLICY_V1_EVICTION),
     ("autoscaling/v1", "Scale", &AUTOSCALING_V1_SCALE),
     (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        &AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER,
+    ),
+    (
+        "autoscaling/v2",
+        "HorizontalPodAutoscaler",
+        &AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER,
+    ),
+    (
         "apiextensions.k8s.io/v1",
         "CustomResourceDefinition",
         &APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION,
@@ -538,6 +548,44 @@ static AUTOSCALING_V1_SCALE: Message = Message {
         Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
         Field::new(2, "spec", Ty::Msg(&AUTOSCALING_V1_SCALE_SPEC), 0),
         Field::new(3, "status", Ty::Msg(&AUTOSCALING_V1_SCALE_STATUS), 0),
+    ],
+};
+
+static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER: Message = Message {
+    name: "HorizontalPodAutoscaler",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC),
+            0,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS),
+            0,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER: Message = Message {
+    name: "HorizontalPodAutoscaler",
+    fields: &[
+        Field::new(1, "metadata", Ty::Msg(&META_V1_OBJECT_META), 0),
+        Field::new(
+            2,
+            "spec",
+            Ty::Msg(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC),
+            0,
+        ),
+        Field::new(
+            3,
+            "status",
+            Ty::Msg(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS),
+            0,
+        ),
     ],
 };
 
@@ -1489,6 +1537,75 @@ static AUTOSCALING_V1_SCALE_STATUS: Message = Message {
     ],
 };
 
+static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
+    name: "HorizontalPodAutoscalerSpec",
+    fields: &[
+        Field::new(
+            1,
+            "scaleTargetRef",
+            Ty::Msg(&AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE),
+            KEEP_ZERO,
+        ),
+        Field::new(2, "minReplicas", Ty::Int32, KEEP_ZERO),
+        Field::new(3, "maxReplicas", Ty::Int32, KEEP_ZERO),
+        Field::new(4, "targetCPUUtilizationPercentage", Ty::Int32, KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V1_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
+    name: "HorizontalPodAutoscalerStatus",
+    fields: &[
+        Field::new(1, "observedGeneration", Ty::Int64, KEEP_ZERO),
+        Field::new(2, "lastScaleTime", Ty::Time, KEEP_ZERO),
+        Field::new(3, "currentReplicas", Ty::Int32, KEEP_ZERO),
+        Field::new(4, "desiredReplicas", Ty::Int32, KEEP_ZERO),
+        Field::new(5, "currentCPUUtilizationPercentage", Ty::Int32, KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_SPEC: Message = Message {
+    name: "HorizontalPodAutoscalerSpec",
+    fields: &[
+        Field::new(
+            1,
+            "scaleTargetRef",
+            Ty::Msg(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
+            KEEP_ZERO,
+        ),
+        Field::new(2, "minReplicas", Ty::Int32, KEEP_ZERO),
+        Field::new(3, "maxReplicas", Ty::Int32, KEEP_ZERO),
+        Field::new(4, "metrics", Ty::Msg(&AUTOSCALING_V2_METRIC_SPEC), REPEATED),
+        Field::new(
+            5,
+            "behavior",
+            Ty::Msg(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_BEHAVIOR),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_STATUS: Message = Message {
+    name: "HorizontalPodAutoscalerStatus",
+    fields: &[
+        Field::new(1, "observedGeneration", Ty::Int64, KEEP_ZERO),
+        Field::new(2, "lastScaleTime", Ty::Time, KEEP_ZERO),
+        Field::new(3, "currentReplicas", Ty::Int32, 0),
+        Field::new(4, "desiredReplicas", Ty::Int32, KEEP_ZERO),
+        Field::new(
+            5,
+            "currentMetrics",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_STATUS),
+            REPEATED | KEEP_ZERO,
+        ),
+        Field::new(
+            6,
+            "conditions",
+            Ty::Msg(&AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION),
+            REPEATED,
+        ),
+    ],
+};
+
 static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_SPEC: Message = Message {
     name: "CustomResourceDefinitionSpec",
     fields: &[
@@ -2352,6 +2469,127 @@ static CERTIFICATES_V1_CERTIFICATE_SIGNING_REQUEST_CONDITION: Message = Message 
     ],
 };
 
+static AUTOSCALING_V1_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
+    name: "CrossVersionObjectReference",
+    fields: &[
+        Field::new(1, "kind", Ty::Str, KEEP_ZERO),
+        Field::new(2, "name", Ty::Str, KEEP_ZERO),
+        Field::new(3, "apiVersion", Ty::Str, 0),
+    ],
+};
+
+static AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE: Message = Message {
+    name: "CrossVersionObjectReference",
+    fields: &[
+        Field::new(1, "kind", Ty::Str, KEEP_ZERO),
+        Field::new(2, "name", Ty::Str, KEEP_ZERO),
+        Field::new(3, "apiVersion", Ty::Str, 0),
+    ],
+};
+
+static AUTOSCALING_V2_METRIC_SPEC: Message = Message {
+    name: "MetricSpec",
+    fields: &[
+        Field::new(1, "type", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "object",
+            Ty::Msg(&AUTOSCALING_V2_OBJECT_METRIC_SOURCE),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "pods",
+            Ty::Msg(&AUTOSCALING_V2_PODS_METRIC_SOURCE),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            4,
+            "resource",
+            Ty::Msg(&AUTOSCALING_V2_RESOURCE_METRIC_SOURCE),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            7,
+            "containerResource",
+            Ty::Msg(&AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            5,
+            "external",
+            Ty::Msg(&AUTOSCALING_V2_EXTERNAL_METRIC_SOURCE),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_BEHAVIOR: Message = Message {
+    name: "HorizontalPodAutoscalerBehavior",
+    fields: &[
+        Field::new(
+            1,
+            "scaleUp",
+            Ty::Msg(&AUTOSCALING_V2_HPA_SCALING_RULES),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "scaleDown",
+            Ty::Msg(&AUTOSCALING_V2_HPA_SCALING_RULES),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_METRIC_STATUS: Message = Message {
+    name: "MetricStatus",
+    fields: &[
+        Field::new(1, "type", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "object",
+            Ty::Msg(&AUTOSCALING_V2_OBJECT_METRIC_STATUS),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "pods",
+            Ty::Msg(&AUTOSCALING_V2_PODS_METRIC_STATUS),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            4,
+            "resource",
+            Ty::Msg(&AUTOSCALING_V2_RESOURCE_METRIC_STATUS),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            7,
+            "containerResource",
+            Ty::Msg(&AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            5,
+            "external",
+            Ty::Msg(&AUTOSCALING_V2_EXTERNAL_METRIC_STATUS),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_HORIZONTAL_POD_AUTOSCALER_CONDITION: Message = Message {
+    name: "HorizontalPodAutoscalerCondition",
+    fields: &[
+        Field::new(1, "type", Ty::Str, KEEP_ZERO),
+        Field::new(2, "status", Ty::Str, KEEP_ZERO),
+        Field::new(3, "lastTransitionTime", Ty::Time, 0),
+        Field::new(4, "reason", Ty::Str, 0),
+        Field::new(5, "message", Ty::Str, 0),
+    ],
+};
+
 static APIEXTENSIONS_V1_CUSTOM_RESOURCE_DEFINITION_NAMES: Message = Message {
     name: "CustomResourceDefinitionNames",
     fields: &[
@@ -3131,6 +3369,195 @@ static AUTHORIZATION_V1_LABEL_SELECTOR_ATTRIBUTES: Message = Message {
     ],
 };
 
+static AUTOSCALING_V2_OBJECT_METRIC_SOURCE: Message = Message {
+    name: "ObjectMetricSource",
+    fields: &[
+        Field::new(
+            1,
+            "describedObject",
+            Ty::Msg(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "target",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_TARGET),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "metric",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_IDENTIFIER),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_PODS_METRIC_SOURCE: Message = Message {
+    name: "PodsMetricSource",
+    fields: &[
+        Field::new(
+            1,
+            "metric",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_IDENTIFIER),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "target",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_TARGET),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_RESOURCE_METRIC_SOURCE: Message = Message {
+    name: "ResourceMetricSource",
+    fields: &[
+        Field::new(1, "name", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "target",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_TARGET),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_SOURCE: Message = Message {
+    name: "ContainerResourceMetricSource",
+    fields: &[
+        Field::new(1, "name", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "target",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_TARGET),
+            KEEP_ZERO,
+        ),
+        Field::new(3, "container", Ty::Str, KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V2_EXTERNAL_METRIC_SOURCE: Message = Message {
+    name: "ExternalMetricSource",
+    fields: &[
+        Field::new(
+            1,
+            "metric",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_IDENTIFIER),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "target",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_TARGET),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_HPA_SCALING_RULES: Message = Message {
+    name: "HPAScalingRules",
+    fields: &[
+        Field::new(3, "stabilizationWindowSeconds", Ty::Int32, KEEP_ZERO),
+        Field::new(1, "selectPolicy", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "policies",
+            Ty::Msg(&AUTOSCALING_V2_HPA_SCALING_POLICY),
+            REPEATED,
+        ),
+        Field::new(4, "tolerance", Ty::Quantity, KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V2_OBJECT_METRIC_STATUS: Message = Message {
+    name: "ObjectMetricStatus",
+    fields: &[
+        Field::new(
+            1,
+            "metric",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_IDENTIFIER),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "current",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            3,
+            "describedObject",
+            Ty::Msg(&AUTOSCALING_V2_CROSS_VERSION_OBJECT_REFERENCE),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_PODS_METRIC_STATUS: Message = Message {
+    name: "PodsMetricStatus",
+    fields: &[
+        Field::new(
+            1,
+            "metric",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_IDENTIFIER),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "current",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_RESOURCE_METRIC_STATUS: Message = Message {
+    name: "ResourceMetricStatus",
+    fields: &[
+        Field::new(1, "name", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "current",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
+static AUTOSCALING_V2_CONTAINER_RESOURCE_METRIC_STATUS: Message = Message {
+    name: "ContainerResourceMetricStatus",
+    fields: &[
+        Field::new(1, "name", Ty::Str, KEEP_ZERO),
+        Field::new(
+            2,
+            "current",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
+            KEEP_ZERO,
+        ),
+        Field::new(3, "container", Ty::Str, KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V2_EXTERNAL_METRIC_STATUS: Message = Message {
+    name: "ExternalMetricStatus",
+    fields: &[
+        Field::new(
+            1,
+            "metric",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_IDENTIFIER),
+            KEEP_ZERO,
+        ),
+        Field::new(
+            2,
+            "current",
+            Ty::Msg(&AUTOSCALING_V2_METRIC_VALUE_STATUS),
+            KEEP_ZERO,
+        ),
+    ],
+};
+
 static APIEXTENSIONS_V1_CUSTOM_RESOURCE_VALIDATION: Message = Message {
     name: "CustomResourceValidation",
     fields: &[Field::new(
@@ -3824,6 +4251,42 @@ static META_V1_FIELD_SELECTOR_REQUIREMENT: Message = Message {
         Field::new(1, "key", Ty::Str, KEEP_ZERO),
         Field::new(2, "operator", Ty::Str, KEEP_ZERO),
         Field::new(3, "values", Ty::Str, REPEATED),
+    ],
+};
+
+static AUTOSCALING_V2_METRIC_TARGET: Message = Message {
+    name: "MetricTarget",
+    fields: &[
+        Field::new(1, "type", Ty::Str, KEEP_ZERO),
+        Field::new(2, "value", Ty::Quantity, KEEP_ZERO),
+        Field::new(3, "averageValue", Ty::Quantity, KEEP_ZERO),
+        Field::new(4, "averageUtilization", Ty::Int32, KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V2_METRIC_IDENTIFIER: Message = Message {
+    name: "MetricIdentifier",
+    fields: &[
+        Field::new(1, "name", Ty::Str, KEEP_ZERO),
+        Field::new(2, "selector", Ty::Msg(&META_V1_LABEL_SELECTOR), KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V2_HPA_SCALING_POLICY: Message = Message {
+    name: "HPAScalingPolicy",
+    fields: &[
+        Field::new(1, "type", Ty::Str, KEEP_ZERO),
+        Field::new(2, "value", Ty::Int32, KEEP_ZERO),
+        Field::new(3, "periodSeconds", Ty::Int32, KEEP_ZERO),
+    ],
+};
+
+static AUTOSCALING_V2_METRIC_VALUE_STATUS: Message = Message {
+    name: "MetricValueStatus",
+    fields: &[
+        Field::new(1, "value", Ty::Quantity, KEEP_ZERO),
+        Field::new(2, "averageValue", Ty::Quantity, KEEP_ZERO),
+        Field::new(3, "averageUtilization", Ty::Int32, KEEP_ZERO),
     ],
 };
 

@@ -16,7 +16,7 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     let mut pods = ResourceInfo::new("", "v1", "Pod", "pods", true)
         .short(&["po"])
         .in_all()
-        .with(&[Status, Binding, Eviction]);
+        .with(&[Status, Binding, EphemeralContainers, Eviction]);
     pods.delete_policy = DeletePolicy::GracefulPod;
     pods.return_deleted_object = true;
     let mut namespaces = ResourceInfo::new("", "v1", "Namespace", "namespaces", false)
@@ -132,6 +132,28 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             false,
         )
         .short(&["pc"]),
+        // autoscaling: stored as v2 (the preferred version, listed first), served as v1 too
+        // through its conversion (`crate::handlers::converted`).
+        ResourceInfo::new(
+            "autoscaling",
+            "v2",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+        )
+        .short(&["hpa"])
+        .in_all()
+        .with(&[Status]),
+        ResourceInfo::new(
+            "autoscaling",
+            "v1",
+            "HorizontalPodAutoscaler",
+            "horizontalpodautoscalers",
+            true,
+        )
+        .short(&["hpa"])
+        .in_all()
+        .with(&[Status]),
         ResourceInfo::new("batch", "v1", "Job", "jobs", true)
             .in_all()
             .with(&[Status]),
@@ -203,6 +225,19 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
     definitions.categories = vec!["api-extensions".to_owned()];
     definitions.strategy = Arc::new(Typed(CustomResourceDefinitionRules));
     rows.push(definitions);
+    // APIServices (`kubectl get apiservice`): cluster-scoped, category `api-extensions`, no
+    // short name, as kube-aggregator serves them; their rules live with the aggregation layer.
+    let mut apiservices = ResourceInfo::new(
+        crate::aggregator::GROUP,
+        "v1",
+        "APIService",
+        crate::aggregator::RESOURCE,
+        false,
+    )
+    .with(&[Status]);
+    apiservices.categories = vec!["api-extensions".to_owned()];
+    apiservices.strategy = Arc::new(Typed(crate::aggregator::apiservice::APIServiceRules));
+    rows.push(apiservices);
     // ComponentStatus (`cs`): cluster-scoped, `get` and `list` only, computed on every request
     // (`handlers::component_status`), never stored.
     let mut statuses =

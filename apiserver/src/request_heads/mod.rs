@@ -468,6 +468,10 @@ fn framing(line: &RequestLine<'_>, headers: &[u8]) -> Framing {
                 .filter(|s| s.bytes().all(|b| b == b'\t' || (b' '..=b'~').contains(&b)))
                 .and_then(|s| s.rsplit(',').next())
                 .is_some_and(|e| e.trim().eq_ignore_ascii_case("chunked"));
+        } else if name.eq_ignore_ascii_case(b"upgrade") {
+            // hyper hands the connection over after a `101 Switching Protocols`
+            // (`crate::connect`): what follows is no longer HTTP.
+            return Framing::Unfollowable;
         } else if name.eq_ignore_ascii_case(b"content-length") {
             is_cl = true;
             if is_te {

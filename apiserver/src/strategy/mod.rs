@@ -38,6 +38,7 @@ pub mod endpointslice;
 pub mod event;
 pub mod events_v1;
 pub mod field;
+pub mod horizontalpodautoscaler;
 pub mod job;
 pub mod lease;
 pub mod meta;
@@ -342,6 +343,14 @@ pub trait Strategy: Send + Sync + 'static {
         field_named(self.selectable_fields(obj), field).map(Cow::Owned)
     }
 
+    /// How this version is served when another version stores the kind (autoscaling/v1
+    /// HorizontalPodAutoscalers are stored as v2): requests to its row are converted to the
+    /// storage version's row and answered back in this one (`crate::handlers::converted`).
+    /// `None` (the default): the row serves its own objects.
+    fn conversion(&self) -> Option<&dyn VersionConversion> {
+        None
+    }
+
     /// Table columns after `Name` (kubectl's familiar columns for the kind). The registry adds
     /// `Name` first; `Age` is listed by the strategy where kubectl shows it.
     fn table_columns(&self) -> Vec<TableColumn> {
@@ -356,6 +365,20 @@ pub trait Strategy: Send + Sync + 'static {
             .and_then(|t| t.parse::<jiff::Timestamp>().ok());
         vec![Value::String(apimachinery::duration::since(created, now))]
     }
+}
+
+/// A version of a kind served by converting to and from the version that stores it
+/// (`runtime.Scheme.Convert` through the internal type in kube-apiserver).
+pub trait VersionConversion: Send + Sync {
+    /// The kind objects are stored as; its row serves the requests.
+    fn storage_gvk(&self) -> GroupVersionKind;
+
+    /// An object of this version (a request body) as the storage version; `Err` is the
+    /// message of a body that does not decode.
+    fn to_storage(&self, obj: &Value) -> Result<Value, String>;
+
+    /// A stored object as this version.
+    fn to_served(&self, obj: &Value) -> Result<Value, String>;
 }
 
 /// The strategy of a kind with no special rules (and the fallback for unknown kinds).
@@ -406,6 +429,8 @@ pub fn builtin_strategies() -> Vec<std::sync::Arc<dyn Strategy>> {
         Arc::new(Typed(persistentvolumeclaim::PersistentVolumeClaimRules)),
         Arc::new(Typed(storageclass::StorageClassRules)),
         Arc::new(Typed(priorityclass::PriorityClassRules)),
+        Arc::new(Typed(horizontalpodautoscaler::HorizontalPodAutoscalerRules)),
+        Arc::new(horizontalpodautoscaler::v1::HorizontalPodAutoscalerV1Strategy),
     ]
 }
 
@@ -459,6 +484,8 @@ mod tests {
                 json!({"spec": {"selector": {"app": "sample"}, "template": template}})
             }
             "PodDisruptionBudget" => json!({"spec": {"minAvailable": 1, "selector": selector}}),
+            "HorizontalPodAutoscaler" => json!({"spec": {"maxReplicas": 3,
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}}}),
             "Job" => {
                 let mut t = template.clone();
                 t["spec"]["restartPolicy"] = json!("Never");
@@ -540,7 +567,7 @@ mod tests {
     #[test]
     fn every_builtin_kind_defaults_validates_and_prints_its_sample() {
         let strategies = builtin_strategies();
-        assert_eq!(strategies.len(), 30);
+        assert_eq!(strategies.len(), 32);
         let now: jiff::Timestamp = "2024-01-01T01:00:00Z".parse().unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for s in &strategies {
@@ -586,6 +613,7 @@ mod tests {
                     | "PersistentVolumeClaim"
                     | "ReplicationController"
                     | "PodDisruptionBudget"
+                    | "HorizontalPodAutoscaler"
             );
             assert_eq!(s.has_status_subresource(), status, "{gvk}");
             assert_eq!(

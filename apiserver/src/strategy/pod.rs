@@ -11,10 +11,15 @@
 //! which needs to read the ServiceAccount and so is not part of the strategy.
 //!
 //! After creation a pod's spec is nearly frozen: only container images, `activeDeadlineSeconds`,
-//! added tolerations and a negative `terminationGracePeriodSeconds` raised to 1 may change.
+//! added tolerations and a negative `terminationGracePeriodSeconds` raised to 1 may change;
+//! ephemeral containers are added only through `pods/{name}/ephemeralcontainers`
+//! (`crate::strategy::pod_spec::ephemeral`, `podEphemeralContainersStrategy`).
 
 use super::field::FieldPath;
 use super::pod_printer::{pod_columns, pod_row};
+use super::pod_spec::ephemeral::{
+    validate_ephemeral_containers, validate_none_on_create, validate_only_additions,
+};
 use super::pod_spec::{default_pod_spec, validate_pod_spec};
 use super::typed::KindRules;
 use super::{FieldError, TableColumn};
@@ -143,7 +148,34 @@ impl KindRules for PodRules {
     }
 
     fn validate(&self, obj: &Pod) -> Vec<FieldError> {
-        validate_pod_spec(spec_of(obj).as_ref(), &FieldPath::new("spec"))
+        let spec = spec_of(obj);
+        let path = FieldPath::new("spec");
+        let mut errs = validate_pod_spec(spec.as_ref(), &path);
+        errs.extend(validate_ephemeral_containers(
+            spec.as_ref(),
+            &path.child("ephemeralContainers"),
+        ));
+        errs
+    }
+
+    /// `ValidatePodCreate`: the spec's rules, and no ephemeral containers yet.
+    fn validate_create(&self, obj: &Pod) -> Vec<FieldError> {
+        let mut errs = self.validate(obj);
+        errs.extend(validate_none_on_create(spec_of(obj).as_ref()));
+        errs
+    }
+
+    fn has_subresource_rules(&self, subresource: &str) -> bool {
+        subresource == "ephemeralcontainers"
+    }
+
+    /// `podEphemeralContainersStrategy`: the defaults of the new ephemeral containers, then
+    /// `ValidatePodEphemeralContainersUpdate` (the pod's spec, with them, and only additions).
+    fn admit_subresource_update(&self, _: &str, new: &mut Pod, old: &Pod) -> Vec<FieldError> {
+        self.set_defaults(new);
+        let mut errs = self.validate(new);
+        errs.extend(validate_only_additions(new, old));
+        errs
     }
 
     /// `ValidatePodUpdate`'s spec checks. A spec equal to the stored one passed these same

@@ -101,6 +101,32 @@ pub trait KindRules: Send + Sync + 'static {
         self.validate(new)
     }
 
+    /// Validation on create; by default [`KindRules::validate`] (Pods also refuse ephemeral
+    /// containers there).
+    fn validate_create(&self, obj: &Self::Object) -> Vec<FieldError> {
+        self.validate(obj)
+    }
+
+    /// Whether a write to `subresource` follows the kind's own rules
+    /// ([`KindRules::admit_subresource_update`]); false (the default): the generic ones.
+    fn has_subresource_rules(&self, subresource: &str) -> bool {
+        let _ = subresource;
+        false
+    }
+
+    /// `PrepareForUpdate` then `ValidateUpdate` of the subresource's own strategy, over `new`
+    /// as the generic split left it and the stored `old` (metadata is checked by [`Typed`]);
+    /// called only when [`KindRules::has_subresource_rules`]. Returns the validation errors.
+    fn admit_subresource_update(
+        &self,
+        subresource: &str,
+        new: &mut Self::Object,
+        old: &Self::Object,
+    ) -> Vec<FieldError> {
+        let _ = (subresource, new, old);
+        Vec::new()
+    }
+
     /// Field-selector fields besides `metadata.name`/`metadata.namespace`.
     fn selectable_fields(&self, obj: &Self::Object) -> Vec<(&'static str, String)> {
         let _ = obj;
@@ -282,7 +308,7 @@ impl<R: KindRules> Strategy for Typed<R> {
         }
         self.0.prepare_for_create(&mut typed);
         let mut errs = validate_object_meta(typed.metadata(), Self::namespaced(), R::NAME_RULE);
-        errs.extend(self.0.validate(&typed));
+        errs.extend(self.0.validate_create(&typed));
         *obj = encode(&typed)?;
         Ok(errs)
     }
@@ -315,11 +341,36 @@ impl<R: KindRules> Strategy for Typed<R> {
             Ok(typed) => {
                 let mut errs =
                     validate_object_meta(typed.metadata(), Self::namespaced(), R::NAME_RULE);
-                errs.extend(self.0.validate(&typed));
+                errs.extend(self.0.validate_create(&typed));
                 errs
             }
             Err(errs) => errs,
         }
+    }
+
+    fn admit_subresource_update(
+        &self,
+        subresource: &str,
+        new: &mut Value,
+        old: &Value,
+        now: Timestamp,
+    ) -> Option<Result<Vec<FieldError>, String>> {
+        let _ = now;
+        if !self.0.has_subresource_rules(subresource) {
+            return None;
+        }
+        let admitted = (|| {
+            let mut typed = decode::<R::Object>(new)?;
+            let stored = decode::<R::Object>(old)?;
+            let mut errs = validate_object_meta_update(typed.metadata(), stored.metadata());
+            errs.extend(
+                self.0
+                    .admit_subresource_update(subresource, &mut typed, &stored),
+            );
+            encode_over(&typed, new)?;
+            Ok(errs)
+        })();
+        Some(admitted)
     }
 
     fn validate_update(&self, new: &Value, old: &Value) -> Vec<FieldError> {

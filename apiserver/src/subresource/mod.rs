@@ -1,6 +1,6 @@
 //! Subresources: `.../{name}/status`, `/scale`, `pods/{name}/binding`, `pods/{name}/eviction`,
-//! `namespaces/{name}/finalize`, `serviceaccounts/{name}/token` and
-//! `certificatesigningrequests/{name}/approval`.
+//! `pods/{name}/ephemeralcontainers`, `namespaces/{name}/finalize`,
+//! `serviceaccounts/{name}/token` and `certificatesigningrequests/{name}/approval`.
 //!
 //! Kubernetes serves each as its own REST object next to the main one
 //! (`pkg/registry/apps/deployment/storage/storage.go` `StatusREST`, `ScaleREST`;
@@ -10,6 +10,7 @@
 
 pub mod approval;
 pub mod binding;
+pub mod ephemeralcontainers;
 pub mod eviction;
 pub mod finalize;
 pub mod scale;
@@ -48,6 +49,15 @@ pub async fn handle(
         (Subresource::Approval, Method::GET) => approval::get(ctx, info, name).await,
         (Subresource::Approval, Method::PUT) => approval::update(ctx, info, name).await,
         (Subresource::Approval, Method::PATCH) => approval::patch(ctx, info, name).await,
+        (Subresource::EphemeralContainers, Method::GET) => {
+            ephemeralcontainers::get(ctx, info, name).await
+        }
+        (Subresource::EphemeralContainers, Method::PUT) => {
+            ephemeralcontainers::update(ctx, info, name).await
+        }
+        (Subresource::EphemeralContainers, Method::PATCH) => {
+            ephemeralcontainers::patch(ctx, info, name).await
+        }
         (sub, m) => Err(ApiError::MethodNotAllowed(format!(
             "{m} is not supported on {}/{}",
             info.gvr.resource,

@@ -13,7 +13,7 @@ use client::RateLimit;
 use crate::error::{Error, Result};
 
 /// The controllers this process knows, by their `--controllers` names.
-pub const KNOWN_CONTROLLERS: [&str; 22] = [
+pub const KNOWN_CONTROLLERS: [&str; 23] = [
     "deployment",
     "replicaset",
     "replicationcontroller",
@@ -30,6 +30,7 @@ pub const KNOWN_CONTROLLERS: [&str; 22] = [
     "csrsigning",
     "job",
     "cronjob",
+    "horizontalpodautoscaling",
     "ttl-after-finished",
     "podgc",
     "daemonset",
@@ -152,6 +153,11 @@ pub struct Config {
     pub concurrent_statefulset_syncs: usize,
     /// `--concurrent-ttl-after-finished-syncs` (5).
     pub concurrent_ttl_after_finished_syncs: usize,
+    /// `--horizontal-pod-autoscaler-sync-period` (15 s): how often each HorizontalPodAutoscaler
+    /// is synced.
+    pub horizontal_pod_autoscaler_sync_period: Duration,
+    /// `--concurrent-horizontal-pod-autoscaler-syncs` (5).
+    pub concurrent_horizontal_pod_autoscaler_syncs: usize,
     /// The pod GC's settings: `--terminated-pod-gc-threshold` (12,500; 0 disables that
     /// pass) and its check period and node quarantine (Kubernetes' constants, 20 s and 40 s;
     /// shorter on clusters with fast node lifecycle).
@@ -226,6 +232,9 @@ impl Config {
             concurrent_daemonset_syncs: 2,
             concurrent_statefulset_syncs: 5,
             concurrent_ttl_after_finished_syncs: 5,
+            horizontal_pod_autoscaler_sync_period:
+                crate::podautoscaler::controller::DEFAULT_SYNC_PERIOD,
+            concurrent_horizontal_pod_autoscaler_syncs: 5,
             pod_gc: crate::podgc::Config::default(),
             concurrent_endpoint_syncs: 5,
             concurrent_service_endpoint_syncs: 5,
@@ -276,6 +285,7 @@ mod tests {
                 "csrsigning",
                 "job",
                 "cronjob",
+                "horizontalpodautoscaling",
                 "ttl-after-finished",
                 "podgc",
                 "daemonset",

@@ -16,7 +16,8 @@
 //!   controllers: deployment, replicaset, replicationcontroller, disruption, endpoint, endpointslice, garbagecollector,
 //!                namespace, nodeipam (with --allocate-node-cidrs), nodelifecycle,
 //!                serviceaccount, clusterrole-aggregation, root-ca-cert-publisher,
-//!                csrsigning (with --cluster-signing-*-file), job, cronjob, ttl-after-finished,
+//!                csrsigning (with --cluster-signing-*-file), job, cronjob,
+//!                horizontalpodautoscaling (metrics from metrics.k8s.io), ttl-after-finished,
 //!                podgc, daemonset, statefulset, persistentvolume-binder,
 //!                simulated-provisioner (--controllers)
 //!      each: handlers ─▶ its RateLimitingQueue ─▶ N workers ─▶ sync ─▶ Executor
@@ -61,6 +62,8 @@ use crate::job::controller::JobController;
 use crate::namespace::controller::NamespaceController;
 use crate::node_ipam::controller::{self as node_ipam, NodeIpamController};
 use crate::node_lifecycle::controller::NodeLifecycleController;
+use crate::podautoscaler::controller::HorizontalController;
+use crate::podautoscaler::metrics::KubeMetricsSource;
 use crate::podgc::controller::PodGcController;
 use crate::replicaset::controller::ReplicaSetController;
 use crate::replication::ReplicationManager;
@@ -145,6 +148,7 @@ const SERVICE_ACCOUNTS: &[(&str, &str)] = &[
     ("csrsigning", "certificate-controller"),
     ("job", "job-controller"),
     ("cronjob", "cronjob-controller"),
+    ("horizontalpodautoscaling", "horizontal-pod-autoscaler"),
     ("ttl-after-finished", "ttl-after-finished-controller"),
     ("podgc", "pod-garbage-collector"),
     ("daemonset", "daemon-set-controller"),
@@ -341,6 +345,20 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
             set.executor_as("cronjob-controller", "cronjob-controller"),
         );
         let n = config.concurrent_cron_job_syncs;
+        let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
+        set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
+    }
+    if enabled.is_enabled("horizontalpodautoscaling") {
+        let executor = set.executor_as("horizontal-pod-autoscaler", "horizontal-pod-autoscaler");
+        // The resource metrics client: `metrics.k8s.io/v1beta1` through the API server.
+        let source = KubeMetricsSource::new(executor.client());
+        let c = HorizontalController::new(
+            set.factory(),
+            executor,
+            source,
+            config.horizontal_pod_autoscaler_sync_period,
+        );
+        let n = config.concurrent_horizontal_pod_autoscaler_syncs;
         let (metrics, queue) = (c.metrics.clone(), c.queue().clone());
         set.add_queued(&metrics, &queue, Box::new(move |t, s| c.spawn(n, t, s)));
     }

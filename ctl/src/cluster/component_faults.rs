@@ -124,6 +124,8 @@ impl Restarter {
             secure: self.access.is_secure(),
             // Read by the API server only, which is never restarted here.
             authorization_mode: apiserver::AuthorizationMode::Rbac,
+            // Not a `StopComponent` target: never restarted here.
+            metrics_server: None,
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.access, members).await?,

@@ -6,7 +6,8 @@
 //!
 //! Each component is started through its library entry, exactly as its subcommand does
 //! (`apiserver::Server::bind`, `controllers::manager::ControllerManager::bind`,
-//! `scheduler::run`, `kubelet_sim::Simulator::bind`), and each builds its own kube client to
+//! `scheduler::run`, `kubelet_sim::Simulator::bind`, `metrics_server::MetricsServer::bind`),
+//! and each builds its own kube client to
 //! the API server's URL, inside its own runtime: they share a process, not state or threads.
 //! Every request still crosses the loopback interface as HTTP, so what a trace or a lab shows
 //! is what separate processes do.
@@ -252,6 +253,9 @@ pub(crate) async fn start_clients(
             .reporter()
             .started(Component::CloudControllerManager, None, None, None);
     }
+    if let Some(resolution) = plan.metrics_server {
+        start_metrics_server(access, members, resolution).await?;
+    }
     if plan.nodes == 0 {
         return Ok(None);
     }
@@ -270,6 +274,9 @@ pub(crate) async fn start_clients(
         match Simulator::bind(config).await {
             Ok(simulator) => {
                 let control = simulator.local_addr().map(|a| format!("http://{a}"));
+                if let Some(addr) = simulator.kubelet_addr() {
+                    tracing::info!(%addr, "kubelet API serving (the port every Node advertises)");
+                }
                 let _ = bound_tx.send(Ok((control, simulator.handle())));
                 simulator.run(shutdown).await
             }
@@ -290,6 +297,40 @@ pub(crate) async fn start_clients(
         .reporter()
         .started(Component::Kubelet, control.clone(), None, Some(plan.nodes));
     Ok(control)
+}
+
+/// Starts the metrics-server on a free port of 127.0.0.1, scraping every `resolution`; it
+/// registers itself with the aggregation layer (with the admin's credentials in a secure
+/// cluster, as its install manifest is applied by an admin).
+async fn start_metrics_server(
+    access: &Access,
+    members: &mut Members,
+    resolution: std::time::Duration,
+) -> Result<()> {
+    let mut config = metrics_server::Config::new(access.source(Component::MetricsServer));
+    config.metric_resolution = resolution;
+    config.kubelet_request_timeout = config.kubelet_request_timeout.min(resolution * 9 / 10);
+    let (bound_tx, bound_rx) = oneshot::channel();
+    members.spawn_thread(Component::MetricsServer, move |shutdown| async move {
+        match metrics_server::MetricsServer::bind(config).await {
+            Ok(server) => {
+                let _ = bound_tx.send(server.local_addr().map_err(|e| e.to_string()));
+                server.run(shutdown).await
+            }
+            Err(e) => {
+                let _ = bound_tx.send(Err(e.to_string()));
+                idle_until(shutdown).await
+            }
+        }
+    })?;
+    let addr = bound(Component::MetricsServer, bound_rx).await?;
+    members.reporter().started(
+        Component::MetricsServer,
+        Some(format!("http://{addr}")),
+        None,
+        None,
+    );
+    Ok(())
 }
 
 /// What a client component's thread reports once it has bound (or why it could not).

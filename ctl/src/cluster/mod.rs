@@ -166,6 +166,25 @@ impl ClusterBuilder {
         self
     }
 
+    /// The simulated kubelets' API (what `kubectl logs`, `exec`, `attach`, `cp` and
+    /// `port-forward` reach through the API server, and metrics-server scrapes): its port on
+    /// 127.0.0.1, one for all the nodes, which every Node advertises as
+    /// `status.daemonEndpoints.kubeletEndpoint.port`. Default `Some(0)`: a free port; `None`
+    /// serves no kubelet API (the Nodes then advertise the kubelet's 10250).
+    pub fn kubelet_port(mut self, port: Option<u16>) -> Self {
+        self.plan.kubelet.api_port = port;
+        self
+    }
+
+    /// Whether a metrics-server runs (default: no; `miniplane up`: yes): it registers
+    /// `v1beta1.metrics.k8s.io` with the API server's aggregation layer and scrapes every
+    /// node's kubelet every `resolution` (its `--metric-resolution`, 15 s on a cluster), so
+    /// `kubectl top` and HorizontalPodAutoscalers see the simulated usage. `None`: none runs.
+    pub fn metrics_server(mut self, resolution: Option<std::time::Duration>) -> Self {
+        self.plan.metrics_server = resolution;
+        self
+    }
+
     /// How the cluster traces (default: on, with the collector's default sizes): the API
     /// server's settings (`miniplane apiserver --tracing`, `--trace-max-spans`,
     /// `--trace-max-spans-per-trace`); with `enabled` off the other components report no spans
@@ -379,6 +398,7 @@ impl Cluster {
                 cloud: None,
                 secure: false,
                 authorization_mode: apiserver::AuthorizationMode::Rbac,
+                metrics_server: None,
             },
             allocate_node_cidrs: true,
             cloud: false,

@@ -45,6 +45,8 @@ pub(crate) struct Plan {
     /// How a secure cluster's API server authorizes (`--authorization-mode`): RBAC unless
     /// asked otherwise; a plain-HTTP cluster allows every request.
     pub(crate) authorization_mode: apiserver::AuthorizationMode,
+    /// The metrics-server, with its `--metric-resolution`, when it runs.
+    pub(crate) metrics_server: Option<std::time::Duration>,
 }
 
 /// The node IPAM settings of a cluster of `nodes` nodes: kind's `10.244.0.0/16` in /24 blocks,
@@ -108,7 +110,7 @@ impl std::str::FromStr for KubeletProfile {
 
 /// The simulated kubelets' settings a cluster passes on (in this process, or as the flags of
 /// `miniplane kubelet`).
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct KubeletOptions {
     /// Pod stage timing (`--profile`).
     pub(crate) profile: KubeletProfile,
@@ -122,6 +124,22 @@ pub(crate) struct KubeletOptions {
     /// Register the nodes for a cloud-controller-manager to initialize
     /// (`--cloud-provider=external`).
     pub(crate) external_cloud: bool,
+    /// The kubelet API's port on 127.0.0.1 (`--kubelet-port`): 0 for a free one (the
+    /// default), none to serve no kubelet API.
+    pub(crate) api_port: Option<u16>,
+}
+
+impl Default for KubeletOptions {
+    fn default() -> Self {
+        KubeletOptions {
+            profile: KubeletProfile::default(),
+            cpu: None,
+            memory: None,
+            labels: BTreeMap::new(),
+            external_cloud: false,
+            api_port: Some(0),
+        }
+    }
 }
 
 impl KubeletOptions {
@@ -136,6 +154,9 @@ impl KubeletOptions {
         }
         config.labels.extend(self.labels.clone());
         config.cloud_provider_external = self.external_cloud;
+        config.kubelet_listen = self
+            .api_port
+            .map(|port| std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)));
     }
 
     /// The same settings as flags of `miniplane kubelet`.
@@ -158,6 +179,11 @@ impl KubeletOptions {
         if self.external_cloud {
             args.extend(["--cloud-provider".to_owned(), "external".to_owned()]);
         }
+        match self.api_port {
+            Some(0) => {}
+            Some(port) => args.extend(["--kubelet-port".to_owned(), port.to_string()]),
+            None => args.extend(["--kubelet-port".to_owned(), "off".to_owned()]),
+        }
         args
     }
 }
@@ -165,6 +191,38 @@ impl KubeletOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kubelet_api_is_on_a_free_port_unless_told_otherwise() {
+        let mut options = KubeletOptions::default();
+        let mut config =
+            kubelet_sim::Config::new(client::ClusterSource::Url("http://127.0.0.1:1".into()), 1);
+        options.apply_to(&mut config);
+        assert_eq!(
+            config.kubelet_listen,
+            Some(std::net::SocketAddr::from((
+                std::net::Ipv4Addr::LOCALHOST,
+                0
+            )))
+        );
+        assert!(!options.args().contains(&"--kubelet-port".to_owned()));
+        options.api_port = Some(10250);
+        options.apply_to(&mut config);
+        assert_eq!(config.kubelet_listen.map(|a| a.port()), Some(10250));
+        assert!(
+            options
+                .args()
+                .ends_with(&["--kubelet-port".to_owned(), "10250".to_owned()])
+        );
+        options.api_port = None;
+        options.apply_to(&mut config);
+        assert_eq!(config.kubelet_listen, None);
+        assert!(
+            options
+                .args()
+                .ends_with(&["--kubelet-port".to_owned(), "off".to_owned()])
+        );
+    }
 
     #[test]
     fn the_cluster_cidr_grows_with_the_nodes_and_avoids_the_service_range() {

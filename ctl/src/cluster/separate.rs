@@ -6,6 +6,7 @@
 //!    ├─ miniplane apiserver --data-dir D/store --listen 127.0.0.1:PORT   "listening on URL"
 //!    ├─ miniplane controller-manager --kubeconfig D/kubeconfig ...        "started"
 //!    ├─ miniplane scheduler --kubeconfig D/kubeconfig ...                 "started"
+//!    ├─ miniplane metrics-server --kubeconfig D/kubeconfig ...            "started"
 //!    └─ miniplane kubelet --nodes N --kubeconfig D/kubeconfig ...         "N nodes registered"
 //!        stdout: the start line (read here)   stderr: D/logs/<component>.log
 //! ```
@@ -75,6 +76,7 @@ fn start_line(component: Component) -> &'static str {
         Component::Scheduler => "miniplane scheduler started",
         Component::Kubelet => "miniplane kubelet: ",
         Component::CloudControllerManager => "miniplane cloud-controller-manager started",
+        Component::MetricsServer => "miniplane metrics-server started",
         // The cloud runs in the launcher's process, never as a child.
         Component::Cloud => "",
     }
@@ -292,6 +294,32 @@ impl Launcher {
             }
             wanted.push((Component::CloudControllerManager, args));
         }
+        let metrics_flags = plan.metrics_server.map(|resolution| {
+            let timeout = metrics_server::DEFAULT_KUBELET_REQUEST_TIMEOUT.min(resolution * 9 / 10);
+            [
+                "--kubeconfig".to_owned(),
+                access
+                    .kubeconfig(Component::MetricsServer)
+                    .to_string_lossy()
+                    .into_owned(),
+                "--listen".to_owned(),
+                any_port.to_owned(),
+                format!(
+                    "--metric-resolution={}",
+                    apimachinery::duration::go_duration(resolution)
+                ),
+                format!(
+                    "--kubelet-request-timeout={}",
+                    apimachinery::duration::go_duration(timeout)
+                ),
+            ]
+        });
+        if let Some(flags) = &metrics_flags {
+            wanted.push((
+                Component::MetricsServer,
+                flags.iter().map(String::as_str).collect(),
+            ));
+        }
         let kubelet_args = plan.kubelet.args();
         if plan.nodes > 0 {
             let mut args = vec![
@@ -335,7 +363,9 @@ impl Launcher {
                     if component == Component::Kubelet {
                         control = url.clone();
                     }
-                    let url = url.filter(|_| component == Component::Kubelet);
+                    let url = url.filter(|_| {
+                        matches!(component, Component::Kubelet | Component::MetricsServer)
+                    });
                     members.reporter().started(component, url, pid, nodes);
                 }
                 Err(e) => {

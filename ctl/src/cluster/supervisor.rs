@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!   spawn_task(apiserver) ─┐               stop():
-//!   spawn_thread(cm) ──────┤  Members        1. kubelet, scheduler, controller-manager
+//!   spawn_thread(cm) ──────┤  Members        1. kubelet, scheduler, controller-manager,
+//!                          │                     metrics-server
 //!   spawn_process(sched) ──┤  (one owner       (cancel / SIGTERM; killed after 10 s)
 //!   ...                    ┘   per member)   2. apiserver (drains, closes the store)
 //! ```
@@ -333,6 +334,8 @@ impl Members {
             Component::Kubelet,
             Component::Scheduler,
             Component::ControllerManager,
+            // While the API server still answers: it deletes its EndpointSlice as it stops.
+            Component::MetricsServer,
         ];
         let (first, last): (Vec<Member>, Vec<Member>) = self
             .members

@@ -10,6 +10,7 @@
 //! ✓ scheduler (42 ms)
 //! ✓ cloud: 3 instances http://127.0.0.1:40127 (35 ms)
 //! ✓ cloud-controller-manager (48 ms)
+//! ✓ metrics-server http://127.0.0.1:41853 (50 ms)
 //! ✓ kubelet: 3 nodes registered, control API http://127.0.0.1:38301 (64 ms)
 //! ✓ 3/3 nodes Ready (85 ms)
 //!
@@ -60,6 +61,14 @@ pub struct UpArgs {
     /// `RBAC` (as kubeadm sets it) or `AlwaysAllow` (authentication stays on).
     #[arg(long, value_name = "MODE", default_value = "RBAC", value_parser = apiserver::AuthorizationMode::parse)]
     authorization_mode: apiserver::AuthorizationMode,
+    /// Run a metrics-server, registered through API aggregation, so `kubectl top` and
+    /// HorizontalPodAutoscalers see the nodes' and pods' simulated usage
+    /// (`--metrics-server=false`: none, as on a bare kubeadm cluster).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    metrics_server: bool,
+    /// How often the metrics-server scrapes the kubelets (its `--metric-resolution`).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = apimachinery::duration::parse_duration)]
+    metric_resolution: std::time::Duration,
     #[command(flatten)]
     trace: crate::components::apiserver::TraceArgs,
     #[command(flatten)]
@@ -147,6 +156,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .secure(args.secure)
         .authorization_mode(args.authorization_mode)
         .trace_options(args.trace.options())
+        .metrics_server(args.metrics_server.then_some(args.metric_resolution))
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);
     if args.separate {
@@ -210,7 +220,7 @@ Then try:
     kubectl get deploy,rs,pods -o wide
     kubectl scale deploy/nginx --replicas=5
     kubectl set image deploy/nginx nginx=nginx:1.28 && kubectl rollout status deploy/nginx
-{cloud}
+{top}{cloud}
 Watch it in a browser: {ui_url}
   (the board, the objects, the events{traces}{trust})
 ",
@@ -222,6 +232,12 @@ Watch it in a browser: {ui_url}
         },
         traces = if args.trace.options().enabled {
             ", each trace"
+        } else {
+            ""
+        },
+        top = if args.metrics_server {
+            "    kubectl top nodes; kubectl top pods   (after two scrapes of the metrics-server)
+"
         } else {
             ""
         },

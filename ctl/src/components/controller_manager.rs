@@ -29,8 +29,8 @@ pub struct ControllerManagerArgs {
     /// Controllers to run: `*` for all, `name` to enable, `-name` to disable
     /// (deployment, replicaset, endpoint, endpointslice, garbagecollector, namespace,
     /// nodeipam, nodelifecycle, serviceaccount, clusterrole-aggregation,
-    /// root-ca-cert-publisher, csrsigning, job, cronjob, ttl-after-finished, podgc,
-    /// daemonset).
+    /// root-ca-cert-publisher, csrsigning, job, cronjob, horizontalpodautoscaling,
+    /// ttl-after-finished, podgc, daemonset).
     #[arg(long, value_delimiter = ',', default_value = "*")]
     controllers: Vec<String>,
     /// Deployment workers.
@@ -54,6 +54,12 @@ pub struct ControllerManagerArgs {
     /// TTL-after-finished controller workers.
     #[arg(long, default_value_t = 5)]
     concurrent_ttl_after_finished_syncs: usize,
+    /// How often the horizontal pod autoscaler syncs each HorizontalPodAutoscaler.
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    horizontal_pod_autoscaler_sync_period: Duration,
+    /// Horizontal pod autoscaler workers.
+    #[arg(long, default_value_t = 5)]
+    concurrent_horizontal_pod_autoscaler_syncs: usize,
     /// Terminated pods the pod GC keeps before deleting the oldest (0: keep all).
     #[arg(long, default_value_t = 12_500)]
     terminated_pod_gc_threshold: usize,
@@ -148,6 +154,9 @@ fn config(args: ControllerManagerArgs) -> anyhow::Result<Config> {
     config.concurrent_job_syncs = args.concurrent_job_syncs;
     config.concurrent_ttl_after_finished_syncs = args.concurrent_ttl_after_finished_syncs;
     config.concurrent_cron_job_syncs = args.concurrent_cron_job_syncs;
+    config.horizontal_pod_autoscaler_sync_period = args.horizontal_pod_autoscaler_sync_period;
+    config.concurrent_horizontal_pod_autoscaler_syncs =
+        args.concurrent_horizontal_pod_autoscaler_syncs;
     config.concurrent_daemonset_syncs = args.concurrent_daemonset_syncs;
     config.concurrent_statefulset_syncs = args.concurrent_statefulset_syncs;
     config.pod_gc.terminated_pod_threshold = args.terminated_pod_gc_threshold;

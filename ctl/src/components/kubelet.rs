@@ -2,7 +2,10 @@
 //! `kubelet_sim::Simulator::run` until Ctrl-C or SIGTERM.
 //!
 //! Once every node has registered it prints one line on stdout:
-//! `miniplane kubelet: N nodes registered (control API on http://127.0.0.1:PORT)`.
+//! `miniplane kubelet: N nodes registered (control API on http://127.0.0.1:PORT) (kubelet API
+//! on http://127.0.0.1:PORT)`, each part only when served. The kubelet API (logs, exec,
+//! attach, port-forward, stats: `kubelet_sim::server`) is one listener for all the nodes, on
+//! `--kubelet-port` (a free port by default), which every Node advertises.
 //! On SIGTERM heartbeats stop and the Node objects stay, as when real kubelets stop.
 
 use std::collections::BTreeMap;
@@ -34,6 +37,11 @@ pub struct KubeletArgs {
     /// Control API address (`/healthz`, heartbeat faults); port 0 picks a free port.
     #[arg(long, value_name = "ADDR")]
     listen: Option<SocketAddr>,
+    /// The kubelet API's port on 127.0.0.1 (the kubelet's `--port`: logs, exec, attach,
+    /// port-forward, stats), one for all the nodes, advertised in every Node's
+    /// `daemonEndpoints`; 0 picks a free port, `off` serves none.
+    #[arg(long, value_name = "PORT|off", default_value = "0", value_parser = parse_kubelet_port)]
+    kubelet_port: KubeletPort,
     /// CPU capacity of each node.
     #[arg(long, default_value = "4", value_parser = parse_quantity)]
     cpu: String,
@@ -83,6 +91,21 @@ pub struct KubeletArgs {
     /// (`--tracing=false` turns it off).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     tracing: bool,
+}
+
+/// `--kubelet-port`: a port, or none (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct KubeletPort(Option<u16>);
+
+/// Reads `--kubelet-port` (`0`-`65535` or `off`).
+pub(crate) fn parse_kubelet_port(s: &str) -> Result<KubeletPort, String> {
+    match s {
+        "off" | "none" => Ok(KubeletPort(None)),
+        port => port
+            .parse()
+            .map(|p| KubeletPort(Some(p)))
+            .map_err(|_| format!("{s:?} is not a port (0-65535) or \"off\"")),
+    }
 }
 
 /// A resource quantity flag (`4`, `500m`, `16Gi`): apimachinery's syntax, not negative.
@@ -143,6 +166,10 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
     let mut config = Config::new(source, args.nodes);
     config.node_name_prefix = args.node_name_prefix;
     config.listen = args.listen;
+    config.kubelet_listen = args
+        .kubelet_port
+        .0
+        .map(|port| SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)));
     config.capacity.cpu = args.cpu;
     config.capacity.memory = args.memory;
     config.capacity.pods = args.max_pods;
@@ -178,6 +205,7 @@ pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let simulator = Simulator::bind(config).await?;
         let addr = simulator.local_addr();
+        let kubelet_api = simulator.kubelet_addr();
         let handle = simulator.handle();
         let shutdown = CancellationToken::new();
         let signal_token = shutdown.clone();
@@ -188,12 +216,14 @@ pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
         });
         let announce = tokio::spawn(async move {
             if handle.wait_registered().await {
-                match addr {
-                    Some(addr) => println!(
-                        "miniplane kubelet: {nodes} nodes registered (control API on http://{addr})"
-                    ),
-                    None => println!("miniplane kubelet: {nodes} nodes registered"),
+                let mut line = format!("miniplane kubelet: {nodes} nodes registered");
+                if let Some(addr) = addr {
+                    line.push_str(&format!(" (control API on http://{addr})"));
                 }
+                if let Some(addr) = kubelet_api {
+                    line.push_str(&format!(" (kubelet API on http://{addr})"));
+                }
+                println!("{line}");
             }
         });
         simulator.run(shutdown).await?;
@@ -204,7 +234,15 @@ pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_node_label, parse_quantity, parse_taint};
+    use super::{KubeletPort, parse_kubelet_port, parse_node_label, parse_quantity, parse_taint};
+
+    #[test]
+    fn kubelet_port_is_a_port_or_off() {
+        assert_eq!(parse_kubelet_port("0"), Ok(KubeletPort(Some(0))));
+        assert_eq!(parse_kubelet_port("10250"), Ok(KubeletPort(Some(10250))));
+        assert_eq!(parse_kubelet_port("off"), Ok(KubeletPort(None)));
+        assert!(parse_kubelet_port("70000").is_err());
+    }
 
     #[test]
     fn node_labels_parse_as_the_kubelets_flag() {

@@ -1,15 +1,17 @@
 //! The subcommands that run one Kubernetes component each as a process of its own, as
 //! Kubernetes ships `kube-apiserver`, `kube-controller-manager`, `kube-scheduler` and the
 //! `kubelet` (here many simulated kubelets, as kwok runs them), and a cloud's
-//! `cloud-controller-manager`: `miniplane apiserver`, `controller-manager`, `scheduler`,
-//! `kubelet`, `cloud-controller-manager`. Each parses the component's flags and calls
-//! its library's `run`; `miniplane up --separate` starts them as children.
+//! `cloud-controller-manager`, and the metrics-server add-on: `miniplane apiserver`,
+//! `controller-manager`, `scheduler`, `kubelet`, `cloud-controller-manager`,
+//! `metrics-server`. Each parses the component's flags and calls its library's `run`;
+//! `miniplane up --separate` starts them as children.
 
 pub(crate) mod apiserver;
 pub(crate) mod cloud_controller_manager;
 pub(crate) mod controller_manager;
 pub(crate) mod flags;
 pub(crate) mod kubelet;
+pub(crate) mod metrics_server;
 pub(crate) mod scheduler;
 
 /// The runtime of a client component run as its own process (`kubelet`, `scheduler`,

@@ -12,7 +12,8 @@
 //!   work queues and the lab's status, for `kubectl create clusterrolebinding ...
 //!   --clusterrole=miniplane:viewer --user=...`;
 //! - `miniplane:faults-reader` (Role and RoleBinding in `kube-system`): reading the
-//!   `miniplane-faults` ConfigMap every component watches for the faults in force;
+//!   `miniplane-faults` ConfigMap every component watches for the faults in force, and the
+//!   `miniplane-load` ConfigMap the kubelets watch for the loads `miniplane load` sets;
 //! - `miniplane:node` (ClusterRoleBinding): the `system:node` ClusterRole for the group
 //!   `system:nodes`. Kubernetes bound it so before 1.8; since, the Node authorizer (which
 //!   miniplane does not have) lets each kubelet reach its own node's objects;
@@ -108,7 +109,7 @@ pub(super) fn roles() -> Vec<Role> {
             rule(&["get", "list", "watch"])
                 .groups(&[LEGACY])
                 .resources(&["configmaps"])
-                .names(&["miniplane-faults"])
+                .names(&["miniplane-faults", "miniplane-load"])
                 .build(),
         ]),
     }]

@@ -8,6 +8,7 @@
 //! `stdin: false`): those must come out dropped, as `omitempty` drops them, while zeros of
 //! pointer fields (`replicas: 0`, `runAsUser: 0`) must stay.
 
+mod autoscaling;
 mod certificates;
 mod core_kinds;
 mod fixtures;

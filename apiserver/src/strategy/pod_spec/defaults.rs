@@ -29,6 +29,7 @@ pub fn default_pod_spec(spec: &mut PodSpec) {
     for v in spec.volumes.iter_mut().flatten() {
         default_volume(v);
     }
+    super::ephemeral::default_ephemeral_containers(spec);
 }
 
 /// The defaults of a pod template: its pod spec (a template without `spec` gets one, as Go's

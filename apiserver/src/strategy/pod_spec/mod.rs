@@ -11,6 +11,7 @@
 //! ```
 
 pub mod defaults;
+pub mod ephemeral;
 pub mod validation;
 
 pub use defaults::{default_pod_spec, default_pod_template};

@@ -178,7 +178,9 @@ fn validate_volumes(
     names
 }
 
-fn validate_container(
+/// One container's own rules (`validateContainerCommon`, the parts in use), its name checked
+/// unique among `names` (and added to them).
+pub(crate) fn validate_container(
     c: &Container,
     path: &FieldPath,
     volumes: &BTreeSet<String>,
