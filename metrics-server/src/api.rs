@@ -116,39 +116,11 @@ fn bad_request(message: &str) -> Response {
 fn params(uri: &Uri) -> Vec<(String, String)> {
     uri.query()
         .map(|q| {
-            q.split('&')
-                .filter(|p| !p.is_empty())
-                .map(|pair| {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    (decode(k), decode(v))
-                })
+            form_urlencoded::parse(q.as_bytes())
+                .map(|(k, v)| (k.into_owned(), v.into_owned()))
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => match s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                Some(b) => {
-                    out.push(b);
-                    i += 2;
-                }
-                None => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// What a list asks for.

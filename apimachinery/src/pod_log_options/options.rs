@@ -40,10 +40,8 @@ impl LogOptions {
     /// the `?`) and validates them; `pod` names the pod in a 422's message.
     pub fn parse(query: &str, pod: &str) -> Result<Self, LogError> {
         let mut o = LogOptions::default();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let key = decode(key);
-            let value = decode(value);
+        for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+            let (key, value) = (key.into_owned(), value.into_owned());
             match key.as_str() {
                 "container" => o.container = value,
                 "follow" => o.follow = boolean(&key, &value)?,
@@ -122,30 +120,4 @@ fn integer(key: &str, value: &str) -> Result<i64, LogError> {
             "{key}: strconv.ParseInt: parsing {value:?}: invalid syntax"
         ))
     })
-}
-
-/// Percent-decoding of a query component (`+` is a space).
-fn decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = s
-                    .get(i + 1..i + 3)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                if let Some(b) = hex {
-                    out.push(b);
-                    i += 2;
-                } else {
-                    out.push(b'%');
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }

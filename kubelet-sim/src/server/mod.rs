@@ -606,37 +606,8 @@ pub fn json_response(body: Vec<u8>) -> Response {
 /// The values of `key` in a URL query (`command=sh&command=-c`), percent-decoded (`+` is a
 /// space), in order.
 pub fn query_values(query: &str, key: &str) -> Vec<String> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .filter_map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (decode_component(k) == key).then(|| decode_component(v))
-        })
+    form_urlencoded::parse(query.as_bytes())
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v.into_owned())
         .collect()
-}
-
-/// Percent-decoding of one query component.
-fn decode_component(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => match s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-            {
-                Some(b) => {
-                    out.push(b);
-                    i += 2;
-                }
-                None => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
