@@ -9,7 +9,13 @@
 #   chromium         the web UI's tests drive a real headless Chromium (or $CHROMIUM) ...
 #   chromium-driver  ... through chromedriver, found on the PATH
 #   protobuf-compiler  protoc, which the etcd client of the store bench (a dev-dependency of
-#                    the store crate, so built with its tests) compiles etcd's API with
+#                    the store crate, so built with its tests) compiles etcd's API with, and
+#                    store-grpc's build script compiles miniplane's etcd .proto files with
+#   etcd-client      the real etcdctl (/usr/bin/etcdctl, etcd 3.4), which the end-to-end tests
+#                    run against `miniplane apiserver --etcd-listen` (tests/etcdctl.rs)
+#   etcd-server      the real etcd (/usr/bin/etcd, 3.4): the store's etcd backend is tested on
+#                    a 3-member cluster on loopback ports (store/tests/etcd/), and so is the
+#                    API server on it (tests/apiserver_etcd.rs)
 #   python3-venv     the Python `kubernetes` client's test runs it from a virtual environment,
 #                    target/python-client, made here with the client from PyPI (pinned below)
 # As root, missing packages are installed with apt-get; otherwise the script stops at once,
@@ -27,6 +33,8 @@ if [ -z "${CHROMIUM:-}" ] && [ ! -x /usr/lib/chromium/chromium ] \
 fi
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 [ -n "${PROTOC:-}" ] || command -v protoc >/dev/null 2>&1 || missing+=(protobuf-compiler)
+[ -x /usr/bin/etcdctl ] || missing+=(etcd-client)
+[ -x /usr/bin/etcd ] || missing+=(etcd-server)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 
 if [ "${#missing[@]}" -gt 0 ]; then

@@ -81,20 +81,15 @@ impl Drop for Operators {
 async fn run_lab(name: &str) {
     let lab = load(&labs_dir().join(name)).unwrap();
     let operators = Operators::default();
-    let cluster = Cluster::builder()
-        .nodes(lab.cluster.nodes)
-        .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
-        .cloud(lab.cluster.cloud)
-        .secure(lab.cluster.secure)
-        .start()
-        .unwrap();
+    let cluster = lab.cluster.configure(Cluster::builder()).start().unwrap();
     let runner = LabRunner::new(
         lab.clone(),
         cluster.client(),
         cluster.kubeconfig_path().to_path_buf(),
         env!("CARGO_BIN_EXE_miniplane").into(),
     )
-    .with_operator("website-operator", operators.website());
+    .with_operator("website-operator", operators.website())
+    .with_etcd_endpoint(cluster.etcd_endpoint());
     runner.setup().await.unwrap();
     for (i, step) in lab.steps.iter().enumerate() {
         let results = runner.check_step(i).await.unwrap();
@@ -256,6 +251,16 @@ async fn lab_20_disruption_budgets() {
 #[tokio::test]
 async fn lab_21_inside_a_pod() {
     run_lab("21-inside-a-pod").await;
+}
+
+#[tokio::test]
+async fn lab_22_autoscaling() {
+    run_lab("22-autoscaling").await;
+}
+
+#[tokio::test]
+async fn lab_23_where_the_state_lives() {
+    run_lab("23-where-the-state-lives").await;
 }
 
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process

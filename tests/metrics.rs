@@ -139,6 +139,8 @@ impl MetricsCluster {
                 "1s",
                 "--kubelet-request-timeout",
                 "900ms",
+                // The kubelets of this plain-HTTP cluster serve plain HTTP.
+                "--deprecated-kubelet-completely-insecure",
             ],
             "miniplane metrics-server started",
         );

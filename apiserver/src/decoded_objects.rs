@@ -264,12 +264,12 @@ mod tests {
         let object = json!({"metadata": {"name": "a"}});
         let stored = crate::stored_json::encode(&object).unwrap();
         let bytes = stored.bytes.clone();
-        h.offer(b"/registry/core/pods/default/a", &stored, &object);
+        h.offer(b"/registry/pods/default/a", &stored, &object);
         assert_eq!(h.held(), 0, "no cacher watches pods yet");
-        h.watch_prefix("/registry/core/pods/");
-        h.offer(b"/registry/core/pods/default/a", &stored, &object);
+        h.watch_prefix("/registry/pods/");
+        h.offer(b"/registry/pods/default/a", &stored, &object);
         h.offer(
-            b"/registry/core/nodes/n",
+            b"/registry/minions/n",
             &plain(&Bytes::from(vec![1])),
             &json!({}),
         );
@@ -280,20 +280,20 @@ mod tests {
         assert_eq!(h.take(&bytes.clone()), Some((object.clone(), stored.slot)));
         assert!(stored.slot.is_some());
         assert_eq!(h.take(&bytes), None);
-        h.offer(b"/registry/core/pods/default/a", &stored, &object);
+        h.offer(b"/registry/pods/default/a", &stored, &object);
         h.withdraw(&bytes);
         assert_eq!(h.take(&bytes), None);
-        h.unwatch_prefix("/registry/core/pods/");
-        assert!(!h.wants(b"/registry/core/pods/default/a"));
+        h.unwatch_prefix("/registry/pods/");
+        assert!(!h.wants(b"/registry/pods/default/a"));
     }
 
     #[test]
     fn a_delete_hands_over_its_trace_context_once() {
         let h = Handoff::new();
-        let key = b"/registry/apps/deployments/default/web";
+        let key = b"/registry/deployments/default/web";
         h.offer_delete(key, "00-a");
         assert_eq!(h.take_delete(key), None, "no cacher watches deployments");
-        h.watch_prefix("/registry/apps/deployments/");
+        h.watch_prefix("/registry/deployments/");
         h.offer_delete(key, "00-a");
         h.withdraw_delete(key, "00-b");
         assert_eq!(

@@ -33,7 +33,9 @@
 //!
 //! Tracing: `request_trace` records a span per write (continuing the caller's `traceparent`
 //! or starting a trace) and stamps the trace context on the written object; `collector`
-//! keeps the recent spans of every component for `miniplane trace`. The web UI (`ui`) is
+//! keeps the recent spans of every component for `miniplane trace`; `span_sink`
+//! ([`SpanSink`], from [`Server::spans`]) lets the store's etcd endpoint record its own spans
+//! there. The web UI (`ui`) is
 //! served at `/ui` from files compiled into the binary.
 //!
 //! About the control plane itself: [`kubernetes_service`] (public, for tests that drive its
@@ -82,6 +84,7 @@ mod gvk;
 mod handlers;
 mod healthz;
 mod json_strict;
+mod key_layout;
 pub mod kubernetes_service;
 mod meta;
 mod metrics;
@@ -99,6 +102,7 @@ mod router;
 mod selector;
 mod server;
 mod service_alloc;
+mod span_sink;
 mod state;
 mod storage;
 mod stored_json;
@@ -115,6 +119,7 @@ pub use auth::token_file::{TokenFile, TokenFileError};
 pub use auth::{AuthOptions, AuthorizationMode};
 pub use collector::{DEFAULT_MAX_SPANS, DEFAULT_MAX_SPANS_PER_TRACE};
 pub use component_probes::ComponentProbes;
+pub use connect::tls::KubeletClientTls;
 pub use connections::{ConnectionLimits, PeerCertificates, raise_nofile_limit};
 pub use error::{ApiError, Result};
 pub use gvk::GroupVersionKind;
@@ -129,8 +134,10 @@ pub use request_trace::TracingOptions;
 pub use router::router;
 pub use selector::field::{FieldRequirement, FieldSelector};
 pub use server::{
-    Config, DEFAULT_STORE_HISTORY_BUDGET, ServeError, Server, run, serve, serve_with,
+    Config, DEFAULT_ETCD_PREFIX, DEFAULT_STORE_HISTORY_BUDGET, EtcdStorage, ServeError, Server,
+    run, serve, serve_with,
 };
+pub use span_sink::SpanSink;
 pub use state::{AppState, ServerOptions};
 pub use strategy::event::EventView;
 pub use strategy::{FieldError, FieldErrorKind, Strategy, TableColumn};

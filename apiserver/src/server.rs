@@ -19,6 +19,7 @@ use crate::connections;
 use crate::error::Result;
 use crate::handlers;
 use crate::router::router;
+use crate::span_sink::SpanSink;
 use crate::state::{AppState, ServerOptions};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -43,6 +44,52 @@ pub struct Config {
     /// ([`crate::ConnectionLimits::tls`], built by [`apimachinery::pki::tls_server_config`]), plain
     /// HTTP without.
     pub options: ServerOptions,
+    /// Keep the objects in an etcd cluster instead of the embedded store in `data_dir`
+    /// (kube-apiserver's `--etcd-servers`, `--etcd-prefix`, `--etcd-compaction-interval`).
+    pub etcd: Option<EtcdStorage>,
+}
+
+/// kube-apiserver's default `--etcd-prefix`.
+pub const DEFAULT_ETCD_PREFIX: &str = store::etcd::DEFAULT_PREFIX;
+
+/// The etcd cluster the objects live in (kube-apiserver's etcd flags).
+#[derive(Debug, Clone)]
+pub struct EtcdStorage {
+    /// The members' client URLs (`--etcd-servers`).
+    pub servers: Vec<String>,
+    /// What replaces `/registry` in the keys (`--etcd-prefix`, default `/registry`).
+    pub prefix: String,
+    /// How often the API server compacts etcd's history (`--etcd-compaction-interval`,
+    /// default 5 minutes; zero: never), as kube-apiserver's compactor does
+    /// (`store::etcd::Compactor`).
+    pub compaction_interval: Duration,
+}
+
+/// Where a bound server keeps its objects.
+enum Storage {
+    /// The embedded store in the data directory.
+    Embedded(Arc<store::Store>),
+    /// An etcd cluster, with the compaction interval to run the compactor at.
+    Etcd(Arc<store::EtcdBackend>, Duration),
+}
+
+impl Storage {
+    fn backend(&self) -> Arc<dyn Backend> {
+        match self {
+            Storage::Embedded(s) => s.clone(),
+            Storage::Etcd(e, _) => e.clone(),
+        }
+    }
+
+    async fn close(&self) -> store::Result<()> {
+        match self {
+            Storage::Embedded(s) => s.close().await,
+            Storage::Etcd(e, _) => {
+                e.close().await;
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The default [`Config::store_history_budget`] (`store::DEFAULT_HISTORY_BUDGET`, 256 MiB).
@@ -71,13 +118,18 @@ pub enum ServeError {
 }
 
 impl AppState {
-    /// Creates the namespaces every cluster has (`default`, `kube-system`, `kube-public`,
+    /// Moves the objects of a store written with miniplane's earlier key layout
+    /// ([`crate::key_layout`]), creates the namespaces every cluster has (`default`, `kube-system`, `kube-public`,
     /// `kube-node-lease`) if they are missing, as kube-apiserver's bootstrap controller does,
     /// serves the resources of the stored CustomResourceDefinitions and starts the CRD
     /// controller (`crate::apiextensions::controller`), and registers the built-in groups as
     /// local APIServices before starting the aggregator's availability controller
     /// (`crate::aggregator`).
     pub async fn bootstrap(&self) -> Result<()> {
+        // A store an earlier miniplane wrote: its objects to kube-apiserver's key layout.
+        crate::key_layout::migrate(self.storage().backend(), &self.registry().snapshot())
+            .await
+            .map_err(crate::error::ApiError::from)?;
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             handlers::create::ensure_namespace(self, ns).await?;
         }
@@ -131,12 +183,26 @@ pub async fn serve(
 pub async fn serve_with(
     listener: tokio::net::TcpListener,
     backend: Arc<dyn Backend>,
+    options: ServerOptions,
+    shutdown: CancellationToken,
+) -> Result<(), ServeError> {
+    serve_recording(listener, backend, options, shutdown, None).await
+}
+
+/// [`serve_with`], connecting `spans` (if any) to the server's trace collector.
+async fn serve_recording(
+    listener: tokio::net::TcpListener,
+    backend: Arc<dyn Backend>,
     mut options: ServerOptions,
     shutdown: CancellationToken,
+    spans: Option<&SpanSink>,
 ) -> Result<(), ServeError> {
     options.access.bind_address = Some(listener.local_addr()?.ip());
     let limits = options.connections.clone();
     let state = AppState::new(backend, options, shutdown.clone());
+    if let Some(spans) = spans {
+        spans.attach(&state);
+    }
     state
         .bootstrap()
         .await
@@ -158,8 +224,9 @@ pub async fn serve_with(
 /// A bound server, so the caller can learn the port before serving (port 0).
 pub struct Server {
     listener: tokio::net::TcpListener,
-    store: Arc<store::Store>,
+    store: Storage,
     options: ServerOptions,
+    spans: SpanSink,
 }
 
 /// How long the store keeps history for watches and consistent lists, like kube-apiserver's
@@ -167,18 +234,18 @@ pub struct Server {
 const HISTORY_RETENTION: Duration = Duration::from_secs(5 * 60);
 
 impl Server {
-    /// Opens the store in the data directory (failing if another process holds it) and binds
-    /// the listen address.
+    /// Opens the store in the data directory (failing if another process holds it), or
+    /// connects to the etcd cluster of [`Config::etcd`], and binds the listen address.
     pub async fn bind(config: Config) -> Result<Server, ServeError> {
-        let mut store_config = store::StoreConfig::new(&config.data_dir);
-        store_config.fsync = !config.no_fsync;
-        store_config.history_budget = config.store_history_budget;
-        store_config.auto_compaction = store::AutoCompaction {
-            retain_revisions: None,
-            retain_duration: Some(HISTORY_RETENTION),
-            interval: Duration::from_secs(10),
+        let store = match &config.etcd {
+            None => Storage::Embedded(Self::open_embedded(&config).await?),
+            Some(etcd) => {
+                let mut etcd_config = store::EtcdConfig::new(etcd.servers.iter().cloned());
+                etcd_config.prefix = etcd.prefix.clone();
+                let backend = store::EtcdBackend::connect(etcd_config).await?;
+                Storage::Etcd(Arc::new(backend), etcd.compaction_interval)
+            }
         };
-        let store = Arc::new(store::Store::open(store_config).await?);
         let listener = match tokio::net::TcpListener::bind(config.listen).await {
             Ok(l) => l,
             Err(source) => {
@@ -193,7 +260,21 @@ impl Server {
             listener,
             store,
             options: config.options,
+            spans: SpanSink::default(),
         })
+    }
+
+    /// The embedded store of `config`'s data directory, compacting itself.
+    async fn open_embedded(config: &Config) -> Result<Arc<store::Store>, ServeError> {
+        let mut store_config = store::StoreConfig::new(&config.data_dir);
+        store_config.fsync = !config.no_fsync;
+        store_config.history_budget = config.store_history_budget;
+        store_config.auto_compaction = store::AutoCompaction {
+            retain_revisions: None,
+            retain_duration: Some(HISTORY_RETENTION),
+            interval: Duration::from_secs(10),
+        };
+        Ok(Arc::new(store::Store::open(store_config).await?))
     }
 
     /// The bound address.
@@ -201,10 +282,41 @@ impl Server {
         Ok(self.listener.local_addr()?)
     }
 
-    /// Serves until `shutdown` is cancelled, then closes the store.
+    /// The store the server keeps its objects in, for a second front end over the same data
+    /// (the etcd v3 endpoint of `miniplane apiserver --etcd-listen`, `store-grpc`).
+    pub fn backend(&self) -> Arc<dyn Backend> {
+        self.store.backend()
+    }
+
+    /// A handle that records spans into this server's trace collector once it serves (the
+    /// etcd v3 endpoint's spans of component `etcd`; [`SpanSink`]).
+    pub fn spans(&self) -> SpanSink {
+        self.spans.clone()
+    }
+
+    /// Serves until `shutdown` is cancelled (compacting etcd on its interval when the objects
+    /// live there), then closes the store.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServeError> {
-        let backend: Arc<dyn Backend> = self.store.clone();
-        let served = serve_with(self.listener, backend, self.options, shutdown).await;
+        let backend = self.store.backend();
+        let compactor = match &self.store {
+            Storage::Etcd(etcd, interval) => Some(store::etcd::Compactor::start(
+                etcd,
+                *interval,
+                shutdown.clone(),
+            )),
+            Storage::Embedded(_) => None,
+        };
+        let served = serve_recording(
+            self.listener,
+            backend,
+            self.options,
+            shutdown,
+            Some(&self.spans),
+        )
+        .await;
+        if let Some(compactor) = compactor {
+            compactor.stop().await;
+        }
         let closed = self.store.close().await;
         served?;
         closed?;

@@ -48,7 +48,7 @@ pub const NODE_PORTS: (i32, i32) = (30000, 32767);
 pub const PENDING: Duration = Duration::from_secs(30);
 
 /// Where Services are stored.
-const PREFIX: &str = "/registry/core/services/";
+const PREFIX: &str = "/registry/services/specs/";
 
 /// One holding: the Service (`namespace/name`) and, until its write is seen, a deadline.
 #[derive(Debug, Clone)]

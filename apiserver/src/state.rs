@@ -58,6 +58,10 @@ pub struct ServerOptions {
     /// The admission plugins in force (`--enable-admission-plugins`,
     /// `--disable-admission-plugins`); kube-apiserver's defaults, `ServiceAccount` among them.
     pub admission: AdmissionOptions,
+    /// How the connect subresources reach the kubelets over HTTPS
+    /// (`--kubelet-client-certificate`, `--kubelet-client-key`,
+    /// `--kubelet-certificate-authority`); `None`: plain HTTP.
+    pub kubelet_client: Option<crate::connect::tls::KubeletClientTls>,
 }
 
 impl Default for ServerOptions {
@@ -75,6 +79,7 @@ impl Default for ServerOptions {
             advertise_address: None,
             auth: AuthOptions::default(),
             admission: AdmissionOptions::default(),
+            kubelet_client: None,
         }
     }
 }

@@ -15,7 +15,15 @@
 //! BENCH_WATCH=running cargo bench -p ctl --bench apply_to_running    # a lighter observer (below)
 //! BENCH_SERVICE=1 cargo bench -p ctl --bench apply_to_running        # and a Service (below)
 //! BENCH_PROCESSES=one BENCH_AUTHZ=compare cargo bench -p ctl --bench apply_to_running  # (below)
+//! BENCH_PROCESSES=one BENCH_STORE=compare cargo bench -p ctl --bench apply_to_running  # (below)
 //! ```
+//!
+//! `BENCH_STORE=compare` (one process only) runs, in every run, the same apply on the embedded
+//! store, then on a fresh 3-member etcd cluster on loopback ports (Debian's `etcd-server`,
+//! `up --etcd-servers`), then on such a cluster with a second, idle `miniplane apiserver` on
+//! it (its watch caches following every write). The embedded store runs `--no-fsync` as
+//! always here; etcd 3.4 always syncs its WAL. The CPU of the etcd members and of the second
+//! API server is counted apart ("outside the cluster process") and in the total.
 //!
 //! `miniplane up` serves HTTPS with client certificates and RBAC; the bench reads its
 //! kubeconfig. `BENCH_AUTHZ=compare` (one process only) runs three clusters in turn in every
@@ -72,6 +80,10 @@ use serde::Deserialize;
 
 #[path = "support/process.rs"]
 mod process;
+// A 3-member etcd cluster on loopback ports for `BENCH_STORE=compare` (the store tests' fixture).
+#[path = "../../store/tests/etcd/cluster.rs"]
+#[allow(dead_code)]
+mod etcd_cluster;
 use process::{Proc, cpu_seconds, peak_rss_mib, spawn, thread_cpu_seconds};
 
 fn env_or(name: &str, default: usize) -> usize {
@@ -102,6 +114,9 @@ struct RunResult {
     /// Writes to the store during the apply (revisions from before the Deployment's creation
     /// to the last pod Running).
     writes: u64,
+    /// CPU seconds during the apply of what runs outside the cluster's processes: the etcd
+    /// members and a second API server (`BENCH_STORE=compare`), else 0.
+    outside: f64,
 }
 
 /// The two fields of a pod the bench follows. Its pod watch decodes only these (and the
@@ -304,7 +319,12 @@ async fn client_of(data: &str, url: &str) -> Client {
     Client::try_from(Config::new(url.parse().unwrap())).unwrap()
 }
 
-async fn one_run(node_count: usize, replicas: usize, up_args: &[&str]) -> RunResult {
+async fn one_run(
+    node_count: usize,
+    replicas: usize,
+    up_args: &[&str],
+    outside: &dyn Fn() -> f64,
+) -> RunResult {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let data = data.to_str().unwrap();
@@ -363,6 +383,7 @@ async fn one_run(node_count: usize, replicas: usize, up_args: &[&str]) -> RunRes
         [a, b, c, d, cpu_seconds(std::process::id())]
     };
     let cpu_before = cpu_of(&under);
+    let outside_before = outside();
     let host_before = host_cpu();
     let t0 = Instant::now();
     Api::<Deployment>::namespaced(client.clone(), "default")
@@ -423,6 +444,7 @@ async fn one_run(node_count: usize, replicas: usize, up_args: &[&str]) -> RunRes
         None
     };
     let cpu_after = cpu_of(&under);
+    let outside_after = outside();
     let host_after = host_cpu();
     let rv_after = list_revision(&pods).await;
     RunResult {
@@ -438,6 +460,7 @@ async fn one_run(node_count: usize, replicas: usize, up_args: &[&str]) -> RunRes
             .parse::<u64>()
             .unwrap_or(0)
             .saturating_sub(rv_before),
+        outside: outside_after - outside_before,
     }
 }
 
@@ -506,11 +529,29 @@ fn main() {
         } else {
             vec![("", vec![])]
         };
+    let store_compare = std::env::var("BENCH_STORE").is_ok_and(|v| v == "compare");
+    let variants = if store_compare {
+        assert!(
+            one_process(),
+            "BENCH_STORE=compare needs BENCH_PROCESSES=one"
+        );
+        vec![
+            ("embedded store", vec![]),
+            ("etcd, 3 members", vec![]),
+            ("etcd, 3 members, 2 API servers", vec![]),
+        ]
+    } else {
+        variants
+    };
     let mut results: Vec<Vec<RunResult>> = variants.iter().map(|_| Vec::new()).collect();
     for run in 0..runs {
         for (v, (label, up_args)) in variants.iter().enumerate() {
             let latency = memory_latency_ns();
-            let r = runtime.block_on(one_run(node_count, replicas, up_args));
+            let r = if store_compare && v > 0 {
+                runtime.block_on(on_etcd(node_count, replicas, up_args, v == 2))
+            } else {
+                runtime.block_on(one_run(node_count, replicas, up_args, &|| 0.0))
+            };
             let run = if label.is_empty() {
                 format!("run {run}")
             } else {
@@ -523,7 +564,7 @@ fn main() {
     for ((label, _), results) in variants.iter().zip(&results) {
         print_median(label, results, replicas);
     }
-    if variants.len() > 1 {
+    if variants.len() > 1 && !store_compare {
         let per_pod = |r: &RunResult| r.cpu[..4].iter().sum::<f64>() / replicas as f64;
         for (v, (label, _)) in variants.iter().enumerate().filter(|(v, _)| *v != 1) {
             let ratios = results[v]
@@ -537,6 +578,42 @@ fn main() {
             );
         }
     }
+}
+
+/// One run on a fresh 3-member etcd cluster (`up --etcd-servers`), with a second idle API
+/// server on it when `second`; the members' and that server's CPU counted as outside.
+async fn on_etcd(node_count: usize, replicas: usize, up_args: &[&str], second: bool) -> RunResult {
+    let etcd = etcd_cluster::EtcdCluster::start(3).await;
+    let endpoints = etcd.endpoints().join(",");
+    let mut args = up_args.to_vec();
+    args.extend(["--etcd-servers", &endpoints]);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let other = second.then(|| {
+        spawn(
+            &[
+                "apiserver",
+                "--data-dir",
+                data,
+                "--listen",
+                "127.0.0.1:0",
+                "--etcd-servers",
+                &endpoints,
+            ],
+            "listening on",
+        )
+        .0
+    });
+    let pids: Vec<u32> = etcd
+        .pids()
+        .into_iter()
+        .chain(other.as_ref().map(Proc::id))
+        .collect();
+    let outside = move || pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>();
+    let r = one_run(node_count, replicas, &args, &outside).await;
+    drop(other);
+    drop(etcd);
+    r
 }
 
 /// Prints one run's figures, each line starting with `run`.
@@ -567,6 +644,14 @@ fn print_run(run: &str, r: &RunResult, replicas: usize, latency: f64) {
         per_pod(r.cpu[..4].iter().sum()),
         r.cpu[4],
     );
+    if r.outside > 0.0 {
+        println!(
+            "{run}: CPU outside the cluster process (etcd members, a second API server): {:.1} s ({:.2} ms/pod); with it {:.2} ms/pod",
+            r.outside,
+            per_pod(r.outside),
+            per_pod(r.cpu[..4].iter().sum::<f64>() + r.outside),
+        );
+    }
     println!(
         "{run}: store writes during the apply: {} ({:.1} per pod); host CPU time {:.1} s, of it stolen by the hypervisor {:.2} s ({:.1}%); host memory before the run: {latency:.0} ns per random read",
         r.writes,
@@ -586,7 +671,7 @@ fn print_median(label: &str, results: &[RunResult], replicas: usize) {
         format!("median {label}")
     };
     println!(
-        "{name}: nodes Ready {:.2}s; created {}, bound {}, all Running {:.2}s = {:.0} pods/s{}; CPU {:.2} ms/pod; {}",
+        "{name}: nodes Ready {:.2}s; created {}, bound {}, all Running {:.2}s = {:.0} pods/s{}; CPU {:.2} ms/pod{}; {}",
         m(&|r| r.nodes_ready.as_secs_f64()),
         seconds(median_of(results.iter().map(|r| r.created))),
         seconds(median_of(results.iter().map(|r| r.bound))),
@@ -596,6 +681,14 @@ fn print_median(label: &str, results: &[RunResult], replicas: usize) {
             .map(|t| format!(", endpoints ready {:.2}s", t.as_secs_f64()))
             .unwrap_or_default(),
         m(&|r| r.cpu[..4].iter().sum::<f64>() * 1000.0 / replicas as f64),
+        if results.iter().any(|r| r.outside > 0.0) {
+            format!(
+                " (+ {:.2} ms/pod outside the cluster process)",
+                m(&|r| r.outside * 1000.0 / replicas as f64)
+            )
+        } else {
+            String::new()
+        },
         rss_text(std::array::from_fn(|i| {
             results[0].rss[i].map(|_| m(&|r| r.rss[i].unwrap_or(0.0)))
         })),

@@ -71,6 +71,7 @@
 //! | --- | --- |
 //! | [`cluster`] | [`Cluster`] and [`ClusterBuilder`]: the runtime thread, start and stop; inside it the plan of what to start, the two launchers (`in_process`: the API server on the cluster's runtime, each other component on a thread of its own; `separate`: child processes), the `supervisor` that watches and stops them in order, `readiness`, the data directory's layout and lock (`data_dir`) and the `StopComponent` fault (`component_faults`) |
 //! | [`progress`] | [`Component`] names and the [`Progress`] a start reports |
+//! | [`etcd_spans`] | the store's etcd endpoint (`store-grpc`) recording its requests as spans of the component `etcd` in the API server's collector |
 //! | [`kubeconfig`] | the kubeconfig of a cluster and `miniplane kubeconfig --merge` |
 //! | [`admin_client`] | the admin API (faults, controller queues, lab status; `docs/faults.md`) |
 //! | [`lab`] | teaching labs: the YAML format, the check engine, the runner (`docs/labs.md`) |
@@ -78,6 +79,7 @@
 pub mod admin_client;
 pub mod cluster;
 mod error;
+pub mod etcd_spans;
 pub mod kubeconfig;
 pub mod lab;
 pub mod progress;

@@ -1,10 +1,14 @@
 //! Configuration of the simulated kubelets: what a real kubelet reads from its
 //! `KubeletConfiguration` (`pkg/kubelet/apis/config/types.go`: `nodeLeaseDurationSeconds`,
 //! `nodeStatusUpdateFrequency`, `nodeStatusReportFrequency`, `maxPods`), plus how long each
-//! simulated pod stage takes ([`StageConfig`], in the spirit of kwok's Stages).
+//! simulated pod stage takes ([`StageConfig`], in the spirit of kwok's Stages), and how the
+//! kubelet API is served ([`ServingTls`], [`ServingAuth`]: the kubelet's `--tls-cert-file`,
+//! `--tls-private-key-file`, `--client-ca-file`, `--anonymous-auth`,
+//! `--authentication-token-webhook` and `--authorization-mode`).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use client::{ClusterSource, RateLimit};
@@ -134,6 +138,103 @@ impl Default for Heartbeat {
     }
 }
 
+/// HTTPS for the kubelet API: the kubelet's `--tls-cert-file`, `--tls-private-key-file` and
+/// `--client-ca-file` (`KubeletConfiguration` `tlsCertFile`, `tlsPrivateKeyFile`,
+/// `authentication.x509.clientCAFile`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServingTls {
+    /// The serving certificate (PEM; the chain after the leaf).
+    pub cert_file: PathBuf,
+    /// Its private key (PEM).
+    pub key_file: PathBuf,
+    /// The CA client certificates are verified against; a valid certificate's CN is the user
+    /// and its O entries the groups. None: client certificates authenticate no one.
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// How the kubelet API decides who may call it (`KubeletConfiguration.authorization.mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ServingAuthorization {
+    /// Every authenticated request is allowed (the kubelet's flag default).
+    #[default]
+    AlwaysAllow,
+    /// Each request is checked with a `SubjectAccessReview` sent to the API server (kubeadm's
+    /// setting).
+    Webhook,
+}
+
+impl ServingAuthorization {
+    /// Reads `--authorization-mode` (`AlwaysAllow` or `Webhook`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "AlwaysAllow" => Ok(Self::AlwaysAllow),
+            "Webhook" => Ok(Self::Webhook),
+            other => Err(format!(
+                "unknown authorization mode {other:?} (AlwaysAllow, Webhook)"
+            )),
+        }
+    }
+
+    /// The flag's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AlwaysAllow => "AlwaysAllow",
+            Self::Webhook => "Webhook",
+        }
+    }
+}
+
+/// Authentication and authorization of the kubelet API (`KubeletConfiguration.authentication`
+/// and `.authorization`); the defaults are the kubelet's flag defaults, which let anyone in.
+/// kubeadm sets `anonymous: false`, `webhook: true` and `Webhook` ([`ServingAuth::kubeadm`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServingAuth {
+    /// `--anonymous-auth`: a request without credentials is `system:anonymous` in
+    /// `system:unauthenticated` (true), or answered 401 `Unauthorized` (false).
+    pub anonymous: bool,
+    /// `--authentication-token-webhook`: bearer tokens are checked with a `TokenReview`.
+    pub token_webhook: bool,
+    /// `--authentication-token-webhook-cache-ttl` (2 min).
+    pub token_cache_ttl: Duration,
+    /// `--authorization-mode`.
+    pub authorization: ServingAuthorization,
+    /// `--authorization-webhook-cache-authorized-ttl` (5 min).
+    pub authorized_ttl: Duration,
+    /// `--authorization-webhook-cache-unauthorized-ttl` (30 s).
+    pub unauthorized_ttl: Duration,
+}
+
+impl Default for ServingAuth {
+    fn default() -> Self {
+        ServingAuth {
+            anonymous: true,
+            token_webhook: false,
+            token_cache_ttl: Duration::from_secs(120),
+            authorization: ServingAuthorization::AlwaysAllow,
+            authorized_ttl: Duration::from_secs(300),
+            unauthorized_ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ServingAuth {
+    /// What kubeadm's `KubeletConfiguration` sets: no anonymous requests, tokens checked with
+    /// the API server, every request authorized by it.
+    pub fn kubeadm() -> Self {
+        ServingAuth {
+            anonymous: false,
+            token_webhook: true,
+            authorization: ServingAuthorization::Webhook,
+            ..ServingAuth::default()
+        }
+    }
+
+    /// Whether every request is let in as it comes (nothing to check).
+    pub fn allows_everything(&self) -> bool {
+        self.anonymous && self.authorization == ServingAuthorization::AlwaysAllow
+    }
+}
+
 /// Everything `kubelet_sim::run` needs.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -165,6 +266,11 @@ pub struct Config {
     /// port it bound, which every Node advertises. None: not served, and the Nodes advertise
     /// the kubelet's 10250.
     pub kubelet_listen: Option<SocketAddr>,
+    /// Serve the kubelet API over HTTPS (plain HTTP when unset). One certificate serves every
+    /// node of the process (a kubelet has its own), so it names them all.
+    pub kubelet_tls: Option<ServingTls>,
+    /// Who may call the kubelet API (see [`crate::server::auth`]).
+    pub kubelet_auth: ServingAuth,
     /// Take each node's pod CIDR from its Node's `spec.podCIDR`, written by the
     /// controller-manager's node IPAM controller (`--allocate-node-cidrs`), as a kubelet does;
     /// pods on a node wait for it. Off: each node registers with its own `10.244.<i>.0/24`,
@@ -195,6 +301,8 @@ impl Config {
             pod_workers: 64,
             listen: None,
             kubelet_listen: Some(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0))),
+            kubelet_tls: None,
+            kubelet_auth: ServingAuth::default(),
             pod_cidr_from_node: false,
             cloud_provider_external: false,
             tracing: true,

@@ -45,7 +45,9 @@
 //! Entry point: [`run`] (or [`Simulator::bind`] → [`Simulator::handle`] → [`Simulator::run`]
 //! to keep a handle for faults). The kubelet API listens on [`Config::kubelet_listen`]
 //! (127.0.0.1, a free port by default); [`Simulator::kubelet_addr`] tells where, and every
-//! Node advertises that port as `status.daemonEndpoints.kubeletEndpoint.port`.
+//! Node advertises that port as `status.daemonEndpoints.kubeletEndpoint.port`. With
+//! [`Config::kubelet_tls`] it serves HTTPS, and [`Config::kubelet_auth`] says who may call it
+//! ([`server::auth`]).
 
 pub mod annotations;
 pub mod command;
@@ -89,7 +91,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use config::{Capacity, Config, Heartbeat, StageConfig};
+pub use config::{
+    Capacity, Config, Heartbeat, ServingAuth, ServingAuthorization, ServingTls, StageConfig,
+};
 pub use control::SimHandle;
 pub use error::{Error, Result};
 
@@ -200,6 +204,10 @@ impl Simulator {
                     .without_managed_fields(),
             )
         });
+        let security = match kubelet_listener {
+            Some(_) => serving_security(&config, &own)?,
+            None => (None, None),
+        };
         let kubelet = kubelet_listener.map(|listener| {
             let server = KubeletServer::new(
                 nodes.clone(),
@@ -208,6 +216,8 @@ impl Simulator {
                 Some(client.clone()),
                 &config.capacity,
             );
+            let (tls, auth) = security;
+            server.secure(tls, auth);
             (listener, server)
         });
         let workers = PodWorkers::new(
@@ -352,6 +362,49 @@ impl Simulator {
         tracker.wait().await;
         Ok(())
     }
+}
+
+/// The kubelet API's TLS configuration (from [`Config::kubelet_tls`]) and its request checks
+/// (from [`Config::kubelet_auth`], the reviews sent with `own`, the simulator's own client);
+/// `None` for each that is not asked for.
+fn serving_security(
+    config: &Config,
+    own: &kube::Client,
+) -> Result<(
+    Option<Arc<rustls::ServerConfig>>,
+    Option<server::auth::RequestAuth>,
+)> {
+    let read = |flag: &str, path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .map_err(|e| Error::Config(format!("{flag} {}: {e}", path.display())))
+    };
+    let (tls, client_ca) = match &config.kubelet_tls {
+        Some(files) => {
+            let cert = read("--tls-cert-file", &files.cert_file)?;
+            let key = read("--tls-private-key-file", &files.key_file)?;
+            let ca = match &files.client_ca_file {
+                Some(path) => Some(read("--client-ca-file", path)?),
+                None => None,
+            };
+            let tls =
+                apimachinery::pki::tls_server_config(&cert, &key, ca.as_deref()).map_err(|e| {
+                    Error::Config(format!("--tls-cert-file/--tls-private-key-file: {e}"))
+                })?;
+            let ca_der = match &ca {
+                Some(pem) => Some(
+                    apimachinery::pki::first_certificate(pem)
+                        .map_err(|e| Error::Config(format!("--client-ca-file: {e}")))?,
+                ),
+                None => None,
+            };
+            (Some(tls), ca_der)
+        }
+        None => (None, None),
+    };
+    let checks = (!config.kubelet_auth.allows_everything()).then(|| {
+        server::auth::RequestAuth::new(config.kubelet_auth.clone(), client_ca, Some(own.clone()))
+    });
+    Ok((tls, checks))
 }
 
 /// Hands each simulated node the pod CIDR the node IPAM controller wrote into its Node (as a

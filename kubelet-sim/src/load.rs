@@ -11,6 +11,13 @@
 //!   a running container of a pod in `namespace` whose labels match `selector` uses `cpu`
 //!   (and has `memory` as its working set), unless its pod's own `miniplane.dev/cpu-usage`
 //!   / `memory-usage` annotations say otherwise (they win)
+//!
+//!     default.deployments.api: {..., "selector":"app=api","totalCpu":"230m"}
+//!   `totalCpu` is what the workload's serving pods use together, shared evenly as a load
+//!   balancer shares requests: each Ready, Running pod that is not being deleted uses
+//!   totalCpu / (such pods), split among its containers; a pod that is not serving gets no
+//!   share (its containers use the defaults). More replicas, less each: what an
+//!   HorizontalPodAutoscaler converges on.
 //! ```
 //!
 //! The selector is the workload's `spec.selector` when the command ran, so a load follows
@@ -50,6 +57,9 @@ pub struct LoadSpec {
     /// The working set each of them has (a quantity).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// The CPU all the serving pods use together (a quantity), shared evenly.
+    #[serde(default, rename = "totalCpu", skip_serializing_if = "Option::is_none")]
+    pub total_cpu: Option<String>,
 }
 
 /// The ConfigMap key of the load of `resource/name` in `namespace`.
@@ -64,6 +74,9 @@ pub struct Load {
     pub cpu: Option<Quantity>,
     /// Working set per running container, if set.
     pub memory: Option<Quantity>,
+    /// CPU of all the serving pods together, if set ([`Loads::for_pod_among`] turns it into
+    /// each container's `cpu`).
+    pub total_cpu: Option<Quantity>,
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +119,7 @@ impl Loads {
                     let load = Load {
                         cpu: quantity(spec.cpu.as_deref())?,
                         memory: quantity(spec.memory.as_deref())?,
+                        total_cpu: quantity(spec.total_cpu.as_deref())?,
                     };
                     Ok(Entry {
                         namespace: spec.namespace,
@@ -121,8 +135,12 @@ impl Loads {
         *self.entries.write().unwrap_or_else(|p| p.into_inner()) = entries;
     }
 
-    /// The load that applies to `pod`, if any.
+    /// The load that applies to `pod`, if any, as written (a `total_cpu` not shared out).
     pub fn for_pod(&self, pod: &Pod) -> Option<Load> {
+        self.entry_for(pod).map(|e| e.load)
+    }
+
+    fn entry_for(&self, pod: &Pod) -> Option<Entry> {
         let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
         let labels = pod.metadata.labels.clone().unwrap_or_default();
         self.entries
@@ -130,7 +148,39 @@ impl Loads {
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .find(|e| e.namespace == namespace && e.selector.matches(&labels))
-            .map(|e| e.load.clone())
+            .cloned()
+    }
+
+    /// The load of `pod` with a `total_cpu` shared out: each container's `cpu` is the total
+    /// over the serving pods of `pods` the load selects (`pods` is only listed then), over the
+    /// pod's containers. A pod that is not serving gets no CPU from a total.
+    pub fn for_pod_among<F>(&self, pod: &Pod, pods: F) -> Option<Load>
+    where
+        F: FnOnce() -> Vec<std::sync::Arc<Pod>>,
+    {
+        let entry = self.entry_for(pod)?;
+        let mut load = entry.load;
+        let Some(total) = load.total_cpu else {
+            return Some(load);
+        };
+        if !serving(pod) {
+            return Some(load);
+        }
+        let peers = pods()
+            .iter()
+            .filter(|p| {
+                p.metadata.namespace.as_deref().unwrap_or("default") == entry.namespace
+                    && serving(p)
+                    && entry
+                        .selector
+                        .matches(&p.metadata.labels.clone().unwrap_or_default())
+            })
+            .count()
+            .max(1);
+        let containers = pod.spec.as_ref().map_or(1, |s| s.containers.len().max(1));
+        let share = total.nanos() / (peers as i128 * containers as i128);
+        load.cpu = load.cpu.or(Some(Quantity::from_nanos(share)));
+        Some(load)
     }
 
     /// Keeps the table current from the ConfigMap until `shutdown` fires (an absent
@@ -163,6 +213,21 @@ impl Loads {
     }
 }
 
+/// Whether `pod` gets a share of a workload's traffic: Running, Ready and not being deleted
+/// (as a Service's endpoints count it ready).
+fn serving(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    pod.metadata.deletion_timestamp.is_none()
+        && status.phase.as_deref() == Some("Running")
+        && status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,8 +251,84 @@ mod tests {
             selector: selector.into(),
             cpu: cpu.map(str::to_owned),
             memory: None,
+            total_cpu: None,
         })
         .expect("json")
+    }
+
+    /// A Running pod of `app=web`, Ready or not, with `containers` containers.
+    fn web(name: &str, ready: bool, containers: usize) -> Pod {
+        let mut p = pod("default", &[("app", "web")]);
+        p.metadata.name = Some(name.into());
+        let names: Vec<serde_json::Value> = (0..containers)
+            .map(|i| serde_json::json!({"name": format!("c{i}")}))
+            .collect();
+        p.spec = serde_json::from_value(serde_json::json!({"containers": names})).ok();
+        p.status = serde_json::from_value(serde_json::json!({
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        }))
+        .ok();
+        p
+    }
+
+    #[test]
+    fn a_total_is_shared_by_the_serving_pods_and_their_containers() {
+        let loads = Loads::default();
+        let spec = LoadSpec {
+            namespace: "default".into(),
+            workload: "deployments/web".into(),
+            selector: "app=web".into(),
+            cpu: None,
+            memory: None,
+            total_cpu: Some("300m".into()),
+        };
+        let text = serde_json::to_string(&spec).expect("json");
+        assert!(text.contains(r#""totalCpu":"300m""#), "{text}");
+        loads.set_data(&BTreeMap::from([(
+            key("default", "deployments", "web"),
+            text,
+        )]));
+        let (a, b, c) = (web("a", true, 1), web("b", true, 2), web("c", false, 1));
+        let mut gone = web("d", true, 1);
+        gone.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH),
+        );
+        let all = || {
+            vec![a.clone(), b.clone(), c.clone(), gone.clone()]
+                .into_iter()
+                .map(Arc::new)
+                .collect()
+        };
+        let cpu = |p: &Pod| {
+            loads
+                .for_pod_among(p, all)
+                .and_then(|l| l.cpu)
+                .map(|q| q.millis())
+        };
+        // Two serving pods (c is not Ready, d is being deleted): 150m each.
+        assert_eq!(cpu(&a), Some(150));
+        assert_eq!(
+            cpu(&b),
+            Some(75),
+            "b's share split between its 2 containers"
+        );
+        assert_eq!(cpu(&c), None, "not serving: no share, the defaults apply");
+        assert_eq!(
+            loads
+                .for_pod(&a)
+                .and_then(|l| l.total_cpu)
+                .map(|q| q.millis()),
+            Some(300)
+        );
+        // Alone, a serving pod takes it all.
+        assert_eq!(
+            loads
+                .for_pod_among(&a, Vec::new)
+                .and_then(|l| l.cpu)
+                .map(|q| q.millis()),
+            Some(300)
+        );
     }
 
     #[test]

@@ -565,6 +565,7 @@ mod tests {
         let load = Load {
             cpu: Quantity::parse("400m").ok(),
             memory: Quantity::parse("256Mi").ok(),
+            total_cpu: None,
         };
         let usage = pod_usage_with(
             &pod(&[("miniplane.dev/cpu-usage.side", "1")]),
@@ -589,6 +590,7 @@ mod tests {
         let load = Load {
             cpu: Quantity::parse("400m").ok(),
             memory: None,
+            total_cpu: None,
         };
         let mut counters = ContainerCounters::default();
         let mut first = pod_usage(&p, at(100)).expect("running");

@@ -17,14 +17,20 @@
 //!   stop: the EndpointSlice deleted (the APIService turns unavailable), the server drained
 //! ```
 //!
-//! Simplifications: plain HTTP on the loopback address (metrics-server serves HTTPS and
-//! authenticates the aggregator's front-proxy certificate, then authorizes each user with a
-//! SubjectAccessReview: here neither), kubelets reached at `127.0.0.1:<kubelet port>` over
-//! HTTP (see [`scraper`]), `--metric-resolution` allowed down to 1 s (metrics-server refuses
+//! The kubelets are scraped over HTTPS with the metrics-server's own credentials, as
+//! metrics-server always does ([`kubelet_client`]: `--kubelet-certificate-authority`,
+//! `--kubelet-insecure-tls`), or over plain HTTP with
+//! `--deprecated-kubelet-completely-insecure` (miniplane's plain-HTTP clusters).
+//!
+//! Simplifications: the metrics API is plain HTTP on the loopback address (metrics-server
+//! serves HTTPS and authenticates the aggregator's front-proxy certificate, then authorizes
+//! each user with a SubjectAccessReview: here neither), kubelets reached at
+//! `127.0.0.1:<kubelet port>` (see [`scraper`]), `--metric-resolution` allowed down to 1 s (metrics-server refuses
 //! less than 10 s) so tests and labs need not wait, no `/metrics` of its own, no OpenAPI.
 
 pub mod api;
 pub mod decode;
+pub mod kubelet_client;
 pub mod objects;
 pub mod register;
 pub mod scraper;
@@ -66,6 +72,8 @@ pub struct Config {
     pub advertise_address: Option<IpAddr>,
     /// Whether it registers its APIService, Service and EndpointSlice.
     pub register: bool,
+    /// How the kubelets are reached (HTTPS by default).
+    pub kubelet_client: kubelet_client::KubeletClientOptions,
 }
 
 impl Config {
@@ -78,6 +86,7 @@ impl Config {
             kubelet_request_timeout: DEFAULT_KUBELET_REQUEST_TIMEOUT,
             advertise_address: None,
             register: true,
+            kubelet_client: kubelet_client::KubeletClientOptions::default(),
         }
     }
 
@@ -151,6 +160,9 @@ impl MetricsServer {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), Error> {
         let MetricsServer { config, listener } = self;
         let port = listener.local_addr()?.port();
+        let transport = kubelet_client::transport(&config.source, &config.kubelet_client)
+            .await
+            .map_err(|e| Error::Config(format!("the kubelets' client: {e}")))?;
         let client_config = ClientConfig::new(config.source.clone())
             .user_agent(USER_AGENT)
             .tracing(false);
@@ -209,7 +221,7 @@ impl MetricsServer {
                 }
             })
         });
-        scrape_loop(&shared, &config, &inner).await;
+        scrape_loop(&shared, &config, &transport, &inner).await;
         let registered = match registering {
             Some(task) => task.await.unwrap_or(false),
             None => false,
@@ -230,8 +242,13 @@ impl MetricsServer {
 }
 
 /// Scrapes at once, then every resolution, until `shutdown` fires (`runScrape`, `tick`).
-async fn scrape_loop(shared: &api::Shared, config: &Config, shutdown: &CancellationToken) {
-    let scraper = scraper::Scraper::new(config.kubelet_request_timeout);
+async fn scrape_loop(
+    shared: &api::Shared,
+    config: &Config,
+    transport: &kubelet_client::KubeletTransport,
+    shutdown: &CancellationToken,
+) {
+    let scraper = scraper::Scraper::with_transport(config.kubelet_request_timeout, transport);
     let mut ticker = tokio::time::interval(config.metric_resolution);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {

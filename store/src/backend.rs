@@ -56,4 +56,10 @@ pub trait Backend: Send + Sync + 'static {
     fn history_bytes(&self) -> Option<u64> {
         None
     }
+
+    /// The bytes the implementation's data take on disk, if it keeps any (etcd's `dbSize`, as
+    /// `etcdctl endpoint status` shows it).
+    fn size_on_disk(&self) -> Option<u64> {
+        None
+    }
 }

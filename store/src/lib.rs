@@ -27,11 +27,11 @@
 //!   from any revision still kept; below the compaction point they fail with
 //!   [`Error::Compacted`].
 //!
-//! The [`Backend`] trait is the boundary the API server uses, so an etcd-backed implementation
-//! can be added later without touching its users. Two implementations live here:
+//! The [`Backend`] trait is the boundary the API server uses. Three implementations live here:
 //!
 //! * [`Store`]: durable (WAL + sled), opened with a [`StoreConfig`];
-//! * [`MemoryBackend`]: in memory, the reference model for tests.
+//! * [`MemoryBackend`]: in memory, the reference model for tests;
+//! * [`EtcdBackend`]: a real etcd v3 cluster, as kube-apiserver's etcd3 storage ([`etcd`]).
 //!
 //! Where things are (one concept per file):
 //!
@@ -51,8 +51,10 @@
 //! | `history_bytes.rs` | bytes of kept history, the budget's compaction point | `storage/quota.go` |
 //! | `lock.rs` | data-directory lock | `client/pkg/fileutil/lock_linux.go` |
 //! | `memory.rs` | in-memory reference backend | — |
+//! | `etcd/` | the backend on a real etcd cluster | kube-apiserver `storage/etcd3/` |
 //!
-//! `docs/store.md` in the repository is the guided tour.
+//! `docs/store.md` in the repository is the guided tour. etcd's v3 gRPC API over a store (so
+//! `etcdctl` can read it) is the `store-grpc` crate.
 
 mod backend;
 mod checkpoint;
@@ -62,6 +64,7 @@ mod committer;
 mod compaction;
 mod config;
 mod error;
+pub mod etcd;
 mod history_bytes;
 mod indexer;
 mod kv;
@@ -84,6 +87,7 @@ pub use clock::{Clock, SystemClock};
 pub use compaction::AutoCompactor;
 pub use config::{AutoCompaction, DEFAULT_HISTORY_BUDGET, StoreConfig};
 pub use error::{Error, Result};
+pub use etcd::{EtcdBackend, EtcdConfig};
 pub use kv::{Event, EventKind, KeyValue};
 pub use memory::{DEFAULT_WATCH_BUFFER, MemoryBackend};
 pub use range::{GetResponse, KeyRange, RangeRequest, RangeResponse};

@@ -55,6 +55,8 @@ pub struct Store {
     shutdown: CancellationToken,
     /// How its checkpoints are going.
     health: Arc<HealthCell>,
+    /// The data directory (its size is the store's size on disk).
+    dir: std::path::PathBuf,
     /// Held for the store's lifetime; dropping it unlocks the directory.
     _lock: DirLock,
 }
@@ -152,6 +154,7 @@ impl Store {
             compactor: Mutex::new(compactor),
             shutdown,
             health,
+            dir: config.dir.clone(),
             _lock: lock,
         })
     }
@@ -226,6 +229,22 @@ impl Drop for Store {
         self.shutdown.cancel();
         self.hub.cancel();
     }
+}
+
+/// The bytes of the files under `dir` (sled's files and the WAL segments); unreadable entries
+/// count as 0.
+fn dir_size(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            Ok(_) => e.metadata().map(|m| m.len()).unwrap_or(0),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// The auto-compaction task: ticks the policy and asks the committer to compact.
@@ -317,6 +336,10 @@ impl Backend for Store {
 
     fn history_bytes(&self) -> Option<u64> {
         Some(Store::history_bytes(self))
+    }
+
+    fn size_on_disk(&self) -> Option<u64> {
+        Some(dir_size(&self.dir))
     }
 
     async fn compact(&self, revision: Revision) -> Result<()> {

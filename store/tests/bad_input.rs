@@ -15,7 +15,7 @@ fn put(key: &'static str) -> Op {
     }
 }
 
-async fn rejects_bad_input<B: Backend>(db: &B) {
+pub(crate) async fn rejects_bad_input<B: Backend>(db: &B) {
     db.put(Bytes::from_static(b"/seed"), Bytes::new())
         .await
         .unwrap();

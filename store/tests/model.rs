@@ -17,7 +17,7 @@ use store::{
     TxnResponse,
 };
 
-const KEYS: [&[u8]; 8] = [
+pub(crate) const KEYS: [&[u8]; 8] = [
     b"/a/0",
     b"/a/1",
     b"/a/2",
@@ -27,21 +27,21 @@ const KEYS: [&[u8]; 8] = [
     b"/b/0",
     b"/b/1",
 ];
-const PREFIXES: [&[u8]; 5] = [b"", b"/a", b"/a/", b"/b/", b"/a/1"];
+pub(crate) const PREFIXES: [&[u8]; 5] = [b"", b"/a", b"/a/", b"/b/", b"/a/1"];
 
-fn key(i: u8) -> Bytes {
+pub(crate) fn key(i: u8) -> Bytes {
     Bytes::from_static(KEYS[i as usize % KEYS.len()])
 }
 
 #[derive(Debug, Clone)]
-enum TOp {
+pub(crate) enum TOp {
     Put(u8, u8),
     Delete(u8),
     Get(u8),
 }
 
 #[derive(Debug, Clone)]
-enum Step {
+pub(crate) enum Step {
     Put(u8, u8),
     Delete(u8),
     Txn {
@@ -68,7 +68,7 @@ fn top() -> impl Strategy<Value = TOp> {
     ]
 }
 
-fn step() -> impl Strategy<Value = Step> {
+pub(crate) fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         4 => (any::<u8>(), any::<u8>()).prop_map(|(k, v)| Step::Put(k, v)),
         2 => any::<u8>().prop_map(Step::Delete),
@@ -110,11 +110,16 @@ fn branch(ops: &[TOp]) -> Vec<Op> {
     out
 }
 
-fn value(v: u8) -> Bytes {
+pub(crate) fn value(v: u8) -> Bytes {
     Bytes::from(vec![v; (v % 5) as usize])
 }
 
-fn txn_of(compare: &Option<(u8, u8, u8)>, success: &[TOp], failure: &[TOp], current: u64) -> Txn {
+pub(crate) fn txn_of(
+    compare: &Option<(u8, u8, u8)>,
+    success: &[TOp],
+    failure: &[TOp],
+    current: u64,
+) -> Txn {
     let compares = compare
         .iter()
         .map(|(k, kind, x)| {
@@ -302,7 +307,13 @@ impl Simple {
     }
 }
 
-fn read_request(prefix: u8, start: Option<u8>, limit: u8, back: u8, current: u64) -> RangeRequest {
+pub(crate) fn read_request(
+    prefix: u8,
+    start: Option<u8>,
+    limit: u8,
+    back: u8,
+    current: u64,
+) -> RangeRequest {
     RangeRequest {
         range: KeyRange::Prefix(Bytes::from_static(
             PREFIXES[prefix as usize % PREFIXES.len()],
@@ -314,11 +325,11 @@ fn read_request(prefix: u8, start: Option<u8>, limit: u8, back: u8, current: u64
     }
 }
 
-fn compact_target(back: u8, current: u64) -> Revision {
+pub(crate) fn compact_target(back: u8, current: u64) -> Revision {
     Revision(current.saturating_sub(u64::from(back) % 6))
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -326,7 +337,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// Ranges of every prefix at every revision from the compaction point on.
-async fn all_ranges<B: Backend>(db: &B) -> Vec<String> {
+pub(crate) async fn all_ranges<B: Backend>(db: &B) -> Vec<String> {
     let mut out = Vec::new();
     for rev in db.compacted_revision().0.max(1)..=db.current_revision().0 {
         for p in PREFIXES {
@@ -341,7 +352,7 @@ async fn all_ranges<B: Backend>(db: &B) -> Vec<String> {
 }
 
 /// Sorts events by revision, then key (a txn's events come in op order).
-fn by_rev_and_key(mut events: Vec<Event>) -> Vec<Event> {
+pub(crate) fn by_rev_and_key(mut events: Vec<Event>) -> Vec<Event> {
     events.sort_by(|a, b| (a.revision(), &a.kv.key).cmp(&(b.revision(), &b.kv.key)));
     events
 }
@@ -447,6 +458,37 @@ async fn memory_matches_simple(steps: Vec<Step>) {
     }
 }
 
+/// Runs a write step (put, delete, transaction, compaction) on `db` and on the model and
+/// checks they answer alike (shared by the store's and etcd's comparisons); other steps are
+/// the caller's.
+pub(crate) async fn same_write<B: Backend>(db: &B, mem: &MemoryBackend, step: &Step, cur: u64) {
+    match step {
+        Step::Put(k, v) => {
+            let want = mem.put(key(*k), value(*v)).await.unwrap();
+            assert_eq!(db.put(key(*k), value(*v)).await.unwrap(), want);
+        }
+        Step::Delete(k) => {
+            let want = mem.delete(key(*k)).await.unwrap();
+            assert_eq!(db.delete(key(*k)).await.unwrap(), want);
+        }
+        Step::Txn {
+            compare,
+            success,
+            failure,
+        } => {
+            let txn = txn_of(compare, success, failure, cur);
+            let want = mem.txn(txn.clone()).await.unwrap();
+            assert_eq!(db.txn(txn).await.unwrap(), want);
+        }
+        Step::Compact(back) => {
+            let target = compact_target(*back, cur);
+            let want = format!("{:?}", mem.compact(target).await);
+            assert_eq!(format!("{:?}", db.compact(target).await), want);
+        }
+        Step::Read { .. } | Step::Get(..) | Step::Reopen => {}
+    }
+}
+
 async fn store_matches_memory(steps: Vec<Step>) {
     let dir = tempfile::tempdir().unwrap();
     let mut store = Store::open(common::fast_config(dir.path())).await.unwrap();
@@ -458,27 +500,8 @@ async fn store_matches_memory(steps: Vec<Step>) {
     for step in &steps {
         let cur = mem.current_revision().0;
         match step {
-            Step::Put(k, v) => {
-                let want = mem.put(key(*k), value(*v)).await.unwrap();
-                assert_eq!(store.put(key(*k), value(*v)).await.unwrap(), want);
-            }
-            Step::Delete(k) => {
-                let want = mem.delete(key(*k)).await.unwrap();
-                assert_eq!(store.delete(key(*k)).await.unwrap(), want);
-            }
-            Step::Txn {
-                compare,
-                success,
-                failure,
-            } => {
-                let txn = txn_of(compare, success, failure, cur);
-                let want = mem.txn(txn.clone()).await.unwrap();
-                assert_eq!(store.txn(txn).await.unwrap(), want);
-            }
-            Step::Compact(back) => {
-                let target = compact_target(*back, cur);
-                let want = format!("{:?}", mem.compact(target).await);
-                assert_eq!(format!("{:?}", store.compact(target).await), want);
+            Step::Put(..) | Step::Delete(_) | Step::Txn { .. } | Step::Compact(_) => {
+                same_write(&store, &mem, step, cur).await;
             }
             Step::Read {
                 prefix,

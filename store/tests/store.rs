@@ -7,6 +7,7 @@ mod common;
 
 mod bad_input;
 mod checkpoint;
+mod etcd;
 mod history_budget;
 mod memory_smoke;
 mod model;

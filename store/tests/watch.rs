@@ -25,7 +25,7 @@ async fn store_with_buffer(buffer: usize) -> (tempfile::TempDir, Store) {
 /// 8 writers, 50 watchers (half live from the start, half joining mid-way from a past
 /// revision, so their history replay races the live writes): every watcher sees every revision
 /// from its start on exactly once, in order.
-async fn concurrent_watchers_and_writers<B: Backend>(db: Arc<B>) {
+pub(crate) async fn concurrent_watchers_and_writers<B: Backend>(db: Arc<B>) {
     const WRITERS: usize = 8;
     const PUTS: usize = 250;
     let first = db.current_revision().next();
@@ -87,7 +87,7 @@ async fn concurrent_watchers_and_writers_memory() {
 }
 
 /// Resume from every kept revision; below the compaction point the watch is refused.
-async fn resumable_from_any_kept_revision<B: Backend>(db: &B) {
+pub(crate) async fn resumable_from_any_kept_revision<B: Backend>(db: &B) {
     for i in 0..60 {
         let key = Bytes::from(format!("/r/{}", i % 7));
         if i % 5 == 4 {

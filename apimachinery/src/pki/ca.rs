@@ -149,6 +149,17 @@ impl Ca {
     /// A serving certificate for `hosts` (IP addresses or DNS names, its SANs) with a new
     /// key: CN `kube-apiserver`, server-auth usage (kubeadm's `apiserver.crt`).
     pub fn issue_serving(&self, hosts: &[String], validity: Validity) -> Result<IssuedCert> {
+        self.issue_serving_named(SERVING_COMMON_NAME, hosts, validity)
+    }
+
+    /// [`Ca::issue_serving`] with the subject's CN `common_name` (a kubelet's serving
+    /// certificate is not the API server's).
+    pub fn issue_serving_named(
+        &self,
+        common_name: &str,
+        hosts: &[String],
+        validity: Validity,
+    ) -> Result<IssuedCert> {
         let mut params = CertificateParams::new(hosts.to_vec()).map_err(issue_error)?;
         let base = base_params(validity)?;
         params.not_before = base.not_before;
@@ -157,7 +168,7 @@ impl Ca {
         params.distinguished_name = DistinguishedName::new();
         params
             .distinguished_name
-            .push(DnType::CommonName, SERVING_COMMON_NAME);
+            .push(DnType::CommonName, common_name);
         params.is_ca = IsCa::ExplicitNoCa;
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,

@@ -237,6 +237,19 @@ fn a_serving_certificate_is_not_for_client_auth() {
         .map(|a| a.as_str().expect("a string"))
         .collect();
     assert_eq!(cn, [SERVING_COMMON_NAME]);
+
+    let kubelet = ca
+        .issue_serving_named("kubelet", &["node-0".to_owned()], Validity::default_cert())
+        .expect("issued");
+    let certs = chain(&kubelet.cert_pem);
+    let (_, cert) =
+        x509_parser::certificate::X509Certificate::from_der(&certs[0]).expect("a certificate");
+    let cn: Vec<_> = cert
+        .subject()
+        .iter_common_name()
+        .map(|a| a.as_str().expect("a string"))
+        .collect();
+    assert_eq!(cn, ["kubelet"]);
 }
 
 #[test]

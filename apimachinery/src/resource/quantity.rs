@@ -102,6 +102,11 @@ impl Quantity {
         }
     }
 
+    /// A quantity of `nanos` nano-units.
+    pub fn from_nanos(nanos: i128) -> Self {
+        Quantity { nanos }
+    }
+
     /// The value in nano-units.
     pub fn nanos(&self) -> i128 {
         self.nanos

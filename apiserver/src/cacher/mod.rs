@@ -7,7 +7,7 @@
 //! `cache_watcher.go` (one client's stream):
 //!
 //! ```text
-//!                 store watch (prefix /registry/apps/deployments/)
+//!                 store watch (prefix /registry/deployments/)
 //!                        │ one per resource, started on the first HTTP watch
 //!                        ▼
 //!   Cacher ── ring of the last N events, ≤ B stored bytes ──┐

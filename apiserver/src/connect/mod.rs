@@ -14,7 +14,7 @@
 //!     container "" with 2 containers ─▶ 400 "a container name must be specified for pod web-1, choose one of: [a b]"
 //!     container not in the pod ─▶ 400 "container x is not valid for pod web-1"
 //!     not scheduled ─▶ 200 with an empty body (no node to ask)
-//!     else ─▶ GET http://127.0.0.1:<kubelet port>/containerLogs/ns/web-1/c?follow=true  (proxy)
+//!     else ─▶ GET http(s)://127.0.0.1:<kubelet port>/containerLogs/ns/web-1/c?follow=true  (proxy)
 //!   GET|POST pods/web-1/exec?command=sh&stdin=true&tty=true  (Upgrade: websocket | SPDY/3.1)
 //!     no command ─▶ 400 "you must specify at least one command for the container"
 //!     not scheduled ─▶ 400 "pod web-1 does not have a host assigned"
@@ -23,15 +23,21 @@
 //!   nodes/node-0/proxy/stats/summary ─▶ /stats/summary on node-0's kubelet
 //! ```
 //!
+//! With `--kubelet-client-certificate`, `--kubelet-client-key` and
+//! `--kubelet-certificate-authority` ([`tls::KubeletClientTls`]) the kubelet is dialled over
+//! HTTPS, presenting that client certificate and verifying the kubelet's serving certificate
+//! with that CA, as kube-apiserver does on a kubeadm cluster; without them, plain HTTP.
+//!
 //! Simplifications, all of them because every simulated kubelet runs on this machine: the
 //! kubelet is dialled on the loopback address at the node's kubelet port (not the node's
-//! `InternalIP`), over plain HTTP without the API server's kubelet client certificate, and the
-//! simulated kubelet tells its nodes apart by the `Host` header (`NODE:PORT`). The kubelet
+//! `InternalIP`), its certificate verified for `127.0.0.1`, and the simulated kubelet tells
+//! its nodes apart by the `Host` header (`NODE:PORT`). The kubelet
 //! speaks every streaming protocol kubectl offers itself (WebSocket `v5.channel.k8s.io` and
 //! `SPDY/3.1`), so the API server splices bytes instead of translating WebSocket to SPDY as
 //! kube-apiserver's `StreamTranslator` does.
 
 pub mod proxy;
+pub mod tls;
 
 use crate::auth::RequestUser;
 use crate::error::{ApiError, ErrorTarget, Result};
@@ -99,7 +105,8 @@ pub async fn serve(
         Ok(Some(location)) => {
             if let Some(t) = trace.as_mut() {
                 t.set_attribute("node", &location.node);
-                t.set_attribute("kubelet", &location.path_and_query);
+                let tls = state.options().kubelet_client.is_some();
+                t.set_attribute("kubelet", &proxy::kubelet_url(&location, tls));
             }
             proxy::forward(&state, parts, body, location).await
         }

@@ -10,6 +10,11 @@
 //! a log request the kubelet answers with 400, 404 or 500 becomes the matching `Status`
 //! carrying its text).
 //!
+//! With kube-apiserver's kubelet client flags ([`super::tls::KubeletClientTls`], in
+//! `ServerOptions::kubelet_client`) the kubelet is dialled over TLS, presenting the API
+//! server's kubelet client certificate (`https://NODE:PORT/...` in traces and errors);
+//! without them, plain HTTP (`http://...`). An upgrade splices over the TLS stream alike.
+//!
 //! Every tunnel and every kubelet connection is a task of the server's [`TaskTracker`]
 //! (`AppState::tasks`) that ends when either side closes or the server shuts down; the
 //! [`LongRunning`] gauge counts the tunnels open now (`apiserver_longrunning_requests` with
@@ -76,34 +81,38 @@ pub async fn forward(
         None
     };
     let host = format!("{}:{}", location.node, location.port);
-    let target = format!("http://{host}{}", location.path_and_query);
+    let tls = state.options().kubelet_client.as_ref();
+    let target = kubelet_url(&location, tls.is_some());
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, location.port));
-    let dial_error = |why: String| {
+    let reach_error = |why: String| {
         ApiError::Exhausted(format!(
-            "error trying to reach service: {} \"{target}\": dial tcp {addr}: {why}",
+            "error trying to reach service: {} \"{target}\": {why}",
             parts.method.as_str()
         ))
     };
     let tcp = match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(addr)).await {
         Ok(Ok(tcp)) => tcp,
-        Ok(Err(e)) => return Err(dial_error(connect_error(&e))),
-        Err(_) => return Err(dial_error("i/o timeout".into())),
+        Ok(Err(e)) => {
+            return Err(reach_error(format!(
+                "dial tcp {addr}: {}",
+                connect_error(&e)
+            )));
+        }
+        Err(_) => return Err(reach_error(format!("dial tcp {addr}: i/o timeout"))),
     };
     let _ = tcp.set_nodelay(true);
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-        .await
-        .map_err(|e| ApiError::Exhausted(format!("error dialing backend: {e}")))?;
-    let shutdown = state.shutdown().clone();
-    state.tasks().spawn(async move {
-        tokio::select! {
-            r = conn.with_upgrades() => {
-                if let Err(e) = r {
-                    tracing::debug!(error = %e, "kubelet connection ended");
-                }
-            }
-            () = shutdown.cancelled() => {}
+    let mut sender = match tls {
+        Some(tls) => {
+            let handshake = tls.connect(addr.ip(), tcp);
+            let stream = match tokio::time::timeout(DIAL_TIMEOUT, handshake).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(e)) => return Err(reach_error(format!("tls: {e}"))),
+                Err(_) => return Err(reach_error("net/http: TLS handshake timeout".into())),
+            };
+            http1_client(state, stream).await?
         }
-    });
+        None => http1_client(state, tcp).await?,
+    };
     let mut req = Request::builder()
         .method(parts.method.clone())
         .uri(location.path_and_query.as_str());
@@ -152,6 +161,42 @@ pub async fn forward(
         }
     }
     Ok(out)
+}
+
+/// The kubelet URL a connect request reaches, as traces and errors name it:
+/// `http(s)://NODE:PORT/path?query`.
+pub fn kubelet_url(location: &Location, tls: bool) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!(
+        "{scheme}://{}:{}{}",
+        location.node, location.port, location.path_and_query
+    )
+}
+
+/// An HTTP/1.1 client connection over `io` (TCP, or TLS over it), driven by a task of the
+/// server's tracker until it ends (upgrades included) or the server stops.
+async fn http1_client<I>(
+    state: &AppState,
+    io: I,
+) -> Result<hyper::client::conn::http1::SendRequest<Body>>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| ApiError::Exhausted(format!("error dialing backend: {e}")))?;
+    let shutdown = state.shutdown().clone();
+    state.tasks().spawn(async move {
+        tokio::select! {
+            r = conn.with_upgrades() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "kubelet connection ended");
+                }
+            }
+            () = shutdown.cancelled() => {}
+        }
+    });
+    Ok(sender)
 }
 
 /// Go's text for a refused or failed dial.

@@ -242,11 +242,11 @@ mod tests {
 
     #[test]
     fn continue_tokens_round_trip_and_refuse_garbage() {
-        let p = "/registry/core/pods/default/";
-        let t = encode_continue(Revision(7), b"/registry/core/pods/default/b\0", p);
+        let p = "/registry/pods/default/";
+        let t = encode_continue(Revision(7), b"/registry/pods/default/b\0", p);
         let (rev, start) = decode_continue(&t, p).expect("valid token");
         assert_eq!(rev, Revision(7));
-        assert_eq!(&start[..], b"/registry/core/pods/default/b\0");
+        assert_eq!(&start[..], b"/registry/pods/default/b\0");
         assert!(decode_continue("!!", p).is_err());
     }
 }

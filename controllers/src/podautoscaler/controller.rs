@@ -226,13 +226,23 @@ impl<M: MetricsSource + Clone + 'static> HorizontalController<M> {
         Ok(Some(self.sync_period))
     }
 
-    /// The decision in the sync's span and the log: the summary, the arithmetic as the reason.
+    /// The decision in the sync's span and the log: the summary with the arithmetic (the span's
+    /// one line), the arithmetic alone as the reason.
     fn trace(&self, key: &ObjectKey, decision: &Decision) {
         tracing::info!(hpa = %key, "{}", decision.summary);
         for a in &decision.arithmetic {
             tracing::debug!(hpa = %key, "{a}");
         }
-        client::trace::set_summary(&decision.summary);
+        // The tree's line names the decision and how it was reached (`miniplane trace hpa/X`).
+        if decision.arithmetic.is_empty() {
+            client::trace::set_summary(&decision.summary);
+        } else {
+            client::trace::set_summary(format!(
+                "{}: {}",
+                decision.summary,
+                decision.arithmetic.join("; ")
+            ));
+        }
         if client::trace::recording() {
             client::trace::set_attribute(
                 client::trace::attr::REASON,

@@ -81,6 +81,8 @@ pub(crate) struct Restarter {
     pub(crate) launcher: Option<Launcher>,
     /// The cluster's node timing ([`Plan::fast_node_lifecycle`]).
     pub(crate) fast_node_lifecycle: bool,
+    /// The controller-manager's HPA sync period ([`Plan::hpa_sync_period`]).
+    pub(crate) hpa_sync_period: Option<std::time::Duration>,
     /// The cluster's tracing settings (a restarted component reports spans as before).
     pub(crate) tracing: apiserver::TracingOptions,
     /// The cluster's kubelet settings (a restarted kubelet runs pods and shapes nodes as
@@ -126,6 +128,10 @@ impl Restarter {
             authorization_mode: apiserver::AuthorizationMode::Rbac,
             // Not a `StopComponent` target: never restarted here.
             metrics_server: None,
+            hpa_sync_period: self.hpa_sync_period,
+            // Served by the API server, which is never restarted here.
+            etcd_listen: None,
+            etcd: None,
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.access, members).await?,

@@ -58,13 +58,14 @@ fn health_address(plan: &Plan, port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
-/// Opens the store in `store`, binds 127.0.0.1 on the plan's port and serves; returns the URL.
+/// Opens the store in `store`, binds 127.0.0.1 on the plan's port and serves (with the store's
+/// etcd endpoint when the plan asks); returns the URL and the endpoint's address.
 pub(crate) async fn start_apiserver(
     members: &mut Members,
     store: PathBuf,
     plan: &Plan,
     pki: Option<&ClusterPki>,
-) -> Result<String> {
+) -> Result<(String, Option<SocketAddr>)> {
     let port = plan.port;
     let mut options = apiserver::ServerOptions {
         tracing: plan.tracing.clone(),
@@ -81,6 +82,7 @@ pub(crate) async fn start_apiserver(
         no_fsync: !plan.fsync,
         store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
         options,
+        etcd: plan.etcd.clone(),
     };
     let server = apiserver::Server::bind(config).await.map_err(|e| match e {
         apiserver::ServeError::Bind { source, .. }
@@ -93,8 +95,36 @@ pub(crate) async fn start_apiserver(
     let addr = server
         .local_addr()
         .map_err(|e| Error::component(Component::ApiServer, e))?;
-    members.spawn_task(Component::ApiServer, |shutdown| server.run(shutdown));
-    Ok(format!("{scheme}://{addr}"))
+    let etcd = match plan.etcd_listen {
+        Some((at, writable)) => {
+            let options = store_grpc::EtcdOptions {
+                writable,
+                observer: Some(crate::etcd_spans::EtcdSpans::observer(server.spans())),
+                ..store_grpc::EtcdOptions::default()
+            };
+            let etcd = store_grpc::EtcdServer::bind(at, server.backend(), options)
+                .await
+                .map_err(|e| Error::component(Component::ApiServer, e))?;
+            Some(etcd)
+        }
+        None => None,
+    };
+    let etcd_addr = etcd
+        .as_ref()
+        .map(store_grpc::EtcdServer::local_addr)
+        .transpose()
+        .map_err(|e| Error::component(Component::ApiServer, e))?;
+    members.spawn_task(Component::ApiServer, |shutdown| async move {
+        let endpoint = etcd.map(|etcd| tokio::spawn(etcd.run(shutdown.clone())));
+        let served = server.run(shutdown).await;
+        if let Some(endpoint) = endpoint
+            && let Ok(Err(e)) = endpoint.await
+        {
+            tracing::warn!(error = %e, "the etcd endpoint stopped with an error");
+        }
+        served
+    });
+    Ok((format!("{scheme}://{addr}"), etcd_addr))
 }
 
 /// Starts the controller-manager, scheduler and kubelets the plan asks for against `url`, and
@@ -137,6 +167,9 @@ pub(crate) async fn start_clients(
             // after a 40 s quarantine).
             config.pod_gc.check_period = FAST_PERIOD;
             config.pod_gc.quarantine = FAST_GRACE;
+        }
+        if let Some(period) = plan.hpa_sync_period {
+            config.horizontal_pod_autoscaler_sync_period = period;
         }
         config.listen = Some(health_address(plan, CONTROLLER_MANAGER_PORT));
         config.node_ipam = plan.node_ipam.clone();
@@ -269,6 +302,11 @@ pub(crate) async fn start_clients(
     }
     // The control API (node faults) on a free port, so that labs and tests can use it.
     config.listen = Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    // A secure cluster's kubelet API: HTTPS, callers checked as kubeadm's kubelets do.
+    let names: Vec<String> = (0..plan.nodes).map(|i| config.node_name(i)).collect();
+    if let Some(serving) = access.kubelet_serving(&names)? {
+        serving.apply_to(&mut config);
+    }
     let (bound_tx, bound_rx) = oneshot::channel();
     members.spawn_thread(Component::Kubelet, move |shutdown| async move {
         match Simulator::bind(config).await {
@@ -301,7 +339,8 @@ pub(crate) async fn start_clients(
 
 /// Starts the metrics-server on a free port of 127.0.0.1, scraping every `resolution`; it
 /// registers itself with the aggregation layer (with the admin's credentials in a secure
-/// cluster, as its install manifest is applied by an admin).
+/// cluster, as its install manifest is applied by an admin), and scrapes the kubelets over
+/// HTTPS with those credentials in a secure cluster.
 async fn start_metrics_server(
     access: &Access,
     members: &mut Members,
@@ -309,6 +348,10 @@ async fn start_metrics_server(
 ) -> Result<()> {
     let mut config = metrics_server::Config::new(access.source(Component::MetricsServer));
     config.metric_resolution = resolution;
+    // HTTPS to the kubelets in a secure cluster, verified with the cluster CA; plain HTTP
+    // (`--deprecated-kubelet-completely-insecure`) to a plain cluster's.
+    config.kubelet_client.completely_insecure = !access.is_secure();
+    config.kubelet_client.certificate_authority = access.root_ca_file().map(Path::to_path_buf);
     config.kubelet_request_timeout = config.kubelet_request_timeout.min(resolution * 9 / 10);
     let (bound_tx, bound_rx) = oneshot::channel();
     members.spawn_thread(Component::MetricsServer, move |shutdown| async move {

@@ -185,6 +185,29 @@ impl ClusterBuilder {
         self
     }
 
+    /// How often the controller-manager's horizontal pod autoscaler syncs each
+    /// HorizontalPodAutoscaler (its `--horizontal-pod-autoscaler-sync-period`; default 15 s,
+    /// as on a cluster).
+    pub fn horizontal_pod_autoscaler_sync_period(mut self, period: std::time::Duration) -> Self {
+        self.plan.hpa_sync_period = Some(period);
+        self
+    }
+
+    /// Also serve the store over etcd's v3 gRPC API on `addr` (127.0.0.1 only; port 0 picks a
+    /// free port), so `etcdctl` reads what the API server wrote; read-only unless `writable`
+    /// (`miniplane apiserver --etcd-listen`, `--etcd-listen-writable`). Default: none.
+    pub fn etcd_listen(mut self, addr: std::net::SocketAddr, writable: bool) -> Self {
+        self.plan.etcd_listen = Some((addr, writable));
+        self
+    }
+
+    /// Keep the objects in an etcd cluster (`miniplane up --etcd-servers`) instead of the
+    /// embedded store in the data directory. Default: the embedded store.
+    pub fn etcd(mut self, storage: apiserver::EtcdStorage) -> Self {
+        self.plan.etcd = Some(storage);
+        self
+    }
+
     /// How the cluster traces (default: on, with the collector's default sizes): the API
     /// server's settings (`miniplane apiserver --tracing`, `--trace-max-spans`,
     /// `--trace-max-spans-per-trace`); with `enabled` off the other components report no spans
@@ -326,6 +349,7 @@ impl ClusterBuilder {
             url: ready.url,
             kubeconfig: ready.kubeconfig,
             kubelet_url: ready.kubelet_url,
+            etcd_endpoint: ready.etcd_endpoint,
             client: ready.client,
             stop,
             stopped,
@@ -344,6 +368,7 @@ struct Ready {
     access: pki::Access,
     kubeconfig: String,
     kubelet_url: Option<String>,
+    etcd_endpoint: Option<std::net::SocketAddr>,
     client: kube::Client,
 }
 
@@ -365,6 +390,7 @@ pub struct Cluster {
     kubeconfig_path: PathBuf,
     data_dir: PathBuf,
     kubelet_url: Option<String>,
+    etcd_endpoint: Option<std::net::SocketAddr>,
     /// Built on the cluster's runtime, so it works from any runtime (requests hop over a
     /// channel to it) until the cluster stops.
     client: kube::Client,
@@ -399,6 +425,9 @@ impl Cluster {
                 secure: false,
                 authorization_mode: apiserver::AuthorizationMode::Rbac,
                 metrics_server: None,
+                hpa_sync_period: None,
+                etcd_listen: None,
+                etcd: None,
             },
             allocate_node_cidrs: true,
             cloud: false,
@@ -451,6 +480,12 @@ impl Cluster {
     /// node stop heartbeating), if nodes run.
     pub fn kubelet_url(&self) -> Option<&str> {
         self.kubelet_url.as_deref()
+    }
+
+    /// The store's etcd v3 endpoint (`etcdctl --endpoints ADDR`), if
+    /// [`ClusterBuilder::etcd_listen`] asked for one.
+    pub fn etcd_endpoint(&self) -> Option<std::net::SocketAddr> {
+        self.etcd_endpoint
     }
 
     /// Resolves once the cluster has stopped by itself: a component running in this process
@@ -534,6 +569,7 @@ fn run(
                     nodes: plan.nodes,
                     launcher: launcher.clone(),
                     fast_node_lifecycle: plan.fast_node_lifecycle,
+                    hpa_sync_period: plan.hpa_sync_period,
                     tracing: plan.tracing.clone(),
                     kubelet: plan.kubelet.clone(),
                     leader_elect: plan.leader_elect,
@@ -595,14 +631,16 @@ async fn start(
     } else {
         None
     };
-    let (url, pid) = match launcher {
+    let (url, pid, etcd_endpoint) = match launcher {
         None => {
-            let url = in_process::start_apiserver(members, store, plan, pki.as_ref());
-            (url.await?, None)
+            let started = in_process::start_apiserver(members, store, plan, pki.as_ref());
+            let (url, etcd) = started.await?;
+            (url, None, etcd)
         }
         Some(launcher) => {
             let started = launcher.start_apiserver(members, &store, plan, pki.as_ref());
-            started.await?
+            let (url, pid, etcd) = started.await?;
+            (url, pid, etcd)
         }
     };
     let kubeconfig_path = dir.kubeconfig();
@@ -671,6 +709,7 @@ async fn start(
         access,
         kubeconfig,
         kubelet_url,
+        etcd_endpoint,
         client,
     })
 }

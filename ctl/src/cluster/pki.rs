@@ -3,6 +3,13 @@
 //! ```text
 //!   <data dir>/pki/ca.crt, ca.key          the cluster CA (kept across restarts)
 //!   <data dir>/pki/apiserver.crt, .key     serving 127.0.0.1, ::1, localhost (issued each start)
+//!   <data dir>/pki/apiserver-kubelet-client.crt, .key
+//!                                          the API server's client certificate for the
+//!                                          kubelets: kube-apiserver-kubelet-client in
+//!                                          system:masters (issued each start)
+//!   <data dir>/pki/kubelet.crt, .key       the kubelets' serving certificate: 127.0.0.1, ::1,
+//!                                          localhost and every node's name (issued each
+//!                                          start of the kubelets)
 //!   <data dir>/pki/sa.key                  the ServiceAccount token signing key
 //!   <data dir>/pki/tokens.csv              the web UI's login token (a new one each start),
 //!                                          user miniplane-ui in system:masters
@@ -21,6 +28,22 @@
 //! (`Impersonate-User: system:node:<name>`, `Impersonate-Group: system:nodes`): the API
 //! server authorizes and traces them as the node, with no certificate and no TLS connection
 //! per node.
+//!
+//! The kubelet API is secured as kubeadm secures it: the kubelets serve HTTPS and check
+//! every caller (client certificates of the cluster CA, bearer tokens by `TokenReview`, no
+//! anonymous requests, every request authorized by `SubjectAccessReview`); the API server
+//! dials them with `--kubelet-client-certificate`/`--kubelet-client-key` and verifies them
+//! with `--kubelet-certificate-authority` (the cluster CA); the metrics-server scrapes them
+//! with its own kubeconfig's credentials, verifying them with the cluster CA. A plain-HTTP
+//! cluster keeps the kubelet API on plain HTTP, unchecked.
+//!
+//! Simplifications: where a kubelet makes itself a self-signed serving certificate (kubeadm
+//! leaves `serverTLSBootstrap` off), the simulated kubelets of one process share one
+//! certificate issued by the cluster CA, with every node's name among its names and the CN
+//! `kubelet`; kubeadm 1.29+
+//! puts `apiserver-kubelet-client` in `kubeadm:cluster-admins`, bound to `cluster-admin` by
+//! `kubeadm init` (not by the API server's bootstrap policy, which is all a cluster here
+//! has), so here it is in `system:masters`, as kubeadm had it before 1.29.
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +62,11 @@ pub(crate) struct ClusterPki {
     pub(crate) serving_key: PathBuf,
     /// The CA certificate file (`--client-ca-file`).
     pub(crate) ca_file: PathBuf,
+    /// The API server's client certificate for the kubelets
+    /// (`--kubelet-client-certificate`).
+    pub(crate) kubelet_client_cert: PathBuf,
+    /// Its key (`--kubelet-client-key`).
+    pub(crate) kubelet_client_key: PathBuf,
     /// The ServiceAccount signing key file.
     pub(crate) sa_key: PathBuf,
     /// The token file (`--token-auth-file`) with the web UI's token.
@@ -83,6 +111,19 @@ impl ClusterPki {
             .map_err(pki_err)?;
         let (serving_cert, serving_key) =
             apimachinery::pki::write_cert_and_key(&dir, "apiserver", &serving).map_err(pki_err)?;
+        let kubelet_client = ca
+            .issue_client(
+                KUBELET_CLIENT_USER,
+                &[KUBELET_CLIENT_GROUP],
+                Validity::default_cert(),
+            )
+            .map_err(pki_err)?;
+        let (kubelet_client_cert, kubelet_client_key) = apimachinery::pki::write_cert_and_key(
+            &dir,
+            "apiserver-kubelet-client",
+            &kubelet_client,
+        )
+        .map_err(pki_err)?;
         let sa_key = dir.join("sa.key");
         apiserver::TokenIssuer::from_key_file(
             &sa_key,
@@ -100,6 +141,8 @@ impl ClusterPki {
             serving_cert,
             serving_key,
             ca_file: dir.join(apimachinery::pki::CA_CERT_FILE),
+            kubelet_client_cert,
+            kubelet_client_key,
             sa_key,
             tokens,
             ui_token,
@@ -134,6 +177,13 @@ impl ClusterPki {
         let tokens = apiserver::TokenFile::read(&self.tokens)
             .map_err(|e| Error::component(Component::ApiServer, e))?;
         options.auth.tokens = Some(std::sync::Arc::new(tokens));
+        let kubelet_client = apiserver::KubeletClientTls::from_pem(
+            &read(&self.kubelet_client_cert)?,
+            &read(&self.kubelet_client_key)?,
+            self.ca.cert_pem(),
+        )
+        .map_err(|e| Error::component(Component::ApiServer, e))?;
+        options.kubelet_client = Some(kubelet_client);
         Ok(())
     }
 
@@ -153,6 +203,12 @@ impl ClusterPki {
             mode.as_str().into(),
             "--token-auth-file".into(),
             path(&self.tokens),
+            "--kubelet-client-certificate".into(),
+            path(&self.kubelet_client_cert),
+            "--kubelet-client-key".into(),
+            path(&self.kubelet_client_key),
+            "--kubelet-certificate-authority".into(),
+            path(&self.ca_file),
         ]
     }
 
@@ -183,6 +239,54 @@ impl ClusterPki {
     }
 }
 
+/// The user of the API server's client certificate for the kubelets (kubeadm's
+/// `apiserver-kubelet-client.crt`).
+pub(crate) const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
+/// Its group (see the module docs).
+const KUBELET_CLIENT_GROUP: &str = "system:masters";
+
+/// The kubelets' serving files in a secure cluster: what `miniplane kubelet` takes as
+/// `--tls-cert-file`, `--tls-private-key-file` and `--client-ca-file`.
+#[derive(Debug, Clone)]
+pub(crate) struct KubeletServing {
+    /// The serving certificate (`pki/kubelet.crt`).
+    pub(crate) cert: PathBuf,
+    /// Its key (`pki/kubelet.key`).
+    pub(crate) key: PathBuf,
+    /// The cluster CA, which client certificates are verified with.
+    pub(crate) client_ca: PathBuf,
+}
+
+impl KubeletServing {
+    /// The simulator's settings: HTTPS with these files, and kubeadm's
+    /// `KubeletConfiguration` authentication and authorization.
+    pub(crate) fn apply_to(&self, config: &mut kubelet_sim::Config) {
+        config.kubelet_tls = Some(kubelet_sim::ServingTls {
+            cert_file: self.cert.clone(),
+            key_file: self.key.clone(),
+            client_ca_file: Some(self.client_ca.clone()),
+        });
+        config.kubelet_auth = kubelet_sim::ServingAuth::kubeadm();
+    }
+
+    /// The same as `miniplane kubelet` flags.
+    pub(crate) fn flags(&self) -> Vec<String> {
+        let path = |p: &Path| p.to_string_lossy().into_owned();
+        vec![
+            "--tls-cert-file".into(),
+            path(&self.cert),
+            "--tls-private-key-file".into(),
+            path(&self.key),
+            "--client-ca-file".into(),
+            path(&self.client_ca),
+            "--anonymous-auth=false".into(),
+            "--authentication-token-webhook".into(),
+            "--authorization-mode".into(),
+            kubelet_sim::ServingAuthorization::Webhook.as_str().into(),
+        ]
+    }
+}
+
 /// How each client component reaches the API server: the URL (a plain-HTTP cluster), or its
 /// own kubeconfig (a secure one).
 #[derive(Debug, Clone)]
@@ -200,6 +304,12 @@ pub(crate) struct Access {
     /// controller-manager's `--cluster-signing-cert-file` and `--cluster-signing-key-file`,
     /// as kubeadm sets them.
     cluster_signing: Option<(PathBuf, PathBuf)>,
+}
+
+/// The names of `nodes` simulated nodes (`node-0`, ...), as the kubelets name them.
+pub(crate) fn node_names(nodes: usize) -> Vec<String> {
+    let config = kubelet_sim::Config::new(client::ClusterSource::Infer, 0);
+    (0..nodes).map(|i| config.node_name(i)).collect()
 }
 
 impl Access {
@@ -253,6 +363,32 @@ impl Access {
     /// (`--root-ca-file`); `None` in a plain cluster, which has no CA.
     pub(crate) fn root_ca_file(&self) -> Option<&Path> {
         self.root_ca_file.as_deref()
+    }
+
+    /// Issues the kubelets' serving certificate for `nodes` (`pki/kubelet.crt`, `.key`: the
+    /// loopback names and every node's name) from the cluster CA; `None` in a plain cluster,
+    /// whose kubelets serve plain HTTP.
+    pub(crate) fn kubelet_serving(&self, nodes: &[String]) -> Result<Option<KubeletServing>> {
+        let Some(ca_file) = &self.root_ca_file else {
+            return Ok(None);
+        };
+        let dir = ca_file
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let pki_err = |e: apimachinery::pki::CertError| Error::component(Component::Kubelet, e);
+        let ca = Ca::load_or_create(&dir).map_err(pki_err)?;
+        let mut hosts: Vec<String> = ["127.0.0.1", "::1", "localhost"].map(String::from).into();
+        hosts.extend(nodes.iter().cloned());
+        let issued = ca
+            .issue_serving_named("kubelet", &hosts, Validity::default_cert())
+            .map_err(pki_err)?;
+        let (cert, key) =
+            apimachinery::pki::write_cert_and_key(&dir, "kubelet", &issued).map_err(pki_err)?;
+        Ok(Some(KubeletServing {
+            cert,
+            key,
+            client_ca: ca_file.clone(),
+        }))
     }
 
     /// Whether the cluster is secure (HTTPS, client certificates, RBAC).

@@ -47,6 +47,14 @@ pub(crate) struct Plan {
     pub(crate) authorization_mode: apiserver::AuthorizationMode,
     /// The metrics-server, with its `--metric-resolution`, when it runs.
     pub(crate) metrics_server: Option<std::time::Duration>,
+    /// The controller-manager's `--horizontal-pod-autoscaler-sync-period` when not the default
+    /// 15 s.
+    pub(crate) hpa_sync_period: Option<std::time::Duration>,
+    /// The store's etcd v3 endpoint (`miniplane apiserver --etcd-listen`), if served, and
+    /// whether etcd clients may write through it.
+    pub(crate) etcd_listen: Option<(std::net::SocketAddr, bool)>,
+    /// The etcd cluster the objects live in, instead of the embedded store.
+    pub(crate) etcd: Option<apiserver::EtcdStorage>,
 }
 
 /// The node IPAM settings of a cluster of `nodes` nodes: kind's `10.244.0.0/16` in /24 blocks,

@@ -11,6 +11,13 @@
 //!        stdout: the start line (read here)   stderr: D/logs/<component>.log
 //! ```
 //!
+//! A secure cluster's children get kubeadm's kubelet API settings: the API server
+//! `--kubelet-client-certificate`, `--kubelet-client-key` and
+//! `--kubelet-certificate-authority`, the kubelet `--tls-cert-file`, `--tls-private-key-file`,
+//! `--client-ca-file`, `--anonymous-auth=false`, `--authentication-token-webhook` and
+//! `--authorization-mode Webhook`, the metrics-server `--kubelet-certificate-authority`; a
+//! plain cluster's metrics-server gets `--deprecated-kubelet-completely-insecure`.
+//!
 //! `up`'s tracing flags go along: `--tracing=…`, `--trace-max-spans=…` and
 //! `--trace-max-spans-per-trace=…` to the API server, `--tracing=…` to the others. The
 //! controller-manager and the scheduler serve `/healthz` on their default ports (10257,
@@ -151,15 +158,16 @@ impl Launcher {
         }
     }
 
-    /// Starts `miniplane apiserver` on 127.0.0.1:`port` with its store in `store`; returns the
-    /// URL it printed and its pid.
+    /// Starts `miniplane apiserver` on 127.0.0.1:`port` with its store in `store` (and its etcd
+    /// endpoint when the plan asks: on a free port chosen here when the plan says 0); returns
+    /// the URL it printed, its pid and the endpoint's address.
     pub(crate) async fn start_apiserver(
         &self,
         members: &mut Members,
         store: &Path,
         plan: &Plan,
         pki: Option<&super::pki::ClusterPki>,
-    ) -> Result<(String, Option<u32>)> {
+    ) -> Result<(String, Option<u32>, Option<std::net::SocketAddr>)> {
         let port = plan.port;
         std::fs::create_dir_all(&self.logs).map_err(Error::io(&self.logs))?;
         if port != 0 {
@@ -189,6 +197,37 @@ impl Launcher {
         if !plan.fsync {
             args.push("--no-fsync");
         }
+        let etcd = match plan.etcd_listen {
+            Some((at, writable)) if at.port() == 0 => {
+                let free = std::net::TcpListener::bind(at)
+                    .and_then(|l| l.local_addr())
+                    .map_err(|e| Error::component(Component::ApiServer, e))?;
+                Some((free, writable))
+            }
+            other => other,
+        };
+        let storage_flags = plan
+            .etcd
+            .as_ref()
+            .map(|e| {
+                vec![
+                    format!("--etcd-servers={}", e.servers.join(",")),
+                    format!("--etcd-prefix={}", e.prefix),
+                    format!(
+                        "--etcd-compaction-interval={}ms",
+                        e.compaction_interval.as_millis()
+                    ),
+                ]
+            })
+            .unwrap_or_default();
+        args.extend(storage_flags.iter().map(String::as_str));
+        let etcd_flag = etcd.map(|(at, _)| at.to_string());
+        if let Some(at) = &etcd_flag {
+            args.extend(["--etcd-listen", at]);
+        }
+        if etcd.is_some_and(|(_, writable)| writable) {
+            args.push("--etcd-listen-writable");
+        }
         let started = self.spawn(Component::ApiServer, &args).await?;
         let url = started
             .line
@@ -199,7 +238,7 @@ impl Launcher {
             .to_owned();
         let pid = started.child.id();
         members.spawn_process(Component::ApiServer, started.child);
-        Ok((url, pid))
+        Ok((url, pid, etcd.map(|(at, _)| at)))
     }
 
     /// Starts the controller-manager, scheduler and kubelet processes the plan asks for, each
@@ -256,6 +295,7 @@ impl Launcher {
                 ca.to_string_lossy().into_owned(),
             ]
         });
+        let hpa_sync_period = plan.hpa_sync_period.map(|p| format!("{}ms", p.as_millis()));
         if plan.controller_manager {
             let mut args = vec!["--kubeconfig", &kubeconfigs[0]];
             args.extend(common.iter().copied());
@@ -272,6 +312,9 @@ impl Launcher {
                     "--node-monitor-period",
                     "200ms",
                 ]);
+            }
+            if let Some(flag) = &hpa_sync_period {
+                args.extend(["--horizontal-pod-autoscaler-sync-period", flag]);
             }
             wanted.push((Component::ControllerManager, args));
         }
@@ -296,7 +339,16 @@ impl Launcher {
         }
         let metrics_flags = plan.metrics_server.map(|resolution| {
             let timeout = metrics_server::DEFAULT_KUBELET_REQUEST_TIMEOUT.min(resolution * 9 / 10);
-            [
+            // HTTPS to a secure cluster's kubelets, verified with the cluster CA; plain HTTP
+            // to a plain cluster's.
+            let kubelet_flags = match access.root_ca_file() {
+                Some(ca) => vec![
+                    "--kubelet-certificate-authority".to_owned(),
+                    ca.to_string_lossy().into_owned(),
+                ],
+                None => vec!["--deprecated-kubelet-completely-insecure".to_owned()],
+            };
+            let mut flags = vec![
                 "--kubeconfig".to_owned(),
                 access
                     .kubeconfig(Component::MetricsServer)
@@ -312,7 +364,9 @@ impl Launcher {
                     "--kubelet-request-timeout={}",
                     apimachinery::duration::go_duration(timeout)
                 ),
-            ]
+            ];
+            flags.extend(kubelet_flags);
+            flags
         });
         if let Some(flags) = &metrics_flags {
             wanted.push((
@@ -321,6 +375,15 @@ impl Launcher {
             ));
         }
         let kubelet_args = plan.kubelet.args();
+        // A secure cluster's kubelet API: HTTPS, callers checked as kubeadm's kubelets do.
+        let serving_flags = if plan.nodes > 0 {
+            access
+                .kubelet_serving(&super::pki::node_names(plan.nodes))?
+                .map(|s| s.flags())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         if plan.nodes > 0 {
             let mut args = vec![
                 "--nodes",
@@ -332,6 +395,7 @@ impl Launcher {
                 &tracing,
             ];
             args.extend(kubelet_args.iter().map(String::as_str));
+            args.extend(serving_flags.iter().map(String::as_str));
             if ipam.is_some() {
                 args.push("--pod-cidr-from-node");
             }

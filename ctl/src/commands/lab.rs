@@ -141,13 +141,21 @@ async fn runner(lab: Lab) -> anyhow::Result<LabRunner> {
         )
     })?;
     let dir = data_dir(&lab.name);
-    Ok(
-        LabRunner::new(lab, client, kubeconfig, exe()).with_operator(
+    // The etcd endpoint `lab start` wrote down, if the lab's cluster serves one.
+    let etcd = std::fs::read_to_string(dir.join(ETCD_ENDPOINT_FILE))
+        .ok()
+        .and_then(|text| text.trim().parse().ok());
+    Ok(LabRunner::new(lab, client, kubeconfig, exe())
+        .with_operator(
             "website-operator",
             example_operator("website-operator", dir),
-        ),
-    )
+        )
+        .with_etcd_endpoint(etcd))
 }
+
+/// The file of a lab's data dir holding its cluster's etcd endpoint (`127.0.0.1:PORT`), for
+/// `lab check` and `lab solve` in another terminal.
+const ETCD_ENDPOINT_FILE: &str = "etcd-endpoint";
 
 /// Starts the example operator `name` (built by `cargo build -p ctl --example NAME`, next to
 /// this binary in `examples/`) in the background, its log and pid in the lab's data dir;
@@ -385,19 +393,15 @@ fn describe(action: &miniplane::lab::spec::Action) -> String {
 fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
     let dir = data_dir(&lab.name);
     std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-    let mut builder = miniplane::Cluster::builder()
+    let builder = miniplane::Cluster::builder()
         .data_dir(&dir)
         .fresh(true)
-        .fsync(false)
-        .nodes(lab.cluster.nodes)
-        .fast_node_lifecycle(lab.cluster.fast_node_lifecycle)
-        .cloud(lab.cluster.cloud)
-        .secure(lab.cluster.secure)
-        .on_progress(|p| {
-            if matches!(p, miniplane::Progress::Exited { .. }) {
-                eprintln!("{p}");
-            }
-        });
+        .fsync(false);
+    let mut builder = lab.cluster.configure(builder).on_progress(|p| {
+        if matches!(p, miniplane::Progress::Exited { .. }) {
+            eprintln!("{p}");
+        }
+    });
     if separate {
         builder = builder.separate(exe());
     }
@@ -413,7 +417,16 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
-    let runner = LabRunner::new(lab.clone(), cluster.client(), kubeconfig.clone(), exe());
+    let etcd = cluster.etcd_endpoint();
+    let etcd_file = dir.join(ETCD_ENDPOINT_FILE);
+    match etcd {
+        Some(addr) => std::fs::write(&etcd_file, addr.to_string())?,
+        None => {
+            let _ = std::fs::remove_file(&etcd_file);
+        }
+    }
+    let runner = LabRunner::new(lab.clone(), cluster.client(), kubeconfig.clone(), exe())
+        .with_etcd_endpoint(etcd);
     runtime.block_on(async {
         runner.setup().await.map_err(anyhow::Error::msg)?;
         println!("Lab {}: {}", lab.name, lab.title(lang));
@@ -427,6 +440,9 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
         print_step(lab, 0, lang);
         println!();
         println!("In another terminal: export KUBECONFIG={}; then `miniplane lab check` (hint, solve, status).", kubeconfig.display());
+        if let Some(addr) = etcd {
+            println!("For etcdctl: export ETCDCTL_API=3 ETCDCTL_ENDPOINTS={addr}");
+        }
         println!("Ctrl-C stops the lab.");
         let mut tick = tokio::time::interval(Duration::from_secs(2));
         // One listener for the whole loop: a Ctrl-C that arrives while a check runs is kept.

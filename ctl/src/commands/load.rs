@@ -8,6 +8,9 @@
 //!        key NS.deployments.web: {"selector":"app=web","cpu":"400m",...}
 //!     ─▶ every kubelet: each running container of a matching pod uses 400m, now and in
 //!        pods created later (an HPA's scale-out), until `--reset`
+//!   miniplane load deployment/web --total-cpu 500m
+//!     ─▶ 500m shared evenly by the workload's Ready pods: 1 pod uses 500m, 5 use 100m each
+//!        (what an HPA's target utilization converges on)
 //!   miniplane load pod/web-1 --cpu 1     ─▶ the pod's own miniplane.dev/cpu-usage annotation
 //!   miniplane load deployment/web --reset
 //! ```
@@ -33,7 +36,7 @@ use super::fault::ClusterArgs;
 
 /// `miniplane load`.
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["cpu", "memory", "reset"])))]
+#[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["cpu", "memory", "total_cpu", "reset"])))]
 pub struct LoadArgs {
     #[command(flatten)]
     cluster: ClusterArgs,
@@ -48,8 +51,12 @@ pub struct LoadArgs {
     /// The working set each running container has (a quantity: `256Mi`).
     #[arg(long, value_name = "QUANTITY", value_parser = parse_quantity)]
     memory: Option<String>,
+    /// The CPU the workload's serving pods use together (a quantity: `500m`), shared evenly
+    /// among its Ready pods as a load balancer shares requests: more replicas, less each.
+    #[arg(long, value_name = "QUANTITY", value_parser = parse_quantity, conflicts_with = "cpu")]
+    total_cpu: Option<String>,
     /// Removes the load (the usage model's defaults apply again).
-    #[arg(long, conflicts_with_all = ["cpu", "memory"])]
+    #[arg(long, conflicts_with_all = ["cpu", "memory", "total_cpu"])]
     reset: bool,
 }
 
@@ -146,6 +153,9 @@ async fn run(args: LoadArgs) -> anyhow::Result<()> {
         .context("reading the kubeconfig")?;
     let ns = args.namespace.as_str();
     let Some(w) = which else {
+        if args.total_cpu.is_some() {
+            anyhow::bail!("--total-cpu is shared by a workload's pods: name a workload, not a pod");
+        }
         return load_pod(&client, ns, name, &args).await;
     };
     let gvk = GroupVersionKind::gvk(w.group, w.version, w.kind);
@@ -178,6 +188,7 @@ async fn run(args: LoadArgs) -> anyhow::Result<()> {
             selector: selector.to_string(),
             cpu: args.cpu.clone(),
             memory: args.memory.clone(),
+            total_cpu: args.total_cpu.clone(),
         };
         Value::String(serde_json::to_string(&spec)?)
     };
@@ -185,15 +196,13 @@ async fn run(args: LoadArgs) -> anyhow::Result<()> {
     if args.reset {
         println!("{qualified}/{name}: load removed");
     } else {
-        println!(
-            "{qualified}/{name}: {} per running container of its pods ({selector})",
-            describe(&args)
-        );
+        println!("{qualified}/{name}: {} ({selector})", describe(&args));
     }
     Ok(())
 }
 
-/// `cpu 400m, memory 256Mi`.
+/// `cpu 400m, memory 256Mi per running container of its pods`, or `cpu 500m in total,
+/// shared by its ready pods`.
 fn describe(args: &LoadArgs) -> String {
     let mut parts = Vec::new();
     if let Some(cpu) = &args.cpu {
@@ -202,7 +211,17 @@ fn describe(args: &LoadArgs) -> String {
     if let Some(memory) = &args.memory {
         parts.push(format!("memory {memory}"));
     }
-    parts.join(", ")
+    let mut text = parts.join(", ");
+    if !parts.is_empty() {
+        text.push_str(" per running container of its pods");
+    }
+    if let Some(total) = &args.total_cpu {
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.push_str(&format!("cpu {total} in total, shared by its ready pods"));
+    }
+    text
 }
 
 /// Sets (or, for `null`, removes) one key of the load ConfigMap, creating it when missing.
@@ -274,6 +293,41 @@ async fn load_pod(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: LoadArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<LoadArgs, clap::Error> {
+        use clap::Parser as _;
+        Cli::try_parse_from(std::iter::once("load").chain(args.iter().copied())).map(|c| c.load)
+    }
+
+    #[test]
+    fn a_total_is_described_and_excludes_a_per_container_cpu() {
+        let total = parse(&["deploy/web", "--total-cpu", "230m"]).expect("valid");
+        assert_eq!(
+            describe(&total),
+            "cpu 230m in total, shared by its ready pods"
+        );
+        let both =
+            parse(&["deploy/web", "--total-cpu", "230m", "--memory", "64Mi"]).expect("valid");
+        assert_eq!(
+            describe(&both),
+            "memory 64Mi per running container of its pods; cpu 230m in total, shared by its ready pods"
+        );
+        let per = parse(&["deploy/web", "--cpu", "400m"]).expect("valid");
+        assert_eq!(describe(&per), "cpu 400m per running container of its pods");
+        assert!(parse(&["deploy/web", "--cpu", "1", "--total-cpu", "2"]).is_err());
+        assert!(parse(&["deploy/web", "--reset", "--total-cpu", "2"]).is_err());
+        assert!(
+            parse(&["deploy/web"]).is_err(),
+            "something to set is required"
+        );
+        assert!(parse(&["deploy/web", "--total-cpu", "-1"]).is_err());
+    }
 
     #[test]
     fn workload_kinds_by_any_name() {

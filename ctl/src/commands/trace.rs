@@ -240,6 +240,12 @@ const RESOURCES: &[(&[&str], &str, &str, bool)] = &[
         "/apis/policy/v1",
         true,
     ),
+    (
+        &["hpa", "horizontalpodautoscaler"],
+        "horizontalpodautoscalers",
+        "/apis/autoscaling/v2",
+        true,
+    ),
     (&["lease"], "leases", "/apis/coordination.k8s.io/v1", true),
     (
         &["endpointslice"],

@@ -72,6 +72,10 @@ pub struct UpArgs {
     #[command(flatten)]
     trace: crate::components::apiserver::TraceArgs,
     #[command(flatten)]
+    etcd: crate::components::apiserver::EtcdArgs,
+    #[command(flatten)]
+    storage: crate::components::apiserver::EtcdStorageArgs,
+    #[command(flatten)]
     node_args: NodeArgs,
 }
 
@@ -159,6 +163,13 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .metrics_server(args.metrics_server.then_some(args.metric_resolution))
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);
+    args.etcd.check()?;
+    if let Some((at, writable)) = args.etcd.listen() {
+        builder = builder.etcd_listen(at, writable);
+    }
+    if let Some(storage) = args.storage.storage()? {
+        builder = builder.etcd(storage);
+    }
     if args.separate {
         builder = builder.separate(std::env::current_exe()?);
     }
@@ -252,6 +263,19 @@ Watch it in a browser: {ui_url}
         nodes = args.nodes,
         kubeconfig = kubeconfig.display(),
     );
+    if let Some(etcd) = cluster.etcd_endpoint() {
+        let mode = if args.etcd.listen().is_some_and(|(_, w)| w) {
+            "writable"
+        } else {
+            "read-only"
+        };
+        text.push_str(&format!(
+            "
+The store speaks etcd's v3 API on {etcd} ({mode}):
+    ETCDCTL_API=3 etcdctl --endpoints {etcd} get --prefix /registry/ --keys-only
+"
+        ));
+    }
     if args.separate {
         text.push_str(&format!(
             "

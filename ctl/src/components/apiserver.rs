@@ -12,9 +12,11 @@ use tokio_util::sync::CancellationToken;
 /// Flags of `miniplane apiserver`.
 #[derive(Debug, clap::Args)]
 pub struct ApiserverArgs {
-    /// Directory for the store's data.
+    /// Directory for the store's data (and the cluster's files when the objects live in etcd).
     #[arg(long, value_name = "DIR")]
     data_dir: PathBuf,
+    #[command(flatten)]
+    storage: EtcdStorageArgs,
     /// Address to listen on (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:6443")]
     listen: SocketAddr,
@@ -26,6 +28,8 @@ pub struct ApiserverArgs {
     #[arg(long, value_name = "BYTES", default_value_t = apiserver::DEFAULT_STORE_HISTORY_BUDGET)]
     store_history_budget_bytes: u64,
     #[command(flatten)]
+    etcd: EtcdArgs,
+    #[command(flatten)]
     trace: TraceArgs,
     #[command(flatten)]
     serving: ServingArgs,
@@ -33,6 +37,102 @@ pub struct ApiserverArgs {
     auth: AuthArgs,
     #[command(flatten)]
     admission: AdmissionArgs,
+}
+
+/// Where the objects live: the embedded store, or an etcd cluster (kube-apiserver's flags).
+#[derive(Debug, clap::Args)]
+pub struct EtcdStorageArgs {
+    /// Keep every object in this etcd v3 cluster instead of the embedded store: the members'
+    /// client URLs, comma-separated (`http://127.0.0.1:2379,http://127.0.0.1:22379`), as
+    /// kube-apiserver's flag. Several API servers may share one cluster.
+    #[arg(long, value_name = "URLS", value_delimiter = ',')]
+    etcd_servers: Vec<String>,
+    /// What the keys start with in etcd instead of `/registry` (kube-apiserver's flag).
+    #[arg(long, value_name = "PREFIX", default_value = apiserver::DEFAULT_ETCD_PREFIX, requires = "etcd_servers")]
+    etcd_prefix: String,
+    /// How often the API server compacts etcd's history to what it was one interval ago
+    /// (kube-apiserver's flag; 0 never compacts).
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = apimachinery::duration::parse_duration)]
+    etcd_compaction_interval: Duration,
+}
+
+impl EtcdStorageArgs {
+    /// The etcd cluster asked for, if any.
+    pub fn storage(&self) -> anyhow::Result<Option<apiserver::EtcdStorage>> {
+        if self.etcd_servers.is_empty() {
+            return Ok(None);
+        }
+        for url in &self.etcd_servers {
+            if !url.starts_with("http://") {
+                anyhow::bail!(
+                    "--etcd-servers {url}: only http:// client URLs are supported (no TLS to etcd)"
+                );
+            }
+        }
+        Ok(Some(apiserver::EtcdStorage {
+            servers: self.etcd_servers.clone(),
+            prefix: self.etcd_prefix.clone(),
+            compaction_interval: self.etcd_compaction_interval,
+        }))
+    }
+}
+
+/// The store's etcd v3 gRPC endpoint (`store-grpc`), so `etcdctl` can read what the API
+/// server wrote.
+#[derive(Debug, clap::Args)]
+pub struct EtcdArgs {
+    /// Also serve the store over etcd's v3 gRPC API on this address (127.0.0.1 only; port 0
+    /// picks a free port), read-only unless --etcd-listen-writable:
+    /// `ETCDCTL_API=3 etcdctl --endpoints 127.0.0.1:PORT get --prefix /registry/ --keys-only`.
+    #[arg(long, value_name = "ADDR")]
+    etcd_listen: Option<SocketAddr>,
+    /// Let etcd clients of --etcd-listen write (put, delete, txn, compact, lease grant) into
+    /// the store behind the API server's back; its watches see the writes.
+    #[arg(long, requires = "etcd_listen")]
+    etcd_listen_writable: bool,
+}
+
+impl EtcdArgs {
+    /// Where the endpoint is asked to listen, and whether it is writable.
+    pub fn listen(&self) -> Option<(SocketAddr, bool)> {
+        self.etcd_listen.map(|at| (at, self.etcd_listen_writable))
+    }
+
+    /// Checks the address before anything starts (127.0.0.1 only).
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Some(addr) = self.etcd_listen {
+            store_grpc::check_listen_address(addr)?;
+        }
+        Ok(())
+    }
+
+    /// Starts the endpoint over `backend` if asked, until `shutdown`, its requests recorded as
+    /// spans into `spans` (the API server's collector); prints
+    /// `miniplane apiserver etcd endpoint listening on 127.0.0.1:PORT (read-only|writable)`.
+    pub async fn start(
+        &self,
+        backend: std::sync::Arc<dyn store_grpc::Backend>,
+        spans: apiserver::SpanSink,
+        shutdown: CancellationToken,
+    ) -> anyhow::Result<Option<tokio::task::JoinHandle<Result<(), store_grpc::TransportError>>>>
+    {
+        let Some(addr) = self.etcd_listen else {
+            return Ok(None);
+        };
+        let options = store_grpc::EtcdOptions {
+            writable: self.etcd_listen_writable,
+            observer: Some(miniplane::etcd_spans::EtcdSpans::observer(spans)),
+            ..store_grpc::EtcdOptions::default()
+        };
+        let (bound, task) = store_grpc::spawn(addr, backend, options, shutdown).await?;
+        let mode = if self.etcd_listen_writable {
+            "writable"
+        } else {
+            "read-only"
+        };
+        println!("miniplane apiserver etcd endpoint listening on {bound} ({mode})");
+        Ok(Some(task))
+    }
 }
 
 /// Which admission plugins run, with kube-apiserver's flag names.
@@ -92,6 +192,16 @@ pub struct AuthArgs {
     /// The audiences the API server accepts in tokens (default: the issuer).
     #[arg(long, value_name = "AUDIENCE", value_delimiter = ',')]
     api_audiences: Vec<String>,
+    /// The client certificate (PEM) presented to the kubelets: with it, logs, exec, attach,
+    /// port-forward and node proxy reach them over HTTPS.
+    #[arg(long, value_name = "FILE", requires_all = ["kubelet_client_key", "kubelet_certificate_authority"])]
+    kubelet_client_certificate: Option<PathBuf>,
+    /// The private key (PEM) of `--kubelet-client-certificate`.
+    #[arg(long, value_name = "FILE", requires = "kubelet_client_certificate")]
+    kubelet_client_key: Option<PathBuf>,
+    /// The CA (PEM) the kubelets' serving certificates are verified with.
+    #[arg(long, value_name = "FILE", requires = "kubelet_client_certificate")]
+    kubelet_certificate_authority: Option<PathBuf>,
 }
 
 /// Reads a PEM file a flag names.
@@ -145,6 +255,19 @@ impl AuthArgs {
             let tls = apimachinery::pki::tls_server_config(&cert, &key, client_ca.as_deref())
                 .map_err(|e| anyhow::anyhow!("--tls-cert-file/--tls-private-key-file: {e}"))?;
             options.connections.tls = Some(tls);
+        }
+        if let (Some(cert), Some(key), Some(ca)) = (
+            &self.kubelet_client_certificate,
+            &self.kubelet_client_key,
+            &self.kubelet_certificate_authority,
+        ) {
+            let client = apiserver::KubeletClientTls::from_pem(
+                &read_pem("--kubelet-client-certificate", cert)?,
+                &read_pem("--kubelet-client-key", key)?,
+                &read_pem("--kubelet-certificate-authority", ca)?,
+            )
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+            options.kubelet_client = Some(client);
         }
         Ok(())
     }
@@ -250,6 +373,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
         args.serving.apply(&mut options)?;
         options.admission = args.admission.options()?;
         args.auth.apply(&mut options, &args.data_dir)?;
+        args.etcd.check()?;
         let secure = options.connections.tls.is_some();
         let config = apiserver::Config {
             data_dir: args.data_dir,
@@ -257,22 +381,32 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             no_fsync: args.no_fsync,
             store_history_budget: Some(args.store_history_budget_bytes).filter(|b| *b > 0),
             options,
+            etcd: args.storage.storage()?,
         };
         let server = apiserver::Server::bind(config).await?;
         let addr = server.local_addr()?;
         let scheme = if secure { "https" } else { "http" };
-        println!("miniplane apiserver listening on {scheme}://{addr}");
         let shutdown = CancellationToken::new();
+        let etcd = args
+            .etcd
+            .start(server.backend(), server.spans(), shutdown.clone())
+            .await?;
+        println!("miniplane apiserver listening on {scheme}://{addr}");
         let run = server.run(shutdown.clone());
         tokio::pin!(run);
-        tokio::select! {
-            result = &mut run => return Ok(result?),
-            _ = wait_for_signal() => {}
-        }
-        tracing::info!("shutting down");
+        let result = tokio::select! {
+            result = &mut run => result,
+            _ = wait_for_signal() => {
+                tracing::info!("shutting down");
+                shutdown.cancel();
+                run.await
+            }
+        };
         shutdown.cancel();
-        run.await?;
-        Ok(())
+        if let Some(etcd) = etcd {
+            etcd.await??;
+        }
+        Ok(result?)
     })
 }
 

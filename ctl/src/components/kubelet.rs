@@ -3,9 +3,13 @@
 //!
 //! Once every node has registered it prints one line on stdout:
 //! `miniplane kubelet: N nodes registered (control API on http://127.0.0.1:PORT) (kubelet API
-//! on http://127.0.0.1:PORT)`, each part only when served. The kubelet API (logs, exec,
+//! on http(s)://127.0.0.1:PORT)`, each part only when served. The kubelet API (logs, exec,
 //! attach, port-forward, stats: `kubelet_sim::server`) is one listener for all the nodes, on
-//! `--kubelet-port` (a free port by default), which every Node advertises.
+//! `--kubelet-port` (a free port by default), which every Node advertises. With the kubelet's
+//! `--tls-cert-file` and `--tls-private-key-file` it serves HTTPS (`kubelet API on
+//! https://...`), with `--client-ca-file` client certificates authenticate, and
+//! `--anonymous-auth`, `--authentication-token-webhook` and `--authorization-mode` say who
+//! may call it, as the kubelet's flags do (defaults: the kubelet's, which let anyone in).
 //! On SIGTERM heartbeats stop and the Node objects stay, as when real kubelets stop.
 
 use std::collections::BTreeMap;
@@ -91,6 +95,26 @@ pub struct KubeletArgs {
     /// (`--tracing=false` turns it off).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     tracing: bool,
+    /// Serve the kubelet API over HTTPS with this certificate (PEM; the chain after the leaf).
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    tls_cert_file: Option<PathBuf>,
+    /// The private key (PEM) of `--tls-cert-file`.
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    tls_private_key_file: Option<PathBuf>,
+    /// The CA (PEM) client certificates are verified with (CN the user, O the groups).
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    client_ca_file: Option<PathBuf>,
+    /// Serve requests without credentials as `system:anonymous`; `--anonymous-auth=false`
+    /// answers them 401.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    anonymous_auth: bool,
+    /// Check bearer tokens with a `TokenReview` sent to the API server.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    authentication_token_webhook: bool,
+    /// How requests are authorized: `AlwaysAllow`, or `Webhook` (a `SubjectAccessReview`
+    /// sent to the API server).
+    #[arg(long, value_name = "MODE", default_value = "AlwaysAllow", value_parser = kubelet_sim::ServingAuthorization::parse)]
+    authorization_mode: kubelet_sim::ServingAuthorization,
 }
 
 /// `--kubelet-port`: a port, or none (`off`).
@@ -194,6 +218,16 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
     config.pod_cidr_from_node = args.pod_cidr_from_node;
     config.cloud_provider_external = args.cloud_provider == "external";
     config.tracing = args.tracing;
+    if let (Some(cert), Some(key)) = (args.tls_cert_file, args.tls_private_key_file) {
+        config.kubelet_tls = Some(kubelet_sim::ServingTls {
+            cert_file: cert,
+            key_file: key,
+            client_ca_file: args.client_ca_file,
+        });
+    }
+    config.kubelet_auth.anonymous = args.anonymous_auth;
+    config.kubelet_auth.token_webhook = args.authentication_token_webhook;
+    config.kubelet_auth.authorization = args.authorization_mode;
     Ok(config)
 }
 
@@ -201,6 +235,11 @@ fn config(args: KubeletArgs) -> anyhow::Result<Config> {
 pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
     let config = config(args)?;
     let nodes = config.nodes;
+    let kubelet_scheme = if config.kubelet_tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     let runtime = super::client_runtime()?;
     runtime.block_on(async move {
         let simulator = Simulator::bind(config).await?;
@@ -221,7 +260,7 @@ pub fn main(args: KubeletArgs) -> anyhow::Result<()> {
                     line.push_str(&format!(" (control API on http://{addr})"));
                 }
                 if let Some(addr) = kubelet_api {
-                    line.push_str(&format!(" (kubelet API on http://{addr})"));
+                    line.push_str(&format!(" (kubelet API on {kubelet_scheme}://{addr})"));
                 }
                 println!("{line}");
             }

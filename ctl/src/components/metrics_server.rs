@@ -6,7 +6,11 @@
 //! bound. Flags are metrics-server's where it has them (`--metric-resolution`,
 //! `--kubelet-request-timeout`, `--secure-port`), plus `--master` and `--listen` as the
 //! other components take them, and `--advertise-address` (the address its EndpointSlice
-//! names; the API server dials the loopback address at the port either way).
+//! names; the API server dials the loopback address at the port either way). The kubelets
+//! are scraped over HTTPS with the kubeconfig's credentials, verified with
+//! `--kubelet-certificate-authority` (else the kubeconfig's CA) or not at all
+//! (`--kubelet-insecure-tls`); `--deprecated-kubelet-completely-insecure` scrapes them over
+//! plain HTTP without credentials (a plain-HTTP cluster's kubelets).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -47,6 +51,16 @@ pub struct MetricsServerArgs {
     /// (`--register=false`: serve only).
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     register: bool,
+    /// The CA (PEM) the kubelets' serving certificates are verified with (default: the
+    /// kubeconfig's certificate authority).
+    #[arg(long, value_name = "FILE")]
+    kubelet_certificate_authority: Option<PathBuf>,
+    /// Do not verify the kubelets' serving certificates.
+    #[arg(long)]
+    kubelet_insecure_tls: bool,
+    /// Scrape the kubelets over plain HTTP, without credentials or verification.
+    #[arg(long)]
+    deprecated_kubelet_completely_insecure: bool,
 }
 
 /// Runs the metrics-server until a shutdown signal.
@@ -69,6 +83,11 @@ pub fn main(args: MetricsServerArgs) -> anyhow::Result<()> {
         config.kubelet_request_timeout = args.kubelet_request_timeout;
         config.advertise_address = args.advertise_address;
         config.register = args.register;
+        config.kubelet_client = metrics_server::kubelet_client::KubeletClientOptions {
+            completely_insecure: args.deprecated_kubelet_completely_insecure,
+            insecure_tls: args.kubelet_insecure_tls,
+            certificate_authority: args.kubelet_certificate_authority,
+        };
         let server = match metrics_server::MetricsServer::bind(config).await {
             Ok(s) => s,
             Err(metrics_server::Error::Bind { addr, source }) => {

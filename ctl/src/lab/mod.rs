@@ -16,6 +16,7 @@
 //! verbs and the CI test of every lab drive it.
 
 pub mod check;
+pub mod cluster;
 pub mod path;
 pub mod runner;
 pub mod snapshot;

@@ -5,6 +5,11 @@
 //!
 //! Actions that are commands run the real `miniplane` binary (or `kubectl`) with the lab's
 //! kubeconfig, exactly as the student types them: a solution is also a worked example.
+//!
+//! The programs a command may run: `miniplane`, `kubectl`, `etcdctl` (with `ETCDCTL_API=3` and
+//! `ETCDCTL_ENDPOINTS` set when the cluster serves its store over etcd's API, `etcdListen`),
+//! and `sh -c '...'` for a line that needs a shell (`$(kubectl get ... -o jsonpath=...)`, a
+//! pipe, a background job), with the same environment and `miniplane` first on its `PATH`.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -44,6 +49,8 @@ pub struct LabRunner {
     exe: PathBuf,
     /// Operators the `operator` action can start, by name.
     operators: std::collections::HashMap<String, OperatorStarter>,
+    /// The cluster's etcd v3 endpoint, if it serves one.
+    etcd_endpoint: Option<std::net::SocketAddr>,
 }
 
 /// Splits a command line as a shell would for simple quoting (`'...'`, `"..."`, `\ `).
@@ -99,7 +106,21 @@ impl LabRunner {
             kubeconfig,
             exe,
             operators: std::collections::HashMap::new(),
+            etcd_endpoint: None,
         }
+    }
+
+    /// Lets commands reach the cluster's etcd v3 endpoint at `addr` (`Cluster::etcd_endpoint`):
+    /// they get `ETCDCTL_API=3` and `ETCDCTL_ENDPOINTS=addr`, so `etcdctl get ...` needs no
+    /// flags.
+    pub fn with_etcd_endpoint(mut self, addr: Option<std::net::SocketAddr>) -> Self {
+        self.etcd_endpoint = addr;
+        self
+    }
+
+    /// The cluster's etcd v3 endpoint, if it serves one.
+    pub fn etcd_endpoint(&self) -> Option<std::net::SocketAddr> {
+        self.etcd_endpoint
     }
 
     /// Lets the `operator: NAME` action start `NAME` with `start`.
@@ -130,14 +151,29 @@ impl LabRunner {
             .ok_or_else(|| "an empty command".to_string())?;
         let exe = match program.as_str() {
             "miniplane" => self.exe.clone(),
-            "kubectl" => PathBuf::from("kubectl"),
+            "kubectl" | "etcdctl" | "sh" => PathBuf::from(program),
             other => {
                 return Err(format!(
-                    "{other}: only miniplane and kubectl commands run in labs"
+                    "{other}: only miniplane, kubectl, etcdctl and sh commands run in labs"
                 ));
             }
         };
-        let mut child = tokio::process::Command::new(&exe)
+        let mut command = tokio::process::Command::new(&exe);
+        if let Some(addr) = self.etcd_endpoint {
+            command
+                .env("ETCDCTL_API", "3")
+                .env("ETCDCTL_ENDPOINTS", addr.to_string());
+        }
+        if program == "sh"
+            && let Some(dir) = self.exe.parent()
+        {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let dirs = std::iter::once(dir.to_path_buf()).chain(std::env::split_paths(&path));
+            if let Ok(joined) = std::env::join_paths(dirs) {
+                command.env("PATH", joined);
+            }
+        }
+        let mut child = command
             .args(args)
             .env("KUBECONFIG", &self.kubeconfig)
             .env_remove("RUST_LOG")

@@ -83,6 +83,7 @@ pub fn resource_of(kind: &str) -> Option<(&'static str, &'static str, &'static s
         "CronJob" => ("batch", "v1", "cronjobs", true),
         "ReplicationController" => ("", "v1", "replicationcontrollers", true),
         "PodDisruptionBudget" => ("policy", "v1", "poddisruptionbudgets", true),
+        "HorizontalPodAutoscaler" => ("autoscaling", "v2", "horizontalpodautoscalers", true),
         "Lease" => ("coordination.k8s.io", "v1", "leases", true),
         "ServiceAccount" => ("", "v1", "serviceaccounts", true),
         "Secret" => ("", "v1", "secrets", true),

@@ -25,6 +25,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use admin::FaultSpec;
+
+pub use super::cluster::ClusterSpec;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -51,42 +53,6 @@ pub struct Lab {
     pub setup: Vec<Action>,
     /// The steps, in order.
     pub steps: Vec<Step>,
-}
-
-/// The cluster a lab starts.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ClusterSpec {
-    /// Simulated nodes.
-    #[serde(default = "three")]
-    pub nodes: usize,
-    /// Heartbeats every 200 ms, nodes Unknown after 2 s of silence.
-    #[serde(default)]
-    pub fast_node_lifecycle: bool,
-    /// The nodes run on the simulated cloud, with its cloud-controller-manager (as
-    /// `miniplane up` runs them); off by default, as for the library's clusters.
-    #[serde(default)]
-    pub cloud: bool,
-    /// HTTPS, client certificates, tokens and RBAC (as `miniplane up` runs the cluster); off
-    /// by default, as for the library's clusters. The lab's kubeconfig is the admin's
-    /// (`kubernetes-admin` in `system:masters`), who may impersonate (`kubectl --as alice`).
-    #[serde(default)]
-    pub secure: bool,
-}
-
-fn three() -> usize {
-    3
-}
-
-impl Default for ClusterSpec {
-    fn default() -> Self {
-        ClusterSpec {
-            nodes: 3,
-            fast_node_lifecycle: false,
-            cloud: false,
-            secure: false,
-        }
-    }
 }
 
 /// One step: what to do, how it is checked, hints, and the solution.

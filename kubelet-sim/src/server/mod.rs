@@ -41,13 +41,23 @@
 //! copied in with `kubectl cp` belong to one run: they go with it, and with the pod when it is
 //! deleted.
 //!
-//! Simplifications: plain HTTP on the loopback address (a kubelet serves HTTPS and
-//! authenticates and authorizes its callers: no TLS, no authentication, no authorization
-//! here); a node whose heartbeats are stopped answers 503 instead of refusing connections;
+//! Security, as the kubelet's `KubeletConfiguration` sets it ([`crate::Config::kubelet_tls`],
+//! [`crate::Config::kubelet_auth`]): with a serving certificate the listener speaks HTTPS
+//! ([`tls`]; plain HTTP is answered Go's `400 Client sent an HTTP request to an HTTPS
+//! server.`), and each request is authenticated (client certificate, `TokenReview`,
+//! anonymous) and authorized (`SubjectAccessReview`) before its route ([`auth`]). A secure
+//! cluster runs its kubelets as kubeadm does: HTTPS, no anonymous requests, webhook
+//! authentication and authorization.
+//!
+//! Simplifications: without a serving certificate, plain HTTP on the loopback address (a
+//! kubelet then makes itself a self-signed certificate and still serves HTTPS); one
+//! certificate for every simulated node of a process (see [`crate::Config::kubelet_tls`]);
+//! a node whose heartbeats are stopped answers 503 instead of refusing connections;
 //! `/run`, `/configz`, `/logs/`, `/debug/`, `/checkpoint/`, `/metrics`, `/metrics/cadvisor`
 //! and `/metrics/probes` are not served (404).
 
 pub mod attach;
+pub mod auth;
 pub mod context;
 pub mod exec;
 pub mod logs;
@@ -57,6 +67,7 @@ pub mod portforward;
 pub mod ports;
 pub mod remotecommand;
 pub mod summary;
+pub mod tls;
 pub mod upgrade;
 
 #[cfg(test)]
@@ -128,6 +139,10 @@ struct Inner {
     loads: crate::load::Loads,
     /// The running containers' CPU counters (`crate::usage::ContainerCounters`).
     container_cpu: Mutex<crate::usage::ContainerCounters>,
+    /// HTTPS, when set ([`KubeletServer::secure`]).
+    tls: OnceLock<Arc<rustls::ServerConfig>>,
+    /// Who may call, when checked ([`KubeletServer::secure`]); unset: everyone.
+    auth: OnceLock<Arc<auth::RequestAuth>>,
 }
 
 /// The open streaming sessions and what ends them: a counter, the tracker their tasks run on
@@ -243,7 +258,45 @@ impl KubeletServer {
                 node_memory,
                 loads: crate::load::Loads::default(),
                 container_cpu: Mutex::new(crate::usage::ContainerCounters::default()),
+                tls: OnceLock::new(),
+                auth: OnceLock::new(),
             }),
+        }
+    }
+
+    /// Serves HTTPS with `tls` (when given) and checks every request with `auth` (when
+    /// given) from now on; set once, before [`KubeletServer::serve`] (a second call changes
+    /// nothing).
+    pub fn secure(&self, tls: Option<Arc<rustls::ServerConfig>>, auth: Option<auth::RequestAuth>) {
+        if let Some(tls) = tls {
+            let _ = self.inner.tls.set(tls);
+        }
+        if let Some(auth) = auth {
+            let _ = self.inner.auth.set(Arc::new(auth));
+        }
+    }
+
+    /// Whether the API is served over HTTPS.
+    pub fn is_tls(&self) -> bool {
+        self.inner.tls.get().is_some()
+    }
+
+    /// The authenticator and authorizer, when requests are checked.
+    pub fn auth(&self) -> Option<&Arc<auth::RequestAuth>> {
+        self.inner.auth.get()
+    }
+
+    /// The node a request is authorized against: the one its `Host` names, else the only
+    /// node of a one-node simulator, else the `Host`'s name as given.
+    pub fn auth_node_name(&self, headers: &HeaderMap) -> String {
+        let host = host_name(headers);
+        if let Some(node) = host.and_then(|h| self.node(h)) {
+            return node.name().to_owned();
+        }
+        let table = self.inner.nodes.read().unwrap_or_else(|p| p.into_inner());
+        match (table.len(), table.keys().next()) {
+            (1, Some(only)) => only.clone(),
+            _ => host.unwrap_or_default().to_owned(),
         }
     }
 
@@ -424,7 +477,10 @@ impl KubeletServer {
     /// The usage of `pod` at `now`, with its workload's load and a CPU counter kept
     /// continuous across changes of its model (`None`: no container runs).
     pub fn pod_usage(&self, pod: &Pod, now: Timestamp) -> Option<crate::usage::PodUsage> {
-        let load = self.inner.loads.for_pod(pod);
+        let load = self
+            .inner
+            .loads
+            .for_pod_among(pod, || self.inner.pods.indexer().list());
         let mut usage = crate::usage::pod_usage_with(pod, now, load.as_ref())?;
         self.inner
             .container_cpu
@@ -477,11 +533,16 @@ impl KubeletServer {
                 restful(get(portforward::port_forward3).post(portforward::port_forward3)),
             )
             .fallback(not_found)
+            .layer(axum::middleware::from_fn_with_state(
+                self.clone(),
+                auth::filter,
+            ))
             .with_state(self.clone())
     }
 
-    /// Serves the routes on `listener` until `shutdown` fires, then ends every open stream
-    /// and returns once all of them (and every connection) have ended.
+    /// Serves the routes on `listener` (over HTTPS when [`KubeletServer::secure`] gave it a
+    /// TLS configuration) until `shutdown` fires, then ends every open stream and returns
+    /// once all of them (and every connection) have ended.
     pub async fn serve(self, listener: TcpListener, shutdown: CancellationToken) {
         let streams = self.inner.streams.clone();
         if let Some(client) = self.inner.client.clone() {
@@ -493,6 +554,19 @@ impl KubeletServer {
             );
         }
         let app = self.router();
+        if let Some(tls) = self.inner.tls.get().cloned() {
+            let stopping = streams.shutdown.clone();
+            let stop = shutdown.clone();
+            streams.tracker.spawn(async move {
+                stop.cancelled().await;
+                stopping.cancel();
+            });
+            tls::serve(app, listener, tls, shutdown, streams.tracker.clone()).await;
+            streams.shutdown.cancel();
+            streams.tracker.close();
+            streams.tracker.wait().await;
+            return;
+        }
         let stop = shutdown.clone();
         let stopping = streams.shutdown.clone();
         let result = axum::serve(listener, app)

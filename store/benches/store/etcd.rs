@@ -123,16 +123,22 @@ impl Etcd {
 
     /// Clients for `writers` concurrent writers: one connection per 16 of them.
     pub async fn connections(&self, writers: usize) -> Vec<etcd_client::Client> {
-        let mut clients = Vec::new();
-        for _ in 0..writers.div_ceil(WRITERS_PER_CONNECTION).max(1) {
-            clients.push(
-                etcd_client::Client::connect([&self.endpoint], None)
-                    .await
-                    .expect("connect to etcd"),
-            );
-        }
-        clients
+        connections(&self.endpoint, writers).await
     }
+}
+
+/// Clients of the etcd API at `endpoint` for `writers` concurrent writers: one connection per
+/// 16 of them (the same for etcd and for the store's endpoint).
+pub async fn connections(endpoint: &str, writers: usize) -> Vec<etcd_client::Client> {
+    let mut clients = Vec::new();
+    for _ in 0..writers.div_ceil(WRITERS_PER_CONNECTION).max(1) {
+        clients.push(
+            etcd_client::Client::connect([endpoint], None)
+                .await
+                .expect("connect to the etcd API"),
+        );
+    }
+    clients
 }
 
 impl Drop for Etcd {
@@ -157,16 +163,4 @@ pub async fn watch(client: &etcd_client::Client, prefix: &[u8]) -> etcd_client::
         "etcd watch not created"
     );
     stream
-}
-
-/// The end of the range of keys starting with `prefix` (etcd's `clientv3.GetPrefixRangeEnd`).
-pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
 }

@@ -1,7 +1,10 @@
 //! Store benchmark (`cargo bench -p store`): durable put throughput and latency at several
 //! writer counts, ranges, put-to-event watch latency and total watch fan-out, each row run on
-//! miniplane's store and, beside it in the same run, on a real etcd member when the `etcd`
-//! binary is installed (Debian's `etcd-server`; see `etcd.rs`).
+//! miniplane's store called in process, on the same store behind its etcd v3 gRPC endpoint
+//! (`store-grpc`, on loopback) and, beside them in the same run, on a real etcd member when
+//! the `etcd` binary is installed (Debian's `etcd-server`; see `etcd.rs`). The two gRPC
+//! columns are the fair comparison: the same `etcd-client` load generator, the same requests,
+//! both servers on the same cores (`STORE_BENCH_GRPC=off` leaves the endpoint's column out).
 //!
 //! Every figure is the median of `RUNS` runs. Writes are durable (fsync on) unless said
 //! otherwise. The data directories are under `STORE_BENCH_DIR` or the system temp dir; the
@@ -96,11 +99,19 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1e3)
 }
 
-/// The sides a row runs on: the store, then etcd when there is one.
-fn sides(etcd: Option<&Path>) -> Vec<Side<'_>> {
-    std::iter::once(Side::Store)
-        .chain(etcd.map(Side::Etcd))
-        .collect()
+/// Whether the store's gRPC endpoint gets a column (`STORE_BENCH_GRPC=off`: not).
+fn grpc() -> bool {
+    std::env::var("STORE_BENCH_GRPC").map_or(true, |v| v != "off")
+}
+
+/// The table's three columns: the store, the store over gRPC, etcd; `None` where a column
+/// is left out.
+fn sides(etcd: Option<&Path>) -> [Option<Side<'_>>; 3] {
+    [
+        Some(Side::Store),
+        grpc().then_some(Side::Grpc),
+        etcd.map(Side::Etcd),
+    ]
 }
 
 /// `writers` writers put `total` keys; returns (puts/s, p50, p99, CPU time per put).
@@ -170,9 +181,10 @@ async fn put_row(side: Side<'_>, fsync: bool, writers: usize, total: usize) -> S
 async fn bench_puts(etcd: Option<&Path>) {
     println!(
         "| puts (256 B values) | writers | puts/s | p50 | p99 | CPU per put \
+         | over gRPC puts/s | p50 | p99 | CPU per put (server and client) \
          | etcd puts/s | p50 | p99 | etcd's CPU per put |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // STORE_BENCH_WRITERS=64 runs one writer count (for profiling).
     let pick: Option<usize> = std::env::var("STORE_BENCH_WRITERS")
         .ok()
@@ -186,6 +198,11 @@ async fn bench_puts(etcd: Option<&Path>) {
             continue;
         }
         let store = put_row(Side::Store, fsync, writers, total).await;
+        let over_grpc = if grpc() {
+            put_row(Side::Grpc, fsync, writers, total).await
+        } else {
+            "— | — | — | —".to_string()
+        };
         let etcd = match etcd {
             Some(binary) if fsync => put_row(Side::Etcd(binary), fsync, writers, total).await,
             _ => "— | — | — | —".to_string(),
@@ -195,7 +212,7 @@ async fn bench_puts(etcd: Option<&Path>) {
         } else {
             "put, fsync off (not durable)"
         };
-        println!("| {name} | {writers} | {store} | {etcd} |");
+        println!("| {name} | {writers} | {store} | {over_grpc} | {etcd} |");
     }
 }
 
@@ -264,6 +281,22 @@ async fn store_ranges() -> [Duration; 3] {
 async fn etcd_ranges(binary: &Path) -> [Duration; 3] {
     let etcd = etcd::Etcd::start(binary, &bench_root()).await;
     let clients = etcd.connections(10).await;
+    grpc_ranges(&clients).await
+}
+
+/// The same range rows on the store's gRPC endpoint.
+async fn endpoint_ranges() -> [Duration; 3] {
+    let subject = Subject::open(Side::Grpc, &bench_root(), true, 10).await;
+    let Subject::Grpc { clients, .. } = &subject else {
+        unreachable!("a gRPC subject")
+    };
+    let figures = grpc_ranges(clients).await;
+    subject.close().await;
+    figures
+}
+
+/// The range rows through the etcd API of `clients`.
+async fn grpc_ranges(clients: &[etcd_client::Client]) -> [Duration; 3] {
     let mut tasks = Vec::new();
     for w in 0..10 {
         let mut kv = clients[0].kv_client();
@@ -279,7 +312,7 @@ async fn etcd_ranges(binary: &Path) -> [Duration; 3] {
         t.await.unwrap();
     }
     let mut kv = clients[0].kv_client();
-    let end = etcd::prefix_end(b"/r/");
+    let end = store::etcd::prefix_end(b"/r/");
     let mut lat = Vec::new();
     let mut latest = 0;
     for _ in 0..RUNS * 4 {
@@ -317,6 +350,11 @@ async fn etcd_ranges(binary: &Path) -> [Duration; 3] {
 
 async fn bench_range(etcd: Option<&Path>) {
     let store = store_ranges().await;
+    let over_grpc = if grpc() {
+        endpoint_ranges().await.map(ms)
+    } else {
+        std::array::from_fn(|_| "—".to_string())
+    };
     let etcd = match etcd {
         Some(binary) => etcd_ranges(binary).await.map(ms),
         None => std::array::from_fn(|_| "—".to_string()),
@@ -326,8 +364,8 @@ async fn bench_range(etcd: Option<&Path>) {
         "500 of the last 5k keys (older revision), median latency",
         "range 10k keys (older revision), median latency",
     ];
-    for ((name, store), etcd) in rows.iter().zip(store).zip(etcd) {
-        println!("| {name} | {} | {etcd} |", ms(store));
+    for (((name, store), over_grpc), etcd) in rows.iter().zip(store).zip(over_grpc).zip(etcd) {
+        println!("| {name} | {} | {over_grpc} | {etcd} |", ms(store));
     }
 }
 
@@ -373,9 +411,10 @@ async fn bench_watch_latency(etcd: Option<&Path>) {
     for (watchers, fsync) in [(1, true), (100, true), (100, false)] {
         let mut cells = Vec::new();
         for side in sides(etcd) {
-            if !fsync && matches!(side, Side::Etcd(_)) {
+            let Some(side) = side.filter(|s| fsync || matches!(s, Side::Store)) else {
+                cells.push("—".to_string());
                 continue;
-            }
+            };
             let mut p50s = Vec::new();
             let mut p99s = Vec::new();
             for _ in 0..RUNS {
@@ -389,12 +428,10 @@ async fn bench_watch_latency(etcd: Option<&Path>) {
                 ms(median_dur(p99s))
             ));
         }
-        cells.resize(2, "—".to_string());
         println!(
-            "| watch put→event, {watchers} watcher(s), 1 writer{} | {} | {} |",
+            "| watch put→event, {watchers} watcher(s), 1 writer{} | {} |",
             if fsync { "" } else { ", fsync off" },
-            cells[0],
-            cells[1]
+            cells.join(" | ")
         );
     }
 }
@@ -453,6 +490,10 @@ async fn fanout_run(side: Side<'_>, watchers: usize, writers: usize, puts: usize
 async fn bench_fanout(etcd: Option<&Path>) {
     let mut cells = Vec::new();
     for side in sides(etcd) {
+        let Some(side) = side else {
+            cells.push("—".to_string());
+            continue;
+        };
         let mut rates = Vec::new();
         let mut cut = 0;
         for _ in 0..RUNS {
@@ -465,10 +506,9 @@ async fn bench_fanout(etcd: Option<&Path>) {
             median(rates)
         ));
     }
-    cells.resize(2, "—".to_string());
     println!(
-        "| watch fan-out, 1000 watchers, 64 writers | {} | {} |",
-        cells[0], cells[1]
+        "| watch fan-out, 1000 watchers, 64 writers | {} |",
+        cells.join(" | ")
     );
 }
 
@@ -508,8 +548,8 @@ async fn run() {
     }
     if only != "puts" {
         println!();
-        println!("| read / watch | store | etcd |");
-        println!("|---|---:|---:|");
+        println!("| read / watch | store | store over gRPC | etcd |");
+        println!("|---|---:|---:|---:|");
         bench_range(etcd).await;
         bench_watch_latency(etcd).await;
         bench_fanout(etcd).await;

@@ -1,6 +1,8 @@
-//! What a row of the store bench drives: miniplane's store, called in process, or the etcd
-//! member of the reference column, over gRPC. Both get a fresh data directory per row, in the
-//! same bench directory, and the same writes and watches.
+//! What a row of the store bench drives: miniplane's store, called in process; the same store
+//! behind its etcd v3 endpoint (`store-grpc`), over gRPC on loopback; or the etcd member of
+//! the reference column, over gRPC. Each gets a fresh data directory per row, in the same
+//! bench directory, and the same writes and watches; the two gRPC sides are driven by the same
+//! `etcd-client` code.
 
 use crate::etcd::{self, Etcd};
 use bytes::Bytes;
@@ -14,6 +16,8 @@ use store::{Backend, KeyRange, Store, StoreConfig, WatchRequest};
 pub enum Side<'a> {
     /// miniplane's store.
     Store,
+    /// miniplane's store over etcd's gRPC API (its `--etcd-listen` endpoint, writable).
+    Grpc,
     /// etcd, started from this binary.
     Etcd(&'a Path),
 }
@@ -22,6 +26,13 @@ pub enum Side<'a> {
 pub enum Subject {
     Store {
         store: Arc<Store>,
+        _dir: tempfile::TempDir,
+    },
+    Grpc {
+        store: Arc<Store>,
+        clients: Vec<etcd_client::Client>,
+        stop: tokio_util::sync::CancellationToken,
+        server: tokio::task::JoinHandle<Result<(), store_grpc::TransportError>>,
         _dir: tempfile::TempDir,
     },
     Etcd {
@@ -45,6 +56,31 @@ impl Subject {
                     _dir: dir,
                 }
             }
+            Side::Grpc => {
+                let dir = tempfile::tempdir_in(root).unwrap();
+                let mut config = StoreConfig::new(dir.path());
+                config.fsync = fsync;
+                config.watch_buffer = 4096;
+                let store = Arc::new(Store::open(config).await.unwrap());
+                let stop = tokio_util::sync::CancellationToken::new();
+                let options = store_grpc::EtcdOptions {
+                    writable: true,
+                    ..store_grpc::EtcdOptions::default()
+                };
+                let backend: Arc<dyn Backend> = store.clone();
+                let at = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+                let (bound, server) = store_grpc::spawn(at, backend, options, stop.clone())
+                    .await
+                    .unwrap();
+                let clients = etcd::connections(&format!("http://{bound}"), writers).await;
+                Subject::Grpc {
+                    store,
+                    clients,
+                    stop,
+                    server,
+                    _dir: dir,
+                }
+            }
             Side::Etcd(binary) => {
                 assert!(fsync, "etcd 3.4 has no fsync-off mode");
                 let etcd = Etcd::start(binary, root).await;
@@ -58,7 +94,7 @@ impl Subject {
     pub fn writer(&self, w: usize) -> Writer {
         match self {
             Subject::Store { store, .. } => Writer::Store(store.clone()),
-            Subject::Etcd { clients, .. } => {
+            Subject::Etcd { clients, .. } | Subject::Grpc { clients, .. } => {
                 Writer::Etcd(Box::new(clients[w % clients.len()].kv_client()))
             }
         }
@@ -74,17 +110,18 @@ impl Subject {
                 };
                 Watch::Store(store.watch(req).await.unwrap())
             }
-            Subject::Etcd { clients, .. } => {
+            Subject::Etcd { clients, .. } | Subject::Grpc { clients, .. } => {
                 Watch::Etcd(Box::new(etcd::watch(&clients[0], prefix).await))
             }
         }
     }
 
     /// CPU time (user + system) used so far by whoever serves the writes: this process for
-    /// the store (its writer tasks included), the etcd process for etcd (its client not).
+    /// the store (its writer tasks included) and for the store's endpoint (its gRPC clients
+    /// included: they share the process), the etcd process for etcd (its client not).
     pub fn cpu_time(&self) -> Duration {
         match self {
-            Subject::Store { .. } => cpu_time("/proc/self/stat"),
+            Subject::Store { .. } | Subject::Grpc { .. } => cpu_time("/proc/self/stat"),
             Subject::Etcd { etcd, .. } => cpu_time(&format!("/proc/{}/stat", etcd.pid())),
         }
     }
@@ -93,6 +130,18 @@ impl Subject {
     pub async fn close(self) {
         match self {
             Subject::Store { store, .. } => store.close().await.unwrap(),
+            Subject::Grpc {
+                store,
+                clients,
+                stop,
+                server,
+                _dir,
+            } => {
+                drop(clients);
+                stop.cancel();
+                let _ = server.await;
+                store.close().await.unwrap();
+            }
             Subject::Etcd { etcd, clients } => {
                 drop(clients);
                 drop(etcd);

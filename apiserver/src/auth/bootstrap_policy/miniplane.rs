@@ -21,12 +21,17 @@
 //!   the kubelets. It watches the pods and Nodes of all of them, deletes the Node of a machine
 //!   that is removed (as a cloud's node lifecycle controller does), and impersonates each
 //!   node's kubelet (`system:node:<name>` in `system:nodes`) for that node's writes. Any user
-//!   name may be impersonated (RBAC names no prefixes) but only the group `system:nodes`.
+//!   name may be impersonated (RBAC names no prefixes) but only the group `system:nodes`. It
+//!   creates `tokenreviews` and `subjectaccessreviews` itself, as `system:node` may: its
+//!   kubelet API checks each caller's token and access with them (one listener for all the
+//!   nodes, so as the simulator, not as a node).
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 
 use super::bindings::binding;
-use super::rules::{KUBE_SYSTEM, LEGACY, bootstrap_metadata, cluster_role, rule};
+use super::rules::{
+    AUTHENTICATION, AUTHORIZATION, KUBE_SYSTEM, LEGACY, bootstrap_metadata, cluster_role, rule,
+};
 
 /// The component identities: the managers' and the scheduler's users.
 const COMPONENT_USERS: &[&str] = &[
@@ -63,6 +68,14 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
                     .groups(&[LEGACY])
                     .resources(&["groups"])
                     .names(&[NODES]),
+                // The kubelet API's webhook authentication and authorization (non-mutating
+                // creates).
+                rule(&["create"])
+                    .groups(&[AUTHENTICATION])
+                    .resources(&["tokenreviews"]),
+                rule(&["create"])
+                    .groups(&[AUTHORIZATION])
+                    .resources(&["subjectaccessreviews"]),
             ],
         ),
         cluster_role(

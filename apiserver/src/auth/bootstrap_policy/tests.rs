@@ -726,6 +726,29 @@ fn the_kubelet_simulator_may_act_as_a_node_and_no_more() {
     ] {
         assert!(!allows_core(&rules, verb, resource), "{verb} {resource}");
     }
+    // Its kubelet API reviews its callers' tokens and access, as a kubelet's does.
+    let creates = |group: &str, resource: &str| {
+        let attrs = Attributes {
+            user: UserInfo::new("miniplane:kubelet-sim", &[]),
+            verb: "create".into(),
+            resource_request: true,
+            api_group: group.into(),
+            api_version: "v1".into(),
+            resource: resource.into(),
+            ..Attributes::default()
+        };
+        rules.iter().any(|r| rule_allows(&attrs, r))
+    };
+    assert!(creates("authentication.k8s.io", "tokenreviews"));
+    assert!(creates("authorization.k8s.io", "subjectaccessreviews"));
+    assert!(!creates(
+        "authorization.k8s.io",
+        "localsubjectaccessreviews"
+    ));
+    assert!(!creates(
+        "certificates.k8s.io",
+        "certificatesigningrequests"
+    ));
     assert_eq!(
         cluster_binding(&bindings, "miniplane:kubelet-sim").subjects,
         Some(vec![rbac_subject("User", "miniplane:kubelet-sim")])

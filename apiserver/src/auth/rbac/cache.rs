@@ -7,10 +7,15 @@
 //! the watch delivers it (within milliseconds), not within the write's request.
 //!
 //! ```text
-//!   store /registry/rbac.authorization.k8s.io/{roles,rolebindings}/<ns>/<name>
-//!         /registry/rbac.authorization.k8s.io/{clusterroles,clusterrolebindings}/<name>
-//!     ── list, then watch from that revision ──▶ Snapshot (rules and bindings, parsed once)
+//!   store /registry/{roles,rolebindings}/<ns>/<name>
+//!         /registry/{clusterroles,clusterrolebindings}/<name>
+//!     ── list the four at one revision, then watch each from it ──▶ Snapshot (rules and
+//!        bindings, parsed once)
 //! ```
+//!
+//! A watch that is cut off relists all four (as one informer's relist would its kind); the
+//! other three go on from where they were, so a change they had not delivered yet may show
+//! again, briefly, until they deliver what followed it.
 
 use k8s_openapi::api::rbac::v1::{PolicyRule, RoleRef, Subject};
 use serde::Deserialize;
@@ -20,8 +25,13 @@ use store::{Backend, EventKind, RangeRequest, Revision};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Where the four kinds are stored.
-const PREFIX: &str = "/registry/rbac.authorization.k8s.io/";
+/// Where the four kinds are stored (`crate::storage::resource_prefix`).
+const PREFIXES: [&str; 4] = [
+    "/registry/clusterroles/",
+    "/registry/clusterrolebindings/",
+    "/registry/roles/",
+    "/registry/rolebindings/",
+];
 
 /// A binding's role and subjects.
 #[derive(Debug, Clone, Deserialize)]
@@ -62,7 +72,7 @@ enum Key<'a> {
 }
 
 fn parse_key(key: &[u8]) -> Option<Key<'_>> {
-    let rest = std::str::from_utf8(key).ok()?.strip_prefix(PREFIX)?;
+    let rest = std::str::from_utf8(key).ok()?.strip_prefix("/registry/")?;
     let (resource, rest) = rest.split_once('/')?;
     match resource {
         "clusterroles" => Some(Key::ClusterRole(rest)),
@@ -158,13 +168,19 @@ impl PolicyCache {
 
     /// Lists the stored RBAC objects (replacing what was held) and returns the revision.
     async fn load(&self, backend: &Arc<dyn Backend>) -> store::Result<Revision> {
-        let resp = backend.range(RangeRequest::prefix(PREFIX)).await?;
         let mut fresh = Snapshot::default();
-        for kv in &resp.kvs {
-            fresh.apply(&kv.key, Some(&kv.value));
+        let mut at = None;
+        for prefix in PREFIXES {
+            let mut request = RangeRequest::prefix(prefix);
+            request.revision = at;
+            let resp = backend.range(request).await?;
+            for kv in &resp.kvs {
+                fresh.apply(&kv.key, Some(&kv.value));
+            }
+            at = Some(resp.revision);
         }
         *self.write() = fresh;
-        Ok(resp.revision)
+        Ok(at.unwrap_or(Revision::ZERO))
     }
 
     /// Loads the stored objects, then follows the store's changes until `shutdown` (relisting
@@ -176,13 +192,20 @@ impl PolicyCache {
         shutdown: CancellationToken,
     ) -> store::Result<()> {
         let revision = self.load(&backend).await?;
-        let follower = CacheFollower {
-            cache: self.clone(),
-            backend: backend.clone(),
-        };
-        tasks.spawn(crate::prefix_follower::follow(
-            backend, PREFIX, revision, shutdown, "RBAC", follower,
-        ));
+        for prefix in PREFIXES {
+            let follower = CacheFollower {
+                cache: self.clone(),
+                backend: backend.clone(),
+            };
+            tasks.spawn(crate::prefix_follower::follow(
+                backend.clone(),
+                prefix,
+                revision,
+                shutdown.clone(),
+                "RBAC",
+                follower,
+            ));
+        }
         Ok(())
     }
 }
@@ -227,39 +250,21 @@ mod tests {
         let binding = json!({"roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
             "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]});
         let bytes = |v: &serde_json::Value| serde_json::to_vec(v).unwrap();
-        s.apply(
-            b"/registry/rbac.authorization.k8s.io/roles/dev/r",
-            Some(&bytes(&role)),
-        );
-        s.apply(
-            b"/registry/rbac.authorization.k8s.io/rolebindings/dev/b",
-            Some(&bytes(&binding)),
-        );
-        s.apply(
-            b"/registry/rbac.authorization.k8s.io/clusterroles/c",
-            Some(&bytes(&role)),
-        );
-        s.apply(
-            b"/registry/rbac.authorization.k8s.io/clusterrolebindings/cb",
-            Some(&bytes(&binding)),
-        );
-        s.apply(b"/registry/core/pods/dev/p", Some(b"{}"));
+        s.apply(b"/registry/roles/dev/r", Some(&bytes(&role)));
+        s.apply(b"/registry/rolebindings/dev/b", Some(&bytes(&binding)));
+        s.apply(b"/registry/clusterroles/c", Some(&bytes(&role)));
+        s.apply(b"/registry/clusterrolebindings/cb", Some(&bytes(&binding)));
+        s.apply(b"/registry/pods/dev/p", Some(b"{}"));
         assert_eq!(s.roles[&("dev".into(), "r".into())].len(), 1);
         assert_eq!(s.role_bindings["dev"]["b"].subjects[0].name, "alice");
         assert!(s.cluster_roles.contains_key("c"));
         assert_eq!(s.cluster_role_bindings["cb"].role_ref.name, "r");
-        s.apply(
-            b"/registry/rbac.authorization.k8s.io/rolebindings/dev/b",
-            None,
-        );
-        s.apply(b"/registry/rbac.authorization.k8s.io/roles/dev/r", None);
+        s.apply(b"/registry/rolebindings/dev/b", None);
+        s.apply(b"/registry/roles/dev/r", None);
         assert!(s.role_bindings.is_empty());
         assert!(s.roles.is_empty());
         // A value that does not parse removes what was there rather than keeping stale rules.
-        s.apply(
-            b"/registry/rbac.authorization.k8s.io/clusterroles/c",
-            Some(b"not json"),
-        );
+        s.apply(b"/registry/clusterroles/c", Some(b"not json"));
         assert!(!s.cluster_roles.contains_key("c"));
     }
 }

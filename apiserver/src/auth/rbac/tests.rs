@@ -7,7 +7,7 @@ use serde_json::json;
 fn snapshot(objects: &[(&str, serde_json::Value)]) -> Snapshot {
     let mut s = Snapshot::default();
     for (key, value) in objects {
-        let key = format!("/registry/rbac.authorization.k8s.io/{key}");
+        let key = format!("/registry/{key}");
         s.apply_for_tests(key.as_bytes(), &serde_json::to_vec(value).unwrap());
     }
     s
