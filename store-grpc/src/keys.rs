@@ -8,6 +8,7 @@
 //! | `"\0"` | every key `>= key` ("from key"; with `key = "\0"` every key) | `Prefix("")` from `key` |
 //! | `prefix_end(key)` | every key starting with `key` | `Prefix(key)` |
 //! | `<= key` | none | — |
+//! | `prefix_end(p)`, `p` a prefix of `key` | the rest of prefix `p` from `key` (a next page) | `Prefix(p)` from `key` |
 //! | anything else | `[key, range_end)` | `Prefix(common prefix)` from `key`, cut at `range_end` |
 
 use bytes::Bytes;
@@ -63,6 +64,19 @@ pub(crate) fn plan(key: &[u8], range_end: &[u8]) -> Scan {
         return Scan::Keys {
             range: KeyRange::Prefix(Bytes::copy_from_slice(key)),
             start: None,
+            end: None,
+        };
+    }
+    // The rest of a prefix from `key` on (a paginated prefix read's next page: `key` is the
+    // last key read plus `\0`, `range_end` the prefix's end): the store reads it from
+    // `key` with no end to cut at, so the page and its count come in one store read.
+    if let Some(len) = (0..key.len())
+        .rev()
+        .find(|&l| prefix_end(&key[..l]) == range_end)
+    {
+        return Scan::Keys {
+            range: KeyRange::Prefix(Bytes::copy_from_slice(&key[..len])),
+            start: from(key),
             end: None,
         };
     }
@@ -242,6 +256,15 @@ mod tests {
         );
         assert!(matches!(plan(b"/b", b"/a"), Scan::Empty { .. }));
         assert!(matches!(plan(b"/b", b"/b"), Scan::Empty { .. }));
+        // A prefix's next page: from a key to the prefix's end, no end to cut at.
+        assert_eq!(
+            plan(b"/registry/pods/default/b\0", b"/registry/pods0"),
+            keys(
+                KeyRange::Prefix(Bytes::from_static(b"/registry/pods/")),
+                Some("/registry/pods/default/b\0"),
+                None
+            )
+        );
     }
 
     #[test]
