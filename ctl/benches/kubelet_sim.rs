@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, Config};
 
@@ -53,16 +53,7 @@ async fn count_ready(nodes: &Api<Node>) -> usize {
 async fn one_run(node_count: usize, pod_count: usize) -> RunResult {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let (_api, line) = spawn(
-        &process::apiserver_args(data.to_str().unwrap()),
-        "listening on",
-    );
-    let url = line
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned();
+    let (_api, url) = process::start_apiserver(&data);
     let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
     let nodes_arg = node_count.to_string();
     let t0 = Instant::now();
@@ -83,6 +74,15 @@ async fn one_run(node_count: usize, pod_count: usize) -> RunResult {
         .create(
             &PostParams::default(),
             &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    // No controller-manager runs here: its serviceaccount controller's `default`
+    // ServiceAccount, without which ServiceAccount admission refuses every pod, is made by hand.
+    Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": "default"}})).unwrap(),
         )
         .await
         .unwrap();

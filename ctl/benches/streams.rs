@@ -22,83 +22,20 @@ use futures::{AsyncBufReadExt as _, SinkExt as _, StreamExt as _};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{ListParams, LogParams, PostParams};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/process.rs"]
 mod process;
-use process::{Proc, cpu_seconds, rss_mib, spawn};
+use process::{cpu_seconds, rss_mib};
 
 const NODES: usize = 100;
 
-struct Cluster {
-    _dir: tempfile::TempDir,
-    api: Proc,
-    kubelet: Proc,
-    _scheduler: Proc,
-    _cm: Proc,
-    url: String,
-    client: Client,
-}
-
-async fn start() -> Cluster {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let (api, line) = spawn(
-        &process::apiserver_args(data.to_str().unwrap()),
-        "listening on",
-    );
-    let url = line
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned();
-    let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
-    let nodes = NODES.to_string();
-    let (kubelet, _) = spawn(
-        &["kubelet", "--nodes", &nodes, "--master", &url],
-        "nodes registered",
-    );
-    let (scheduler, _) = spawn(
-        &["scheduler", "--master", &url, "--listen", "127.0.0.1:0"],
-        "miniplane scheduler started",
-    );
-    let (cm, _) = spawn(
-        &[
-            "controller-manager",
-            "--master",
-            &url,
-            "--listen",
-            "127.0.0.1:0",
-            "--controllers",
-            "deployment,replicaset,serviceaccount",
-        ],
-        "miniplane controller-manager started",
-    );
-    let node_api: Api<Node> = Api::all(client.clone());
-    while node_api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .len()
-        < NODES
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Cluster {
-        _dir: dir,
-        api,
-        kubelet,
-        _scheduler: scheduler,
-        _cm: cm,
-        url,
-        client,
-    }
-}
+type Cluster = cluster::Processes;
 
 /// Creates Deployment `name` of `replicas` and waits until they are all available.
 async fn deploy(client: &Client, name: &str, replicas: usize, annotations: serde_json::Value) {
@@ -410,7 +347,7 @@ async fn main() {
         std::env::var("MINIPLANE_BENCH_STREAMS").unwrap_or_else(|_| "logs,exec,metrics".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!("streams: {NODES} simulated nodes, {cores} cores");
-    let c = start().await;
+    let c = cluster::start(NODES, "deployment,replicaset,serviceaccount").await;
     for part in which.split(',') {
         match part.trim() {
             "logs" => logs(&c).await,

@@ -24,13 +24,14 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client, Config};
+use kube::Api;
+use kube::api::PostParams;
 
+#[path = "support/cluster.rs"]
+mod cluster;
 #[path = "support/process.rs"]
 mod process;
-use process::{Proc, cpu_seconds, peak_rss_mib, spawn};
+use process::{cpu_seconds, peak_rss_mib};
 
 const RUNS: usize = 3;
 
@@ -50,74 +51,6 @@ enum Workload {
     DaemonSet,
 }
 
-/// The cluster of one run; every process stops on drop.
-struct Cluster {
-    _dir: tempfile::TempDir,
-    _api: Proc,
-    _kubelet: Proc,
-    _scheduler: Proc,
-    cm: Proc,
-    client: Client,
-}
-
-async fn start(nodes: usize) -> Cluster {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let (api, line) = spawn(
-        &process::apiserver_args(data.to_str().unwrap()),
-        "listening on",
-    );
-    let url = line
-        .rsplit(' ')
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_owned();
-    let client = Client::try_from(Config::new(url.parse().unwrap())).unwrap();
-    let nodes_arg = nodes.to_string();
-    let (kubelet, _) = spawn(
-        &["kubelet", "--nodes", &nodes_arg, "--master", &url],
-        "nodes registered",
-    );
-    let (scheduler, _) = spawn(
-        &["scheduler", "--master", &url, "--listen", "127.0.0.1:0"],
-        "miniplane scheduler started",
-    );
-    let (cm, _) = spawn(
-        &[
-            "controller-manager",
-            "--master",
-            &url,
-            "--listen",
-            "127.0.0.1:0",
-            // The serviceaccount controller creates `default`'s ServiceAccount, without which
-            // ServiceAccount admission refuses every pod.
-            "--controllers",
-            "job,daemonset,podgc,serviceaccount",
-        ],
-        "miniplane controller-manager started",
-    );
-    let node_api: Api<Node> = Api::all(client.clone());
-    while node_api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .len()
-        < nodes
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Cluster {
-        _dir: dir,
-        _api: api,
-        _kubelet: kubelet,
-        _scheduler: scheduler,
-        cm,
-        client,
-    }
-}
-
 fn container(command: Option<&[&str]>) -> serde_json::Value {
     let mut c = serde_json::json!({"name": "work", "image": "busybox",
         "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}});
@@ -128,7 +61,9 @@ fn container(command: Option<&[&str]>) -> serde_json::Value {
 }
 
 async fn one_run(nodes: usize, workload: Workload) -> RunResult {
-    let cluster = start(nodes).await;
+    // The serviceaccount controller creates `default`'s ServiceAccount, without which
+    // ServiceAccount admission refuses every pod.
+    let cluster = cluster::start(nodes, "job,daemonset,podgc,serviceaccount").await;
     let client = cluster.client.clone();
     let cpu_before = cpu_seconds(cluster.cm.id());
     let t0 = Instant::now();

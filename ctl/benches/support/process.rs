@@ -49,6 +49,18 @@ pub fn apiserver_args(data: &str) -> Vec<&str> {
     ]
 }
 
+/// Starts `miniplane apiserver` with [`apiserver_args`] over `data`; returns it and its URL.
+pub fn start_apiserver(data: &std::path::Path) -> (Proc, String) {
+    let (api, line) = spawn(&apiserver_args(data.to_str().unwrap()), "listening on");
+    let url = line
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_owned();
+    (api, url)
+}
+
 /// The `miniplane` binary the benches run: this build's, or `MINIPLANE_BENCH_BIN=path` (a
 /// saved build, for A/B runs of two versions on the same machine state).
 pub fn miniplane_bin() -> std::ffi::OsString {

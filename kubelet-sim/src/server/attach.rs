@@ -32,8 +32,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use super::KubeletServer;
 use super::context::{RunningContainer, container_context, running_container};
-use super::exec::{MAX_SLEEP, container_not_found, crlf, emit, is_bare_shell, pod_error};
-use super::remotecommand::{self, Exit, Output, ProcessIo, StreamOptions};
+use super::exec::{MAX_SLEEP, Target, crlf, emit, is_bare_shell};
+use super::remotecommand::{self, Exit, Output, ProcessIo};
 use crate::logs::{LogStream, RunWindow, follow};
 use crate::plan::ephemeral_container;
 use crate::shell::{ContainerContext, Session};
@@ -66,17 +66,15 @@ async fn attach(
     container: String,
     request: Request,
 ) -> Response {
-    let query = request.uri().query().unwrap_or_default().to_owned();
-    let options = match StreamOptions::from_query(&query) {
-        Ok(o) => o,
+    let Target {
+        options,
+        pod,
+        node,
+        running,
+        ..
+    } = match Target::find(&server, &request, &namespace, &pod_name, &container) {
+        Ok(target) => target,
         Err(response) => return *response,
-    };
-    let (pod, node) = match server.find_pod(request.headers(), &namespace, &pod_name) {
-        Ok(found) => found,
-        Err(lookup) => return pod_error(lookup),
-    };
-    let Some(running) = running_container(&pod, &container) else {
-        return container_not_found(&container);
     };
     let key = ObjectKey::of(pod.as_ref());
     let main = server.clone();

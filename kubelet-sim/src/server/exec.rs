@@ -19,16 +19,19 @@
 //! container restarts as after any exit (`lastState.terminated` with exit code 143 or 137);
 //! an interactive shell that sent it is killed with its container (exit code 137).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use client::SharedClock;
+use k8s_openapi::api::core::v1::Pod;
 
-use super::context::{container_context, running_container};
+use super::context::{RunningContainer, container_context, running_container};
 use super::remotecommand::{self, Exit, Output, ProcessIo, StreamOptions};
 use super::{KubeletServer, PodLookup, node_down, query_values, restful_error};
+use crate::node::NodeState;
 use crate::shell::{ContainerContext, Session};
 
 /// The longest a command's simulated `sleep` keeps its session open (`sleep infinity` is
@@ -78,6 +81,48 @@ pub fn container_not_found(name: &str) -> Response {
     )
 }
 
+/// What an exec or attach request streams to, as the streaming server finds it: the options
+/// of its query, the pod, its node and the running container.
+pub struct Target {
+    /// The request's query string.
+    pub query: String,
+    /// The streams and tty it asks for.
+    pub options: StreamOptions,
+    /// The pod.
+    pub pod: Arc<Pod>,
+    /// The node that runs it.
+    pub node: Arc<NodeState>,
+    /// The container's current run.
+    pub running: RunningContainer,
+}
+
+impl Target {
+    /// The target of `request` for `namespace/pod_name`'s `container`, or the answer to give:
+    /// bad options, `pod does not exist`, a down node, `container not found`.
+    pub fn find(
+        server: &KubeletServer,
+        request: &Request,
+        namespace: &str,
+        pod_name: &str,
+        container: &str,
+    ) -> Result<Target, Box<Response>> {
+        let query = request.uri().query().unwrap_or_default().to_owned();
+        let options = StreamOptions::from_query(&query)?;
+        let (pod, node) = server
+            .find_pod(request.headers(), namespace, pod_name)
+            .map_err(|lookup| Box::new(pod_error(lookup)))?;
+        let running = running_container(&pod, container)
+            .ok_or_else(|| Box::new(container_not_found(container)))?;
+        Ok(Target {
+            query,
+            options,
+            pod,
+            node,
+            running,
+        })
+    }
+}
+
 async fn exec(
     server: KubeletServer,
     namespace: String,
@@ -85,17 +130,15 @@ async fn exec(
     container: String,
     request: Request,
 ) -> Response {
-    let query = request.uri().query().unwrap_or_default().to_owned();
-    let options = match StreamOptions::from_query(&query) {
-        Ok(o) => o,
+    let Target {
+        query,
+        options,
+        pod,
+        node,
+        running,
+    } = match Target::find(&server, &request, &namespace, &pod_name, &container) {
+        Ok(target) => target,
         Err(response) => return *response,
-    };
-    let (pod, node) = match server.find_pod(request.headers(), &namespace, &pod_name) {
-        Ok(found) => found,
-        Err(lookup) => return pod_error(lookup),
-    };
-    let Some(running) = running_container(&pod, &container) else {
-        return container_not_found(&container);
     };
     let command = query_values(&query, "command");
     let ctx = container_context(&server, &pod, &node, &running).await;
