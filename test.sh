@@ -61,4 +61,35 @@ if ! "$venv/bin/python" -c 'import kubernetes, sys; sys.exit(kubernetes.__versio
     "$venv/bin/pip" install --quiet --disable-pip-version-check "$python_client"
 fi
 
+# MINIPLANE_TEST_STORE=etcd ./test.sh: the same tests with the API servers of the end-to-end
+# tests on an etcd member started here (Debian's etcd, loopback ports, data in a temporary
+# directory, stopped at the end), each server under a key prefix of its own
+# (tests/support/store.rs).
+if [ "${MINIPLANE_TEST_STORE:-embedded}" = etcd ]; then
+    etcd_dir=$(mktemp -d)
+    read -r client_port peer_port < <(python3 -c 'import socket
+socks = [socket.socket() for _ in range(2)]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))')
+    /usr/bin/etcd --name test --data-dir "$etcd_dir/data" \
+        --listen-client-urls "http://127.0.0.1:$client_port" \
+        --advertise-client-urls "http://127.0.0.1:$client_port" \
+        --listen-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+        --initial-cluster "test=http://127.0.0.1:$peer_port" \
+        --max-request-bytes 2097152 --quota-backend-bytes 8589934592 \
+        >"$etcd_dir/etcd.log" 2>&1 &
+    etcd_pid=$!
+    trap 'kill "$etcd_pid" 2>/dev/null; wait "$etcd_pid" 2>/dev/null; rm -rf "$etcd_dir"' EXIT
+    for _ in $(seq 100); do
+        ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$client_port" endpoint health \
+            >/dev/null 2>&1 && break
+        sleep 0.1
+    done
+    export MINIPLANE_TEST_ETCD_SERVERS="http://127.0.0.1:$client_port"
+    echo "test.sh: the end-to-end tests' API servers keep their objects in etcd at $MINIPLANE_TEST_ETCD_SERVERS"
+    cargo test --workspace --locked "$@"
+    exit
+fi
+
 exec cargo test --workspace --locked "$@"

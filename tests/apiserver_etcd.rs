@@ -4,11 +4,6 @@
 //! second API server on the same cluster serves the same objects and the same watches; and a
 //! rollout converges while a member is down.
 
-// The store tests' etcd cluster fixture (not all of its functions are used here).
-#[path = "../store/tests/etcd/cluster.rs"]
-#[allow(dead_code)]
-mod etcd_cluster;
-
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -17,6 +12,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use tokio_util::sync::CancellationToken;
 
 use crate::support;
+use crate::support::etcd_cluster;
 
 fn web(replicas: i32) -> Deployment {
     serde_json::from_value(serde_json::json!({
@@ -49,6 +45,7 @@ async fn the_control_plane_runs_on_an_etcd_cluster_two_apiservers_share() {
         servers: etcd.endpoints(),
         prefix: apiserver::DEFAULT_ETCD_PREFIX.into(),
         compaction_interval: Duration::from_secs(300),
+        tls: None,
     };
     let cluster = miniplane::Cluster::builder()
         .nodes(2)
@@ -193,6 +190,7 @@ async fn separate_processes_pass_the_etcd_flags_to_their_apiserver() {
             servers: etcd.endpoints(),
             prefix: "/team-a".into(),
             compaction_interval: Duration::from_secs(60),
+            tls: None,
         })
         .start()
         .unwrap();

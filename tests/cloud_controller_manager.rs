@@ -234,7 +234,7 @@ fn nodes_are_initialized_and_load_balancers_come_and_go() {
 
 #[tokio::test]
 async fn stopped_and_deleted_instances_show_on_their_nodes() {
-    let cluster = miniplane::Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(2)
         .cloud(true)
         .fast_node_lifecycle(true)
@@ -302,7 +302,7 @@ async fn a_failing_cloud_loses_no_node_and_initializes_it_once_it_answers() {
     use cloud::sim::{Fault, FaultApi};
     use miniplane::admin_client::AdminClient;
 
-    let cluster = miniplane::Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(2)
         .cloud(true)
         .fast_node_lifecycle(true)
@@ -396,7 +396,7 @@ async fn a_stopped_cloud_controller_manager_initializes_nodes_when_restarted() {
 
     let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let seen = stopped.clone();
-    let cluster = miniplane::Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(2)
         .cloud(true)
         .on_progress(move |p| {

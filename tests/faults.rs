@@ -12,7 +12,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use miniplane::admin_client::AdminClient;
-use miniplane::{Cluster, Component, Progress};
+use miniplane::{Component, Progress};
 
 use crate::support::{DEADLINE, until};
 
@@ -54,7 +54,7 @@ async fn scale(client: &kube::Client, name: &str, replicas: i32) {
 
 #[tokio::test]
 async fn a_paused_controller_queues_merges_steps_and_resumes() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(0)
         .scheduler(false)
         .start()
@@ -135,7 +135,7 @@ async fn a_paused_controller_queues_merges_steps_and_resumes() {
 
 #[tokio::test]
 async fn failing_writes_answer_409_or_500_until_cleared() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(0)
         .controller_manager(false)
         .scheduler(false)
@@ -209,7 +209,7 @@ async fn failing_writes_answer_409_or_500_until_cleared() {
 
 #[tokio::test]
 async fn watch_events_to_one_component_are_dropped_or_delayed() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(0)
         .controller_manager(false)
         .scheduler(false)
@@ -286,7 +286,7 @@ async fn ready(nodes: &Api<Node>, name: &str) -> Option<String> {
 /// which RBAC does not let delete its Node) deletes a removed machine's Node.
 #[tokio::test]
 async fn node_heartbeats_stop_and_a_node_is_removed_until_cleared() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .secure(true)
         .nodes(2)
         .scheduler(false)
@@ -338,7 +338,7 @@ async fn node_heartbeats_stop_and_a_node_is_removed_until_cleared() {
 /// (`DeletionByPodGC`) and deletes them; the ReplicaSet replaces them on the other node.
 #[tokio::test]
 async fn the_pod_gc_deletes_the_pods_of_a_removed_node() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(2)
         .fast_node_lifecycle(true)
         .start()
@@ -468,20 +468,20 @@ async fn stop_and_restart_the_controller_manager(builder: miniplane::ClusterBuil
 
 #[tokio::test]
 async fn a_stopped_component_restarts_when_cleared() {
-    stop_and_restart_the_controller_manager(Cluster::builder()).await;
+    stop_and_restart_the_controller_manager(crate::support::cluster()).await;
 }
 
 #[tokio::test]
 async fn a_stopped_component_process_restarts_when_cleared() {
     stop_and_restart_the_controller_manager(
-        Cluster::builder().separate(env!("CARGO_BIN_EXE_miniplane")),
+        crate::support::cluster().separate(env!("CARGO_BIN_EXE_miniplane")),
     )
     .await;
 }
 
 #[test]
 fn the_fault_cli_injects_lists_and_clears() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(0)
         .scheduler(false)
         .start()

@@ -158,7 +158,7 @@ fn dechunk(mut body: &str) -> String {
 
 #[test]
 fn the_kubelet_api_of_a_secure_cluster_is_https_and_checks_its_callers() {
-    let cluster = miniplane::Cluster::builder()
+    let cluster = crate::support::cluster()
         .secure(true)
         .nodes(1)
         .metrics_server(Some(Duration::from_secs(1)))

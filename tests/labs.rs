@@ -89,7 +89,8 @@ async fn run_lab(name: &str) {
         env!("CARGO_BIN_EXE_miniplane").into(),
     )
     .with_operator("website-operator", operators.website())
-    .with_etcd_endpoint(cluster.etcd_endpoint());
+    .with_etcd_endpoint(cluster.etcd_endpoint())
+    .with_apiservers(cluster.apiserver_urls().to_vec());
     runner.setup().await.unwrap();
     for (i, step) in lab.steps.iter().enumerate() {
         let results = runner.check_step(i).await.unwrap();

@@ -568,7 +568,7 @@ fn up_runs_a_metrics_server_and_load_reaches_its_kubelets() {
 
 #[tokio::test]
 async fn the_library_runs_a_metrics_server_in_process() {
-    let cluster = miniplane::Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(1)
         .metrics_server(Some(Duration::from_secs(1)))
         .start()

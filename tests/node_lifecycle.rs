@@ -12,7 +12,6 @@ use admin::FaultSpec;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
-use miniplane::Cluster;
 use miniplane::admin_client::AdminClient;
 use support::component::Component;
 use support::{DEADLINE, Server, eventually, http, until};
@@ -220,7 +219,7 @@ async fn web_pods(pods: &Api<Pod>) -> Vec<(String, String, String, bool)> {
 /// until its kubelet is back, which then finishes their deletion.
 #[tokio::test]
 async fn a_deployment_pod_on_a_failed_node_is_replaced_on_a_healthy_one() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(2)
         .fast_node_lifecycle(true)
         .start()

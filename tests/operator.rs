@@ -22,7 +22,6 @@ use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use miniplane::Cluster;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -179,7 +178,7 @@ where
 
 /// The whole life of a Website under one operator flavor, with a kill in the middle.
 async fn website_lifecycle(flavor: Flavor) {
-    let cluster = Cluster::builder().nodes(2).start().unwrap();
+    let cluster = crate::support::cluster().nodes(2).start().unwrap();
     let client = cluster.client();
     install_crd(&client).await;
     let kubeconfig = cluster.kubeconfig_path().to_path_buf();
@@ -249,7 +248,7 @@ async fn kube_runtime_operator_runs_a_website_and_survives_a_restart() {
 /// established: a Deployment and a Website owned by a Website go when their owner goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_collector_collects_dependents_of_custom_resources() {
-    let cluster = Cluster::builder().nodes(1).start().unwrap();
+    let cluster = crate::support::cluster().nodes(1).start().unwrap();
     let client = cluster.client();
     install_crd(&client).await;
     // kube-rs' discovery finds the custom resource as it would on a cluster.

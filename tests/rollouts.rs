@@ -15,7 +15,6 @@ use futures::TryStreamExt;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use miniplane::Cluster;
 
 const REPLICAS: i32 = 30;
 const MAX_SURGE: i32 = 2;
@@ -69,7 +68,10 @@ async fn progress(deployments: &Api<Deployment>) -> (i32, i32, i32) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_overlapping_rollouts_converge_within_max_surge() {
-    let cluster = Cluster::builder().nodes(3).start().expect("cluster starts");
+    let cluster = crate::support::cluster()
+        .nodes(3)
+        .start()
+        .expect("cluster starts");
     let client = cluster.client();
     let deployments = Api::<Deployment>::default_namespaced(client.clone());
     let replica_sets = Api::<ReplicaSet>::default_namespaced(client.clone());

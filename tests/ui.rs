@@ -94,7 +94,7 @@ const SPINE: &[&str] = &[
 
 #[test]
 fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
-    let cluster = miniplane::Cluster::builder().nodes(3).start().unwrap();
+    let cluster = crate::support::cluster().nodes(3).start().unwrap();
     let api = addr(cluster.url());
     let browser = Browser::start(1280, 860);
     browser.navigate(&format!("{}/ui", cluster.url()));
@@ -368,7 +368,7 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
 /// status shows with its checks, and in the header.
 #[test]
 fn pause_a_controller_and_see_its_queue_grow() {
-    let cluster = miniplane::Cluster::builder().nodes(1).start().unwrap();
+    let cluster = crate::support::cluster().nodes(1).start().unwrap();
     let api = addr(cluster.url());
     let browser = Browser::start(1280, 860);
     browser.navigate(&format!("{}/ui#/controllers", cluster.url()));
@@ -511,7 +511,7 @@ fn pause_a_controller_and_see_its_queue_grow() {
 /// that a click opens to every attempt and closes again.
 #[test]
 fn retries_fold_into_one_row_that_a_click_opens() {
-    let cluster = miniplane::Cluster::builder().nodes(3).start().unwrap();
+    let cluster = crate::support::cluster().nodes(3).start().unwrap();
     let api = addr(cluster.url());
     let fault = json!({"name": "conflicts", "kind": "FailWrites", "code": 409, "fraction": 0.5,
                        "resource": "replicasets", "component": "kube-controller-manager"});

@@ -15,17 +15,27 @@
 //! Its endpoints are kube-apiserver's endpoint reconciler's
 //! (`pkg/controlplane/reconcilers/lease.go` through `endpointsadapter.go`): the Endpoints
 //! `default/kubernetes` (label `endpointslice.kubernetes.io/skip-mirror: "true"`, one subset:
-//! the advertise address, port `https` = the API server's port) and the EndpointSlice
-//! `default/kubernetes` made from it (label `kubernetes.io/service-name: kubernetes` only),
-//! written when missing or different on the same interval. The advertise address is
-//! `--advertise-address`, else the address of the default route's interface; with neither,
-//! no endpoints are written (kube-apiserver refuses to start then).
+//! the advertise addresses of the API servers that are up, port `https`) and the
+//! EndpointSlice `default/kubernetes` made from it (label `kubernetes.io/service-name:
+//! kubernetes` only), written when missing or different on the same interval. The advertise
+//! address is `--advertise-address`, else the address of the default route's interface; with
+//! neither, no endpoints are written (kube-apiserver refuses to start then).
 //!
-//! Simplifications: one API server, so no master leases (`masterleases`); the port is named
-//! `https` though the API server speaks plain HTTP. The controller-manager's Endpoints and
-//! EndpointSlice controllers leave the Service alone: it has no selector.
+//! Several API servers on one store: kube-apiserver's lease reconciler keeps a master lease
+//! per API server (`/registry/masterleases/<ip>`, TTL 15 s) and lists their addresses, all on
+//! one port. Here the API servers that are up are those whose identity Lease
+//! ([`crate::identity_lease`]) was renewed within [`LEASE_TTL`], and since the API servers of
+//! one machine differ by port, not address, one of them owns the Service and its endpoints:
+//! the one up longest (the oldest `acquireTime`, then name; [`decide`]). It writes its port
+//! and the addresses of the live API servers on that port; the others leave both alone, so
+//! nothing flaps; when it stops renewing, the next one takes over within the TTL. A round
+//! whose Leases cannot be read writes nothing.
+//!
+//! Simplifications: no master leases in the store (the identity Leases serve); the port is
+//! named `https` though a plain cluster's API server speaks HTTP. The controller-manager's
+//! Endpoints and EndpointSlice controllers leave the Service alone: it has no selector.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,8 +43,9 @@ use serde_json::{Value, json};
 
 use crate::error::{ApiError, Result};
 use crate::gvk::GroupVersion;
+use crate::identity_lease::{self, Peer};
 use crate::registry::ResourceInfo;
-use crate::rest::{self, WriteContext, WritePart};
+use crate::rest::{self, WriteContext};
 use crate::state::AppState;
 use crate::storage::{ObjectRef, Update};
 
@@ -46,9 +57,66 @@ pub const NAMESPACE: &str = "default";
 /// See [`NAMESPACE`].
 pub const NAME: &str = "kubernetes";
 
+/// How long after its identity Lease's last renewal an API server still counts as up
+/// (kube-apiserver's `DefaultEndpointReconcilerTTL` for its master leases).
+pub const LEASE_TTL: Duration = Duration::from_secs(15);
+
+/// What this API server does with the Service on one round ([`decide`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// It owns the Service: its port, and endpoints at these addresses (the live API servers
+    /// on its port, itself included; none without an advertise address).
+    Owner {
+        /// The endpoints' addresses, sorted.
+        addresses: Vec<IpAddr>,
+    },
+    /// Another API server, up longer, owns it.
+    Standby {
+        /// That API server's identity Lease.
+        owner: String,
+    },
+}
+
+/// Who owns the Service among the live API servers `live` (their identity Leases) and this
+/// one (`me`, its Lease's name, at `address`): the one up longest (oldest `acquireTime`, then
+/// name). This one counts as up even before its Lease is written, as the newest.
+pub fn decide(me: &str, address: Option<SocketAddr>, live: &[Peer]) -> Role {
+    let owner = live
+        .iter()
+        .filter(|p| p.name != me)
+        .map(|p| (p.since, p.name.as_str()))
+        .chain(std::iter::once((
+            live.iter()
+                .find(|p| p.name == me)
+                .map_or(jiff::Timestamp::MAX, |p| p.since),
+            me,
+        )))
+        .min()
+        .map_or(me, |(_, name)| name);
+    if owner != me {
+        return Role::Standby {
+            owner: owner.to_string(),
+        };
+    }
+    let Some(address) = address else {
+        return Role::Owner { addresses: vec![] };
+    };
+    let mut addresses: Vec<IpAddr> = live
+        .iter()
+        .filter_map(|p| p.address)
+        .filter(|a| a.port() == address.port() && a.is_ipv4() == address.is_ipv4())
+        .map(|a| a.ip())
+        .chain(std::iter::once(address.ip()))
+        .collect();
+    addresses.sort();
+    addresses.dedup();
+    Role::Owner { addresses }
+}
+
 /// Keeps `default/kubernetes` in place, checking every `interval`, until the server shuts
-/// down; `port` is the API server's (the Service's targetPort).
-pub async fn run(state: AppState, port: u16, interval: Duration) {
+/// down; `port` is the API server's (the Service's targetPort), `identity` its identity
+/// Lease's name (see [`decide`] for several API servers).
+pub async fn run(state: AppState, port: u16, interval: Duration, identity: String) {
     let advertise = state
         .options()
         .advertise_address
@@ -58,19 +126,53 @@ pub async fn run(state: AppState, port: u16, interval: Duration) {
             "no advertise address (no default route): the kubernetes service gets no endpoints"
         );
     }
+    let address = advertise.map(|ip| SocketAddr::new(ip, port));
+    let mut last: Option<Role> = None;
     loop {
-        if let Err(e) = ensure(&state, port).await {
-            tracing::warn!(error = %e, "could not reconcile the default/kubernetes service");
-        }
-        if let Some(ip) = advertise
-            && let Err(e) = ensure_endpoints(&state, ip, port).await
-        {
-            tracing::warn!(error = %e, "could not reconcile the kubernetes service's endpoints");
+        // Without the Leases, nothing is written this round (as kube-apiserver's reconciler
+        // gives up a round when it cannot list its master leases): an API server that cannot
+        // see the others must not take the Service over.
+        let role = match identity_lease::live(&state, LEASE_TTL).await {
+            Ok(live) => Some(decide(&identity, address, &live)),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not list the API servers' identity leases");
+                None
+            }
+        };
+        if let Some(role) = role {
+            reconcile(&state, port, &role, last.as_ref()).await;
+            last = Some(role);
         }
         tokio::select! {
             () = state.shutdown().cancelled() => return,
             () = tokio::time::sleep(interval) => {}
         }
+    }
+}
+
+/// One round of [`run`] as `role` (`last`: the round before's, to log changes only).
+async fn reconcile(state: &AppState, port: u16, role: &Role, last: Option<&Role>) {
+    if last != Some(role) {
+        match role {
+            Role::Owner { .. } => {
+                tracing::info!("this API server reconciles the kubernetes service")
+            }
+            Role::Standby { owner } => tracing::info!(
+                %owner,
+                "another API server, up longer, reconciles the kubernetes service"
+            ),
+        }
+    }
+    let Role::Owner { addresses } = role else {
+        return;
+    };
+    if let Err(e) = ensure(state, port).await {
+        tracing::warn!(error = %e, "could not reconcile the default/kubernetes service");
+    }
+    if !addresses.is_empty()
+        && let Err(e) = ensure_endpoints(state, addresses, port).await
+    {
+        tracing::warn!(error = %e, "could not reconcile the kubernetes service's endpoints");
     }
 }
 
@@ -157,15 +259,7 @@ fn target(info: &Arc<ResourceInfo>, state: &AppState) -> (ObjectRef, WriteContex
         namespace: Some(NAMESPACE.into()),
         name: NAME.into(),
     };
-    let wctx = WriteContext {
-        manager: Some("kube-apiserver".into()),
-        now: state.now(),
-        part: WritePart::Main,
-        escalation: None,
-        service_account: None,
-        user: None,
-        signer_check: None,
-    };
+    let wctx = WriteContext::server_own("kube-apiserver", state.now());
     (r, wctx)
 }
 
@@ -191,8 +285,13 @@ pub fn host_interface_address() -> Option<IpAddr> {
     (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
 
-/// The Endpoints kube-apiserver's reconciler writes for itself at `ip:port`.
-fn endpoints_object(ip: IpAddr, port: u16) -> Value {
+/// The Endpoints kube-apiserver's reconciler writes for the API servers at `addresses`, all on
+/// `port`.
+fn endpoints_object(addresses: &[IpAddr], port: u16) -> Value {
+    let addresses: Vec<Value> = addresses
+        .iter()
+        .map(|ip| json!({"ip": ip.to_string()}))
+        .collect();
     json!({
         "apiVersion": "v1",
         "kind": "Endpoints",
@@ -202,14 +301,19 @@ fn endpoints_object(ip: IpAddr, port: u16) -> Value {
             "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"},
         },
         "subsets": [{
-            "addresses": [{"ip": ip.to_string()}],
+            "addresses": addresses,
             "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
         }],
     })
 }
 
 /// `endpointSliceFromEndpoints` of [`endpoints_object`].
-fn endpoint_slice_object(ip: IpAddr, port: u16) -> Value {
+fn endpoint_slice_object(addresses: &[IpAddr], port: u16) -> Value {
+    let ipv6 = addresses.first().is_some_and(IpAddr::is_ipv6);
+    let endpoints: Vec<Value> = addresses
+        .iter()
+        .map(|ip| json!({"addresses": [ip.to_string()], "conditions": {"ready": true}}))
+        .collect();
     json!({
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
@@ -218,24 +322,29 @@ fn endpoint_slice_object(ip: IpAddr, port: u16) -> Value {
             "namespace": NAMESPACE,
             "labels": {"kubernetes.io/service-name": NAME},
         },
-        "addressType": if ip.is_ipv6() { "IPv6" } else { "IPv4" },
-        "endpoints": [{"addresses": [ip.to_string()], "conditions": {"ready": true}}],
+        "addressType": if ipv6 { "IPv6" } else { "IPv4" },
+        "endpoints": endpoints,
         "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
     })
 }
 
 /// Writes the Endpoints and the EndpointSlice `default/kubernetes` when they are missing
-/// or differ from the API server's address and port (`doReconcile`,
+/// or differ from the API servers' addresses and port (`doReconcile`,
 /// `EnsureEndpointSliceFromEndpoints`); true if it wrote.
-pub async fn ensure_endpoints(state: &AppState, ip: IpAddr, port: u16) -> Result<bool> {
+pub async fn ensure_endpoints(state: &AppState, addresses: &[IpAddr], port: u16) -> Result<bool> {
     let endpoints = resource(state, "", "endpoints")?;
     let slices = resource(state, "discovery.k8s.io", "endpointslices")?;
-    let wrote_endpoints =
-        ensure_object(state, endpoints, endpoints_object(ip, port), &["subsets"]).await?;
+    let wrote_endpoints = ensure_object(
+        state,
+        endpoints,
+        endpoints_object(addresses, port),
+        &["subsets"],
+    )
+    .await?;
     let wrote_slice = ensure_object(
         state,
         slices,
-        endpoint_slice_object(ip, port),
+        endpoint_slice_object(addresses, port),
         &["addressType", "endpoints", "ports"],
     )
     .await?;
@@ -323,5 +432,71 @@ mod tests {
         node_port["spec"]["type"] = json!("NodePort");
         assert!(needs_update(&node_port, 6443));
         assert!(needs_update(&json!({"spec": {}}), 6443));
+    }
+
+    fn peer(name: &str, address: &str, since: &str) -> Peer {
+        Peer {
+            name: name.into(),
+            address: Some(address.parse().unwrap()),
+            since: since.parse().unwrap(),
+        }
+    }
+
+    #[test]
+    fn the_api_server_up_longest_owns_the_service() {
+        let a = peer("apiserver-a", "192.0.2.1:6443", "2026-01-01T00:00:00Z");
+        let b = peer("apiserver-b", "192.0.2.1:6444", "2026-01-01T00:00:05Z");
+        let c = peer("apiserver-c", "192.0.2.2:6443", "2026-01-01T00:00:09Z");
+        let live = [a.clone(), b.clone(), c.clone()];
+        // The oldest owns it, with every live address on its port.
+        assert_eq!(
+            decide("apiserver-a", a.address, &live),
+            Role::Owner {
+                addresses: vec!["192.0.2.1".parse().unwrap(), "192.0.2.2".parse().unwrap()]
+            }
+        );
+        for me in [&b, &c] {
+            assert_eq!(
+                decide(&me.name, me.address, &live),
+                Role::Standby {
+                    owner: "apiserver-a".into()
+                }
+            );
+        }
+        // a gone: b takes over, with its own port (c is on another one).
+        assert_eq!(
+            decide("apiserver-b", b.address, &[b.clone(), c.clone()]),
+            Role::Owner {
+                addresses: vec!["192.0.2.1".parse().unwrap()]
+            }
+        );
+        // A server whose Lease is not written yet is the newest: it waits for the others...
+        let d: SocketAddr = "192.0.2.3:7000".parse().unwrap();
+        assert_eq!(
+            decide("apiserver-d", Some(d), &live),
+            Role::Standby {
+                owner: "apiserver-a".into()
+            }
+        );
+        // ...and alone, it owns the Service at once.
+        assert_eq!(
+            decide("apiserver-d", Some(d), &[]),
+            Role::Owner {
+                addresses: vec![d.ip()]
+            }
+        );
+        // Same creation time: the name decides.
+        let twin = peer("apiserver-0", "192.0.2.9:6445", "2026-01-01T00:00:00Z");
+        assert_eq!(
+            decide("apiserver-a", a.address, &[a.clone(), twin]),
+            Role::Standby {
+                owner: "apiserver-0".into()
+            }
+        );
+        // No advertise address: the owner writes the Service but no endpoints.
+        assert_eq!(
+            decide("apiserver-a", None, &live),
+            Role::Owner { addresses: vec![] }
+        );
     }
 }

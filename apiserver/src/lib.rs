@@ -40,7 +40,8 @@
 //!
 //! About the control plane itself: [`kubernetes_service`] (public, for tests that drive its
 //! reconciling step by step) keeps the `default/kubernetes` Service
-//! while serving, and `handlers::component_status` answers `componentstatuses` by probing the scheduler,
+//! while serving (with several API servers, the one up longest by their [`identity_lease`]s),
+//! and `handlers::component_status` answers `componentstatuses` by probing the scheduler,
 //! the controller-manager and the store.
 //!
 //! Every module is private; the public surface is what the rest of the workspace uses:
@@ -83,6 +84,7 @@ mod error;
 mod gvk;
 mod handlers;
 mod healthz;
+pub mod identity_lease;
 mod json_strict;
 mod key_layout;
 pub mod kubernetes_service;
@@ -134,8 +136,8 @@ pub use request_trace::TracingOptions;
 pub use router::router;
 pub use selector::field::{FieldRequirement, FieldSelector};
 pub use server::{
-    Config, DEFAULT_ETCD_PREFIX, DEFAULT_STORE_HISTORY_BUDGET, EtcdStorage, ServeError, Server,
-    run, serve, serve_with,
+    Config, DEFAULT_ETCD_PREFIX, DEFAULT_STORE_HISTORY_BUDGET, EtcdStorage, EtcdTlsFiles,
+    ServeError, Server, run, serve, serve_with,
 };
 pub use span_sink::SpanSink;
 pub use state::{AppState, ServerOptions};

@@ -88,6 +88,22 @@ pub struct WriteContext {
     pub signer_check: Option<std::sync::Arc<crate::auth::signer::SignerCheck>>,
 }
 
+impl WriteContext {
+    /// A write of the API server's own (a controller inside it, as `kube-apiserver` field
+    /// manager): the main resource, no user, no admission checks.
+    pub fn server_own(manager: &str, now: jiff::Timestamp) -> WriteContext {
+        WriteContext {
+            manager: Some(manager.to_string()),
+            now,
+            part: WritePart::Main,
+            escalation: None,
+            service_account: None,
+            user: None,
+            signer_check: None,
+        }
+    }
+}
+
 /// Checks `apiVersion`/`kind` of a body against the resource, filling them in when absent
 /// (Kubernetes defaults them from the URL).
 pub fn check_type(info: &ResourceInfo, obj: &mut Value) -> Result<()> {

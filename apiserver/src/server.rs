@@ -45,7 +45,8 @@ pub struct Config {
     /// HTTP without.
     pub options: ServerOptions,
     /// Keep the objects in an etcd cluster instead of the embedded store in `data_dir`
-    /// (kube-apiserver's `--etcd-servers`, `--etcd-prefix`, `--etcd-compaction-interval`).
+    /// (kube-apiserver's `--etcd-servers`, `--etcd-prefix`, `--etcd-compaction-interval`,
+    /// `--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`).
     pub etcd: Option<EtcdStorage>,
 }
 
@@ -63,6 +64,35 @@ pub struct EtcdStorage {
     /// default 5 minutes; zero: never), as kube-apiserver's compactor does
     /// (`store::etcd::Compactor`).
     pub compaction_interval: Duration,
+    /// The TLS files for the members (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`);
+    /// `None`: none (plain `http://`; `https://` members verified with the system's trust
+    /// store).
+    pub tls: Option<EtcdTlsFiles>,
+}
+
+/// kube-apiserver's etcd TLS files (PEM), read when the server connects
+/// (`store::etcd::EtcdTls`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EtcdTlsFiles {
+    /// `--etcd-cafile`: the CA the members' serving certificates are verified with.
+    pub ca_file: Option<PathBuf>,
+    /// `--etcd-certfile`: the client certificate presented to the members.
+    pub cert_file: Option<PathBuf>,
+    /// `--etcd-keyfile`: its private key.
+    pub key_file: Option<PathBuf>,
+}
+
+impl EtcdStorage {
+    /// Storage on these members (`--etcd-servers`) with kube-apiserver's defaults: prefix
+    /// `/registry`, compaction every 5 minutes, no TLS files.
+    pub fn new(servers: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        EtcdStorage {
+            servers: servers.into_iter().map(Into::into).collect(),
+            prefix: DEFAULT_ETCD_PREFIX.to_string(),
+            compaction_interval: store::etcd::DEFAULT_COMPACTION_INTERVAL,
+            tls: None,
+        }
+    }
 }
 
 /// Where a bound server keeps its objects.
@@ -209,10 +239,22 @@ async fn serve_recording(
         .map_err(|e| ServeError::Bootstrap(e.to_string()))?;
     admin::reload(&state).await;
     let port = listener.local_addr()?.port();
+    let advertise = state
+        .options()
+        .advertise_address
+        .or_else(crate::kubernetes_service::host_interface_address);
+    let identity =
+        crate::identity_lease::Identity::new(port, advertise.map(|ip| SocketAddr::new(ip, port)));
     state.tasks().spawn(crate::kubernetes_service::run(
         state.clone(),
         port,
         crate::kubernetes_service::INTERVAL,
+        identity.name.clone(),
+    ));
+    state.tasks().spawn(crate::identity_lease::run(
+        state.clone(),
+        identity,
+        crate::identity_lease::RENEW_INTERVAL,
     ));
     let app = router(state.clone());
     connections::serve(listener, app, limits, shutdown.clone()).await;
@@ -242,6 +284,13 @@ impl Server {
             Some(etcd) => {
                 let mut etcd_config = store::EtcdConfig::new(etcd.servers.iter().cloned());
                 etcd_config.prefix = etcd.prefix.clone();
+                etcd_config.tls = etcd.tls.as_ref().map(|t| {
+                    store::etcd::EtcdTls::from_files(
+                        t.ca_file.clone(),
+                        t.cert_file.clone(),
+                        t.key_file.clone(),
+                    )
+                });
                 let backend = store::EtcdBackend::connect(etcd_config).await?;
                 Storage::Etcd(Arc::new(backend), etcd.compaction_interval)
             }

@@ -59,6 +59,7 @@ async fn the_kubernetes_service_comes_back_after_a_delete_and_keeps_its_ports() 
         h.state.clone(),
         7443,
         Duration::from_millis(50),
+        "apiserver-test".to_string(),
     ));
     let eventually = |what: &'static str, check: fn(&Value) -> bool| {
         let h = &h;
@@ -103,7 +104,7 @@ async fn the_kubernetes_service_gets_endpoints_at_the_advertise_address() {
     const SLICE: &str = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices/kubernetes";
     let h = Harness::new().await;
     let ip = "192.0.2.10".parse().unwrap();
-    assert!(ensure_endpoints(&h.state, ip, 6443).await.unwrap());
+    assert!(ensure_endpoints(&h.state, &[ip], 6443).await.unwrap());
     let ep = h.get(ENDPOINTS).await;
     assert_eq!(ep.status, StatusCode::OK, "{:?}", ep.body);
     assert_eq!(
@@ -131,15 +132,135 @@ async fn the_kubernetes_service_gets_endpoints_at_the_advertise_address() {
         json!([{"name": "https", "port": 6443, "protocol": "TCP"}])
     );
     // In place: nothing to write. Another address or port: both are put back.
-    assert!(!ensure_endpoints(&h.state, ip, 6443).await.unwrap());
+    assert!(!ensure_endpoints(&h.state, &[ip], 6443).await.unwrap());
     let moved = "192.0.2.11".parse().unwrap();
-    assert!(ensure_endpoints(&h.state, moved, 7443).await.unwrap());
+    assert!(ensure_endpoints(&h.state, &[moved], 7443).await.unwrap());
     let ep = h.get(ENDPOINTS).await.body;
     assert_eq!(ep["subsets"][0]["addresses"][0]["ip"], "192.0.2.11");
     assert_eq!(ep["subsets"][0]["ports"][0]["port"], 7443);
     let slice = h.get(SLICE).await.body;
     assert_eq!(slice["endpoints"][0]["addresses"][0], "192.0.2.11");
     assert_eq!(slice["ports"][0]["port"], 7443);
+    // Several API servers on one port: one subset with every address, one endpoint each.
+    let both = ["192.0.2.11".parse().unwrap(), "192.0.2.12".parse().unwrap()];
+    assert!(ensure_endpoints(&h.state, &both, 7443).await.unwrap());
+    let ep = h.get(ENDPOINTS).await.body;
+    assert_eq!(
+        ep["subsets"],
+        json!([{"addresses": [{"ip": "192.0.2.11"}, {"ip": "192.0.2.12"}],
+                "ports": [{"name": "https", "port": 7443, "protocol": "TCP"}]}])
+    );
+    let slice = h.get(SLICE).await.body;
+    assert_eq!(
+        slice["endpoints"],
+        json!([{"addresses": ["192.0.2.11"], "conditions": {"ready": true}},
+               {"addresses": ["192.0.2.12"], "conditions": {"ready": true}}])
+    );
+}
+
+/// kube-apiserver's identity Lease: written and renewed in `kube-system` with its labels and
+/// peer address; read back as a live API server; an expired one is collected, a fresh one
+/// kept; and of two API servers only the one up longest owns the kubernetes Service.
+#[tokio::test]
+async fn identity_leases_name_the_live_api_servers_and_expired_ones_are_collected() {
+    use apiserver::identity_lease::{self, Identity};
+    use apiserver::kubernetes_service::{LEASE_TTL, Role, decide};
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases";
+    let h = Harness::new().await;
+    let first = Identity::for_host("cp-0", 6443, Some("192.0.2.1:6443".parse().unwrap()));
+    let second = Identity::for_host("cp-0", 6444, Some("192.0.2.1:6444".parse().unwrap()));
+    identity_lease::renew(&h.state, &first).await.unwrap();
+    let lease = h.get(&format!("{LEASES}/{}", first.name)).await;
+    assert_eq!(lease.status, StatusCode::OK, "{:?}", lease.body);
+    assert_eq!(
+        lease.body["metadata"]["labels"],
+        json!({"apiserver.kubernetes.io/identity": "kube-apiserver",
+               "kubernetes.io/hostname": "cp-0"})
+    );
+    assert_eq!(
+        lease.body["metadata"]["annotations"]["kubernetes.io/peer-advertise-address"],
+        "192.0.2.1:6443"
+    );
+    assert_eq!(lease.body["spec"]["holderIdentity"], first.holder.as_str());
+    assert_eq!(lease.body["spec"]["leaseDurationSeconds"], 3600);
+    let renewed = lease.body["spec"]["renewTime"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    identity_lease::renew(&h.state, &first).await.unwrap();
+    let again = h.get(&format!("{LEASES}/{}", first.name)).await.body;
+    assert_ne!(again["spec"]["renewTime"].as_str().unwrap(), renewed);
+    // The same run keeps its acquireTime; a new run of the same API server takes it anew.
+    let acquired = lease.body["spec"]["acquireTime"].as_str().unwrap();
+    assert_eq!(again["spec"]["acquireTime"], acquired);
+    let restarted = Identity {
+        holder: format!("{}_restarted", first.name),
+        ..first.clone()
+    };
+    identity_lease::renew(&h.state, &restarted).await.unwrap();
+    let taken = h.get(&format!("{LEASES}/{}", first.name)).await.body;
+    assert_ne!(taken["spec"]["acquireTime"], acquired);
+    identity_lease::renew(&h.state, &first).await.unwrap();
+    assert_eq!(again["metadata"]["uid"], lease.body["metadata"]["uid"]);
+
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    identity_lease::renew(&h.state, &second).await.unwrap();
+    let live = identity_lease::live(&h.state, LEASE_TTL).await.unwrap();
+    let mut names: Vec<&str> = live.iter().map(|p| p.name.as_str()).collect();
+    names.sort();
+    let mut want = vec![first.name.as_str(), second.name.as_str()];
+    want.sort();
+    assert_eq!(names, want);
+    // The first is up longer: it owns the Service; the second stands by.
+    assert_eq!(
+        decide(&first.name, first.peer_address, &live),
+        Role::Owner {
+            addresses: vec!["192.0.2.1".parse().unwrap()]
+        }
+    );
+    assert_eq!(
+        decide(&second.name, second.peer_address, &live),
+        Role::Standby {
+            owner: first.name.clone()
+        }
+    );
+
+    // A Lease last renewed two hours ago is collected; the fresh ones and a Lease without the
+    // identity label are kept.
+    for (name, labels) in [
+        (
+            "apiserver-gone",
+            json!({"apiserver.kubernetes.io/identity": "kube-apiserver"}),
+        ),
+        ("someone-else", json!({})),
+    ] {
+        let old = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": 3600,
+                     "renewTime": "2000-01-01T00:00:00.000000Z"},
+        });
+        let created = h.post(LEASES, &old).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{:?}", created.body);
+    }
+    // Stale: not live, though labelled.
+    assert_eq!(
+        identity_lease::live(&h.state, LEASE_TTL)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(identity_lease::collect_garbage(&h.state).await.unwrap(), 1);
+    assert_eq!(
+        h.get(&format!("{LEASES}/apiserver-gone")).await.status,
+        StatusCode::NOT_FOUND
+    );
+    for kept in [first.name.as_str(), second.name.as_str(), "someone-else"] {
+        assert_eq!(
+            h.get(&format!("{LEASES}/{kept}")).await.status,
+            StatusCode::OK,
+            "{kept}"
+        );
+    }
 }
 
 /// A `/healthz` that answers `ok`, as the components' do.

@@ -69,7 +69,7 @@
 //!
 //! | module | what |
 //! | --- | --- |
-//! | [`cluster`] | [`Cluster`] and [`ClusterBuilder`]: the runtime thread, start and stop; inside it the plan of what to start, the two launchers (`in_process`: the API server on the cluster's runtime, each other component on a thread of its own; `separate`: child processes), the `supervisor` that watches and stops them in order, `readiness`, the data directory's layout and lock (`data_dir`) and the `StopComponent` fault (`component_faults`) |
+//! | [`cluster`] | [`Cluster`] and [`ClusterBuilder`]: the runtime thread, start and stop; inside it the plan of what to start, the two launchers (`in_process`: the API server on the cluster's runtime, each other component on a thread of its own; `separate`: child processes), `apiservers` (the first API server and the ones after it on the same etcd), the `supervisor` that watches and stops them in order, `readiness`, the data directory's layout and lock (`data_dir`) and the `StopComponent` fault (`component_faults`) |
 //! | [`progress`] | [`Component`] names and the [`Progress`] a start reports |
 //! | [`etcd_spans`] | the store's etcd endpoint (`store-grpc`) recording its requests as spans of the component `etcd` in the API server's collector |
 //! | [`kubeconfig`] | the kubeconfig of a cluster and `miniplane kubeconfig --merge` |

@@ -4,7 +4,7 @@
 use crate::Shared;
 use crate::errors::{self, EMPTY_KEY, KEY_NOT_FOUND, LEASE_NOT_FOUND, status};
 use crate::keys::{self, Scan};
-use crate::observe::{Began, kvs, outcome};
+use crate::observe::{kvs, outcome};
 use crate::proto::etcdserverpb::{
     self as pb, kv_server::Kv, range_request::SortOrder, range_request::SortTarget,
     response_op::Response as OpResp,
@@ -216,7 +216,11 @@ async fn delete_scan(shared: &Shared, scan: &Scan) -> Result<(Vec<KeyValue>, Rev
                 .collect(),
             failure: Vec::new(),
         };
-        let resp = shared.backend.txn(t).await.map_err(status)?;
+        let resp = shared
+            .writes
+            .run(shared.backend.txn(t))
+            .await
+            .map_err(status)?;
         rev = resp.revision;
         deleted.extend(resp.responses.into_iter().filter_map(|r| match r {
             OpResponse::Delete { prev_kv } => prev_kv,
@@ -255,12 +259,16 @@ impl KvService {
             p.lease
         };
         shared.check_lease(lease)?;
+        // The key is kept only when a lease may need it (cloning it allocates).
+        let attach = (lease != 0 || shared.leases.any_attached()).then(|| key.clone());
         let resp = shared
-            .backend
-            .put(key.clone(), value)
+            .writes
+            .run(shared.backend.put(key, value))
             .await
             .map_err(status)?;
-        shared.leases.attach(&key, lease);
+        if let Some(key) = attach {
+            shared.leases.attach(&key, lease);
+        }
         Ok(pb::PutResponse {
             header: shared.header_at(resp.revision.0 as i64),
             prev_kv: resp.prev_kv.filter(|_| p.prev_kv).map(|kv| to_pb(kv, 0)),
@@ -304,7 +312,12 @@ impl KvService {
             }
         }
         let ops = |succeeded: bool| if succeeded { &t.success } else { &t.failure };
-        let resp = shared.backend.txn(t.clone()).await.map_err(status)?;
+        let resp = if txn::writes(&t) {
+            shared.writes.run(shared.backend.txn(t.clone())).await
+        } else {
+            shared.backend.txn(t.clone()).await
+        };
+        let resp = resp.map_err(status)?;
         let wants = if resp.succeeded { &success } else { &failure };
         for (op, want) in ops(resp.succeeded).iter().zip(wants) {
             match (op, want) {
@@ -357,7 +370,7 @@ impl Kv for KvService {
         &self,
         req: Request<pb::RangeRequest>,
     ) -> Result<Response<pb::RangeResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let r = req.get_ref();
         let result = range(&self.0, r).await;
         self.0
@@ -381,9 +394,14 @@ impl Kv for KvService {
     }
 
     async fn put(&self, req: Request<pb::PutRequest>) -> Result<Response<pb::PutResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let p = req.into_inner();
-        let key = p.key.clone();
+        // The key, for the report only (a copy per put otherwise).
+        let key = if self.0.observe.is_on() {
+            p.key.clone()
+        } else {
+            Vec::new()
+        };
         let result = KvService::put(self, p).await;
         self.0.observe.report(&began, "Put", &key, &[], || {
             let revision = match &result {
@@ -399,7 +417,7 @@ impl Kv for KvService {
         &self,
         req: Request<pb::DeleteRangeRequest>,
     ) -> Result<Response<pb::DeleteRangeResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let d = req.get_ref();
         let result = KvService::delete_range(self, d).await;
         self.0
@@ -418,7 +436,7 @@ impl Kv for KvService {
     }
 
     async fn txn(&self, req: Request<pb::TxnRequest>) -> Result<Response<pb::TxnResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let t = req.get_ref();
         let result = KvService::txn(self, t).await;
         self.0.observe.report_labelled(
@@ -447,7 +465,7 @@ impl Kv for KvService {
         &self,
         req: Request<pb::CompactionRequest>,
     ) -> Result<Response<pb::CompactionResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let rev = req.get_ref().revision;
         let result = KvService::compact(self, rev).await;
         self.0.observe.report(&began, "Compact", &[], &[], || {

@@ -8,11 +8,12 @@
 
 use crate::Shared;
 use crate::errors::{LEASE_EXIST, LEASE_NOT_FOUND, LEASE_TTL_TOO_LARGE, status};
-use crate::observe::{Began, outcome};
+use crate::observe::outcome;
 use crate::proto::etcdserverpb::{self as pb, lease_server::Lease};
 use bytes::Bytes;
 use std::collections::{BTreeSet, HashMap};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 use tokio_stream::Stream;
@@ -48,6 +49,10 @@ struct Table {
 #[derive(Debug, Default)]
 pub(crate) struct Leases {
     table: Mutex<Table>,
+    /// How many keys are attached to a lease (`key_lease`'s length, written under the lock):
+    /// while none are, a write or an event asks nothing of the table, so puts and watches do
+    /// not take its lock.
+    attached: AtomicUsize,
 }
 
 impl Leases {
@@ -93,17 +98,25 @@ impl Leases {
         self.lock().leases.contains_key(&id)
     }
 
+    /// Whether any key is attached to a lease.
+    pub(crate) fn any_attached(&self) -> bool {
+        self.attached.load(Ordering::Acquire) != 0
+    }
+
     /// The lease `key` is attached to, 0 for none.
     pub(crate) fn lease_of(&self, key: &[u8]) -> i64 {
-        let t = self.lock();
-        if t.key_lease.is_empty() {
+        if !self.any_attached() {
             return 0;
         }
+        let t = self.lock();
         t.key_lease.get(key).copied().unwrap_or(0)
     }
 
     /// Attaches `key` to `lease` (0: detaches it).
     pub(crate) fn attach(&self, key: &Bytes, lease: i64) {
+        if lease == 0 && !self.any_attached() {
+            return;
+        }
         let mut t = self.lock();
         if let Some(old) = t.key_lease.remove(key)
             && let Some(e) = t.leases.get_mut(&old)
@@ -116,6 +129,7 @@ impl Leases {
             e.keys.insert(key.clone());
             t.key_lease.insert(key.clone(), lease);
         }
+        self.attached.store(t.key_lease.len(), Ordering::Release);
     }
 
     /// Removes a lease; its keys, if it existed.
@@ -125,6 +139,7 @@ impl Leases {
         for k in &e.keys {
             t.key_lease.remove(k);
         }
+        self.attached.store(t.key_lease.len(), Ordering::Release);
         Some(e.keys)
     }
 
@@ -206,7 +221,7 @@ impl Lease for LeaseService {
         &self,
         req: Request<pb::LeaseGrantRequest>,
     ) -> Result<Response<pb::LeaseGrantResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let shared = &self.0;
         let r = req.get_ref();
         let result = shared.check_writable("lease grant").and_then(|()| {
@@ -230,7 +245,7 @@ impl Lease for LeaseService {
         &self,
         req: Request<pb::LeaseRevokeRequest>,
     ) -> Result<Response<pb::LeaseRevokeResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let shared = &self.0;
         let id = req.get_ref().id;
         let result = match revoke(shared, id).await {

@@ -154,27 +154,25 @@ pub(crate) fn prefix_of(key: &[u8], range_end: &[u8]) -> Option<String> {
         .then(|| text(key))
 }
 
-/// A request being answered: when it arrived, to report it once answered.
-pub(crate) struct Began {
-    wall: SystemTime,
-    at: Instant,
-}
-
-impl Began {
-    /// Now.
-    pub(crate) fn now() -> Began {
-        Began {
-            wall: SystemTime::now(),
-            at: Instant::now(),
-        }
-    }
-}
+/// A request being answered: when it arrived, to report it once answered (nothing when
+/// nobody observes: the clocks are not read).
+pub(crate) struct Began(Option<(SystemTime, Instant)>);
 
 /// The observer of an endpoint, if any: what the services call.
 #[derive(Clone, Default)]
 pub(crate) struct Observe(pub(crate) Option<Arc<dyn RequestObserver>>);
 
 impl Observe {
+    /// A request begins now.
+    pub(crate) fn began(&self) -> Began {
+        Began(self.0.as_ref().map(|_| (SystemTime::now(), Instant::now())))
+    }
+
+    /// Whether someone observes (what a report needs is worth keeping).
+    pub(crate) fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// Reports a request on `key`..`range_end` that began at `began`, if someone observes;
     /// `what` gives its revision and outcome (only called then).
     pub(crate) fn report(
@@ -201,7 +199,7 @@ impl Observe {
         label: impl FnOnce() -> (String, Option<String>),
         what: impl FnOnce() -> (i64, Outcome),
     ) {
-        let Some(observer) = &self.0 else {
+        let (Some(observer), Some((wall, at))) = (&self.0, began.0) else {
             return;
         };
         let (key, prefix) = label();
@@ -212,8 +210,8 @@ impl Observe {
             prefix,
             revision,
             outcome,
-            started: began.wall,
-            duration: began.at.elapsed(),
+            started: wall,
+            duration: at.elapsed(),
         });
     }
 }

@@ -2,7 +2,7 @@
 //! `v3rpc/maintenance.go`, `v3rpc/member.go`): enough for `etcdctl endpoint status`,
 //! `endpoint health` and `member list`. miniplane's store is one member, always the leader.
 
-use crate::observe::{Began, Outcome};
+use crate::observe::Outcome;
 use crate::proto::etcdserverpb::{
     self as pb, cluster_server::Cluster, maintenance_server::Maintenance,
 };
@@ -33,7 +33,7 @@ impl Maintenance for MaintenanceService {
         &self,
         _req: Request<pb::StatusRequest>,
     ) -> Result<Response<pb::StatusResponse>, Status> {
-        let began = Began::now();
+        let began = self.0.observe.began();
         let shared = &self.0;
         let revision = shared.backend.current_revision().0;
         let db_size = shared.backend.size_on_disk().unwrap_or(0) as i64;

@@ -1,33 +1,90 @@
 //! The Watch service: one bidirectional stream carries many watches (etcd's `v3rpc/watch.go`
-//! `serverWatchStream`). Each create request starts a store watch and a task that forwards its
-//! events; cancel requests stop it. A start revision already compacted away is answered as
-//! etcd does: the watch is created, then canceled with `compact_revision` set.
+//! `serverWatchStream.recvLoop`). A task reads the stream's requests: each create request
+//! starts a store watch and hands its events to the response side (`watch_events.rs`); cancel
+//! requests stop it. A start revision already compacted away is answered as etcd does: the
+//! watch is created, then canceled with `compact_revision` set.
 
 use crate::Shared;
-use crate::keys::{self, Scan};
-use crate::observe::{Began, Outcome, key_label, prefix_of};
+use crate::keys;
+use crate::observe::{Outcome, key_label, prefix_of};
 use crate::proto::etcdserverpb::{
-    self as pb, watch_create_request::FilterType, watch_request::RequestUnion, watch_server::Watch,
+    self as pb, watch_create_request::FilterType, watch_request::RequestUnion,
 };
-use crate::proto::mvccpb;
+use crate::watch_events::{Control, Options, Outgoing, WatchEvents};
+use crate::wire;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use store::{EventKind, Revision};
+use store::Revision;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
+use tonic::codegen::{BoxFuture, Context, Poll, Service, http};
 use tonic::{Request, Response, Status, Streaming};
 
-/// Responses buffered per stream before the forwarders wait for the client.
+/// Answers and new watches queued per stream before the request side waits for the client.
 const STREAM_BUFFER: usize = 128;
 /// The watch id etcd answers with for a request that names no single watch.
 const NO_WATCH_ID: i64 = -1;
 
-/// The Watch service.
-pub(crate) struct WatchService(pub(crate) Arc<Shared>);
+/// The Watch service as tonic serves it (`etcdserverpb.Watch`), written out in place of the
+/// generated `watch_server`: the same method path and codec, but its responses are
+/// [`wire::WatchResponse`]s, which encode events from the store's shared bytes.
+#[derive(Clone)]
+pub(crate) struct WatchServer(pub(crate) Arc<Shared>);
 
-type Out = mpsc::Sender<Result<pb::WatchResponse, Status>>;
+impl tonic::server::NamedService for WatchServer {
+    const NAME: &'static str = "etcdserverpb.Watch";
+}
+
+/// The one method, `Watch`, as tonic's streaming service.
+struct WatchMethod(Arc<Shared>);
+
+impl tonic::server::StreamingService<pb::WatchRequest> for WatchMethod {
+    type Response = wire::WatchResponse;
+    type ResponseStream = Outgoing;
+    type Future = BoxFuture<Response<Outgoing>, Status>;
+
+    fn call(&mut self, req: Request<Streaming<pb::WatchRequest>>) -> Self::Future {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        tokio::spawn(serve_stream(self.0.clone(), req.into_inner(), tx));
+        Box::pin(async move { Ok(Response::new(Outgoing::new(rx))) })
+    }
+}
+
+impl Service<http::Request<tonic::body::Body>> for WatchServer {
+    type Response = http::Response<tonic::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
+        if req.uri().path() != "/etcdserverpb.Watch/Watch" {
+            // As the generated services answer a method they do not have.
+            let mut response = http::Response::new(tonic::body::Body::default());
+            let headers = response.headers_mut();
+            headers.insert(
+                Status::GRPC_STATUS,
+                (tonic::Code::Unimplemented as i32).into(),
+            );
+            headers.insert(
+                http::header::CONTENT_TYPE,
+                tonic::metadata::GRPC_CONTENT_TYPE,
+            );
+            return Box::pin(async move { Ok(response) });
+        }
+        let method = WatchMethod(self.0.clone());
+        Box::pin(async move {
+            let codec = tonic_prost::ProstCodec::<wire::WatchResponse, pb::WatchRequest>::default();
+            Ok(tonic::server::Grpc::new(codec).streaming(method, req).await)
+        })
+    }
+}
+
+/// The request side's end of a stream's control channel.
+type Out = mpsc::Sender<Control>;
 
 /// A watch of a stream: its stop signal, the revision it has delivered up to, and its keys
 /// (as its reports name them).
@@ -38,18 +95,9 @@ struct Running {
     prefix: Option<String>,
 }
 
-#[tonic::async_trait]
-impl Watch for WatchService {
-    type WatchStream = ReceiverStream<Result<pb::WatchResponse, Status>>;
-
-    async fn watch(
-        &self,
-        req: Request<Streaming<pb::WatchRequest>>,
-    ) -> Result<Response<Self::WatchStream>, Status> {
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        tokio::spawn(serve_stream(self.0.clone(), req.into_inner(), tx));
-        Ok(Response::new(ReceiverStream::new(rx)))
-    }
+/// Queues an answer for the stream; `false` if the client is gone.
+async fn respond(tx: &Out, resp: pb::WatchResponse) -> bool {
+    tx.send(Control::Respond(resp.into())).await.is_ok()
 }
 
 /// Reads a stream's requests until the client or the server ends it.
@@ -73,7 +121,7 @@ async fn serve_stream(shared: Arc<Shared>, mut inbound: Streaming<pb::WatchReque
                 create(&shared, &tx, &stream_stop, &mut watches, &mut next_id, c).await
             }
             Some(RequestUnion::CancelRequest(c)) => {
-                let began = Began::now();
+                let began = shared.observe.began();
                 let resp = watches.remove(&c.watch_id).map(|w| {
                     w.stop.cancel();
                     shared.observe.report_labelled(
@@ -93,7 +141,7 @@ async fn serve_stream(shared: Arc<Shared>, mut inbound: Streaming<pb::WatchReque
                     }
                 });
                 match resp {
-                    Some(resp) => tx.send(Ok(resp)).await.is_ok(),
+                    Some(resp) => respond(&tx, resp).await,
                     None => true,
                 }
             }
@@ -109,7 +157,7 @@ async fn serve_stream(shared: Arc<Shared>, mut inbound: Streaming<pb::WatchReque
                     watch_id: NO_WATCH_ID,
                     ..Default::default()
                 };
-                tx.send(Ok(resp)).await.is_ok()
+                respond(&tx, resp).await
             }
             None => true,
         };
@@ -129,7 +177,7 @@ async fn create(
     next_id: &mut i64,
     c: pb::WatchCreateRequest,
 ) -> bool {
-    let began = Began::now();
+    let began = shared.observe.began();
     let report = |revision: i64, outcome: Outcome| {
         shared
             .observe
@@ -154,7 +202,7 @@ async fn create(
                     message: resp.cancel_reason.clone(),
                 },
             );
-            return tx.send(Ok(resp)).await.is_ok();
+            return respond(tx, resp).await;
         }
         c.watch_id
     } else {
@@ -193,11 +241,11 @@ async fn create(
                 (tonic::Code::Unknown, end.cancel_reason.clone())
             };
             report(first, Outcome::Refused { code, message });
-            return tx.send(Ok(created)).await.is_ok() && tx.send(Ok(end)).await.is_ok();
+            return respond(tx, created).await && respond(tx, end).await;
         }
     };
     report(first, Outcome::Served(String::new()));
-    if tx.send(Ok(created)).await.is_err() {
+    if !respond(tx, created).await {
         return false;
     }
     // Delivered up to: the revision before the first one the watch reports.
@@ -213,22 +261,21 @@ async fn create(
             prefix: prefix_of(&c.key, &c.range_end),
         },
     );
-    let forward = Forward {
-        shared: shared.clone(),
+    let options = Options {
         id,
         scan,
         prev_kv: c.prev_kv,
         no_put: c.filters.contains(&(FilterType::Noput as i32)),
         no_delete: c.filters.contains(&(FilterType::Nodelete as i32)),
         progress_notify: c.progress_notify,
-        progress,
+        fragment: c.fragment,
     };
-    tokio::spawn(forward.run(watcher, tx.clone(), stop));
-    true
+    let events = WatchEvents::new(shared.clone(), options, watcher, stop, progress);
+    tx.send(Control::Add(events.into_stream())).await.is_ok()
 }
 
 /// The response that ends a watch on a store error: compaction sets `compact_revision`.
-fn ended(shared: &Shared, id: i64, e: store::Error) -> pb::WatchResponse {
+pub(crate) fn ended(shared: &Shared, id: i64, e: store::Error) -> pb::WatchResponse {
     let mut resp = pb::WatchResponse {
         header: shared.header(),
         watch_id: id,
@@ -242,103 +289,4 @@ fn ended(shared: &Shared, id: i64, e: store::Error) -> pb::WatchResponse {
         other => resp.cancel_reason = crate::errors::status(other).message().to_owned(),
     }
     resp
-}
-
-/// One watch's forwarder: store events to the stream, filtered and converted.
-struct Forward {
-    shared: Arc<Shared>,
-    id: i64,
-    scan: Scan,
-    prev_kv: bool,
-    no_put: bool,
-    no_delete: bool,
-    progress_notify: bool,
-    progress: Arc<AtomicI64>,
-}
-
-impl Forward {
-    async fn run(self, mut watcher: store::Watcher, tx: Out, stop: CancellationToken) {
-        let interval = self.shared.options.progress_notify_interval;
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-        let mut sent_since_tick = false;
-        loop {
-            let batch = tokio::select! {
-                b = watcher.recv() => b,
-                () = stop.cancelled() => return,
-                _ = ticker.tick(), if self.progress_notify => {
-                    if !sent_since_tick {
-                        let resp = pb::WatchResponse {
-                            header: self.shared.header_at(self.progress.load(Ordering::Acquire)),
-                            watch_id: self.id,
-                            ..Default::default()
-                        };
-                        if tx.send(Ok(resp)).await.is_err() {
-                            return;
-                        }
-                    }
-                    sent_since_tick = false;
-                    continue;
-                }
-            };
-            let batch = match batch {
-                Some(Ok(batch)) => batch,
-                Some(Err(e)) => {
-                    if !stop.is_cancelled() {
-                        let _ = tx.send(Ok(ended(&self.shared, self.id, e))).await;
-                    }
-                    stop.cancel();
-                    return;
-                }
-                None => {
-                    stop.cancel();
-                    return;
-                }
-            };
-            let last = batch.events.last().map(|e| e.revision().0 as i64);
-            let events: Vec<mvccpb::Event> = batch
-                .events
-                .into_iter()
-                .filter(|e| self.scan.contains(&e.kv.key))
-                .filter(|e| match e.kind {
-                    EventKind::Put => !self.no_put,
-                    EventKind::Delete => !self.no_delete,
-                })
-                .map(|e| self.event(e))
-                .collect();
-            if !events.is_empty() && !stop.is_cancelled() {
-                let current = self.shared.backend.current_revision().0 as i64;
-                let resp = pb::WatchResponse {
-                    header: self.shared.header_at(current.max(last.unwrap_or(0))),
-                    watch_id: self.id,
-                    events,
-                    ..Default::default()
-                };
-                if tx.send(Ok(resp)).await.is_err() {
-                    stop.cancel();
-                    return;
-                }
-                sent_since_tick = true;
-            }
-            if let Some(last) = last {
-                self.progress.store(last, Ordering::Release);
-            }
-        }
-    }
-
-    fn event(&self, e: store::Event) -> mvccpb::Event {
-        let kind = match e.kind {
-            EventKind::Put => mvccpb::event::EventType::Put,
-            EventKind::Delete => mvccpb::event::EventType::Delete,
-        };
-        let prev_kv = if self.prev_kv {
-            e.prev_kv.map(|kv| self.shared.kv_pb(kv))
-        } else {
-            None
-        };
-        mvccpb::Event {
-            r#type: kind as i32,
-            kv: Some(self.shared.kv_pb(e.kv)),
-            prev_kv,
-        }
-    }
 }

@@ -18,6 +18,9 @@ pub mod browser;
 pub mod cli;
 pub mod component;
 pub mod controller_manager;
+/// The store tests' etcd cluster fixture: Debian's etcd members on loopback ports.
+#[path = "../../store/tests/etcd/cluster.rs"]
+pub mod etcd_cluster;
 pub mod http;
 pub mod kubectl;
 pub mod kubelet;
@@ -25,6 +28,7 @@ pub mod process_cluster;
 pub mod scheduler_process;
 pub mod scheduler_view;
 pub mod server;
+pub mod store;
 pub mod up;
 pub mod watch_stream;
 
@@ -32,6 +36,7 @@ use std::time::{Duration, Instant};
 
 pub use http::HttpResponse;
 pub use server::Server;
+pub use store::cluster;
 
 /// How long any single "eventually" condition may take before the test fails. Generous: the
 /// machine has two cores shared by several builds.

@@ -76,9 +76,12 @@ impl Server {
 
     fn spawn_in(
         dir: tempfile::TempDir,
-        extra: Vec<String>,
+        mut extra: Vec<String>,
         ca: Option<apimachinery::pki::Ca>,
     ) -> Server {
+        // On the tests' etcd cluster when they run on one (kept on restart, prefix and all).
+        let store = super::store::apiserver_flags(&extra);
+        extra.extend(store);
         let (child, addr) = spawn(dir.path(), &extra);
         let server = Server {
             child,

@@ -27,6 +27,10 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// A test's folder: kubectl's environment and `up`'s data dir.
 pub struct UpEnv {
     dir: tempfile::TempDir,
+    /// `up`'s flags for the tests' etcd cluster, if they run on one: the same on every `up`
+    /// of this folder, so a restarted `up` finds its objects; a new prefix for `--fresh`
+    /// (which empties the data dir only, not an etcd cluster).
+    store: std::cell::RefCell<Vec<String>>,
 }
 
 impl UpEnv {
@@ -36,7 +40,10 @@ impl UpEnv {
         for sub in ["home", "cache", "tmp"] {
             std::fs::create_dir(dir.path().join(sub)).unwrap();
         }
-        UpEnv { dir }
+        UpEnv {
+            dir,
+            store: std::cell::RefCell::new(super::store::apiserver_flags(&[])),
+        }
     }
 
     /// The folder.
@@ -71,17 +78,31 @@ impl UpEnv {
     fn up_command(&self, args: &[&str]) -> Command {
         let mut cmd = self.miniplane(&["up", "--data-dir"]);
         cmd.arg(self.data_dir()).args(args);
+        if !args.iter().any(|a| a.starts_with("--etcd-servers")) {
+            cmd.args(self.store_flags(args));
+        }
         if !args.iter().any(|a| a.starts_with("--kubelet-profile")) {
             cmd.args(["--kubelet-profile", "fast"]);
         }
         cmd
     }
 
+    /// The store flags of an `up` with `args` (see [`UpEnv::store`]).
+    fn store_flags(&self, args: &[&str]) -> Vec<String> {
+        let mut store = self.store.borrow_mut();
+        if args.contains(&"--fresh") && !store.is_empty() {
+            *store = super::store::apiserver_flags(&[]);
+        }
+        store.clone()
+    }
+
     /// Starts `miniplane up --data-dir <mp> <args>` exactly as a user types it (`up`'s own
     /// defaults, the `realistic` kubelet profile among them) and waits until it is ready.
     pub fn up_as_typed(&self, args: &[&str]) -> Up {
         let mut cmd = self.miniplane(&["up", "--data-dir"]);
-        cmd.arg(self.data_dir()).args(args);
+        cmd.arg(self.data_dir())
+            .args(args)
+            .args(self.store_flags(args));
         self.start_up(cmd)
     }
 

@@ -165,11 +165,12 @@ pub fn component_status(name: &str, probed: Probed) -> Value {
     })
 }
 
-/// The store's entry: a read of one key, as kube-apiserver's etcd check does a `Get`.
+/// The store's entry: a read of one key, as kube-apiserver's etcd check does a `Get` of
+/// `<--etcd-prefix>/health` (`storagebackend/factory/etcd3.go`).
 async fn store_status(state: &AppState) -> Value {
     let backend = state.storage().backend();
     let checkpoint = backend.checkpoint_health();
-    let probed = match backend.get(b"health", None).await {
+    let probed = match backend.get(b"/registry/health", None).await {
         Err(e) => Probed {
             status: "False",
             message: String::new(),

@@ -132,6 +132,7 @@ impl Restarter {
             // Served by the API server, which is never restarted here.
             etcd_listen: None,
             etcd: None,
+            apiservers: 1,
         };
         match &self.launcher {
             None => in_process::start_clients(&plan, &self.access, members).await?,

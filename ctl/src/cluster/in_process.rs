@@ -58,15 +58,17 @@ fn health_address(plan: &Plan, port: u16) -> SocketAddr {
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
 }
 
-/// Opens the store in `store`, binds 127.0.0.1 on the plan's port and serves (with the store's
-/// etcd endpoint when the plan asks); returns the URL and the endpoint's address.
+/// Opens the store in `store`, binds 127.0.0.1 on the port of API server `replica` (0, 1, ...:
+/// [`Plan::apiserver_port`]) and serves (the first one with the store's etcd endpoint when
+/// the plan asks); returns the URL and the endpoint's address.
 pub(crate) async fn start_apiserver(
     members: &mut Members,
     store: PathBuf,
     plan: &Plan,
     pki: Option<&ClusterPki>,
+    replica: usize,
 ) -> Result<(String, Option<SocketAddr>)> {
-    let port = plan.port;
+    let port = plan.apiserver_port(replica)?;
     let mut options = apiserver::ServerOptions {
         tracing: plan.tracing.clone(),
         component_probes: plan.component_probes.clone(),
@@ -95,7 +97,7 @@ pub(crate) async fn start_apiserver(
     let addr = server
         .local_addr()
         .map_err(|e| Error::component(Component::ApiServer, e))?;
-    let etcd = match plan.etcd_listen {
+    let etcd = match plan.etcd_listen.filter(|_| replica == 0) {
         Some((at, writable)) => {
             let options = store_grpc::EtcdOptions {
                 writable,

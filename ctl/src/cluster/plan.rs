@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use apiserver::TracingOptions;
 
 /// The components and settings of a cluster being started.
+#[derive(Clone)]
 pub(crate) struct Plan {
     /// Simulated nodes (no kubelet process or task if 0).
     pub(crate) nodes: usize,
@@ -55,6 +56,74 @@ pub(crate) struct Plan {
     pub(crate) etcd_listen: Option<(std::net::SocketAddr, bool)>,
     /// The etcd cluster the objects live in, instead of the embedded store.
     pub(crate) etcd: Option<apiserver::EtcdStorage>,
+    /// How many API servers serve the cluster: on [`Plan::etcd`], or else on the first one's
+    /// embedded store, which it serves to the others over etcd's API ([`Plan::share_store`]).
+    pub(crate) apiservers: usize,
+}
+
+/// Refuses an API server count the cluster cannot run (none).
+pub(crate) fn check_apiservers(plan: &Plan) -> crate::error::Result<()> {
+    if plan.apiservers == 0 {
+        return Err(crate::error::Error::component(
+            crate::progress::Component::ApiServer,
+            "--apiservers must be at least 1",
+        ));
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// Whether the first API server's embedded store is the others' etcd: several API servers
+    /// and no etcd cluster. Then the first serves its store over etcd's API, writable (on
+    /// `--etcd-listen`'s address if given, else a free port; [`Plan::share_store`]).
+    pub(crate) fn shares_store(&self) -> bool {
+        self.apiservers > 1 && self.etcd.is_none()
+    }
+
+    /// Makes the first API server serve its store writable for the others when
+    /// [`Plan::shares_store`].
+    pub(crate) fn share_store(&mut self) {
+        if self.shares_store() {
+            let at = self.etcd_listen.map_or_else(
+                || std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+                |(at, _)| at,
+            );
+            self.etcd_listen = Some((at, true));
+        }
+    }
+
+    /// The plan of API servers 1, 2, ...: the first one's, with the etcd cluster they share
+    /// (the first's store at `endpoint` when [`Plan::shares_store`], never compacted by them:
+    /// the store compacts itself).
+    pub(crate) fn for_replicas(&self, endpoint: Option<std::net::SocketAddr>) -> Plan {
+        let mut plan = self.clone();
+        if let (true, Some(endpoint)) = (self.shares_store(), endpoint) {
+            let mut storage = apiserver::EtcdStorage::new([format!("http://{endpoint}")]);
+            storage.compaction_interval = std::time::Duration::ZERO;
+            plan.etcd = Some(storage);
+        }
+        plan
+    }
+
+    /// The port of API server `replica`: the plan's port plus `replica` (6443, 6444, ...), or
+    /// a free one when the plan's port is 0.
+    pub(crate) fn apiserver_port(&self, replica: usize) -> crate::error::Result<u16> {
+        if self.port == 0 {
+            return Ok(0);
+        }
+        u16::try_from(replica)
+            .ok()
+            .and_then(|r| self.port.checked_add(r))
+            .ok_or_else(|| {
+                crate::error::Error::component(
+                    crate::progress::Component::ApiServer,
+                    format!(
+                        "no port for API server {replica}: {} + {replica} is past 65535",
+                        self.port
+                    ),
+                )
+            })
+    }
 }
 
 /// The node IPAM settings of a cluster of `nodes` nodes: kind's `10.244.0.0/16` in /24 blocks,

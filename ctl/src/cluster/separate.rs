@@ -107,7 +107,18 @@ struct Started {
 impl Launcher {
     /// Spawns `miniplane <component> <args>` and returns once it printed its start line.
     async fn spawn(&self, component: Component, args: &[&str]) -> Result<Started> {
-        let log_path = self.logs.join(format!("{component}.log"));
+        self.spawn_logged(component, &component.to_string(), args)
+            .await
+    }
+
+    /// [`Launcher::spawn`] with its stderr in `<logs>/<log>.log`.
+    async fn spawn_logged(
+        &self,
+        component: Component,
+        log: &str,
+        args: &[&str],
+    ) -> Result<Started> {
+        let log_path = self.logs.join(format!("{log}.log"));
         let log = std::fs::File::create(&log_path).map_err(Error::io(&log_path))?;
         let mut command = tokio::process::Command::new(&self.exe);
         stop_with_parent(&mut command);
@@ -158,17 +169,20 @@ impl Launcher {
         }
     }
 
-    /// Starts `miniplane apiserver` on 127.0.0.1:`port` with its store in `store` (and its etcd
-    /// endpoint when the plan asks: on a free port chosen here when the plan says 0); returns
-    /// the URL it printed, its pid and the endpoint's address.
+    /// Starts `miniplane apiserver` number `replica` (0, 1, ...) on 127.0.0.1 at
+    /// [`Plan::apiserver_port`] with its store in `store` (the first one with its etcd
+    /// endpoint when the plan asks: on a free port chosen here when the plan says 0; its log
+    /// `apiserver.log`, the others' `apiserver-<replica>.log`); returns the URL it printed,
+    /// its pid and the endpoint's address.
     pub(crate) async fn start_apiserver(
         &self,
         members: &mut Members,
         store: &Path,
         plan: &Plan,
         pki: Option<&super::pki::ClusterPki>,
+        replica: usize,
     ) -> Result<(String, Option<u32>, Option<std::net::SocketAddr>)> {
-        let port = plan.port;
+        let port = plan.apiserver_port(replica)?;
         std::fs::create_dir_all(&self.logs).map_err(Error::io(&self.logs))?;
         if port != 0 {
             // The child would fail with a line in its log; say it as `up` does in one process.
@@ -197,7 +211,7 @@ impl Launcher {
         if !plan.fsync {
             args.push("--no-fsync");
         }
-        let etcd = match plan.etcd_listen {
+        let etcd = match plan.etcd_listen.filter(|_| replica == 0) {
             Some((at, writable)) if at.port() == 0 => {
                 let free = std::net::TcpListener::bind(at)
                     .and_then(|l| l.local_addr())
@@ -210,14 +224,25 @@ impl Launcher {
             .etcd
             .as_ref()
             .map(|e| {
-                vec![
+                let mut flags = vec![
                     format!("--etcd-servers={}", e.servers.join(",")),
                     format!("--etcd-prefix={}", e.prefix),
                     format!(
                         "--etcd-compaction-interval={}ms",
                         e.compaction_interval.as_millis()
                     ),
-                ]
+                ];
+                let tls = e.tls.clone().unwrap_or_default();
+                for (flag, file) in [
+                    ("--etcd-cafile", &tls.ca_file),
+                    ("--etcd-certfile", &tls.cert_file),
+                    ("--etcd-keyfile", &tls.key_file),
+                ] {
+                    if let Some(file) = file {
+                        flags.push(format!("{flag}={}", file.display()));
+                    }
+                }
+                flags
             })
             .unwrap_or_default();
         args.extend(storage_flags.iter().map(String::as_str));
@@ -228,7 +253,11 @@ impl Launcher {
         if etcd.is_some_and(|(_, writable)| writable) {
             args.push("--etcd-listen-writable");
         }
-        let started = self.spawn(Component::ApiServer, &args).await?;
+        let log = match replica {
+            0 => Component::ApiServer.to_string(),
+            n => format!("{}-{n}", Component::ApiServer),
+        };
+        let started = self.spawn_logged(Component::ApiServer, &log, &args).await?;
         let url = started
             .line
             .rsplit(' ')

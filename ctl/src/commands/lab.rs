@@ -145,17 +145,26 @@ async fn runner(lab: Lab) -> anyhow::Result<LabRunner> {
     let etcd = std::fs::read_to_string(dir.join(ETCD_ENDPOINT_FILE))
         .ok()
         .and_then(|text| text.trim().parse().ok());
+    // The API servers' URLs `lab start` wrote down.
+    let apiservers = std::fs::read_to_string(dir.join(APISERVERS_FILE))
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default();
     Ok(LabRunner::new(lab, client, kubeconfig, exe())
         .with_operator(
             "website-operator",
             example_operator("website-operator", dir),
         )
-        .with_etcd_endpoint(etcd))
+        .with_etcd_endpoint(etcd)
+        .with_apiservers(apiservers))
 }
 
 /// The file of a lab's data dir holding its cluster's etcd endpoint (`127.0.0.1:PORT`), for
 /// `lab check` and `lab solve` in another terminal.
 const ETCD_ENDPOINT_FILE: &str = "etcd-endpoint";
+
+/// The file of a lab's data dir holding its API servers' URLs, one a line, the first the
+/// kubeconfig's (for `lab check` and `lab solve`: `APISERVER_1`, `APISERVER_2`, ...).
+const APISERVERS_FILE: &str = "apiservers";
 
 /// Starts the example operator `name` (built by `cargo build -p ctl --example NAME`, next to
 /// this binary in `examples/`) in the background, its log and pid in the lab's data dir;
@@ -425,8 +434,15 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
             let _ = std::fs::remove_file(&etcd_file);
         }
     }
+    let apiservers = cluster.apiserver_urls().to_vec();
+    std::fs::write(dir.join(APISERVERS_FILE), apiservers.join("\n"))?;
+    let apiserver_exports: Vec<String> = miniplane::lab::runner::apiserver_env(&apiservers)
+        .into_iter()
+        .map(|(name, url)| format!("{name}={url}"))
+        .collect();
     let runner = LabRunner::new(lab.clone(), cluster.client(), kubeconfig.clone(), exe())
-        .with_etcd_endpoint(etcd);
+        .with_etcd_endpoint(etcd)
+        .with_apiservers(apiservers);
     runtime.block_on(async {
         runner.setup().await.map_err(anyhow::Error::msg)?;
         println!("Lab {}: {}", lab.name, lab.title(lang));
@@ -442,6 +458,12 @@ fn start(lab: &Lab, lang: &str, separate: bool) -> anyhow::Result<()> {
         println!("In another terminal: export KUBECONFIG={}; then `miniplane lab check` (hint, solve, status).", kubeconfig.display());
         if let Some(addr) = etcd {
             println!("For etcdctl: export ETCDCTL_API=3 ETCDCTL_ENDPOINTS={addr}");
+        }
+        if !apiserver_exports.is_empty() {
+            println!(
+                "For the API servers (kubectl --server \"$APISERVER_2\" get pods): export {}",
+                apiserver_exports.join(" ")
+            );
         }
         println!("Ctrl-C stops the lab.");
         let mut tick = tokio::time::interval(Duration::from_secs(2));

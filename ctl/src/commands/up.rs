@@ -40,7 +40,8 @@ pub struct UpArgs {
     /// Run each component as its own child process (so that one can be killed).
     #[arg(long)]
     separate: bool,
-    /// Start from an empty store (deletes the objects kept in the data dir, and the cloud).
+    /// Start from an empty store (deletes the objects kept in the data dir, and the cloud;
+    /// with --etcd-servers the objects are in etcd, and stay).
     #[arg(long)]
     fresh: bool,
     /// Run the nodes on a simulated cloud with its cloud-controller-manager (docs/cloud.md):
@@ -75,6 +76,11 @@ pub struct UpArgs {
     etcd: crate::components::apiserver::EtcdArgs,
     #[command(flatten)]
     storage: crate::components::apiserver::EtcdStorageArgs,
+    /// How many API servers to run, on --port and the ports after it. They share the etcd
+    /// cluster of --etcd-servers; without one, the first keeps the store and serves it to the
+    /// others over etcd's API (writable, on --etcd-listen's address or a free port).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    apiservers: usize,
     #[command(flatten)]
     node_args: NodeArgs,
 }
@@ -161,6 +167,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .authorization_mode(args.authorization_mode)
         .trace_options(args.trace.options())
         .metrics_server(args.metrics_server.then_some(args.metric_resolution))
+        .apiservers(args.apiservers)
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);
     args.etcd.check()?;
@@ -264,16 +271,44 @@ Watch it in a browser: {ui_url}
         kubeconfig = kubeconfig.display(),
     );
     if let Some(etcd) = cluster.etcd_endpoint() {
-        let mode = if args.etcd.listen().is_some_and(|(_, w)| w) {
-            "writable"
-        } else {
-            "read-only"
-        };
+        let mode =
+            if args.etcd.listen().is_some_and(|(_, w)| w) || cluster.apiserver_urls().len() > 1 {
+                "writable"
+            } else {
+                "read-only"
+            };
         text.push_str(&format!(
             "
 The store speaks etcd's v3 API on {etcd} ({mode}):
     ETCDCTL_API=3 etcdctl --endpoints {etcd} get --prefix /registry/ --keys-only
 "
+        ));
+    }
+    if let [_, others @ ..] = cluster.apiserver_urls()
+        && !others.is_empty()
+    {
+        let list: Vec<String> = others
+            .iter()
+            .enumerate()
+            .map(|(i, url)| {
+                format!(
+                    "    {url}   KUBECONFIG={dir}/apiserver-{n}/kubeconfig kubectl get nodes",
+                    n = i + 1
+                )
+            })
+            .collect();
+        text.push_str(&format!(
+            "
+{count} API servers share {store}; the components use the first. The others:
+{list}
+",
+            count = others.len() + 1,
+            store = if args.storage.storage().ok().flatten().is_some() {
+                "the etcd cluster"
+            } else {
+                "the first one's store, over its etcd endpoint"
+            },
+            list = list.join("\n"),
         ));
     }
     if args.separate {

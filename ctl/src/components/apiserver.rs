@@ -43,8 +43,9 @@ pub struct ApiserverArgs {
 #[derive(Debug, clap::Args)]
 pub struct EtcdStorageArgs {
     /// Keep every object in this etcd v3 cluster instead of the embedded store: the members'
-    /// client URLs, comma-separated (`http://127.0.0.1:2379,http://127.0.0.1:22379`), as
-    /// kube-apiserver's flag. Several API servers may share one cluster.
+    /// client URLs, comma-separated (`http://127.0.0.1:2379,http://127.0.0.1:22379`;
+    /// `https://` with --etcd-cafile, --etcd-certfile, --etcd-keyfile), as kube-apiserver's
+    /// flag. Several API servers may share one cluster.
     #[arg(long, value_name = "URLS", value_delimiter = ',')]
     etcd_servers: Vec<String>,
     /// What the keys start with in etcd instead of `/registry` (kube-apiserver's flag).
@@ -54,18 +55,44 @@ pub struct EtcdStorageArgs {
     /// (kube-apiserver's flag; 0 never compacts).
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = apimachinery::duration::parse_duration)]
     etcd_compaction_interval: Duration,
+    /// SSL Certificate Authority file used to secure etcd communication.
+    #[arg(long, value_name = "FILE")]
+    etcd_cafile: Option<PathBuf>,
+    /// SSL certification file used to secure etcd communication.
+    #[arg(long, value_name = "FILE")]
+    etcd_certfile: Option<PathBuf>,
+    /// SSL key file used to secure etcd communication.
+    #[arg(long, value_name = "FILE")]
+    etcd_keyfile: Option<PathBuf>,
 }
 
 impl EtcdStorageArgs {
-    /// The etcd cluster asked for, if any.
+    /// The etcd cluster asked for, if any. The TLS flags without `--etcd-servers` are refused
+    /// (kube-apiserver: `--etcd-servers must be specified`); the files are read when the API
+    /// server connects (`store::etcd::EtcdTls`).
     pub fn storage(&self) -> anyhow::Result<Option<apiserver::EtcdStorage>> {
+        let tls = apiserver::EtcdTlsFiles {
+            ca_file: self.etcd_cafile.clone(),
+            cert_file: self.etcd_certfile.clone(),
+            key_file: self.etcd_keyfile.clone(),
+        };
         if self.etcd_servers.is_empty() {
+            let given = [
+                ("--etcd-cafile", &tls.ca_file),
+                ("--etcd-certfile", &tls.cert_file),
+                ("--etcd-keyfile", &tls.key_file),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, file)| file.is_some()) {
+                anyhow::bail!(
+                    "{flag} is given without --etcd-servers: --etcd-servers must be specified"
+                );
+            }
             return Ok(None);
         }
         for url in &self.etcd_servers {
-            if !url.starts_with("http://") {
+            if !url.starts_with("http://") && !url.starts_with("https://") {
                 anyhow::bail!(
-                    "--etcd-servers {url}: only http:// client URLs are supported (no TLS to etcd)"
+                    "--etcd-servers {url}: only http:// and https:// client URLs are supported"
                 );
             }
         }
@@ -73,6 +100,7 @@ impl EtcdStorageArgs {
             servers: self.etcd_servers.clone(),
             prefix: self.etcd_prefix.clone(),
             compaction_interval: self.etcd_compaction_interval,
+            tls: Some(tls).filter(|t| *t != apiserver::EtcdTlsFiles::default()),
         }))
     }
 }
@@ -430,5 +458,124 @@ pub(crate) async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory as _, Parser};
+
+    #[derive(Debug, clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        storage: EtcdStorageArgs,
+    }
+
+    fn storage(flags: &[&str]) -> anyhow::Result<Option<apiserver::EtcdStorage>> {
+        let cli = Cli::try_parse_from(std::iter::once(&"apiserver").chain(flags))
+            .unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+        cli.storage.storage()
+    }
+
+    #[test]
+    fn etcd_tls_flags_without_etcd_servers_are_refused_in_one_line() {
+        for (flag, file) in [
+            ("--etcd-cafile", "ca.crt"),
+            ("--etcd-certfile", "client.crt"),
+            ("--etcd-keyfile", "client.key"),
+        ] {
+            let err = storage(&[flag, file]).unwrap_err().to_string();
+            assert_eq!(
+                err,
+                format!("{flag} is given without --etcd-servers: --etcd-servers must be specified")
+            );
+            assert!(!err.contains('\n'));
+        }
+        assert!(storage(&[]).unwrap().is_none());
+    }
+
+    #[test]
+    fn etcd_tls_flags_reach_the_api_servers_storage() {
+        let s = storage(&[
+            "--etcd-servers",
+            "https://127.0.0.1:2379,https://127.0.0.1:22379",
+            "--etcd-cafile",
+            "/pki/etcd/ca.crt",
+            "--etcd-certfile=/pki/apiserver-etcd-client.crt",
+            "--etcd-keyfile",
+            "/pki/apiserver-etcd-client.key",
+        ])
+        .unwrap()
+        .expect("etcd storage");
+        assert_eq!(
+            s.servers,
+            ["https://127.0.0.1:2379", "https://127.0.0.1:22379"]
+        );
+        assert_eq!(
+            s.tls,
+            Some(apiserver::EtcdTlsFiles {
+                ca_file: Some("/pki/etcd/ca.crt".into()),
+                cert_file: Some("/pki/apiserver-etcd-client.crt".into()),
+                key_file: Some("/pki/apiserver-etcd-client.key".into()),
+            })
+        );
+        let plain = storage(&["--etcd-servers", "http://127.0.0.1:2379"])
+            .unwrap()
+            .expect("etcd storage");
+        assert_eq!(plain.tls, None);
+        // Only the CA: the members verified, no client certificate (the files are checked
+        // when the server connects).
+        let ca_only = storage(&[
+            "--etcd-servers",
+            "https://127.0.0.1:2379",
+            "--etcd-cafile",
+            "ca.crt",
+        ])
+        .unwrap()
+        .expect("etcd storage");
+        assert_eq!(
+            ca_only.tls,
+            Some(apiserver::EtcdTlsFiles {
+                ca_file: Some("ca.crt".into()),
+                ..Default::default()
+            })
+        );
+    }
+
+    #[test]
+    fn etcd_servers_must_be_http_or_https() {
+        let err = storage(&["--etcd-servers", "unix:///run/etcd.sock"])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "--etcd-servers unix:///run/etcd.sock: only http:// and https:// client URLs are supported"
+        );
+    }
+
+    #[test]
+    fn etcd_tls_flags_have_kube_apiservers_help() {
+        let command = Cli::command();
+        let help = |id: &str| {
+            command
+                .get_arguments()
+                .find(|a| a.get_id() == id)
+                .and_then(|a| a.get_help())
+                .map(|h| h.to_string())
+                .unwrap_or_else(|| panic!("no help for {id}"))
+        };
+        assert_eq!(
+            help("etcd_cafile"),
+            "SSL Certificate Authority file used to secure etcd communication"
+        );
+        assert_eq!(
+            help("etcd_certfile"),
+            "SSL certification file used to secure etcd communication"
+        );
+        assert_eq!(
+            help("etcd_keyfile"),
+            "SSL key file used to secure etcd communication"
+        );
     }
 }

@@ -11,6 +11,11 @@
 //! port of 127.0.0.1; the lab's commands get `ETCDCTL_API=3` and `ETCDCTL_ENDPOINTS` (see
 //! [`super::runner::LabRunner::with_etcd_endpoint`]).
 //!
+//! `apiservers: N` runs N API servers (as `miniplane up --apiservers`): the first keeps the
+//! store and serves it over etcd's v3 API, writable, to the others, which are its etcd clients,
+//! as kube-apiservers share one etcd; the lab's commands get `APISERVER_1` to `APISERVER_N`,
+//! their URLs (see [`super::runner::LabRunner::with_apiservers`]).
+//!
 //! The durations are Go's (`time.ParseDuration`), as the components' flags take them
 //! (metrics-server's `--metric-resolution`, kube-controller-manager's
 //! `--horizontal-pod-autoscaler-sync-period`).
@@ -55,6 +60,9 @@ pub struct ClusterSpec {
     /// The store's etcd v3 endpoint for `etcdctl` (`false`, `true`: read-only, `writable`).
     #[serde(default)]
     pub etcd_listen: EtcdListen,
+    /// How many API servers serve the cluster (default 1); the components use the first.
+    #[serde(default = "one")]
+    pub apiservers: usize,
 }
 
 /// `etcdListen`: whether the lab's cluster serves its store over etcd's v3 API, and how.
@@ -96,6 +104,10 @@ fn three() -> usize {
     3
 }
 
+fn one() -> usize {
+    1
+}
+
 /// A Go duration (`2s`, `500ms`, `1m30s`).
 fn go_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
     let text = String::deserialize(d)?;
@@ -115,6 +127,7 @@ impl Default for ClusterSpec {
             metric_resolution: None,
             horizontal_pod_autoscaler_sync_period: None,
             etcd_listen: EtcdListen::Off,
+            apiservers: 1,
         }
     }
 }
@@ -127,6 +140,7 @@ impl ClusterSpec {
             .fast_node_lifecycle(self.fast_node_lifecycle)
             .cloud(self.cloud)
             .secure(self.secure)
+            .apiservers(self.apiservers)
             .metrics_server(
                 self.metrics_server
                     .then(|| self.metric_resolution.unwrap_or(DEFAULT_METRIC_RESOLUTION)),
@@ -163,6 +177,18 @@ mod tests {
         assert!(bad.is_err());
         let typo = serde_norway::from_str::<ClusterSpec>("{metricServer: true}");
         assert!(typo.is_err());
+    }
+
+    #[test]
+    fn one_apiserver_unless_told_otherwise() {
+        let parse = |text: &str| serde_norway::from_str::<ClusterSpec>(text).map(|s| s.apiservers);
+        assert_eq!(parse("{nodes: 1}").expect("valid"), 1);
+        assert_eq!(ClusterSpec::default().apiservers, 1);
+        assert_eq!(
+            parse("{nodes: 1, etcdListen: writable, apiservers: 2}").expect("valid"),
+            2
+        );
+        assert!(parse("{apiservers: two}").is_err());
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! The programs a command may run: `miniplane`, `kubectl`, `etcdctl` (with `ETCDCTL_API=3` and
 //! `ETCDCTL_ENDPOINTS` set when the cluster serves its store over etcd's API, `etcdListen`),
 //! and `sh -c '...'` for a line that needs a shell (`$(kubectl get ... -o jsonpath=...)`, a
-//! pipe, a background job), with the same environment and `miniplane` first on its `PATH`.
+//! pipe, a background job, a variable), with the same environment and `miniplane` first on
+//! its `PATH`. When the cluster runs several API servers (`apiservers`), `APISERVER_1` to
+//! `APISERVER_N` hold their URLs: `sh -c 'kubectl --server "$APISERVER_2" get pods'`.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -51,6 +53,8 @@ pub struct LabRunner {
     operators: std::collections::HashMap<String, OperatorStarter>,
     /// The cluster's etcd v3 endpoint, if it serves one.
     etcd_endpoint: Option<std::net::SocketAddr>,
+    /// The URLs of the cluster's API servers, the kubeconfig's first (empty: not told).
+    apiservers: Vec<String>,
 }
 
 /// Splits a command line as a shell would for simple quoting (`'...'`, `"..."`, `\ `).
@@ -95,6 +99,18 @@ pub fn split_command(line: &str) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// The variables naming a cluster's API servers, `APISERVER_1=<first URL>` to
+/// `APISERVER_N=<last>`, when it runs more than one (none for one: the kubeconfig names it).
+pub fn apiserver_env(urls: &[String]) -> Vec<(String, String)> {
+    if urls.len() < 2 {
+        return Vec::new();
+    }
+    urls.iter()
+        .enumerate()
+        .map(|(i, url)| (format!("APISERVER_{}", i + 1), url.clone()))
+        .collect()
+}
+
 impl LabRunner {
     /// A runner for `lab` on the cluster `client` reaches, whose kubeconfig is `kubeconfig`;
     /// `exe` is the `miniplane` binary commands run.
@@ -107,6 +123,7 @@ impl LabRunner {
             exe,
             operators: std::collections::HashMap::new(),
             etcd_endpoint: None,
+            apiservers: Vec::new(),
         }
     }
 
@@ -121,6 +138,19 @@ impl LabRunner {
     /// The cluster's etcd v3 endpoint, if it serves one.
     pub fn etcd_endpoint(&self) -> Option<std::net::SocketAddr> {
         self.etcd_endpoint
+    }
+
+    /// Lets commands reach each of the cluster's API servers (`Cluster::apiserver_urls`, the
+    /// kubeconfig's first): when there are several, they get `APISERVER_1` to `APISERVER_N`
+    /// ([`apiserver_env`]), so `kubectl --server "$APISERVER_2" get pods` asks the second.
+    pub fn with_apiservers(mut self, urls: Vec<String>) -> Self {
+        self.apiservers = urls;
+        self
+    }
+
+    /// The URLs of the cluster's API servers, as [`LabRunner::with_apiservers`] set them.
+    pub fn apiservers(&self) -> &[String] {
+        &self.apiservers
     }
 
     /// Lets the `operator: NAME` action start `NAME` with `start`.
@@ -164,6 +194,7 @@ impl LabRunner {
                 .env("ETCDCTL_API", "3")
                 .env("ETCDCTL_ENDPOINTS", addr.to_string());
         }
+        command.envs(apiserver_env(&self.apiservers));
         if program == "sh"
             && let Some(dir) = self.exe.parent()
         {
@@ -396,7 +427,20 @@ impl LabRunner {
 
 #[cfg(test)]
 mod tests {
-    use super::split_command;
+    use super::{apiserver_env, split_command};
+
+    #[test]
+    fn several_apiservers_are_numbered_from_one() {
+        assert!(apiserver_env(&["http://127.0.0.1:6443".to_owned()]).is_empty());
+        let urls = ["http://127.0.0.1:6443", "http://127.0.0.1:6444"].map(str::to_owned);
+        assert_eq!(
+            apiserver_env(&urls),
+            [
+                ("APISERVER_1".to_owned(), urls[0].clone()),
+                ("APISERVER_2".to_owned(), urls[1].clone())
+            ]
+        );
+    }
 
     #[test]
     fn commands_split_like_a_shell() {

@@ -3,10 +3,12 @@
 //! cores, and driven over gRPC with the `etcd-client` crate.
 //!
 //! The member is a one-node cluster on 127.0.0.1 with etcd's defaults (fsync on every commit,
-//! snapshot count, quota), its data directory in the same bench directory as the store's. Its
-//! writers share one gRPC connection per 16 writers (as etcd's own `benchmark` tool spreads
-//! clients over a few connections); each watcher is its own watch stream.
+//! snapshot count, quota), its data directory in the same bench directory as the store's,
+//! pinned to the servers' core when the run is (`pin.rs`). Its writers share one gRPC
+//! connection per 16 writers (as etcd's own `benchmark` tool spreads clients over a few
+//! connections); each watcher is its own watch stream.
 
+use crate::pin;
 use std::io::Read;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -66,7 +68,7 @@ impl Etcd {
         let endpoint = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let log = std::fs::File::create(dir.path().join("etcd.log")).expect("etcd log file");
-        let child = Command::new(binary)
+        let child = pin::server_command(binary)
             .arg("--name=bench")
             .arg(format!("--data-dir={}", dir.path().join("data").display()))
             .arg(format!("--listen-client-urls={endpoint}"))

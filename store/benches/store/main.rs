@@ -1,10 +1,13 @@
 //! Store benchmark (`cargo bench -p store`): durable put throughput and latency at several
 //! writer counts, ranges, put-to-event watch latency and total watch fan-out, each row run on
 //! miniplane's store called in process, on the same store behind its etcd v3 gRPC endpoint
-//! (`store-grpc`, on loopback) and, beside them in the same run, on a real etcd member when
-//! the `etcd` binary is installed (Debian's `etcd-server`; see `etcd.rs`). The two gRPC
-//! columns are the fair comparison: the same `etcd-client` load generator, the same requests,
-//! both servers on the same cores (`STORE_BENCH_GRPC=off` leaves the endpoint's column out).
+//! (`store-grpc`, on loopback, in a process of its own: `endpoint.rs`) and, beside them in the
+//! same run, on a real etcd member when the `etcd` binary is installed (Debian's
+//! `etcd-server`; see `etcd.rs`). The two gRPC columns are the fair comparison: the same
+//! `etcd-client` load generator, the same requests, both servers started the same way on the
+//! same cores (`STORE_BENCH_GRPC=off` leaves the endpoint's column out). `STORE_BENCH_PIN=1`
+//! puts the servers on core 0 and the load generator on core 1 (`pin.rs`); unset, they share
+//! every core.
 //!
 //! Every figure is the median of `RUNS` runs. Writes are durable (fsync on) unless said
 //! otherwise. The data directories are under `STORE_BENCH_DIR` or the system temp dir; the
@@ -12,7 +15,9 @@
 //! worthless). `STORE_BENCH_ETCD` names the etcd binary, or `off` leaves its column out.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod endpoint;
 mod etcd;
+mod pin;
 mod subject;
 
 use bytes::Bytes;
@@ -27,11 +32,17 @@ const RUNS: usize = 5;
 const VALUE: usize = 256;
 
 fn main() {
+    if endpoint::serve_if_asked() {
+        return;
+    }
+    // The machine's cores, counted before this process is pinned to one of them.
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    pin::pin_load_generator();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(run());
+    runtime.block_on(run(cores));
 }
 
 fn bench_root() -> PathBuf {
@@ -181,7 +192,7 @@ async fn put_row(side: Side<'_>, fsync: bool, writers: usize, total: usize) -> S
 async fn bench_puts(etcd: Option<&Path>) {
     println!(
         "| puts (256 B values) | writers | puts/s | p50 | p99 | CPU per put \
-         | over gRPC puts/s | p50 | p99 | CPU per put (server and client) \
+         | over gRPC puts/s | p50 | p99 | endpoint's CPU per put \
          | etcd puts/s | p50 | p99 | etcd's CPU per put |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -437,21 +448,31 @@ async fn bench_watch_latency(etcd: Option<&Path>) {
 }
 
 /// `writers` writers put `puts` keys in total while `watchers` watchers count events;
-/// returns (events received per second, watchers cut off).
-async fn fanout_run(side: Side<'_>, watchers: usize, writers: usize, puts: usize) -> (f64, u64) {
+/// returns (events received per second, events per response, watchers cut off).
+async fn fanout_run(
+    side: Side<'_>,
+    watchers: usize,
+    writers: usize,
+    puts: usize,
+) -> (f64, f64, u64) {
     let subject = Subject::open(side, &bench_root(), true, writers).await;
     let received = Arc::new(AtomicU64::new(0));
+    let responses = Arc::new(AtomicU64::new(0));
     let cut_off = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..watchers {
         let mut w = subject.watch(b"/f/").await;
         let received = received.clone();
+        let responses = responses.clone();
         let cut_off = cut_off.clone();
         tasks.push(tokio::spawn(async move {
-            let mut n = 0;
+            let (mut n, mut r) = (0, 0);
             while n < puts {
                 match w.next().await {
-                    Some(events) => n += events.len(),
+                    Some(events) => {
+                        n += events.len();
+                        r += 1;
+                    }
                     None => {
                         cut_off.fetch_add(1, Ordering::Relaxed);
                         break;
@@ -459,6 +480,7 @@ async fn fanout_run(side: Side<'_>, watchers: usize, writers: usize, puts: usize
                 }
             }
             received.fetch_add(n as u64, Ordering::Relaxed);
+            responses.fetch_add(r, Ordering::Relaxed);
         }));
     }
     let value = Bytes::from(vec![b'v'; VALUE]);
@@ -481,8 +503,10 @@ async fn fanout_run(side: Side<'_>, watchers: usize, writers: usize, puts: usize
     }
     let elapsed = started.elapsed();
     subject.close().await;
+    let received = received.load(Ordering::Relaxed) as f64;
     (
-        received.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64(),
+        received / elapsed.as_secs_f64(),
+        received / responses.load(Ordering::Relaxed).max(1) as f64,
         cut_off.load(Ordering::Relaxed),
     )
 }
@@ -495,15 +519,18 @@ async fn bench_fanout(etcd: Option<&Path>) {
             continue;
         };
         let mut rates = Vec::new();
+        let mut per_response = Vec::new();
         let mut cut = 0;
         for _ in 0..RUNS {
-            let (rate, c) = fanout_run(side, 1000, 64, 6_400).await;
+            let (rate, per, c) = fanout_run(side, 1000, 64, 6_400).await;
             rates.push(rate);
+            per_response.push(per);
             cut += c;
         }
         cells.push(format!(
-            "{:.0} events/s, {cut} watchers cut off",
-            median(rates)
+            "{:.0} events/s, {:.1} events per response, {cut} watchers cut off",
+            median(rates),
+            median(per_response)
         ));
     }
     println!(
@@ -512,15 +539,16 @@ async fn bench_fanout(etcd: Option<&Path>) {
     );
 }
 
-async fn run() {
+async fn run(cores: usize) {
     let root = bench_root();
     println!(
         "store bench: {} cores, data dir {} on {}, median of {RUNS} runs, load average {}",
-        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        cores,
         root.display(),
         filesystem(&root),
         loadavg()
     );
+    println!("{}", pin::describe());
     let etcd = etcd::binary();
     match &etcd {
         Some(binary) => println!(
@@ -540,9 +568,9 @@ async fn run() {
         ms(p50),
         ms(p99)
     );
-    // STORE_BENCH_ONLY=puts|reads runs one half (for profiling).
+    // STORE_BENCH_ONLY=puts|reads runs one half, =fanout the fan-out row (for profiling).
     let only = std::env::var("STORE_BENCH_ONLY").unwrap_or_default();
-    if only != "reads" {
+    if only.is_empty() || only == "puts" {
         println!();
         bench_puts(etcd).await;
     }
@@ -550,8 +578,10 @@ async fn run() {
         println!();
         println!("| read / watch | store | store over gRPC | etcd |");
         println!("|---|---:|---:|---:|");
-        bench_range(etcd).await;
-        bench_watch_latency(etcd).await;
+        if only != "fanout" {
+            bench_range(etcd).await;
+            bench_watch_latency(etcd).await;
+        }
         bench_fanout(etcd).await;
     }
     println!();

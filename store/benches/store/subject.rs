@@ -1,9 +1,10 @@
 //! What a row of the store bench drives: miniplane's store, called in process; the same store
-//! behind its etcd v3 endpoint (`store-grpc`), over gRPC on loopback; or the etcd member of
-//! the reference column, over gRPC. Each gets a fresh data directory per row, in the same
-//! bench directory, and the same writes and watches; the two gRPC sides are driven by the same
-//! `etcd-client` code.
+//! behind its etcd v3 endpoint (`store-grpc`), a process of its own (`endpoint.rs`) over gRPC
+//! on loopback; or the etcd member of the reference column, over gRPC. Each gets a fresh data
+//! directory per row, in the same bench directory, and the same writes and watches; the two
+//! gRPC sides are started the same way and driven by the same `etcd-client` code.
 
+use crate::endpoint::Endpoint;
 use crate::etcd::{self, Etcd};
 use bytes::Bytes;
 use std::path::Path;
@@ -29,11 +30,8 @@ pub enum Subject {
         _dir: tempfile::TempDir,
     },
     Grpc {
-        store: Arc<Store>,
+        server: Endpoint,
         clients: Vec<etcd_client::Client>,
-        stop: tokio_util::sync::CancellationToken,
-        server: tokio::task::JoinHandle<Result<(), store_grpc::TransportError>>,
-        _dir: tempfile::TempDir,
     },
     Etcd {
         etcd: Etcd,
@@ -57,29 +55,9 @@ impl Subject {
                 }
             }
             Side::Grpc => {
-                let dir = tempfile::tempdir_in(root).unwrap();
-                let mut config = StoreConfig::new(dir.path());
-                config.fsync = fsync;
-                config.watch_buffer = 4096;
-                let store = Arc::new(Store::open(config).await.unwrap());
-                let stop = tokio_util::sync::CancellationToken::new();
-                let options = store_grpc::EtcdOptions {
-                    writable: true,
-                    ..store_grpc::EtcdOptions::default()
-                };
-                let backend: Arc<dyn Backend> = store.clone();
-                let at = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-                let (bound, server) = store_grpc::spawn(at, backend, options, stop.clone())
-                    .await
-                    .unwrap();
-                let clients = etcd::connections(&format!("http://{bound}"), writers).await;
-                Subject::Grpc {
-                    store,
-                    clients,
-                    stop,
-                    server,
-                    _dir: dir,
-                }
+                let server = Endpoint::start(root, fsync);
+                let clients = etcd::connections(server.endpoint(), writers).await;
+                Subject::Grpc { server, clients }
             }
             Side::Etcd(binary) => {
                 assert!(fsync, "etcd 3.4 has no fsync-off mode");
@@ -117,30 +95,24 @@ impl Subject {
     }
 
     /// CPU time (user + system) used so far by whoever serves the writes: this process for
-    /// the store (its writer tasks included) and for the store's endpoint (its gRPC clients
-    /// included: they share the process), the etcd process for etcd (its client not).
+    /// the store (its writer tasks included), the server's process for the store's endpoint
+    /// and for etcd (their clients not).
     pub fn cpu_time(&self) -> Duration {
         match self {
-            Subject::Store { .. } | Subject::Grpc { .. } => cpu_time("/proc/self/stat"),
+            Subject::Store { .. } => cpu_time("/proc/self/stat"),
+            Subject::Grpc { server, .. } => cpu_time(&format!("/proc/{}/stat", server.pid())),
             Subject::Etcd { etcd, .. } => cpu_time(&format!("/proc/{}/stat", etcd.pid())),
         }
     }
 
-    /// Closes the store (its committer and syncer finish); stops etcd.
+    /// Closes the store (its committer and syncer finish); stops the endpoint's process or
+    /// etcd.
     pub async fn close(self) {
         match self {
             Subject::Store { store, .. } => store.close().await.unwrap(),
-            Subject::Grpc {
-                store,
-                clients,
-                stop,
-                server,
-                _dir,
-            } => {
+            Subject::Grpc { server, clients } => {
                 drop(clients);
-                stop.cancel();
-                let _ = server.await;
-                store.close().await.unwrap();
+                drop(server);
             }
             Subject::Etcd { etcd, clients } => {
                 drop(clients);

@@ -68,6 +68,12 @@ impl Backend for EtcdBackend {
         let range = match &req.range {
             // No key is empty: an empty single key matches nothing.
             KeyRange::Key(k) if k.is_empty() => None,
+            // A key with no place under another prefix is not there (`etcdctl endpoint
+            // health`'s `health`, read through the store's etcd endpoint).
+            KeyRange::Key(_) => inner
+                .keys
+                .range(&req.range, req.start.as_ref())
+                .unwrap_or(None),
             range => inner
                 .keys
                 .range(range, req.start.as_ref())

@@ -5,8 +5,11 @@
 //!
 //! Retries (clientv3 `retry_interceptor.go`): reads are retried on any transient error
 //! (`Unavailable` and the like); writes only when etcd cannot have seen them: the connection
-//! to the member could not be made, or etcd refused them before proposing (no leader, too many
-//! requests, proposal dropped). A write that may have been applied is never retried.
+//! to the member could not be made, the connection closed while the request was still queued
+//! for it (grpc-go retries such a request transparently), or etcd refused them before
+//! proposing (no leader, too many requests, proposal dropped). A write that may have been
+//! applied (sent on a connection that then broke, timed out, `leader changed`) is never
+//! retried: the API server answers the client with an error and the client retries.
 
 use super::Inner;
 use crate::Error;
@@ -50,8 +53,21 @@ const NOT_PROPOSED: [&str; 3] = [
     "raft proposal dropped",
 ];
 
-/// Whether the gRPC status shows the request never left this process (no connection).
+/// hyper's message for a request dropped before it was dispatched to its connection (the
+/// connection closed with the request still queued, as when a member is killed); tonic makes
+/// it a `Cancelled` status with the hyper error as its source.
+const QUEUED_ON_CLOSED_CONNECTION: &str = "operation was canceled";
+
+/// Whether the gRPC status shows the request never left this process: no connection, or the
+/// connection closed before the request was written to it. Only a status made here has a
+/// source; one etcd sent (its own `Cancelled`: the request reached it) has none.
 fn never_sent(status: &tonic::Status) -> bool {
+    if status.code() == tonic::Code::Cancelled
+        && status.message() == QUEUED_ON_CLOSED_CONNECTION
+        && std::error::Error::source(status).is_some()
+    {
+        return true;
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
     while let Some(e) = source {
         if e.is::<tonic::ConnectError>() {
@@ -194,5 +210,40 @@ impl Inner {
             kind,
             format!("etcd cluster [{}]: {message}", self.endpoints),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Retry, retryable};
+    use std::sync::Arc;
+
+    fn grpc(status: tonic::Status) -> etcd_client::Error {
+        etcd_client::Error::GRpcStatus(status)
+    }
+
+    /// A write still queued when its connection closed (hyper's `Canceled`, as tonic reports
+    /// it) was never sent: retried. etcd's own `Cancelled` answer, or a broken connection
+    /// after sending, may have been applied: not retried. Reads are retried either way.
+    #[test]
+    fn a_write_queued_on_a_closed_connection_is_retried() {
+        let mut queued = tonic::Status::cancelled("operation was canceled");
+        queued.set_source(Arc::new(std::io::Error::other("connection closed")));
+        assert!(retryable(&grpc(queued.clone()), Retry::Write));
+        assert!(retryable(&grpc(queued), Retry::Read));
+
+        for answered in [
+            tonic::Status::cancelled("operation was canceled"),
+            tonic::Status::cancelled("context canceled"),
+        ] {
+            assert!(!retryable(&grpc(answered.clone()), Retry::Write));
+            assert!(retryable(&grpc(answered), Retry::Read));
+        }
+        let mut broken = tonic::Status::unknown("transport error");
+        broken.set_source(Arc::new(std::io::Error::from(
+            std::io::ErrorKind::ConnectionReset,
+        )));
+        assert!(!retryable(&grpc(broken.clone()), Retry::Write));
+        assert!(retryable(&grpc(broken), Retry::Read));
     }
 }

@@ -14,9 +14,9 @@
 //!
 //! With the default prefix every key maps to itself, including keys outside `/registry/` (the
 //! store's tests use such keys). With another prefix only keys under `/registry/` have a place
-//! in etcd: a single-key operation on any other key is refused, and a range or watch covers the
-//! part of its keys that lies under `/registry/` (a prefix such as `""` or `/` is read as
-//! `/registry/`; a prefix beside it matches nothing).
+//! in etcd: a write to any other key is refused, a read of one finds nothing, and a range or
+//! watch covers the part of its keys that lies under `/registry/` (a prefix such as `""` or `/`
+//! is read as `/registry/`; a prefix beside it matches nothing).
 
 use bytes::Bytes;
 

@@ -18,15 +18,22 @@
 //!
 //! Where things are: `backend.rs` (the [`Backend`] calls), `keys.rs` (`--etcd-prefix`),
 //! `convert.rs` (messages), `call.rs` (deadlines, retries, errors), `watch.rs`,
-//! `compactor.rs`.
+//! `compactor.rs`, `tls.rs` (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`).
 //!
 //! From the flags (the launcher's job):
 //!
 //! ```text
-//!   --etcd-servers=http://10.0.0.1:2379,http://10.0.0.2:2379  EtcdConfig::from_servers(..)
-//!   --etcd-prefix=/registry                                   config.prefix
-//!   --etcd-compaction-interval=5m                             Compactor::start(&backend, interval, shutdown)
+//!   --etcd-servers=https://10.0.0.1:2379,https://10.0.0.2:2379  EtcdConfig::from_servers(..)
+//!   --etcd-prefix=/registry                                     config.prefix
+//!   --etcd-cafile, --etcd-certfile, --etcd-keyfile              config.tls = Some(EtcdTls::from_files(..))
+//!   --etcd-compaction-interval=5m                               Compactor::start(&backend, interval, shutdown)
 //! ```
+//!
+//! TLS (`tls.rs`) is kube-apiserver's: `https://` endpoints are verified with `--etcd-cafile`
+//! (the system's trust store without it) and get the client certificate of
+//! `--etcd-certfile`/`--etcd-keyfile` if given; `http://` endpoints connect in plain text
+//! whatever the files (which are still read and checked). A file that is missing, unreadable
+//! or not the PEM it should be is refused at connect, naming the flag and the file.
 //!
 //! Errors: compacted revisions are [`Error::Compacted`] (the API server's 410 Expired), future
 //! ones [`Error::FutureRevision`], a request etcd finds too large (`--max-request-bytes`)
@@ -34,26 +41,29 @@
 //! store refuses it (`mvcc.rs`). An unreachable or failing cluster is an [`Error::Io`] that
 //! names the endpoints.
 //!
-//! Simplified against kube-apiserver: plain `http://` endpoints only (no `--etcd-cafile`,
-//! `--etcd-certfile`, `--etcd-keyfile`), no leases (TTLs), no auth; a slow watcher is held back
-//! rather than cut off (`watch.rs`); `current_revision` only moves when this backend hears
-//! from etcd, so writes of other clients show up with its next request or watch event; a
-//! compaction to revision 2 (etcd's to 1) cannot be observed by a backend connected later
-//! (etcd serves revision 1, the empty start, either way). etcd's own default `--max-request-bytes` (1.5 MiB for the whole
-//! request) refuses a value of [`crate::MAX_VALUE_SIZE`]; run etcd with a larger one (2 MiB)
-//! to accept every value the store accepts.
+//! Simplified against kube-apiserver: no leases (TTLs), no etcd auth (user and password); TLS
+//! as `tls.rs` says (no mix of `http://` and `https://` members, the client certificate read
+//! once); a slow watcher is held back rather than cut off (`watch.rs`); `current_revision`
+//! only moves when this backend hears from etcd, so writes of other clients show up with its
+//! next request or watch event; a compaction to revision 2 (etcd's to 1) cannot be observed by
+//! a backend connected later (etcd serves revision 1, the empty start, either way). etcd's own
+//! default `--max-request-bytes` (1.5 MiB for the whole request) refuses a value of
+//! [`crate::MAX_VALUE_SIZE`]; run etcd with a larger one (2 MiB) to accept every value the
+//! store accepts.
 
 mod backend;
 mod call;
 mod compactor;
 mod convert;
 mod keys;
+mod tls;
 mod watch;
 
 pub use compactor::{
     COMPACT_REV_KEY, CompactOutcome, CompactState, Compactor, DEFAULT_COMPACTION_INTERVAL,
 };
 pub use keys::{DEFAULT_PREFIX, prefix_end};
+pub use tls::{EtcdTls, Pem};
 
 #[cfg(doc)]
 use crate::Backend;
@@ -90,7 +100,8 @@ const UNKNOWN_SIZE: u64 = u64::MAX;
 /// How to reach the etcd cluster (kube-apiserver's `--etcd-*` flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EtcdConfig {
-    /// Client URLs of the members (`--etcd-servers`), e.g. `http://127.0.0.1:2379`.
+    /// Client URLs of the members (`--etcd-servers`), e.g. `http://127.0.0.1:2379` or
+    /// `https://127.0.0.1:2379`.
     pub endpoints: Vec<String>,
     /// `--etcd-prefix` (default `/registry`): replaces the `/registry/` the API server's keys
     /// start with; with the default the etcd keys are exactly the API server's keys.
@@ -99,6 +110,9 @@ pub struct EtcdConfig {
     pub dial_timeout: Duration,
     /// How long one request may take, retries included.
     pub request_timeout: Duration,
+    /// TLS to the members (`--etcd-cafile`, `--etcd-certfile`, `--etcd-keyfile`); `None` (or
+    /// no file): plain `http://`, and the system's trust store for `https://` endpoints.
+    pub tls: Option<EtcdTls>,
 }
 
 impl EtcdConfig {
@@ -109,6 +123,7 @@ impl EtcdConfig {
             prefix: DEFAULT_PREFIX.to_string(),
             dial_timeout: DEFAULT_DIAL_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            tls: None,
         }
     }
 
@@ -164,7 +179,8 @@ impl std::fmt::Debug for EtcdBackend {
 impl EtcdBackend {
     /// Connects to the cluster and waits (up to the dial timeout) for its first answer, which
     /// also gives the current revision; then finds the compaction point. Needs a Tokio
-    /// runtime. Errors name the endpoints.
+    /// runtime. Errors name the endpoints; TLS files are read and checked first (errors name
+    /// the flag and the file).
     pub async fn connect(config: EtcdConfig) -> Result<EtcdBackend> {
         let endpoints = config.endpoints.join(",");
         let fail = |kind, message: String| {
@@ -179,10 +195,15 @@ impl EtcdBackend {
                 "no endpoints given (--etcd-servers)".into(),
             ));
         }
-        let options = etcd::ConnectOptions::new()
+        let tls = tls::client_options(&config.endpoints, config.tls.as_ref())
+            .map_err(|r| fail(r.kind, r.message))?;
+        let mut options = etcd::ConnectOptions::new()
             .with_connect_timeout(config.dial_timeout)
             .with_keep_alive(KEEPALIVE_TIME, KEEPALIVE_TIMEOUT)
             .with_require_leader(true);
+        if let Some(tls) = tls {
+            options = options.with_tls(tls);
+        }
         let client = match tokio::time::timeout(
             config.dial_timeout,
             etcd::Client::connect(&config.endpoints, Some(options)),
@@ -193,7 +214,7 @@ impl EtcdBackend {
             Ok(Err(e)) => {
                 return Err(fail(
                     std::io::ErrorKind::ConnectionRefused,
-                    format!("cannot connect: {e}"),
+                    format!("cannot connect: {}", connect_error(&e)),
                 ));
             }
             Err(_) => {
@@ -249,6 +270,25 @@ impl EtcdBackend {
     }
 }
 
+/// Why the etcd client could not be made, with the causes of a transport error (a TLS setup
+/// error, such as no system trust store, is only in its sources).
+fn connect_error(e: &etcd::Error) -> String {
+    let etcd::Error::TransportError(transport) = e else {
+        return e.to_string();
+    };
+    let mut message = transport.to_string();
+    let mut source = std::error::Error::source(transport);
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
 impl Drop for EtcdBackend {
     fn drop(&mut self) {
         self.inner.shutdown.cancel();
@@ -260,6 +300,9 @@ impl Inner {
     async fn first_answer(&self, dial_timeout: Duration) -> Result<()> {
         let deadline = tokio::time::Instant::now() + dial_timeout;
         let mut last = String::from("no answer");
+        // A TLS failure (a certificate refused either way) is kept: the attempts after it
+        // may only see the connection closed.
+        let mut tls_failure: Option<String> = None;
         loop {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let attempt = tokio::time::timeout(left, async {
@@ -278,13 +321,22 @@ impl Inner {
                     }
                     return Ok(());
                 }
-                Ok(Err(e)) => last = e.to_string(),
+                Ok(Err(e)) => {
+                    last = e.to_string();
+                    if last.contains("certificate") || last.contains("alert") {
+                        tls_failure = Some(last.clone());
+                    }
+                }
                 Err(_) => {}
             }
             if tokio::time::Instant::now() >= deadline {
+                let cause = match tls_failure {
+                    Some(tls) if tls != last => format!("{last} (before: {tls})"),
+                    _ => last,
+                };
                 return Err(self.io_error(
                     std::io::ErrorKind::TimedOut,
-                    format!("no answer within {dial_timeout:?}: {last}"),
+                    format!("no answer within {dial_timeout:?}: {cause}"),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

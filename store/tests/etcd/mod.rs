@@ -1,12 +1,14 @@
 //! `store::EtcdBackend` against a real etcd cluster (`cluster.rs` starts one per test): the
 //! store's generic test functions, the model comparison with `MemoryBackend` (`model.rs`), and
-//! what only a cluster has: a member killed mid-test, compactors racing (`cluster_tests.rs`).
+//! what only a cluster has: a member killed mid-test, compactors racing (`cluster_tests.rs`);
+//! and TLS to the members (`tls.rs`).
 //! Run them with `cargo test -p store --test store etcd::`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cluster;
 mod cluster_tests;
 mod model;
+mod tls;
 
 use crate::common;
 use bytes::Bytes;
@@ -386,6 +388,19 @@ async fn prefix_replaces_registry() {
         team.put(b("/elsewhere"), b("x")).await,
         Err(Error::Io(_))
     ));
+    // A key with no place under the prefix is not there (etcdctl's `health`).
+    raw.put("health", "raw", None).await.unwrap();
+    assert_eq!(team.get(b"health", None).await.unwrap().kv, None);
+    assert_eq!(
+        plain
+            .get(b"health", None)
+            .await
+            .unwrap()
+            .kv
+            .map(|kv| kv.value),
+        Some(b("raw"))
+    );
+    raw.delete("health", None).await.unwrap();
     raw.delete(
         "/team-a/",
         Some(etcd_client::DeleteOptions::new().with_prefix()),
