@@ -185,9 +185,9 @@ fn etcd_spans(s: &Server, method: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// A compaction through the endpoint is the store's: etcd then refuses a read below it, and
-/// the API server answers a list at a compacted resourceVersion `410 Expired`, as
-/// kube-apiserver does after etcd compacted.
+/// A compaction through the endpoint is the store's: etcd then refuses a read below it, the
+/// API server answers a list at a compacted resourceVersion `410 Expired`, as kube-apiserver
+/// does after etcd compacted, and `miniplane history` starts at the cut.
 #[test]
 fn a_compaction_through_the_endpoint_expires_old_revisions_for_the_apiserver_too() {
     let port = free_port();
@@ -234,6 +234,23 @@ fn a_compaction_through_the_endpoint_expires_old_revisions_for_the_apiserver_too
     ]);
     assert!(!list.ok(), "{list}");
     assert!(list.stderr.contains("(Expired)"), "{list}");
+    // `miniplane history` starts at the cut: the version live there, the older one gone.
+    let history = s.cli_ok(&["history", "deploy/nginx"]);
+    let lines: Vec<&str> = history.lines().collect();
+    assert!(
+        lines[0].ends_with(&format!(
+            "older changes were compacted (the store keeps revisions from {now} on)"
+        )),
+        "{history}"
+    );
+    assert!(
+        lines[2].starts_with(&format!("{now} ")) && lines[2].contains("updated (before the cut)"),
+        "{history}"
+    );
+    assert_eq!(
+        s.cli_err(&["history", "deploy/nginx", "--at", &old]),
+        format!("error: revision {old} is compacted: the oldest revision kept is {now}")
+    );
     let compactions = etcd_spans(&s, "Compact");
     assert!(
         compactions

@@ -10,7 +10,9 @@
 //!   and why" on click, the time axis zoomed to a span's subtree; the replay slider shows the board at the trace's first write (no pod
 //!   yet) and at its last (three Running pods); the time axis zooms (+, fit) and scrolls
 //!   sideways, and no span name is cut;
-//! * a crash-looping pod's card is red and says `CrashLoopBackOff`, as kubectl's STATUS does.
+//! * a crash-looping pod's card is red and says `CrashLoopBackOff`, as kubectl's STATUS does;
+//! * the Deployment's "history" link lists its kept versions with writers and diffs, and the
+//!   replay shows it as it was created.
 //!
 //! Screenshots of each view go to `$CARGO_TARGET_TMPDIR/ui/`, and to `docs/ui/` with
 //! `UPDATE_SCREENSHOTS=1` (as `UPDATE_GOLDEN=1` rewrites golden files).
@@ -360,6 +362,52 @@ fn a_deployment_on_the_board_in_the_tree_and_in_its_trace() {
         "{pod}"
     );
     screenshot(&browser, "board-crashloop");
+
+    // The Deployment's history, opened from the tree: its versions with their writers and
+    // diffs, and the replay of the object at its creation.
+    browser.click("nav a[data-view=objects]");
+    browser.wait_for(
+        "the Deployment's history link",
+        DEADLINE,
+        "return !!document.querySelector('.deploy-obj[data-name=web] > .history-link');",
+    );
+    browser.click(".deploy-obj[data-name=web] > .history-link");
+    let rows = browser.wait_for(
+        "the Deployment's kept versions, the controller's status writes among them",
+        DEADLINE,
+        "const rows = [...document.querySelectorAll('.hist-row')];
+         const title = document.querySelector('.hist-title');
+         return title && title.textContent === 'deployments.apps default/web' && rows.length >= 2
+           ? rows.map(r => [r.dataset.type, r.querySelector('.hist-writer').textContent,
+               [...r.querySelectorAll('.hist-diff li')].map(l => l.dataset.path)]) : null;",
+    );
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows[0][0], "Created", "{rows:?}");
+    assert!(
+        rows.iter()
+            .any(|r| r[1] == "kube-controller-manager (Update status)"
+                && r[2]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|p| p == "status.availableReplicas" || p == "status.replicas")),
+        "the Deployment controller's status writes, with their diffs: {rows:?}"
+    );
+    browser.click(".hist-row[data-type=Created] .hist-rev");
+    let created = browser.wait_for(
+        "the object as it was created, on the replay",
+        DEADLINE,
+        "const row = document.querySelector('.hist-row.picked');
+         return row && row.dataset.type === 'Created'
+           ? JSON.parse(document.querySelector('.hist-object').textContent) : null;",
+    );
+    assert_eq!(created["spec"]["replicas"], 3, "{created}");
+    assert!(created["status"]["replicas"].is_null(), "{created}");
+    assert!(
+        created["metadata"].get("managedFields").is_none(),
+        "{created}"
+    );
+    screenshot(&browser, "history");
 }
 
 /// The controllers panel against the admin API (docs/faults.md): the Pause button stops the

@@ -3,7 +3,8 @@
 //! There is no Kubernetes counterpart: this is the part of miniplane that breaks a cluster on
 //! purpose ([`Fault`]), shows the inside of its controllers ([`ControllerStatus`]: each
 //! work queue's depth, keys in flight, retries, pause state) and the progress of a teaching
-//! lab ([`LabStatus`]). The API server serves these, the components obey and report them,
+//! lab ([`LabStatus`]), and the kept versions of any object ([`ObjectHistory`]). The API
+//! server serves these, the components obey and report them,
 //! the `miniplane fault`/`lab` verbs and the web UI read and write them.
 //!
 //! ```text
@@ -14,10 +15,12 @@
 
 pub mod controller;
 pub mod fault;
+pub mod history;
 pub mod lab;
 
 pub use controller::{ControllerList, ControllerStatus, StepRequest};
 pub use fault::{Fault, FaultList, FaultSpec, InvalidFault, faults_from_data};
+pub use history::{ChangeType, FieldChange, HistoryEntry, ObjectHistory};
 pub use lab::{CheckResult, LabStatus};
 
 /// Namespace of the ConfigMap holding the faults in force.

@@ -136,8 +136,8 @@ pub use request_trace::TracingOptions;
 pub use router::router;
 pub use selector::field::{FieldRequirement, FieldSelector};
 pub use server::{
-    Config, DEFAULT_ETCD_PREFIX, DEFAULT_STORE_HISTORY_BUDGET, EtcdStorage, EtcdTlsFiles,
-    ServeError, Server, run, serve, serve_with,
+    Config, DEFAULT_ETCD_PREFIX, DEFAULT_STORE_HISTORY_BUDGET, DEFAULT_STORE_HISTORY_WINDOW,
+    EtcdStorage, EtcdTlsFiles, ServeError, Server, run, serve, serve_with,
 };
 pub use span_sink::SpanSink;
 pub use state::{AppState, ServerOptions};

@@ -40,6 +40,10 @@ pub struct Config {
     /// The most bytes of history the store keeps before it compacts the oldest early
     /// (`store::StoreConfig::history_budget`; `None`: no bound).
     pub store_history_budget: Option<u64>,
+    /// How long the embedded store keeps replaced and deleted versions (watches from older
+    /// resourceVersions, `miniplane history`) before compacting them, within
+    /// `store_history_budget`. Default [`DEFAULT_STORE_HISTORY_WINDOW`].
+    pub store_history_window: Duration,
     /// Tunables of the serving path; HTTPS with `options.connections.tls`
     /// ([`crate::ConnectionLimits::tls`], built by [`apimachinery::pki::tls_server_config`]), plain
     /// HTTP without.
@@ -271,9 +275,10 @@ pub struct Server {
     spans: SpanSink,
 }
 
-/// How long the store keeps history for watches and consistent lists, like kube-apiserver's
-/// default `--etcd-compaction-interval` of 5 minutes.
-const HISTORY_RETENTION: Duration = Duration::from_secs(5 * 60);
+/// The default [`Config::store_history_window`]: an hour, twelve times kube-apiserver's
+/// default `--etcd-compaction-interval` of 5 minutes, so that `miniplane history` reaches back
+/// through a whole lab; the byte budget still bounds it.
+pub const DEFAULT_STORE_HISTORY_WINDOW: Duration = Duration::from_secs(60 * 60);
 
 impl Server {
     /// Opens the store in the data directory (failing if another process holds it), or
@@ -320,7 +325,7 @@ impl Server {
         store_config.history_budget = config.store_history_budget;
         store_config.auto_compaction = store::AutoCompaction {
             retain_revisions: None,
-            retain_duration: Some(HISTORY_RETENTION),
+            retain_duration: Some(config.store_history_window),
             interval: Duration::from_secs(10),
         };
         Ok(Arc::new(store::Store::open(store_config).await?))

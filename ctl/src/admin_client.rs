@@ -1,4 +1,4 @@
-//! [`AdminClient`]: the admin API (`/miniplane/v1/faults`, `controllers`, `lab`; see
+//! [`AdminClient`]: the admin API (`/miniplane/v1/faults`, `controllers`, `lab`, `history`; see
 //! `docs/faults.md`) from Rust, over any kube client of the cluster. `miniplane fault`, the
 //! lab runner and the tests use it.
 
@@ -134,5 +134,12 @@ impl AdminClient {
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Every kept version of the object at `api_path` (its API path without the leading
+    /// `/`, e.g. `apis/apps/v1/namespaces/default/deployments/web`).
+    pub async fn history(&self, api_path: &str) -> Result<admin::ObjectHistory, AdminError> {
+        self.call(http::Method::GET, &format!("history/{api_path}"), None)
+            .await
     }
 }

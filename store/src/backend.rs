@@ -2,8 +2,8 @@
 //! one level above this; this is closer to etcd's `KV` + `Watch` client API).
 
 use crate::{
-    CheckpointHealth, GetResponse, RangeRequest, RangeResponse, Result, Revision, Txn, TxnResponse,
-    WatchRequest, Watcher, WriteResponse,
+    CheckpointHealth, GetResponse, KeyHistory, RangeRequest, RangeResponse, Result, Revision, Txn,
+    TxnResponse, WatchRequest, Watcher, WriteResponse,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -44,6 +44,11 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Discards history below `revision` (the current value of every key is kept).
     async fn compact(&self, revision: Revision) -> Result<()>;
+
+    /// Every kept version of `key`: the one live at the compaction point and each change
+    /// after it, deletes included (`crate::key_history`). Works on a key deleted since, while
+    /// its changes are kept.
+    async fn key_history(&self, key: &[u8]) -> Result<KeyHistory>;
 
     /// How the implementation's checkpoints are going, if it makes any (`None` for one
     /// without a disk).

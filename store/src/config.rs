@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The default [`StoreConfig::history_budget`]: 256 MiB of replaced and deleted versions
-/// (about 13,000 updates of 20 KiB objects; a 5-minute window of small objects stays far below).
+/// (about 13,000 updates of 20 KiB objects; an hour of small objects stays far below).
 pub const DEFAULT_HISTORY_BUDGET: u64 = 256 << 20;
 
 /// Automatic compaction: history older than what either rule keeps is discarded.

@@ -418,7 +418,7 @@ impl KvStore {
         Ok(())
     }
     /// The version of `key` that revision `at` wrote, from `revs`.
-    fn version_written(&self, key: &[u8], at: Revision) -> Result<KeyValue> {
+    pub(crate) fn version_written(&self, key: &[u8], at: Revision) -> Result<KeyValue> {
         let missing =
             || Error::Corrupt(format!("no change of a key at revision {at} in the store"));
         let v = self.revs.get(codec::rev_key(at))?.ok_or_else(missing)?;
@@ -428,6 +428,15 @@ impl KvStore {
             .find(|c| c.key.as_ref() == key)
             .ok_or_else(missing)?;
         Ok(version_of(at, c))
+    }
+
+    /// The kept revisions of `key` (each with whether it deleted the key), oldest first.
+    pub(crate) fn kept_revisions(&self, key: &[u8]) -> Vec<(Revision, bool)> {
+        let history = self.history.read().unwrap_or_else(PoisonError::into_inner);
+        history
+            .get(key)
+            .map(|versions| versions.iter().map(|v| (v.rev, v.delete)).collect())
+            .unwrap_or_default()
     }
 
     /// The kept version of a key live at `rev`: the last one at or below it, unless that is a

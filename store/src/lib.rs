@@ -44,6 +44,7 @@
 //! | `wal.rs` | write-ahead log segments | `storage/wal/wal.go` |
 //! | `checkpoint.rs` | make sled durable, drop old WAL | backend `ForceCommit`, WAL purge |
 //! | `kvstore.rs` | sled trees, reads, compaction | `storage/mvcc/kvstore.go` |
+//! | `key_history.rs` | every kept version of one key | `storage/mvcc/key_index.go` |
 //! | `codec.rs` | on-disk encodings | `mvccpb`, `walpb`, `revision.go` |
 //! | `mvcc.rs` | validation and txn rules | `etcdserver/txn/txn.go` |
 //! | `watch_hub.rs` | synced/unsynced watchers | `storage/mvcc/watchable_store.go` |
@@ -67,6 +68,7 @@ mod error;
 pub mod etcd;
 mod history_bytes;
 mod indexer;
+mod key_history;
 mod kv;
 mod kvstore;
 mod lock;
@@ -88,6 +90,7 @@ pub use compaction::AutoCompactor;
 pub use config::{AutoCompaction, DEFAULT_HISTORY_BUDGET, StoreConfig};
 pub use error::{Error, Result};
 pub use etcd::{EtcdBackend, EtcdConfig};
+pub use key_history::KeyHistory;
 pub use kv::{Event, EventKind, KeyValue};
 pub use memory::{DEFAULT_WATCH_BUFFER, MemoryBackend};
 pub use range::{GetResponse, KeyRange, RangeRequest, RangeResponse};

@@ -244,4 +244,29 @@ impl Backend for MemoryBackend {
         state.compacted = revision;
         Ok(())
     }
+
+    async fn key_history(&self, key: &[u8]) -> Result<crate::KeyHistory> {
+        let state = self.data.lock();
+        let compacted = state.compacted;
+        let at_compaction = (compacted > Revision::ZERO)
+            .then(|| state.at(key, compacted))
+            .flatten();
+        let changes = state
+            .keys
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.kv.mod_revision > compacted)
+            .map(|e| Event {
+                prev_kv: None,
+                ..e.clone()
+            })
+            .collect();
+        Ok(crate::KeyHistory {
+            compacted,
+            current: state.rev,
+            at_compaction,
+            changes,
+        })
+    }
 }

@@ -330,6 +330,15 @@ impl Backend for Store {
         self.hub.watch(source, req.range, start)
     }
 
+    async fn key_history(&self, key: &[u8]) -> Result<crate::KeyHistory> {
+        let kv = self.kv.clone();
+        let key = key.to_vec();
+        // Reads sled (and may wait for the indexer): off the async workers.
+        tokio::task::spawn_blocking(move || kv.key_history(&key))
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(format!("key history: {e}"))))?
+    }
+
     fn checkpoint_health(&self) -> Option<CheckpointHealth> {
         Some(Store::checkpoint_health(self))
     }

@@ -9,6 +9,7 @@ mod bad_input;
 mod checkpoint;
 mod etcd;
 mod history_budget;
+mod key_history;
 mod memory_smoke;
 mod model;
 mod pipeline;

@@ -1,5 +1,5 @@
 //! End to end: `miniplane`'s own kubectl-like verbs (`apply`, `get`, `describe`, `delete`,
-//! `scale`, `rollout`, `events`) against a running API server (and, for rollouts, the whole
+//! `scale`, `rollout`, `events`, and `history`, which kubectl lacks) against a running API server (and, for rollouts, the whole
 //! control plane), with exact output where it is deterministic, the same output as the real
 //! kubectl where both print the same thing, and bad input failing with one line and exit
 //! status 1.
@@ -8,6 +8,7 @@
 
 mod bad_input;
 mod events_scale;
+mod history;
 mod read_write;
 mod rollout;
 

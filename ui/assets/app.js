@@ -1,5 +1,6 @@
 // The UI's shell: the tabs, the router (`#/board`, `#/objects`, `#/events`, `#/traces`,
-// `#/trace/{id | resource/namespace/name}`, `#/controllers`) and the shared informers.
+// `#/trace/{id | resource/namespace/name}`, `#/controllers`, `#/history/{API path}`) and the
+// shared informers.
 //
 // A browser opens at most six HTTP/1.1 connections to one server and every watch holds one,
 // so informers run only while a view that needs them is shown (at most three at once),
@@ -12,6 +13,7 @@ import { ownershipTree } from "./objects.js";
 import { eventFeed } from "./events.js";
 import { TracePage } from "./trace.js";
 import { ControllersPage } from "./controllers.js";
+import { HistoryPage } from "./history.js";
 
 const RESOURCES = {
   nodes: "/api/v1/nodes",
@@ -110,8 +112,13 @@ function render() {
   });
 }
 
-const tracePage = { el: null, page: null };
-const controllersPage = { el: null, page: null };
+/** The views that are pages of their own rather than drawn from informers, each made on
+ * first use and kept; `enter` gets the route's further segments. */
+const PAGES = {
+  traces: { cls: "trace-page", make: (el) => new TracePage(el) },
+  controllers: { cls: "controllers-page", make: (el) => new ControllersPage(el) },
+  history: { cls: "history-page", make: (el) => new HistoryPage(el) },
+};
 
 function route() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
@@ -124,26 +131,17 @@ function route() {
   if (LIVE[name]) {
     current = { name };
     render();
-  } else if (name === "traces") {
-    if (!tracePage.page) {
-      tracePage.el = h("div", { class: "trace-page" });
-      tracePage.page = new TracePage(tracePage.el);
+  } else if (PAGES[name]) {
+    const page = PAGES[name];
+    if (!page.page) {
+      page.el = h("div", { class: page.cls });
+      page.page = page.make(page.el);
     }
-    current = { name, page: tracePage.page };
-    mount(main, tracePage.el);
+    current = { name, page: page.page };
+    mount(main, page.el);
     status.className = "status";
     status.textContent = "";
-    tracePage.page.enter(parts.slice(1));
-  } else if (name === "controllers") {
-    if (!controllersPage.page) {
-      controllersPage.el = h("div", { class: "controllers-page" });
-      controllersPage.page = new ControllersPage(controllersPage.el);
-    }
-    current = { name, page: controllersPage.page };
-    mount(main, controllersPage.el);
-    status.className = "status";
-    status.textContent = "";
-    controllersPage.page.enter();
+    page.page.enter(parts.slice(1));
   } else {
     current = null;
     mount(main, h("p", { class: "error" }, `No view ${name}.`));

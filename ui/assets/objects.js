@@ -5,8 +5,14 @@
 import { h, condition, Keep } from "./dom.js";
 import { podLook } from "./board.js";
 
-/** The "trace" links, one element per object for as long as it exists. */
+/** The "trace" and "history" links, one element per object for as long as it exists. */
 const links = new Keep();
+
+/** The API path of `resource` (`deployments`, `replicasets`, `pods`) named as `o`. */
+function apiPath(resource, o) {
+  const group = resource === "pods" ? "api/v1" : "apis/apps/v1";
+  return `${group}/namespaces/${o.metadata.namespace}/${resource}/${o.metadata.name}`;
+}
 
 const REVISION = "deployment.kubernetes.io/revision";
 
@@ -19,6 +25,10 @@ function traceLink(resource, o) {
   return links.get(`${resource} ${o.metadata.uid}`, () => h("a", { class: "trace-link", href: `#/trace/${resource}/${o.metadata.namespace}/${o.metadata.name}`, title: "the trace that last changed it" }, "trace"));
 }
 
+function historyLink(resource, o) {
+  return links.get(`history ${resource} ${o.metadata.uid}`, () => h("a", { class: "history-link", href: `#/history/${apiPath(resource, o)}`, title: "every version the store keeps" }, "history"));
+}
+
 /** The chip colour of each `podLook` tone. */
 const CHIP = { ok: "ok", bad: "bad", warn: "warn", pending: "warn", terminating: "warn", done: "" };
 
@@ -29,7 +39,7 @@ function podLine(p) {
     h("span", { class: `chip ${CHIP[look.tone]}` }, look.isReady ? `${look.reason}, Ready` : look.reason),
     look.restarts ? h("span", { class: "dim" }, look.detail) : null,
     p.spec && p.spec.nodeName ? h("span", { class: "dim" }, ` on ${p.spec.nodeName}`) : h("span", { class: "dim" }, " unscheduled"),
-    " ", traceLink("pods", p));
+    " ", traceLink("pods", p), " ", historyLink("pods", p));
 }
 
 function rsLine(rs, pods) {
@@ -39,7 +49,7 @@ function rsLine(rs, pods) {
   return h("li", { class: "obj rs-obj", "data-name": rs.metadata.name },
     h("span", { class: "kind" }, "ReplicaSet"), " ", h("span", { class: "name" }, rs.metadata.name), " ",
     rev ? h("span", { class: "chip rev" }, `revision ${rev}`) : null, " ",
-    h("span", { class: "dim" }, `${s.readyReplicas || 0}/${rs.spec.replicas ?? 0} ready · ${images}`), " ", traceLink("replicasets", rs),
+    h("span", { class: "dim" }, `${s.readyReplicas || 0}/${rs.spec.replicas ?? 0} ready · ${images}`), " ", traceLink("replicasets", rs), " ", historyLink("replicasets", rs),
     pods.length ? h("ul", {}, pods.map(podLine)) : null);
 }
 
@@ -52,7 +62,7 @@ function deploymentLine(d, rsets, podsByOwner) {
   return h("li", { class: "obj deploy-obj", "data-name": d.metadata.name },
     h("span", { class: "kind" }, "Deployment"), " ", h("span", { class: "name" }, `${d.metadata.namespace}/${d.metadata.name}`), " ",
     h("span", { class: "dim" }, `${s.availableReplicas || 0}/${d.spec.replicas ?? 1} available, ${s.updatedReplicas || 0} updated`), " ", conds, " ",
-    traceLink("deployments", d),
+    traceLink("deployments", d), " ", historyLink("deployments", d),
     h("ul", {}, rsets.map((rs) => rsLine(rs, podsByOwner.get(rs.metadata.uid) || []))));
 }
 

@@ -56,6 +56,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("events.js", JS),
     asset!("trace.js", JS),
     asset!("controllers.js", JS),
+    asset!("history.js", JS),
 ];
 
 /// The file named `name` (as under `/ui/`), if the UI has one.

@@ -1,5 +1,5 @@
-//! miniplane's admin API, `/miniplane/v1/{faults,controllers,components,lab}` (the contract
-//! is `docs/faults.md`; the types are the `admin` crate). No Kubernetes counterpart.
+//! miniplane's admin API, `/miniplane/v1/{faults,controllers,components,lab,history}` (the
+//! contract is `docs/faults.md`; the types are the `admin` crate). No Kubernetes counterpart.
 //!
 //! ```text
 //!   POST /miniplane/v1/faults ─┐ read ConfigMap kube-system/miniplane-faults
@@ -8,6 +8,7 @@
 //!        pause|resume|step    ─┘ handler chain as any client (traced, manager "miniplane-fault")
 //!                                 └─▶ every write to it reloads the [`FaultTable`]
 //!   PUT .../components/{c}/controllers, PUT .../lab ─▶ [`Reports`] (memory)
+//!   GET .../history/{api path of an object} ─▶ the store's kept versions ([`history`])
 //! ```
 //!
 //! Going through the ConfigMap (rather than keeping faults in this process's memory) is what
@@ -15,6 +16,7 @@
 //! visible in `miniplane get` and in the trace.
 
 pub mod fault_table;
+pub mod history;
 pub mod reports;
 pub mod route;
 
@@ -142,6 +144,11 @@ pub async fn handle(
         traceparent,
     };
     match (route, method) {
+        (AdminRoute::History(path), Method::GET) => {
+            let found = history::read(&state, &path).await;
+            history::record(&state, headers, &path, &found);
+            ok(&found?)
+        }
         (AdminRoute::Faults(None), Method::GET) => ok(&FaultList {
             items: state.faults().list(),
         }),

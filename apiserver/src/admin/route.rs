@@ -14,6 +14,8 @@ pub enum AdminRoute {
     ComponentControllers(String),
     /// `lab`
     Lab,
+    /// `history/{the object's API path}` (e.g. `history/api/v1/namespaces/default/pods/web`)
+    History(String),
 }
 
 impl AdminRoute {
@@ -28,6 +30,7 @@ impl AdminRoute {
             }
             ["components", c, "controllers"] => AdminRoute::ComponentControllers((*c).to_string()),
             ["lab"] => AdminRoute::Lab,
+            ["history", path @ ..] if !path.is_empty() => AdminRoute::History(path.join("/")),
             _ => return None,
         })
     }

@@ -230,6 +230,13 @@ impl ClusterBuilder {
         self
     }
 
+    /// How long the embedded store keeps replaced and deleted versions for watches and
+    /// `miniplane history` (default one hour, within its 256 MiB budget of history).
+    pub fn history_window(mut self, window: std::time::Duration) -> Self {
+        self.plan.history_window = window;
+        self
+    }
+
     /// Runs each component as a child process of `exe` (the `miniplane` binary:
     /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet`) instead of in
     /// this process; their stderr goes to `<data dir>/logs/<component>.log`.

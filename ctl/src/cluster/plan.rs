@@ -25,6 +25,8 @@ pub(crate) struct Plan {
     pub(crate) port: u16,
     /// Whether a write is acknowledged only once it is on disk.
     pub(crate) fsync: bool,
+    /// How long the embedded store keeps old versions (`--store-history-window`).
+    pub(crate) history_window: std::time::Duration,
     /// Heartbeats every 200 ms and a 2 s node-monitor grace period (labs and tests of node
     /// failure), instead of Kubernetes' 10 s and 40 s.
     pub(crate) fast_node_lifecycle: bool,

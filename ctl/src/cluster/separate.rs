@@ -211,6 +211,8 @@ impl Launcher {
         if !plan.fsync {
             args.push("--no-fsync");
         }
+        let window = format!("--store-history-window={}s", plan.history_window.as_secs());
+        args.push(&window);
         let etcd = match plan.etcd_listen.filter(|_| replica == 0) {
             Some((at, writable)) if at.port() == 0 => {
                 let free = std::net::TcpListener::bind(at)

@@ -53,6 +53,11 @@ pub struct UpArgs {
     /// `miniplane apiserver --no-fsync`.
     #[arg(long)]
     no_fsync: bool,
+    /// How long the store keeps replaced and deleted versions of objects: how far back
+    /// `miniplane history` and watches from an older resourceVersion reach (within a 256 MiB
+    /// budget of history).
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = apimachinery::duration::parse_duration)]
+    history_window: std::time::Duration,
     /// Serve HTTPS with a cluster CA kept in the data dir, a client certificate per component
     /// and RBAC, as kubeadm and kind do (`--secure=false`: plain HTTP, every request
     /// allowed).
@@ -159,6 +164,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .data_dir(&args.data_dir)
         .fresh(args.fresh)
         .fsync(!args.no_fsync)
+        .history_window(args.history_window)
         .port(args.port)
         .nodes(args.nodes)
         .leader_elect(true)

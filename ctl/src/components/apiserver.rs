@@ -24,9 +24,13 @@ pub struct ApiserverArgs {
     #[arg(long)]
     no_fsync: bool,
     /// The most bytes of history (replaced and deleted versions) the store keeps; above it
-    /// the oldest is compacted early, before the 5-minute window ends. 0 for no bound.
+    /// the oldest is compacted early, before --store-history-window ends. 0 for no bound.
     #[arg(long, value_name = "BYTES", default_value_t = apiserver::DEFAULT_STORE_HISTORY_BUDGET)]
     store_history_budget_bytes: u64,
+    /// How long the store keeps replaced and deleted versions (watches from older
+    /// resourceVersions, `miniplane history`) before compacting them, within the byte budget.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = apimachinery::duration::parse_duration)]
+    store_history_window: Duration,
     #[command(flatten)]
     etcd: EtcdArgs,
     #[command(flatten)]
@@ -408,6 +412,7 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             listen: args.listen,
             no_fsync: args.no_fsync,
             store_history_budget: Some(args.store_history_budget_bytes).filter(|b| *b > 0),
+            store_history_window: args.store_history_window,
             options,
             etcd: args.storage.storage()?,
         };

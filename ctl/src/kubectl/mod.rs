@@ -1,6 +1,7 @@
 //! The kubectl-like verbs of `miniplane` (`apply`, `get`, `describe`, `delete`, `scale`,
-//! `rollout`, `events`), for users without kubectl. kubectl keeps working too; these verbs
-//! speak to any Kubernetes API server the kubeconfig names, not only miniplane's.
+//! `rollout`, `events`), for users without kubectl, and `history`, which kubectl lacks.
+//! kubectl keeps working too; these verbs speak to any Kubernetes API server the kubeconfig
+//! names, not only miniplane's (`history` needs miniplane's).
 //!
 //! Each verb is one file named after it and mirrors the kubectl command in
 //! `staging/src/k8s.io/kubectl/pkg/cmd/<verb>/`. What they share:
@@ -25,6 +26,7 @@ mod describe;
 mod error;
 mod events;
 mod get;
+mod history;
 mod manifest;
 mod printers;
 mod resource_args;
@@ -58,6 +60,9 @@ pub enum Verb {
     Rollout(rollout::RolloutCommand),
     /// Lists events, oldest first; -w watches (kubectl events).
     Events(events::EventsArgs),
+    /// Every kept version of an object: who wrote it, its trace, what changed; --at REV shows
+    /// it as it was (no kubectl counterpart).
+    History(history::HistoryArgs),
 }
 
 /// Runs `verb`. On failure prints the error line on stderr and exits with status 1, as kubectl
@@ -81,6 +86,7 @@ pub fn main(verb: Verb) -> anyhow::Result<()> {
             Verb::Scale(args) => scale::run(args).await,
             Verb::Rollout(command) => rollout::run(command).await,
             Verb::Events(args) => events::run(args).await,
+            Verb::History(args) => history::run(args).await,
         }
     });
     if let Err(e) = result {

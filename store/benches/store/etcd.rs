@@ -118,6 +118,11 @@ impl Etcd {
         text
     }
 
+    /// The member's client URL.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
     /// The process id, for its CPU time.
     pub fn pid(&self) -> u32 {
         self.child.id()

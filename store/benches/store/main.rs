@@ -1,7 +1,8 @@
 //! Store benchmark (`cargo bench -p store`): durable put throughput and latency at several
-//! writer counts, ranges, put-to-event watch latency and total watch fan-out, each row run on
-//! miniplane's store called in process, on the same store behind its etcd v3 gRPC endpoint
-//! (`store-grpc`, on loopback, in a process of its own: `endpoint.rs`) and, beside them in the
+//! writer counts, ranges, put-to-event watch latency, an object's history (`history.rs`) and
+//! total watch fan-out, each row run on miniplane's store called in process, on the same store
+//! behind its etcd v3 gRPC endpoint (`store-grpc`, on loopback, in a process of its own:
+//! `endpoint.rs`) and, beside them in the
 //! same run, on a real etcd member when the `etcd` binary is installed (Debian's
 //! `etcd-server`; see `etcd.rs`). The two gRPC columns are the fair comparison: the same
 //! `etcd-client` load generator, the same requests, both servers started the same way on the
@@ -17,6 +18,7 @@
 
 mod endpoint;
 mod etcd;
+mod history;
 mod pin;
 mod subject;
 
@@ -568,7 +570,8 @@ async fn run(cores: usize) {
         ms(p50),
         ms(p99)
     );
-    // STORE_BENCH_ONLY=puts|reads runs one half, =fanout the fan-out row (for profiling).
+    // STORE_BENCH_ONLY=puts|reads runs one half, =fanout the fan-out row (for profiling),
+    // =history the history row.
     let only = std::env::var("STORE_BENCH_ONLY").unwrap_or_default();
     if only.is_empty() || only == "puts" {
         println!();
@@ -578,11 +581,16 @@ async fn run(cores: usize) {
         println!();
         println!("| read / watch | store | store over gRPC | etcd |");
         println!("|---|---:|---:|---:|");
-        if only != "fanout" {
-            bench_range(etcd).await;
-            bench_watch_latency(etcd).await;
+        if only == "history" {
+            history::bench_history(&bench_root(), etcd).await;
+        } else {
+            if only != "fanout" {
+                bench_range(etcd).await;
+                bench_watch_latency(etcd).await;
+                history::bench_history(&bench_root(), etcd).await;
+            }
+            bench_fanout(etcd).await;
         }
-        bench_fanout(etcd).await;
     }
     println!();
     let (p50, p99) = fdatasync_floor();

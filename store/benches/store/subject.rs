@@ -125,14 +125,13 @@ impl Subject {
 /// CPU time (user + system) of the process whose `stat` file this is.
 fn cpu_time(stat: &str) -> Duration {
     let stat = std::fs::read_to_string(stat).unwrap_or_default();
-    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    // The fields after the parenthesised command name, from the state on: utime and stime are
+    // the 12th and 13th of them (fields 14 and 15 of proc(5)). Counted by position: some
+    // fields before them are not numbers (the state) or negative (tpgid without a terminal).
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let ticks = f.get(10).copied().unwrap_or(0) + f.get(11).copied().unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+    Duration::from_millis((field(11) + field(12)) * 10)
 }
 
 /// One writer's handle.

@@ -255,6 +255,10 @@ impl Backend for EtcdBackend {
         self.inner.compact(revision).await
     }
 
+    async fn key_history(&self, key: &[u8]) -> Result<crate::KeyHistory> {
+        crate::key_history::by_watch(self, key).await
+    }
+
     fn size_on_disk(&self) -> Option<u64> {
         let size = self.inner.db_size.load(Ordering::Acquire);
         (size != UNKNOWN_SIZE).then_some(size)

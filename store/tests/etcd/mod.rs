@@ -39,6 +39,14 @@ async fn watch_resumable_from_any_kept_revision() {
     db.close().await;
 }
 
+#[tokio::test]
+async fn keeps_every_version_of_a_key() {
+    let cluster = EtcdCluster::start(3).await;
+    let db = cluster.backend().await;
+    crate::key_history::keeps_every_version_of_a_key(&db).await;
+    db.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_watchers_and_writers() {
     let cluster = EtcdCluster::start(3).await;
