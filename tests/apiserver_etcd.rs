@@ -107,7 +107,7 @@ async fn the_control_plane_runs_on_an_etcd_cluster_two_apiservers_share() {
         listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         no_fsync: true,
         store_history_budget: None,
-        store_history_window: apiserver::DEFAULT_STORE_HISTORY_WINDOW,
+        store_history: apiserver::HistoryRetention::default(),
         options: apiserver::ServerOptions::default(),
         etcd: Some(storage),
     })

@@ -137,7 +137,7 @@ pub use router::router;
 pub use selector::field::{FieldRequirement, FieldSelector};
 pub use server::{
     Config, DEFAULT_ETCD_PREFIX, DEFAULT_STORE_HISTORY_BUDGET, DEFAULT_STORE_HISTORY_WINDOW,
-    EtcdStorage, EtcdTlsFiles, ServeError, Server, run, serve, serve_with,
+    EtcdStorage, EtcdTlsFiles, HistoryRetention, ServeError, Server, run, serve, serve_with,
 };
 pub use span_sink::SpanSink;
 pub use state::{AppState, ServerOptions};

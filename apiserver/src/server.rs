@@ -40,10 +40,10 @@ pub struct Config {
     /// The most bytes of history the store keeps before it compacts the oldest early
     /// (`store::StoreConfig::history_budget`; `None`: no bound).
     pub store_history_budget: Option<u64>,
-    /// How long the embedded store keeps replaced and deleted versions (watches from older
-    /// resourceVersions, `miniplane history`) before compacting them, within
-    /// `store_history_budget`. Default [`DEFAULT_STORE_HISTORY_WINDOW`].
-    pub store_history_window: Duration,
+    /// How much of its history (replaced and deleted versions: watches from older
+    /// resourceVersions, `miniplane history`) the embedded store keeps before compacting it,
+    /// within `store_history_budget`.
+    pub store_history: HistoryRetention,
     /// Tunables of the serving path; HTTPS with `options.connections.tls`
     /// ([`crate::ConnectionLimits::tls`], built by [`apimachinery::pki::tls_server_config`]), plain
     /// HTTP without.
@@ -275,7 +275,38 @@ pub struct Server {
     spans: SpanSink,
 }
 
-/// The default [`Config::store_history_window`]: an hour, twelve times kube-apiserver's
+/// How much history the embedded store keeps (`--store-history-window`,
+/// `--store-history-revisions`): a version stays while either rule still wants it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HistoryRetention {
+    /// Keep the revisions written in this long a time. Default
+    /// [`DEFAULT_STORE_HISTORY_WINDOW`].
+    pub window: Duration,
+    /// Also keep at least the last N revisions, however old (`None`: no such rule).
+    pub revisions: Option<u64>,
+}
+
+impl HistoryRetention {
+    /// The store's auto-compaction for these rules, looking every 10 s.
+    pub fn auto_compaction(&self) -> store::AutoCompaction {
+        store::AutoCompaction {
+            retain_revisions: self.revisions,
+            retain_duration: Some(self.window),
+            interval: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Default for HistoryRetention {
+    fn default() -> Self {
+        HistoryRetention {
+            window: DEFAULT_STORE_HISTORY_WINDOW,
+            revisions: None,
+        }
+    }
+}
+
+/// The default [`HistoryRetention::window`]: an hour, twelve times kube-apiserver's
 /// default `--etcd-compaction-interval` of 5 minutes, so that `miniplane history` reaches back
 /// through a whole lab; the byte budget still bounds it.
 pub const DEFAULT_STORE_HISTORY_WINDOW: Duration = Duration::from_secs(60 * 60);
@@ -323,11 +354,7 @@ impl Server {
         let mut store_config = store::StoreConfig::new(&config.data_dir);
         store_config.fsync = !config.no_fsync;
         store_config.history_budget = config.store_history_budget;
-        store_config.auto_compaction = store::AutoCompaction {
-            retain_revisions: None,
-            retain_duration: Some(config.store_history_window),
-            interval: Duration::from_secs(10),
-        };
+        store_config.auto_compaction = config.store_history.auto_compaction();
         Ok(Arc::new(store::Store::open(store_config).await?))
     }
 
@@ -381,4 +408,49 @@ impl Server {
 /// Binds and serves until `shutdown` is cancelled (`miniplane apiserver`).
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), ServeError> {
     Server::bind(config).await?.run(shutdown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HistoryRetention;
+    use std::time::{Duration, Instant};
+    use store::{AutoCompactor, Revision};
+
+    /// A version stays while either rule wants it: the window alone compacts what is older
+    /// than it; with a number of revisions too, the last N stay however old.
+    #[test]
+    fn history_is_kept_while_either_rule_wants_it() {
+        let start = Instant::now();
+        let window = Duration::from_secs(60);
+        let run = |retention: HistoryRetention| {
+            let mut policy = AutoCompactor::new(retention.auto_compaction());
+            let mut compacted = Revision::ZERO;
+            // 100 revisions a minute for five minutes.
+            for minute in 0..=5u64 {
+                let at = start + Duration::from_secs(minute * 60);
+                if let Some(to) = policy.tick(at, Revision(1 + minute * 100), compacted) {
+                    compacted = to;
+                }
+            }
+            compacted
+        };
+        let window_only = run(HistoryRetention {
+            window,
+            revisions: None,
+        });
+        assert_eq!(
+            window_only,
+            Revision(401),
+            "the minute before the last sample stays"
+        );
+        let both = run(HistoryRetention {
+            window,
+            revisions: Some(250),
+        });
+        assert_eq!(both, Revision(251), "the last 250 revisions stay");
+        assert_eq!(
+            HistoryRetention::default().window,
+            Duration::from_secs(3600)
+        );
+    }
 }

@@ -91,7 +91,7 @@ fn run_once(replicas: i32, rate_limit: Option<client::RateLimit>) -> Sample {
             listen: "127.0.0.1:0".parse().unwrap(),
             no_fsync: false,
             store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
-            store_history_window: apiserver::DEFAULT_STORE_HISTORY_WINDOW,
+            store_history: apiserver::HistoryRetention::default(),
             etcd: None,
             options: apiserver::ServerOptions::default(),
         }))

@@ -44,7 +44,7 @@ async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
         listen: "127.0.0.1:0".parse().unwrap(),
         no_fsync: false,
         store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
-        store_history_window: apiserver::DEFAULT_STORE_HISTORY_WINDOW,
+        store_history: apiserver::HistoryRetention::default(),
         etcd: None,
         options: apiserver::ServerOptions {
             tracing: apiserver::TracingOptions {

@@ -233,7 +233,14 @@ impl ClusterBuilder {
     /// How long the embedded store keeps replaced and deleted versions for watches and
     /// `miniplane history` (default one hour, within its 256 MiB budget of history).
     pub fn history_window(mut self, window: std::time::Duration) -> Self {
-        self.plan.history_window = window;
+        self.plan.history.window = window;
+        self
+    }
+
+    /// Also keeps at least the last `revisions` revisions of history, however old (within
+    /// the same budget); `0` drops the rule (the default).
+    pub fn history_revisions(mut self, revisions: u64) -> Self {
+        self.plan.history.revisions = Some(revisions).filter(|n| *n > 0);
         self
     }
 

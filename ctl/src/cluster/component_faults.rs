@@ -113,7 +113,7 @@ impl Restarter {
             component_probes: self.component_probes.clone(),
             port: 0,
             fsync: false,
-            history_window: apiserver::DEFAULT_STORE_HISTORY_WINDOW,
+            history: apiserver::HistoryRetention::default(),
             fast_node_lifecycle: self.fast_node_lifecycle,
             tracing: self.tracing.clone(),
             kubelet: self.kubelet.clone(),

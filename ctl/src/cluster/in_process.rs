@@ -83,7 +83,7 @@ pub(crate) async fn start_apiserver(
         listen: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
         no_fsync: !plan.fsync,
         store_history_budget: Some(apiserver::DEFAULT_STORE_HISTORY_BUDGET),
-        store_history_window: plan.history_window,
+        store_history: plan.history,
         options,
         etcd: plan.etcd.clone(),
     };

@@ -129,7 +129,7 @@ impl Cluster {
                 component_probes: apiserver::ComponentProbes::default(),
                 port: 0,
                 fsync: false,
-                history_window: apiserver::DEFAULT_STORE_HISTORY_WINDOW,
+                history: apiserver::HistoryRetention::default(),
                 fast_node_lifecycle: false,
                 tracing: TracingOptions::default(),
                 kubelet: KubeletOptions::default(),

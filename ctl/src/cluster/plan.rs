@@ -25,8 +25,9 @@ pub(crate) struct Plan {
     pub(crate) port: u16,
     /// Whether a write is acknowledged only once it is on disk.
     pub(crate) fsync: bool,
-    /// How long the embedded store keeps old versions (`--store-history-window`).
-    pub(crate) history_window: std::time::Duration,
+    /// How much history the embedded store keeps (`--store-history-window`,
+    /// `--store-history-revisions`).
+    pub(crate) history: apiserver::HistoryRetention,
     /// Heartbeats every 200 ms and a 2 s node-monitor grace period (labs and tests of node
     /// failure), instead of Kubernetes' 10 s and 40 s.
     pub(crate) fast_node_lifecycle: bool,

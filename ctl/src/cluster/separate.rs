@@ -211,8 +211,12 @@ impl Launcher {
         if !plan.fsync {
             args.push("--no-fsync");
         }
-        let window = format!("--store-history-window={}s", plan.history_window.as_secs());
-        args.push(&window);
+        let window = format!("--store-history-window={}s", plan.history.window.as_secs());
+        let revisions = format!(
+            "--store-history-revisions={}",
+            plan.history.revisions.unwrap_or(0)
+        );
+        args.extend([window.as_str(), revisions.as_str()]);
         let etcd = match plan.etcd_listen.filter(|_| replica == 0) {
             Some((at, writable)) if at.port() == 0 => {
                 let free = std::net::TcpListener::bind(at)

@@ -58,6 +58,9 @@ pub struct UpArgs {
     /// budget of history).
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = apimachinery::duration::parse_duration)]
     history_window: std::time::Duration,
+    /// Also keep at least the last N revisions of history, however old (0: no such rule).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    history_revisions: u64,
     /// Serve HTTPS with a cluster CA kept in the data dir, a client certificate per component
     /// and RBAC, as kubeadm and kind do (`--secure=false`: plain HTTP, every request
     /// allowed).
@@ -165,6 +168,7 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .fresh(args.fresh)
         .fsync(!args.no_fsync)
         .history_window(args.history_window)
+        .history_revisions(args.history_revisions)
         .port(args.port)
         .nodes(args.nodes)
         .leader_elect(true)

@@ -31,6 +31,9 @@ pub struct ApiserverArgs {
     /// resourceVersions, `miniplane history`) before compacting them, within the byte budget.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = apimachinery::duration::parse_duration)]
     store_history_window: Duration,
+    /// Also keep at least this many of the last revisions, however old (0: no such rule).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    store_history_revisions: u64,
     #[command(flatten)]
     etcd: EtcdArgs,
     #[command(flatten)]
@@ -412,7 +415,10 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
             listen: args.listen,
             no_fsync: args.no_fsync,
             store_history_budget: Some(args.store_history_budget_bytes).filter(|b| *b > 0),
-            store_history_window: args.store_history_window,
+            store_history: apiserver::HistoryRetention {
+                window: args.store_history_window,
+                revisions: Some(args.store_history_revisions).filter(|n| *n > 0),
+            },
             options,
             etcd: args.storage.storage()?,
         };
