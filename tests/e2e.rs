@@ -52,6 +52,7 @@ mod scheduler_e2e;
 mod scheduling_constraints;
 mod serviceaccounts;
 mod services;
+mod snapshot;
 mod statefulsets;
 mod trace;
 mod ui;

@@ -104,6 +104,7 @@ mod router;
 mod selector;
 mod server;
 mod service_alloc;
+pub mod snapshot;
 mod span_sink;
 mod state;
 mod storage;

@@ -1,6 +1,6 @@
-//! [`AdminClient`]: the admin API (`/miniplane/v1/faults`, `controllers`, `lab`, `history`; see
-//! `docs/faults.md`) from Rust, over any kube client of the cluster. `miniplane fault`, the
-//! lab runner and the tests use it.
+//! [`AdminClient`]: the admin API (`/miniplane/v1/faults`, `controllers`, `lab`, `history`,
+//! `snapshot`; see `docs/faults.md`) from Rust, over any kube client of the cluster.
+//! `miniplane fault`, `miniplane snapshot`, the lab runner and the tests use it.
 
 use admin::{ControllerList, ControllerStatus, Fault, FaultList, FaultSpec, LabStatus, PREFIX};
 use serde::de::DeserializeOwned;
@@ -141,5 +141,20 @@ impl AdminClient {
     pub async fn history(&self, api_path: &str) -> Result<admin::ObjectHistory, AdminError> {
         self.call(http::Method::GET, &format!("history/{api_path}"), None)
             .await
+    }
+
+    /// A snapshot of the cluster's store: every object at one revision, as a snapshot file's
+    /// bytes (`apiserver::snapshot`).
+    pub async fn snapshot(&self) -> Result<Vec<u8>, AdminError> {
+        use futures::AsyncReadExt;
+        let request = http::Request::get(format!("{PREFIX}/snapshot"))
+            .body(Vec::new())
+            .map_err(|e| AdminError(e.to_string()))?;
+        let mut body = Box::pin(self.client.request_stream(request).await?);
+        let mut data = Vec::new();
+        body.read_to_end(&mut data)
+            .await
+            .map_err(|e| AdminError(format!("reading the snapshot: {e}")))?;
+        Ok(data)
     }
 }

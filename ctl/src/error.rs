@@ -56,6 +56,9 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// A snapshot could not be restored (`ClusterBuilder::restore`): nothing was written.
+    #[error("restore: {0}")]
+    Restore(String),
     /// The cluster's runtime thread could not be started or ended abnormally.
     #[error("cluster runtime: {0}")]
     Runtime(String),

@@ -53,6 +53,9 @@ enum Command {
     Fault(commands::fault::FaultArgs),
     /// Sets the simulated CPU and memory a workload's pods use (`kubectl top`, the HPA).
     Load(commands::load::LoadArgs),
+    /// Saves a running cluster's objects at one revision, checks a snapshot file, restores one
+    /// into a new data directory (etcdctl/etcdutl snapshot).
+    Snapshot(commands::snapshot::SnapshotArgs),
     /// Teaching labs: list, start, status, check, hint, solve, reset (docs/labs.md).
     Lab(commands::lab::LabArgs),
     /// The simulated cloud: its instances, load balancers, routes and faults; `serve` runs it
@@ -68,7 +71,7 @@ fn main() -> std::process::ExitCode {
     let default_filter = match cli.command {
         Command::Up(_) | Command::Kubeconfig(_) => "warn",
         // Errors are reported as one line; kube's own request logs stay off (RUST_LOG shows them).
-        Command::Fault(_) | Command::Lab(_) | Command::Load(_) => "off",
+        Command::Fault(_) | Command::Lab(_) | Command::Load(_) | Command::Snapshot(_) => "off",
         // The client verbs likewise; `cloud serve` logs as a component does.
         Command::Cloud(ref args) => args.default_log_filter(),
         _ => "info",
@@ -94,6 +97,7 @@ fn main() -> std::process::ExitCode {
         Command::Trace(args) => commands::trace::main(args),
         Command::Fault(args) => commands::fault::main(args),
         Command::Load(args) => commands::load::main(args),
+        Command::Snapshot(args) => commands::snapshot::main(args),
         Command::Lab(args) => commands::lab::main(args),
         Command::Cloud(args) => commands::cloud::main(args),
     };

@@ -45,6 +45,7 @@
 //! | `checkpoint.rs` | make sled durable, drop old WAL | backend `ForceCommit`, WAL purge |
 //! | `kvstore.rs` | sled trees, reads, compaction | `storage/mvcc/kvstore.go` |
 //! | `key_history.rs` | every kept version of one key | `storage/mvcc/key_index.go` |
+//! | `snapshot.rs` | every key at one revision, saved and restored | `etcdutl/snapshot/v3_snapshot.go` |
 //! | `codec.rs` | on-disk encodings | `mvccpb`, `walpb`, `revision.go` |
 //! | `mvcc.rs` | validation and txn rules | `etcdserver/txn/txn.go` |
 //! | `watch_hub.rs` | synced/unsynced watchers | `storage/mvcc/watchable_store.go` |
@@ -76,6 +77,7 @@ mod memory;
 mod mvcc;
 mod range;
 mod revision;
+mod snapshot;
 mod store;
 mod syncer;
 mod txn;
@@ -95,6 +97,7 @@ pub use kv::{Event, EventKind, KeyValue};
 pub use memory::{DEFAULT_WATCH_BUFFER, MemoryBackend};
 pub use range::{GetResponse, KeyRange, RangeRequest, RangeResponse};
 pub use revision::Revision;
+pub use snapshot::{DEFAULT_BUMP, Snapshot};
 pub use store::Store;
 pub use txn::{Compare, CompareOp, CompareTarget, Op, OpResponse, Txn, TxnResponse, WriteResponse};
 pub use watch::{WatchRequest, WatchResponse, Watcher};

@@ -14,4 +14,5 @@ mod memory_smoke;
 mod model;
 mod pipeline;
 mod restart;
+mod snapshot;
 mod watch;

@@ -1,5 +1,6 @@
-//! miniplane's admin API, `/miniplane/v1/{faults,controllers,components,lab,history}` (the
-//! contract is `docs/faults.md`; the types are the `admin` crate). No Kubernetes counterpart.
+//! miniplane's admin API, `/miniplane/v1/{faults,controllers,components,lab,history,snapshot}`
+//! (the contract is `docs/faults.md`; the types are the `admin` crate). No Kubernetes
+//! counterpart.
 //!
 //! ```text
 //!   POST /miniplane/v1/faults ─┐ read ConfigMap kube-system/miniplane-faults
@@ -9,6 +10,7 @@
 //!                                 └─▶ every write to it reloads the [`FaultTable`]
 //!   PUT .../components/{c}/controllers, PUT .../lab ─▶ [`Reports`] (memory)
 //!   GET .../history/{api path of an object} ─▶ the store's kept versions ([`history`])
+//!   GET .../snapshot ─▶ every object at one revision, a snapshot file (`crate::snapshot`)
 //! ```
 //!
 //! Going through the ConfigMap (rather than keeping faults in this process's memory) is what
@@ -144,6 +146,7 @@ pub async fn handle(
         traceparent,
     };
     match (route, method) {
+        (AdminRoute::Snapshot, Method::GET) => crate::snapshot::serve(&state).await,
         (AdminRoute::History(path), Method::GET) => {
             let found = history::read(&state, &path).await;
             history::record(&state, headers, &path, &found);

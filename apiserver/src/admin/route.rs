@@ -16,6 +16,8 @@ pub enum AdminRoute {
     Lab,
     /// `history/{the object's API path}` (e.g. `history/api/v1/namespaces/default/pods/web`)
     History(String),
+    /// `snapshot`
+    Snapshot,
 }
 
 impl AdminRoute {
@@ -31,6 +33,7 @@ impl AdminRoute {
             ["components", c, "controllers"] => AdminRoute::ComponentControllers((*c).to_string()),
             ["lab"] => AdminRoute::Lab,
             ["history", path @ ..] if !path.is_empty() => AdminRoute::History(path.join("/")),
+            ["snapshot"] => AdminRoute::Snapshot,
             _ => return None,
         })
     }

@@ -24,6 +24,7 @@ pub struct ClusterBuilder {
     pub(super) cloud: bool,
     pub(super) data_dir: Option<PathBuf>,
     pub(super) fresh: bool,
+    pub(super) restore: Option<Vec<u8>>,
     pub(super) fsync: Option<bool>,
     pub(super) exe: Option<PathBuf>,
     pub(super) progress: Option<ProgressFn>,
@@ -216,6 +217,16 @@ impl ClusterBuilder {
         self
     }
 
+    /// Starts from a snapshot (a `miniplane snapshot save` file's bytes): restored as the
+    /// store before the API server opens it, each object at its resourceVersion, the store's
+    /// revision `apiserver::snapshot::DEFAULT_BUMP` past the snapshot's and compacted there
+    /// (clients that saw later revisions list again). The data directory's store must be
+    /// empty (with [`ClusterBuilder::fresh`] it is). Not with an etcd cluster as the store.
+    pub fn restore(mut self, snapshot: Vec<u8>) -> Self {
+        self.restore = Some(snapshot);
+        self
+    }
+
     /// The API server's port on 127.0.0.1 (default 0: a free port). A port in use fails the
     /// start with [`Error::PortInUse`].
     pub fn port(mut self, port: u16) -> Self {
@@ -271,6 +282,7 @@ impl ClusterBuilder {
             cloud,
             data_dir,
             fresh,
+            restore,
             fsync,
             exe,
             progress,
@@ -291,6 +303,22 @@ impl ClusterBuilder {
             }
         };
         let dir = DataDir::lock(&path, fresh)?;
+        if let Some(snapshot) = restore {
+            if plan.etcd.is_some() {
+                return Err(Error::Restore(
+                    "the store is an etcd cluster: restore it with etcdutl snapshot restore".into(),
+                ));
+            }
+            let store = dir.store();
+            if std::fs::read_dir(&store).is_ok_and(|mut e| e.next().is_some()) {
+                return Err(Error::Restore(format!(
+                    "{} already holds a store (--fresh replaces it)",
+                    store.display()
+                )));
+            }
+            apiserver::snapshot::restore(&snapshot, &store, apiserver::snapshot::DEFAULT_BUMP)
+                .map_err(|e| Error::Restore(e.to_string()))?;
+        }
         plan.cloud = cloud.then(|| cloud::CloudPlan { dir: dir.cloud() });
         plan.kubelet.external_cloud = cloud;
         let launcher = exe.map(|exe| Launcher {

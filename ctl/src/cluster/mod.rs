@@ -147,6 +147,7 @@ impl Cluster {
             cloud: false,
             data_dir: None,
             fresh: false,
+            restore: None,
             fsync: None,
             exe: None,
             progress: None,

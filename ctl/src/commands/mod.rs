@@ -1,8 +1,9 @@
 //! miniplane's own verbs, which no single Kubernetes component has: `up` (a whole cluster,
 //! as kind's `create cluster`), `kubeconfig`, `trace` (what a write set in motion), `fault`
 //! (injecting failures, `docs/faults.md`), `lab` (the teaching labs, `docs/labs.md`),
-//! `cloud` (the simulated cloud under the cluster, `docs/cloud.md`) and `load` (the simulated
-//! usage of a workload's pods, for `kubectl top` and the HPA).
+//! `cloud` (the simulated cloud under the cluster, `docs/cloud.md`), `load` (the simulated
+//! usage of a workload's pods, for `kubectl top` and the HPA) and `snapshot` (a cluster's
+//! objects saved at one revision and restored).
 //! The kubectl-like verbs are in `kubectl/`; the components' own subcommands in `components/`.
 
 pub(crate) mod cloud;
@@ -10,5 +11,6 @@ pub(crate) mod fault;
 pub(crate) mod kubeconfig;
 pub(crate) mod lab;
 pub(crate) mod load;
+pub(crate) mod snapshot;
 pub(crate) mod trace;
 pub(crate) mod up;

@@ -44,6 +44,10 @@ pub struct UpArgs {
     /// with --etcd-servers the objects are in etcd, and stay).
     #[arg(long)]
     fresh: bool,
+    /// Start from a snapshot file (`miniplane snapshot save`): every object back at its
+    /// resourceVersion, the pods on their nodes. The store must be empty (or --fresh).
+    #[arg(long, value_name = "FILE")]
+    restore: Option<std::path::PathBuf>,
     /// Run the nodes on a simulated cloud with its cloud-controller-manager (docs/cloud.md):
     /// Nodes get providerIDs, zones and addresses from it, LoadBalancer Services an external
     /// IP (`--cloud=false`: a bare-metal-like cluster, as kind's).
@@ -189,6 +193,11 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
     }
     if args.separate {
         builder = builder.separate(std::env::current_exe()?);
+    }
+    if let Some(file) = &args.restore {
+        let data =
+            std::fs::read(file).map_err(|e| anyhow::anyhow!("reading {}: {e}", file.display()))?;
+        builder = builder.restore(data);
     }
     let cluster = builder.start().map_err(|e| match e {
         Error::PortInUse { .. } => anyhow::anyhow!("{e}; choose another with --port"),

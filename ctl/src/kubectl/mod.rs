@@ -28,7 +28,7 @@ mod events;
 mod get;
 mod history;
 mod manifest;
-mod printers;
+pub(crate) mod printers;
 mod resource_args;
 mod restmapper;
 mod rollout;

@@ -1,9 +1,9 @@
 //! Store benchmark (`cargo bench -p store`): durable put throughput and latency at several
-//! writer counts, ranges, put-to-event watch latency, an object's history (`history.rs`) and
-//! total watch fan-out, each row run on miniplane's store called in process, on the same store
-//! behind its etcd v3 gRPC endpoint (`store-grpc`, on loopback, in a process of its own:
-//! `endpoint.rs`) and, beside them in the
-//! same run, on a real etcd member when the `etcd` binary is installed (Debian's
+//! writer counts, ranges, put-to-event watch latency, an object's history (`history.rs`),
+//! snapshots (`snapshot.rs`) and total watch fan-out, each row run on miniplane's store called
+//! in process, on the same store behind its etcd v3 gRPC endpoint (`store-grpc`, on loopback,
+//! in a process of its own: `endpoint.rs`) and, beside them in the same run, on a real etcd
+//! member when the `etcd` binary is installed (Debian's
 //! `etcd-server`; see `etcd.rs`). The two gRPC columns are the fair comparison: the same
 //! `etcd-client` load generator, the same requests, both servers started the same way on the
 //! same cores (`STORE_BENCH_GRPC=off` leaves the endpoint's column out). `STORE_BENCH_PIN=1`
@@ -20,6 +20,7 @@ mod endpoint;
 mod etcd;
 mod history;
 mod pin;
+mod snapshot;
 mod subject;
 
 use bytes::Bytes;
@@ -571,7 +572,7 @@ async fn run(cores: usize) {
         ms(p99)
     );
     // STORE_BENCH_ONLY=puts|reads runs one half, =fanout the fan-out row (for profiling),
-    // =history the history row.
+    // =history the history row, =snapshot the snapshot rows.
     let only = std::env::var("STORE_BENCH_ONLY").unwrap_or_default();
     if only.is_empty() || only == "puts" {
         println!();
@@ -583,11 +584,14 @@ async fn run(cores: usize) {
         println!("|---|---:|---:|---:|");
         if only == "history" {
             history::bench_history(&bench_root(), etcd).await;
+        } else if only == "snapshot" {
+            snapshot::bench_snapshot(&bench_root()).await;
         } else {
             if only != "fanout" {
                 bench_range(etcd).await;
                 bench_watch_latency(etcd).await;
                 history::bench_history(&bench_root(), etcd).await;
+                snapshot::bench_snapshot(&bench_root()).await;
             }
             bench_fanout(etcd).await;
         }
