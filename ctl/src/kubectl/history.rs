@@ -20,7 +20,7 @@ use serde_json::Value;
 
 use super::config_flags::{ConfigFlags, Session};
 use super::error::{Error, KubeResultExt, Result};
-use super::printers::{self, OutputFormat};
+use super::printers;
 use super::resource_args;
 use super::restmapper::Mapping;
 use super::tabwriter::TabWriter;
@@ -42,11 +42,20 @@ pub struct HistoryArgs {
     /// spec.template.spec.containers[0].image, metadata.labels[app.kubernetes.io/name].
     #[arg(long, value_name = "PATH", conflicts_with = "at")]
     field: Option<String>,
-    /// Output format: yaml or json (the whole history, or with --at the object).
+    /// Output format: the whole history (or with --at the object) as YAML or JSON.
     #[arg(short = 'o', long, value_name = "FORMAT")]
-    output: Option<OutputFormat>,
+    output: Option<HistoryFormat>,
     #[command(flatten)]
     config: ConfigFlags,
+}
+
+/// `-o` values of `miniplane history` (it has no table or name form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum HistoryFormat {
+    /// As YAML.
+    Yaml,
+    /// As JSON.
+    Json,
 }
 
 /// The admin API path of the history of `name` (`history/apis/apps/v1/namespaces/default/
@@ -67,11 +76,6 @@ fn history_path(mapping: &Mapping, namespace: &str, name: &str) -> String {
 
 /// Runs `miniplane history`.
 pub async fn run(args: HistoryArgs) -> Result<()> {
-    if matches!(args.output, Some(OutputFormat::Wide | OutputFormat::Name)) {
-        return Err(Error::Usage(
-            "--output must be one of: yaml, json (history has no table or name output)".into(),
-        ));
-    }
     let field = args
         .field
         .as_deref()
@@ -102,13 +106,13 @@ pub async fn run(args: HistoryArgs) -> Result<()> {
         })?;
         let object = printers::without_managed_fields(object.clone());
         super::print(&match args.output {
-            Some(OutputFormat::Json) => printers::to_json(&object),
+            Some(HistoryFormat::Json) => printers::to_json(&object),
             _ => printers::to_yaml(&object),
         });
         return Ok(());
     }
     let text = match (args.output, field) {
-        (Some(OutputFormat::Json), _) => {
+        (Some(HistoryFormat::Json), _) => {
             printers::to_json(&serde_json::to_value(&found).unwrap_or_default())
         }
         (Some(_), _) => printers::to_yaml(&serde_json::to_value(&found).unwrap_or_default()),
