@@ -12,7 +12,7 @@
 //! ```text
 //!   GET /miniplane/v1/snapshot ─▶ every /registry/ key at revision R ─▶ octet-stream
 //!   restore(file, dir, bump)   ─▶ checks, then a store at R + bump, compacted there
-//!   objects(file)              ─▶ the objects as kubectl shows them (resourceVersion set)
+//!   objects(snapshot)          ─▶ the objects as kubectl shows them (resourceVersion set)
 //! ```
 
 use std::path::Path;
@@ -20,7 +20,7 @@ use std::path::Path;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
-pub use store::{DEFAULT_BUMP, KeyValue, Revision, Snapshot};
+pub use store::{DEFAULT_BUMP, Error, KeyValue, Revision, Snapshot};
 
 use crate::error::Result;
 use crate::state::AppState;
@@ -70,12 +70,6 @@ pub async fn serve(state: &AppState) -> Result<Response> {
     );
     headers.insert("x-miniplane-keys", HeaderValue::from(snapshot.kvs.len()));
     Ok(resp)
-}
-
-/// A snapshot file read and checked (`Err` with the reason for a truncated, corrupt or foreign
-/// file).
-pub fn decode(data: &[u8]) -> store::Result<Snapshot> {
-    Snapshot::decode(data)
 }
 
 /// Restores the snapshot file `data` as the store in `dir` (a data directory's store, which

@@ -310,14 +310,19 @@ impl ClusterBuilder {
                 ));
             }
             let store = dir.store();
-            if std::fs::read_dir(&store).is_ok_and(|mut e| e.next().is_some()) {
-                return Err(Error::Restore(format!(
-                    "{} already holds a store (--fresh replaces it)",
-                    store.display()
-                )));
-            }
             apiserver::snapshot::restore(&snapshot, &store, apiserver::snapshot::DEFAULT_BUMP)
-                .map_err(|e| Error::Restore(e.to_string()))?;
+                .map_err(|e| match e {
+                    // The store refuses a target that is not empty: say how to replace it.
+                    apiserver::snapshot::Error::Io(io)
+                        if io.kind() == std::io::ErrorKind::AlreadyExists =>
+                    {
+                        Error::Restore(format!(
+                            "{} already holds a store (--fresh replaces it)",
+                            store.display()
+                        ))
+                    }
+                    e => Error::Restore(e.to_string()),
+                })?;
         }
         plan.cloud = cloud.then(|| cloud::CloudPlan { dir: dir.cloud() });
         plan.kubelet.external_cloud = cloud;

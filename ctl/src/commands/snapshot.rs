@@ -89,8 +89,8 @@ pub fn main(args: SnapshotArgs) -> anyhow::Result<()> {
         }
         SnapshotCommand::Status { file } => {
             let data = read(&file)?;
-            let snapshot = apiserver::snapshot::decode(&data)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let snapshot =
+                Snapshot::decode(&data).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             print!("{}", status(&snapshot, data.len()));
             Ok(())
         }
@@ -121,8 +121,8 @@ fn read(file: &Path) -> anyhow::Result<Vec<u8>> {
 async fn save(file: &Path, output: Option<Format>, cluster: &ClusterArgs) -> anyhow::Result<()> {
     let api = cluster.admin().await?;
     let data = api.snapshot().await?;
-    let snapshot = apiserver::snapshot::decode(&data)
-        .map_err(|e| anyhow::anyhow!("the server's snapshot: {e}"))?;
+    let snapshot =
+        Snapshot::decode(&data).map_err(|e| anyhow::anyhow!("the server's snapshot: {e}"))?;
     let bytes = match output {
         None => data,
         Some(Format::Yaml) => {
