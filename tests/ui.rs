@@ -621,3 +621,68 @@ fn retries_fold_into_one_row_that_a_click_opens() {
     browser.click(".wf-row.fold.open");
     assert_eq!(browser.execute(shown, json!([])), 0, "closed again");
 }
+
+/// The header's clock on a cluster with a virtual one: its time and "paused"; an advance
+/// shows where it is headed, then the time it reached.
+#[test]
+fn the_header_shows_the_virtual_clock_as_it_moves() {
+    let cluster = crate::support::cluster()
+        .nodes(0)
+        .controller_manager(false)
+        .scheduler(false)
+        .virtual_clock(0.0)
+        .start()
+        .unwrap();
+    let api = addr(cluster.url());
+    let browser = Browser::start(1280, 400);
+    browser.navigate(&format!("{}/ui#/board", cluster.url()));
+    let shown_clock = "const c = document.getElementById('clock');
+         return c && !c.hidden ? c.textContent : null;";
+    let first = browser.wait_for("the header's clock", DEADLINE, shown_clock);
+    let first = first.as_str().unwrap().to_owned();
+    assert!(
+        first.starts_with("⏱ ") && first.ends_with(" · paused"),
+        "{first}"
+    );
+    let post = http::request(
+        api,
+        "POST",
+        "/miniplane/v1/clock",
+        Some("application/json"),
+        br#"{"advance":{"by":"2m","speed":30}}"#,
+    )
+    .unwrap();
+    assert_eq!(post.status, 200, "{}", post.text());
+    let to = post.json()["advancingTo"].as_str().unwrap().to_owned();
+    let shown_time = to.replace('T', " ");
+    let shown_time = shown_time
+        .split('.')
+        .next()
+        .unwrap()
+        .trim_end_matches('Z')
+        .to_owned();
+    let advancing = browser.wait_for(
+        "the clock advancing",
+        DEADLINE,
+        "const c = document.getElementById('clock').textContent;
+         return c.includes('advancing to') ? c : null;",
+    );
+    assert!(
+        advancing
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("advancing to {shown_time}")),
+        "{advancing}"
+    );
+    screenshot(&browser, "clock");
+    let arrived = format!("⏱ {shown_time} · paused");
+    browser.wait_for(
+        "the clock arrived",
+        DEADLINE,
+        &format!(
+            "const c = document.getElementById('clock').textContent;
+             return c === {} ? c : null;",
+            json!(arrived)
+        ),
+    );
+}

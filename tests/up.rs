@@ -286,6 +286,83 @@ fn up_no_fsync_reaches_a_separate_api_server_and_only_when_asked() {
     assert!(status.success(), "{status}:\n{}", up.stderr());
 }
 
+#[test]
+fn up_on_a_virtual_clock_passes_it_on_says_so_and_the_clock_verb_moves_it() {
+    let env = UpEnv::new();
+    let mut up = env.up(&[
+        "--port",
+        "0",
+        "--nodes",
+        "1",
+        "--separate",
+        "--clock",
+        "virtual",
+        "--clock-speed",
+        "0",
+        "--clock-start",
+        "2031-03-01T12:00:00Z",
+        "--seed",
+        "7",
+    ]);
+    assert!(
+        up.stdout()
+            .contains("The cluster runs on a virtual clock (paused)"),
+        "{}",
+        up.stdout()
+    );
+    let apiserver = cmdline(up.pid_of("apiserver"));
+    for flag in [
+        "--clock=virtual",
+        "--clock-speed=0",
+        "--clock-start=2031-03-01T12:00:00Z",
+        "--seed=7",
+    ] {
+        assert!(
+            apiserver.iter().any(|a| a == flag),
+            "{flag} not in {apiserver:?}"
+        );
+    }
+    let scheduler = cmdline(up.pid_of("scheduler"));
+    assert!(scheduler.iter().any(|a| a == "--seed=7"), "{scheduler:?}");
+    let kubeconfig = env.kubeconfig();
+    let clock = |args: &[&str]| {
+        let mut all = vec!["clock"];
+        all.extend_from_slice(args);
+        all.extend(["--kubeconfig", kubeconfig.to_str().unwrap()]);
+        let out = env.miniplane(&all).output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).trim().to_string(),
+            String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        )
+    };
+    assert_eq!(
+        clock(&[]),
+        (
+            true,
+            "Virtual  2031-03-01T12:00:00Z  paused".into(),
+            String::new()
+        )
+    );
+    assert_eq!(
+        clock(&["advance", "90s"]),
+        (
+            true,
+            "Virtual  2031-03-01T12:01:30Z  paused".into(),
+            String::new()
+        )
+    );
+    let (ok, _, err) = clock(&["advance", "-5m"]);
+    assert!(!ok, "a clock moved back is refused");
+    assert!(
+        err.contains("the cluster clock cannot move backwards (advance -5m)")
+            && err.lines().count() == 1,
+        "{err}"
+    );
+    let status = up.terminate();
+    assert!(status.success(), "{status}:\n{}", up.stderr());
+}
+
 /// The arguments `pid` was started with.
 fn cmdline(pid: u32) -> Vec<String> {
     std::fs::read(format!("/proc/{pid}/cmdline"))

@@ -3,7 +3,8 @@
 //! There is no Kubernetes counterpart: this is the part of miniplane that breaks a cluster on
 //! purpose ([`Fault`]), shows the inside of its controllers ([`ControllerStatus`]: each
 //! work queue's depth, keys in flight, retries, pause state) and the progress of a teaching
-//! lab ([`LabStatus`]), and the kept versions of any object ([`ObjectHistory`]). The API
+//! lab ([`LabStatus`]), the kept versions of any object ([`ObjectHistory`]) and
+//! the cluster's virtual clock ([`ClockState`]). The API
 //! server serves these, the components obey and report them,
 //! the `miniplane fault`/`lab` verbs and the web UI read and write them.
 //!
@@ -13,11 +14,16 @@
 //!     ─▶ watched by every component, each applies the faults meant for it
 //! ```
 
+pub mod clock;
 pub mod controller;
 pub mod fault;
 pub mod history;
 pub mod lab;
 
+pub use clock::{
+    CLOCK_CONFIGMAP, CLOCK_NAMESPACE, ClockError, ClockMode, ClockRequest, ClockState, ClockStatus,
+    DEFAULT_ADVANCE_SPEED,
+};
 pub use controller::{ControllerList, ControllerStatus, StepRequest};
 pub use fault::{Fault, FaultList, FaultSpec, InvalidFault, faults_from_data};
 pub use history::{ChangeType, FieldChange, HistoryEntry, ObjectHistory};

@@ -285,7 +285,7 @@ fn target(info: &Arc<ResourceInfo>, state: &AppState, name: &str) -> (ObjectRef,
         namespace: Some(NAMESPACE.into()),
         name: name.into(),
     };
-    let wctx = WriteContext::server_own("kube-apiserver", state.now());
+    let wctx = WriteContext::server_own("kube-apiserver", state.now(), state.ids().clone());
     (r, wctx)
 }
 

@@ -259,7 +259,7 @@ fn target(info: &Arc<ResourceInfo>, state: &AppState) -> (ObjectRef, WriteContex
         namespace: Some(NAMESPACE.into()),
         name: NAME.into(),
     };
-    let wctx = WriteContext::server_own("kube-apiserver", state.now());
+    let wctx = WriteContext::server_own("kube-apiserver", state.now(), state.ids().clone());
     (r, wctx)
 }
 

@@ -85,6 +85,7 @@ mod gvk;
 mod handlers;
 mod healthz;
 pub mod identity_lease;
+mod ids;
 mod json_strict;
 mod key_layout;
 pub mod kubernetes_service;

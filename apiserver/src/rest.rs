@@ -22,7 +22,6 @@ use crate::request::FieldValidation;
 use crate::service_alloc::Requested;
 use crate::storage::{ObjectRef, target};
 use crate::strategy::{FieldError, FieldErrorKind};
-use rand::Rng;
 use serde_json::Value;
 
 /// Which part of an object a write may change.
@@ -70,6 +69,8 @@ pub struct WriteContext {
     pub manager: Option<String>,
     /// The server's time for this request.
     pub now: jiff::Timestamp,
+    /// Where a new object's generated name and UID come from (random, or the server's seed).
+    pub ids: std::sync::Arc<crate::ids::Ids>,
     /// Which part is written.
     pub part: WritePart,
     /// The privilege-escalation check of a write of an RBAC object by a user outside
@@ -91,10 +92,15 @@ pub struct WriteContext {
 impl WriteContext {
     /// A write of the API server's own (a controller inside it, as `kube-apiserver` field
     /// manager): the main resource, no user, no admission checks.
-    pub fn server_own(manager: &str, now: jiff::Timestamp) -> WriteContext {
+    pub fn server_own(
+        manager: &str,
+        now: jiff::Timestamp,
+        ids: std::sync::Arc<crate::ids::Ids>,
+    ) -> WriteContext {
         WriteContext {
             manager: Some(manager.to_string()),
             now,
+            ids,
             part: WritePart::Main,
             escalation: None,
             service_account: None,
@@ -210,18 +216,6 @@ pub fn check_body(
     Ok(warnings)
 }
 
-/// `generateName` + 5 characters from Kubernetes' alphabet (no vowels, no confusable digits).
-pub fn generate_name(base: &str) -> String {
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    const MAX_BASE: usize = 63 - 5;
-    let base: String = base.chars().take(MAX_BASE).collect();
-    let mut rng = rand::rng();
-    let suffix: String = (0..5)
-        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-        .collect();
-    format!("{base}{suffix}")
-}
-
 fn invalid(info: &ResourceInfo, name: &str, errors: Vec<FieldError>) -> ApiError {
     ApiError::Invalid {
         target: target(info, name),
@@ -270,11 +264,11 @@ pub fn before_create(
             "{}-",
             crate::admission::serviceaccount::SERVICE_ACCOUNT_VOLUME_NAME
         );
-        admission.admit(info, obj, || generate_name(&volume))?;
+        admission.admit(info, obj, || ctx.ids.name(&volume))?;
     }
     if meta::name(obj).is_none() {
         match meta::generate_name(obj).map(str::to_string) {
-            Some(base) => meta::set_meta_str(obj, MetaField::Name, Some(&generate_name(&base))),
+            Some(base) => meta::set_meta_str(obj, MetaField::Name, Some(&ctx.ids.name(&base))),
             None => {
                 return Err(invalid(
                     info,
@@ -297,7 +291,12 @@ pub fn before_create(
     check_path_segment(info, &name)?;
     // What the client asked for itself, before defaulting picks the rest.
     let requested = info.allocations.as_ref().map(|_| Requested::of(obj));
-    meta::set_meta_str(obj, MetaField::Uid, Some(&uuid::Uuid::new_v4().to_string()));
+    let uid = ctx.ids.uid(&format!(
+        "{}/{}/{name}",
+        info.gvr.resource,
+        namespace.unwrap_or_default()
+    ));
+    meta::set_meta_str(obj, MetaField::Uid, Some(&uid));
     meta::set_meta_str(
         obj,
         MetaField::CreationTimestamp,
@@ -633,19 +632,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    #[test]
-    fn generated_names_use_the_kubernetes_alphabet() {
-        let n = generate_name("web-");
-        assert_eq!(n.len(), 9);
-        assert!(n.starts_with("web-"));
-        assert!(
-            n[4..]
-                .chars()
-                .all(|c| "bcdfghjklmnpqrstvwxz2456789".contains(c))
-        );
-        assert_eq!(generate_name(&"x".repeat(80)).len(), 63);
-    }
-
     /// A merge patch's result without the stored managedFields
     /// (`json_merge_patch_of_stored`) is written exactly as the full result with them: the
     /// same object, the same managedFields.
@@ -664,6 +650,7 @@ mod tests {
         let ctx = |manager: &str, part| WriteContext {
             manager: Some(manager.into()),
             now: "2026-12-02T23:00:00Z".parse().expect("a time"),
+            ids: Default::default(),
             part,
             escalation: None,
             service_account: None,

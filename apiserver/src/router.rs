@@ -360,18 +360,21 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                     t.set_attribute("authorization", &who.reason);
                 }
             }
-            if let (Some(t), Some(what)) = (
-                trace.as_mut(),
-                parts
-                    .headers
-                    .get(admin::FAULT_HEADER)
-                    .and_then(|v| v.to_str().ok()),
-            ) && admin::touches_faults(&parts.method, &path)
+            if let Some(t) = trace.as_mut()
+                && admin::touches_admin_configmaps(&parts.method, &path)
             {
-                t.set_attribute("fault", what);
+                for (header, attribute) in [
+                    (admin::FAULT_HEADER, "fault"),
+                    (admin::clock::CLOCK_HEADER, "clock"),
+                ] {
+                    if let Some(what) = parts.headers.get(header).and_then(|v| v.to_str().ok()) {
+                        t.set_attribute(attribute, what);
+                    }
+                }
             }
             let collector_state = trace.as_ref().map(|_| state.clone());
-            let reload_faults = admin::touches_faults(&parts.method, &path).then(|| state.clone());
+            let reload_admin =
+                admin::touches_admin_configmaps(&parts.method, &path).then(|| state.clone());
             let injected = injected_failure(&state, &parts.method, &parts.headers, &path);
             let result = match injected {
                 Some((fault, err)) => {
@@ -399,7 +402,7 @@ async fn route(state: AppState, req: Request) -> Result<Response> {
                     .await
                 }
             };
-            if let Some(state) = reload_faults
+            if let Some(state) = reload_admin
                 && result.is_ok()
             {
                 admin::reload(&state).await;
@@ -466,7 +469,7 @@ fn injected_failure(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
     );
-    if !write || admin::touches_faults(method, path) {
+    if !write || admin::touches_admin_configmaps(method, path) {
         return None;
     }
     let agent = headers

@@ -237,11 +237,17 @@ async fn serve_recording(
     if let Some(spans) = spans {
         spans.attach(&state);
     }
+    // The clock first: the bootstrap's objects are stamped with the cluster's time.
+    if let Some(speed) = state.options().virtual_clock {
+        admin::clock::bootstrap(&state, speed, state.options().clock_start)
+            .await
+            .map_err(|e| ServeError::Bootstrap(format!("the virtual clock: {e}")))?;
+    }
+    admin::reload(&state).await;
     state
         .bootstrap()
         .await
         .map_err(|e| ServeError::Bootstrap(e.to_string()))?;
-    admin::reload(&state).await;
     let port = listener.local_addr()?.port();
     let advertise = state
         .options()

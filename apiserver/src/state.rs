@@ -62,6 +62,15 @@ pub struct ServerOptions {
     /// (`--kubelet-client-certificate`, `--kubelet-client-key`,
     /// `--kubelet-certificate-authority`); `None`: plain HTTP.
     pub kubelet_client: Option<crate::connect::tls::KubeletClientTls>,
+    /// Start the cluster on a virtual clock running at this speed (cluster seconds per
+    /// machine second; 0: paused) if it has none yet (`--clock virtual`,
+    /// [`crate::admin::clock`]); `None`: the clock it has, the machine's for a new cluster.
+    pub virtual_clock: Option<f64>,
+    /// The virtual clock's time when it is made (`--clock-start`); `None`: the machine's.
+    pub clock_start: Option<jiff::Timestamp>,
+    /// Draw generated names and UIDs from this seed (`--seed`, [`crate::ids`]); `None`:
+    /// random, as kube-apiserver's.
+    pub seed: Option<u64>,
 }
 
 impl Default for ServerOptions {
@@ -80,6 +89,9 @@ impl Default for ServerOptions {
             auth: AuthOptions::default(),
             admission: AdmissionOptions::default(),
             kubelet_client: None,
+            virtual_clock: None,
+            clock_start: None,
+            seed: None,
         }
     }
 }
@@ -95,6 +107,10 @@ struct Inner {
     collector: Collector,
     /// The faults in force (`crate::admin`).
     faults: FaultTable,
+    /// The cluster clock (`crate::admin::clock`).
+    clock: crate::admin::clock::ServerClock,
+    /// Where new objects' generated names and UIDs come from (`crate::ids`).
+    ids: Arc<crate::ids::Ids>,
     /// Components' work-queue reports and the lab status.
     reports: Reports,
     /// Who holds which Service cluster IP and node port (`crate::service_alloc`).
@@ -120,6 +136,10 @@ impl AppState {
         shutdown: CancellationToken,
     ) -> Self {
         let tasks = TaskTracker::new();
+        let ids = Arc::new(match options.seed {
+            Some(seed) => crate::ids::Ids::seeded(seed, backend.current_revision().0),
+            None => crate::ids::Ids::random(),
+        });
         let storage = Storage::new(backend.clone());
         let watch_cache = WatchCache::new(
             backend,
@@ -147,6 +167,8 @@ impl AppState {
             auth: Auth::new(options.auth.clone()),
             collector,
             faults: FaultTable::default(),
+            clock: Default::default(),
+            ids,
             reports: Reports::default(),
             registry: Arc::new(registry),
             service_allocations,
@@ -225,9 +247,20 @@ impl AppState {
         &self.0.reports
     }
 
-    /// The server's clock.
+    /// The cluster clock's time: the machine's, or the virtual clock's
+    /// (`crate::admin::clock`).
     pub fn now(&self) -> jiff::Timestamp {
-        jiff::Timestamp::now()
+        self.0.clock.now()
+    }
+
+    /// Where new objects' generated names and UIDs come from.
+    pub fn ids(&self) -> &Arc<crate::ids::Ids> {
+        &self.0.ids
+    }
+
+    /// The cluster clock.
+    pub fn clock(&self) -> &crate::admin::clock::ServerClock {
+        &self.0.clock
     }
 
     /// Waits for every spawned task (after `shutdown` was cancelled).

@@ -53,6 +53,24 @@ pub const MAX_CACHE_ENTRIES: usize = 4096;
 /// Prefix of aggregated messages.
 pub const COMBINED_PREFIX: &str = "(combined from similar events): ";
 
+/// The stamp (nanoseconds since the epoch) of the last Event name this process made.
+static LAST_NAME_STAMP: AtomicU64 = AtomicU64::new(0);
+
+/// client-go's Event name: `<object>.<the time in nanoseconds, hex>`. On a virtual clock that
+/// stands still (`miniplane clock pause`) every Event about one object would get the same name
+/// and all but the first be refused as AlreadyExists, so within a process a stamp is moved a
+/// nanosecond past the last one made when the time has not moved on.
+fn event_name(object: &str, now: Timestamp) -> String {
+    let wanted = u64::try_from(now.as_nanosecond()).unwrap_or(0);
+    let next = |last: u64| wanted.max(last.saturating_add(1));
+    let stamp = match LAST_NAME_STAMP.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+        Some(next(last))
+    }) {
+        Ok(last) | Err(last) => next(last),
+    };
+    format!("{object}.{stamp:x}")
+}
+
 /// Writes events to the API server (client-go's `EventSink`).
 pub trait EventSink: Send + Sync {
     /// Creates `event`; returns it as stored.
@@ -255,7 +273,7 @@ impl EventCorrelator {
         let name = event.involved_object.name.clone().unwrap_or_default();
         let combined = Event {
             metadata: ObjectMeta {
-                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                name: Some(event_name(&name, now)),
                 namespace: event.metadata.namespace.clone(),
                 ..Default::default()
             },
@@ -375,7 +393,7 @@ impl EventRecorder {
         let name = object.name.clone().unwrap_or_default();
         let event = Event {
             metadata: ObjectMeta {
-                name: Some(format!("{name}.{:x}", now.as_nanosecond())),
+                name: Some(event_name(&name, now)),
                 namespace: Some(
                     object
                         .namespace

@@ -191,3 +191,29 @@ async fn full_queue_drops_instead_of_blocking() {
     }
     assert_eq!(recorder.dropped_events(), 3);
 }
+
+#[test]
+fn events_at_one_instant_get_names_of_their_own() {
+    // A paused virtual clock: every Event about one object happens at the same time (a time
+    // past any other test's in this process, which share the last stamp).
+    let now: Timestamp = "2200-01-01T00:00:00Z".parse().unwrap();
+    let first = event_name("web", now);
+    let second = event_name("web", now);
+    assert_ne!(
+        first, second,
+        "the second would be refused as AlreadyExists"
+    );
+    for name in [&first, &second] {
+        let stamp = name
+            .strip_prefix("web.")
+            .expect("client-go's <object>.<hex> form");
+        let nanos = u64::from_str_radix(stamp, 16).expect("hex nanoseconds");
+        assert!(nanos >= u64::try_from(now.as_nanosecond()).unwrap());
+    }
+    // When the time moves on, the name is the time's again.
+    let later = now + jiff::SignedDuration::from_secs(3600);
+    assert_eq!(
+        event_name("web", later),
+        format!("web.{:x}", later.as_nanosecond())
+    );
+}

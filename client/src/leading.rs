@@ -4,7 +4,7 @@
 //! `OnStartedLeading: run` and `OnStoppedLeading: exit`, as both components wire them.
 //!
 //! ```text
-//!   run_while_leading(client, election, shutdown, work)
+//!   run_while_leading(client, election, clock, shutdown, work)
 //!     campaign for Lease <namespace>/<name> ([`crate::LeaderElector`])   log: attempting…
 //!        │ acquired                                                      log: acquired…
 //!        ▼
@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
-use crate::TokioClock;
+use crate::SharedClock;
 use crate::events::{ApiEventSink, EventRecorder, new_recorder};
 use crate::leader_election::{LeaderElectionConfig, LeaderElector, LeaseResourceLock};
 use apimachinery::EventType;
@@ -101,6 +101,7 @@ pub struct Leadership<T> {
 pub async fn run_while_leading<T, F, Fut>(
     client: &Client,
     election: &LeaderElection,
+    clock: &SharedClock,
     shutdown: &CancellationToken,
     work: F,
 ) -> Leadership<T>
@@ -121,7 +122,7 @@ where
             release_on_cancel: true,
         },
         lock,
-        TokioClock::shared(),
+        clock.clone(),
     );
     let mut is_leader = elector.is_leader();
     let election_token = shutdown.child_token();
@@ -139,7 +140,7 @@ where
     let (recorder, broadcaster) = new_recorder(
         Arc::new(ApiEventSink::new(client.clone())),
         &election.name,
-        TokioClock::shared(),
+        clock.clone(),
     );
     let events = tokio::spawn(broadcaster.run(CancellationToken::new()));
     if leading {

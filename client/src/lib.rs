@@ -32,7 +32,8 @@
 //! [`leader_election`] (Lease-based, as `tools/leaderelection`) and [`leading`] (a
 //! component's work run only while it holds its Lease), [`events`] (an
 //! `EventRecorder` with client-go's dedup and aggregation), [`clock`] (injected time so
-//! all of the above is tested deterministically), [`impersonation`] (requests sent as
+//! all of the above is tested deterministically), [`cluster_clock`] (the cluster's virtual
+//! clock, when it runs on one), [`impersonation`] (requests sent as
 //! another user, chosen per task: the simulated kubelets' node identities), and [`trace`] (a watched object's trace
 //! carried through handler, queue and sync to every write made for it).
 
@@ -40,6 +41,7 @@ pub mod backoff;
 pub mod client;
 pub mod clientbuilder;
 pub mod clock;
+pub mod cluster_clock;
 pub mod delta_fifo;
 pub mod error;
 pub mod events;

@@ -325,11 +325,17 @@ async fn run_while_leading_runs_only_the_leaders_work_and_hands_over_on_shutdown
         };
         let (client, tx, identity) = (server.client.clone(), tx.clone(), identity.to_owned());
         tokio::spawn(async move {
-            client::run_while_leading(&client, &election, &shutdown, |token| async move {
-                tx.send(format!("{identity} leads")).unwrap();
-                token.cancelled().await;
-                identity
-            })
+            client::run_while_leading(
+                &client,
+                &election,
+                &TokioClock::shared(),
+                &shutdown,
+                |token| async move {
+                    tx.send(format!("{identity} leads")).unwrap();
+                    token.cancelled().await;
+                    identity
+                },
+            )
             .await
         })
     };

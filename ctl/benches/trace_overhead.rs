@@ -74,7 +74,7 @@ async fn run_once(replicas: i32, tracing: bool) -> (f64, usize) {
         scheduler_name: "default-scheduler".into(),
         listener: None,
         seed: 1,
-        clock: client::TokioClock::shared(),
+        clock: None,
         leader_election: None,
     };
     let sched_stop = stop.clone();

@@ -1,5 +1,5 @@
 //! [`AdminClient`]: the admin API (`/miniplane/v1/faults`, `controllers`, `lab`, `history`,
-//! `snapshot`; see `docs/faults.md`) from Rust, over any kube client of the cluster.
+//! `snapshot`, `clock`; see `docs/faults.md`) from Rust, over any kube client of the cluster.
 //! `miniplane fault`, `miniplane snapshot`, the lab runner and the tests use it.
 
 use admin::{ControllerList, ControllerStatus, Fault, FaultList, FaultSpec, LabStatus, PREFIX};
@@ -141,6 +141,39 @@ impl AdminClient {
     pub async fn history(&self, api_path: &str) -> Result<admin::ObjectHistory, AdminError> {
         self.call(http::Method::GET, &format!("history/{api_path}"), None)
             .await
+    }
+
+    /// The cluster's clock: Real or Virtual, its time and speed.
+    pub async fn clock(&self) -> Result<admin::ClockStatus, AdminError> {
+        self.call(http::Method::GET, "clock", None).await
+    }
+
+    /// Advances, runs or pauses the cluster's virtual clock; returns it as changed.
+    pub async fn move_clock(
+        &self,
+        request: &admin::ClockRequest,
+    ) -> Result<admin::ClockStatus, AdminError> {
+        self.call(http::Method::POST, "clock", Self::json(request))
+            .await
+    }
+
+    /// Advances the cluster's virtual clock by `by` (a Go duration) at `speed` (the default
+    /// when `None`) and waits until its time has got there; returns the clock then.
+    pub async fn advance_clock(
+        &self,
+        by: &str,
+        speed: Option<f64>,
+    ) -> Result<admin::ClockStatus, AdminError> {
+        let request = admin::ClockRequest::Advance {
+            by: by.to_string(),
+            speed,
+        };
+        let mut status = self.move_clock(&request).await?;
+        while status.advancing_to.is_some() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            status = self.clock().await?;
+        }
+        Ok(status)
     }
 
     /// A snapshot of the cluster's store: every object at one revision, as a snapshot file's

@@ -32,7 +32,7 @@ enum Command {
     /// Prints the kubeconfig of `miniplane up`, or merges it into ~/.kube/config.
     Kubeconfig(commands::kubeconfig::KubeconfigArgs),
     /// Runs the API server (kube-apiserver) with the embedded store.
-    Apiserver(components::apiserver::ApiserverArgs),
+    Apiserver(Box<components::apiserver::ApiserverArgs>),
     /// Runs the controller-manager (kube-controller-manager) against an API server.
     ControllerManager(components::controller_manager::ControllerManagerArgs),
     /// Runs the scheduler (kube-scheduler) against an API server.
@@ -56,6 +56,8 @@ enum Command {
     /// Saves a running cluster's objects at one revision, checks a snapshot file, restores one
     /// into a new data directory (etcdctl/etcdutl snapshot).
     Snapshot(commands::snapshot::SnapshotArgs),
+    /// Shows and moves the cluster's virtual clock (`up --clock virtual`): advance, run, pause.
+    Clock(commands::clock::ClockArgs),
     /// Teaching labs: list, start, status, check, hint, solve, reset (docs/labs.md).
     Lab(commands::lab::LabArgs),
     /// The simulated cloud: its instances, load balancers, routes and faults; `serve` runs it
@@ -71,7 +73,11 @@ fn main() -> std::process::ExitCode {
     let default_filter = match cli.command {
         Command::Up(_) | Command::Kubeconfig(_) => "warn",
         // Errors are reported as one line; kube's own request logs stay off (RUST_LOG shows them).
-        Command::Fault(_) | Command::Lab(_) | Command::Load(_) | Command::Snapshot(_) => "off",
+        Command::Fault(_)
+        | Command::Lab(_)
+        | Command::Load(_)
+        | Command::Snapshot(_)
+        | Command::Clock(_) => "off",
         // The client verbs likewise; `cloud serve` logs as a component does.
         Command::Cloud(ref args) => args.default_log_filter(),
         _ => "info",
@@ -87,7 +93,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Up(args) => commands::up::main(args),
         Command::Kubeconfig(args) => commands::kubeconfig::main(args),
-        Command::Apiserver(args) => components::apiserver::main(args),
+        Command::Apiserver(args) => components::apiserver::main(*args),
         Command::ControllerManager(args) => components::controller_manager::main(args),
         Command::Scheduler(args) => components::scheduler::main(args),
         Command::Kubelet(args) => components::kubelet::main(args),
@@ -98,6 +104,7 @@ fn main() -> std::process::ExitCode {
         Command::Fault(args) => commands::fault::main(args),
         Command::Load(args) => commands::load::main(args),
         Command::Snapshot(args) => commands::snapshot::main(args),
+        Command::Clock(args) => commands::clock::main(args),
         Command::Lab(args) => commands::lab::main(args),
         Command::Cloud(args) => commands::cloud::main(args),
     };

@@ -83,7 +83,7 @@ use std::time::Duration;
 
 use client::list_watch::ApiListerWatcher;
 use client::trace::Exporter;
-use client::{ClientConfig, SharedClock, SharedInformerFactory, TokioClock};
+use client::{ClientConfig, SharedClock, SharedInformerFactory};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use tokio::net::TcpListener;
@@ -115,6 +115,8 @@ pub struct Simulator {
     /// The kubelet API's listener and server (none when [`Config::kubelet_listen`] is unset).
     kubelet: Option<(TcpListener, KubeletServer)>,
     clock: SharedClock,
+    /// Keeps a virtual cluster clock current while the simulator runs.
+    clock_watcher: Option<client::cluster_clock::ClockWatcher>,
     factory: SharedInformerFactory,
     handle: SimHandle,
     registered: watch::Sender<bool>,
@@ -140,12 +142,18 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
 impl Simulator {
     /// Builds the client, binds the control API (if `config.listen`) and the kubelet API (if
     /// `config.kubelet_listen`), and prepares the nodes.
+    /// The kubelets run on the cluster's clock ([`client::cluster_clock`]): stage delays,
+    /// heartbeats, Leases, restart back-offs and probes move with a virtual clock.
     pub async fn bind(config: Config) -> Result<Self> {
-        Self::bind_with_clock(config, TokioClock::shared()).await
+        Self::bind_on(config, None).await
     }
 
     /// [`Simulator::bind`] on an injected clock.
-    pub async fn bind_with_clock(mut config: Config, clock: SharedClock) -> Result<Self> {
+    pub async fn bind_with_clock(config: Config, clock: SharedClock) -> Result<Self> {
+        Self::bind_on(config, Some(clock)).await
+    }
+
+    async fn bind_on(mut config: Config, clock: Option<SharedClock>) -> Result<Self> {
         let client_config = ClientConfig {
             source: config.api_server.clone(),
             rate_limit: config.rate_limit,
@@ -181,6 +189,13 @@ impl Simulator {
                 Some(listener)
             }
             None => None,
+        };
+        // After the ports: a taken one is refused at once, not after the clock's retries.
+        let (clock, clock_watcher) = match clock {
+            Some(clock) => (clock, None),
+            None => client::cluster_clock::discover(&own)
+                .await
+                .map_err(Error::Config)?,
         };
         let table: HashMap<String, Arc<NodeState>> = (0..config.nodes)
             .map(|i| {
@@ -251,6 +266,7 @@ impl Simulator {
             listener,
             kubelet,
             clock,
+            clock_watcher,
             factory,
             handle,
             registered,
@@ -289,6 +305,10 @@ impl Simulator {
             tracker.spawn(exporter.run(exporting.clone()));
         }
         tracker.spawn(self.recorder_writer.run(inner.clone()));
+        if let Some(watcher) = self.clock_watcher {
+            // Until the exporter stops: the workers' last steps still read the clock.
+            tracker.spawn(watcher.run(exporting.clone()));
+        }
         if let Some(listener) = self.listener {
             tracker.spawn(control::serve(listener, self.handle.clone(), inner.clone()));
         }

@@ -59,6 +59,9 @@ pub enum Error {
     /// kube-scheduler does) and campaign again when restarted.
     #[error("leaderelection lost")]
     LeaderElectionLost,
+    /// The cluster's clock could not be read.
+    #[error("clock: {0}")]
+    Clock(String),
 }
 
 /// The crate's result type.

@@ -366,6 +366,9 @@ impl ControllerCounts {
 pub struct NodeInfo {
     /// The node's name (shared with the verdicts that name it).
     pub name: Arc<str>,
+    /// A hash of the name (FNV-1a), for breaking ties between equally scored nodes in the
+    /// same way whatever order the nodes were added in.
+    pub name_hash: u64,
     /// The node as last seen.
     pub node: Arc<Node>,
     /// `status.allocatable` (cpu, memory, pods).
@@ -399,6 +402,7 @@ impl NodeInfo {
     pub fn new(node: Arc<Node>) -> Self {
         let mut info = NodeInfo {
             name: Arc::from(""),
+            name_hash: 0,
             node: node.clone(),
             allocatable: Resources::default(),
             pods: HashMap::new(),
@@ -423,8 +427,11 @@ impl NodeInfo {
     /// Replaces the node object (an update), keeping the pods.
     pub fn set_node(&mut self, node: Arc<Node>) {
         let name = node.metadata.name.as_deref().unwrap_or_default();
-        if *self.name != *name {
+        if *self.name != *name || self.name_hash == 0 {
             self.name = Arc::from(name);
+            self.name_hash = name.bytes().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            });
         }
         self.allocatable = Resources::from_list(
             node.status

@@ -235,7 +235,9 @@ impl Algorithm {
         let feasible_nodes: Vec<&NodeInfo> = feasible.iter().map(|&i| &nodes[i]).collect();
         state.pre_score(pod, snapshot, &feasible_nodes);
         let totals = Self::prioritize_nodes(pod, &feasible_nodes, &state, &mut result.nodes);
-        result.suggested_host = nodes[self.select_host(&feasible, &totals)].name.to_string();
+        result.suggested_host = nodes[self.select_host(nodes, &feasible, &totals)]
+            .name
+            .to_string();
         Ok(result)
     }
 
@@ -277,24 +279,41 @@ impl Algorithm {
         totals
     }
 
-    /// The highest total; among equals each is equally likely (`selectHost`'s reservoir
-    /// sampling). Returns an index into `nodes`.
-    fn select_host(&mut self, feasible: &[usize], totals: &[i64]) -> usize {
+    /// The highest total; among equals each is equally likely (`selectHost`), and which one
+    /// is picked depends on the seed and the nodes' names, not on the order the nodes were
+    /// added in (kube-scheduler's reservoir sampling follows its node list, whose order is
+    /// the order the informer delivered the nodes: a seeded run would not repeat itself).
+    /// One draw per decision; each tied node gets a key mixed from it and its name's hash,
+    /// the smallest key wins. Returns an index into `nodes`.
+    fn select_host(&mut self, nodes: &[NodeInfo], feasible: &[usize], totals: &[i64]) -> usize {
+        let draw: u64 = self.rng.random();
+        let key = |i: usize| {
+            let node = &nodes[feasible[i]];
+            (mix(draw ^ node.name_hash), &node.name)
+        };
         let mut selected = 0;
-        let mut count_of_max = 1;
+        let mut selected_key = key(0);
         for i in 1..feasible.len() {
             if totals[i] > totals[selected] {
                 selected = i;
-                count_of_max = 1;
+                selected_key = key(i);
             } else if totals[i] == totals[selected] {
-                count_of_max += 1;
-                if self.rng.random_range(0..count_of_max) == 0 {
+                let k = key(i);
+                if k < selected_key {
                     selected = i;
+                    selected_key = k;
                 }
             }
         }
         feasible[selected]
     }
+}
+
+/// SplitMix64's finalizer: spreads a 64-bit value over all bits.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

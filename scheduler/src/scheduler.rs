@@ -83,8 +83,9 @@ pub struct Config {
     pub listener: Option<TcpListener>,
     /// Seeds the tie-breaking RNG.
     pub seed: u64,
-    /// Time source (tests inject a fake one).
-    pub clock: SharedClock,
+    /// Time source: `None` reads the cluster's clock ([`client::cluster_clock`]: the
+    /// machine's, or the virtual one every component follows); tests inject a fake one.
+    pub clock: Option<SharedClock>,
     /// `--leader-elect`: schedule only while holding the Lease `kube-system/kube-scheduler`
     /// ([`LEASE_NAME`]); `None`: always schedule.
     pub leader_election: Option<client::LeaderElection>,
@@ -413,6 +414,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     );
     let client = client::build_client(&client_config).await?;
     let (tracer, exporter) = client::trace::start(&client_config, COMPONENT).await?;
+    let (clock, clock_watcher) = match &config.clock {
+        Some(clock) => (clock.clone(), None),
+        None => client::cluster_clock::discover(&client)
+            .await
+            .map_err(crate::Error::Clock)?,
+    };
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             queue: SchedulingQueue::new(),
@@ -421,7 +428,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
             recent: VecDeque::new(),
         }),
         wake: Notify::new(),
-        clock: config.clock.clone(),
+        clock: clock.clone(),
         scheduler_name: config.scheduler_name.clone(),
         metrics: Arc::new(Metrics::default()),
         handled: Default::default(),
@@ -434,6 +441,9 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     if let Some(exporter) = exporter {
         tasks.spawn(exporter.run(exporting.clone()));
     }
+    if let Some(watcher) = clock_watcher {
+        tasks.spawn(watcher.run(exporting.clone()));
+    }
     if let Some(listener) = config.listener {
         let (metrics, token) = (shared.metrics.clone(), stop.clone());
         tasks.spawn(async move {
@@ -442,8 +452,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
             }
         });
     }
-    let factory =
-        SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, config.clock.clone());
+    let factory = SharedInformerFactory::with_clock(client.clone(), Duration::ZERO, clock.clone());
     factory.set_tracer(tracer);
     let pods = {
         let client = client.clone();
@@ -474,7 +483,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
     let (recorder, broadcaster) = new_recorder_with_capacity(
         Arc::new(ApiEventSink::new(client.clone())),
         &config.scheduler_name,
-        config.clock.clone(),
+        clock.clone(),
         10_000,
     );
     tasks.spawn(broadcaster.run(stop.clone()));
@@ -504,12 +513,17 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<()> {
             Some(election) => {
                 tracing::info!(scheduler_name = %name, "caches synced, campaigning for the lease");
                 let (shared, pods, tasks) = (&shared, &pods, &tasks);
-                let leadership =
-                    client::run_while_leading(&client, election, &stop, |token| async move {
+                let leadership = client::run_while_leading(
+                    &client,
+                    election,
+                    &clock,
+                    &stop,
+                    |token| async move {
                         tracing::info!(scheduler_name = %name, "became leader: scheduling");
                         scheduling_loop(shared, pods, writer, tasks, &token).await;
-                    })
-                    .await;
+                    },
+                )
+                .await;
                 if leadership.lost {
                     result = Err(crate::Error::LeaderElectionLost);
                 }

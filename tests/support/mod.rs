@@ -28,6 +28,7 @@ pub mod process_cluster;
 pub mod scheduler_process;
 pub mod scheduler_view;
 pub mod server;
+pub mod spine;
 pub mod store;
 pub mod up;
 pub mod watch_stream;
@@ -98,6 +99,15 @@ spec:
         - containerPort: 80
 "
     )
+}
+
+/// The Deployment of [`deployment_yaml`], typed (for kube-rs).
+pub fn deployment(
+    name: &str,
+    replicas: u32,
+    image: &str,
+) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_norway::from_str(&deployment_yaml(name, replicas, image)).expect("a Deployment")
 }
 
 /// A Pod manifest (YAML); with `node`, `spec.nodeName` is set (as if scheduled), which makes

@@ -1,4 +1,4 @@
-// The UI's shell: the tabs, the router (`#/board`, `#/objects`, `#/events`, `#/traces`,
+// The UI's shell: the tabs, the header's lab badge and virtual clock, the router (`#/board`, `#/objects`, `#/events`, `#/traces`,
 // `#/trace/{id | resource/namespace/name}`, `#/controllers`, `#/history/{API path}`) and the
 // shared informers.
 //
@@ -29,6 +29,7 @@ for (const [name, path] of Object.entries(RESOURCES)) informers[name] = new Info
 const main = document.getElementById("main");
 const status = document.getElementById("status");
 const labBadge = document.getElementById("lab-badge");
+const clock = document.getElementById("clock");
 
 function podSummary(pods) {
   const phases = {};
@@ -163,6 +164,35 @@ async function pollLab() {
   setTimeout(pollLab, 3000);
 }
 
+/** `2026-12-07T08:04:25.9Z` as `2026-12-07 08:04:25`. */
+function clockTime(rfc3339) {
+  return rfc3339.replace("T", " ").replace(/(\.\d+)?Z$/, "");
+}
+
+/**
+ * The header's clock, on a cluster with a virtual one (`up --clock virtual`): its time and
+ * pace, read once a second. A cluster on the machine's clock shows none (and is not asked
+ * again: a cluster does not switch clocks while it runs).
+ */
+async function pollClock() {
+  let virtual = false;
+  try {
+    const c = await getJSON("/miniplane/v1/clock");
+    virtual = c.mode === "Virtual";
+    if (virtual) {
+      const pace = c.advancingTo ? `advancing to ${clockTime(c.advancingTo)}` : c.speed === 0 ? "paused" : `${c.speed}×`;
+      clock.textContent = `⏱ ${clockTime(c.now)} · ${pace}`;
+      clock.className = `clock ${c.speed === 0 ? "paused" : "running"}`;
+    }
+    clock.hidden = !virtual;
+  } catch {
+    virtual = true; // not readable now: try again
+    clock.hidden = true;
+  }
+  if (virtual) setTimeout(pollClock, 1000);
+}
+
 window.addEventListener("hashchange", route);
 route();
 pollLab();
+pollClock();

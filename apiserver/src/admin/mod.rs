@@ -1,4 +1,5 @@
-//! miniplane's admin API, `/miniplane/v1/{faults,controllers,components,lab,history,snapshot}`
+//! miniplane's admin API,
+//! `/miniplane/v1/{faults,controllers,components,lab,history,snapshot,clock}`
 //! (the contract is `docs/faults.md`; the types are the `admin` crate). No Kubernetes
 //! counterpart.
 //!
@@ -11,12 +12,14 @@
 //!   PUT .../components/{c}/controllers, PUT .../lab ─▶ [`Reports`] (memory)
 //!   GET .../history/{api path of an object} ─▶ the store's kept versions ([`history`])
 //!   GET .../snapshot ─▶ every object at one revision, a snapshot file (`crate::snapshot`)
+//!   GET|POST .../clock ─▶ ConfigMap kube-system/miniplane-clock, as the faults ([`clock`])
 //! ```
 //!
 //! Going through the ConfigMap (rather than keeping faults in this process's memory) is what
 //! lets components in other processes learn them by an ordinary watch, and what makes a fault
 //! visible in `miniplane get` and in the trace.
 
+pub mod clock;
 pub mod fault_table;
 pub mod history;
 pub mod reports;
@@ -27,8 +30,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use admin::{
-    ControllerList, ControllerStatus, FAULTS_CONFIGMAP, FAULTS_NAMESPACE, FIELD_MANAGER, Fault,
-    FaultList, FaultSpec, LabStatus, StepRequest, faults_from_data,
+    CLOCK_CONFIGMAP, ControllerList, ControllerStatus, FAULTS_CONFIGMAP, FAULTS_NAMESPACE,
+    FIELD_MANAGER, Fault, FaultList, FaultSpec, LabStatus, StepRequest, faults_from_data,
 };
 use axum::body::Body;
 use axum::extract::Request;
@@ -55,17 +58,22 @@ pub const FAULT_HEADER: &str = "x-miniplane-fault";
 /// Attempts of a read-modify-write of the faults ConfigMap before giving up.
 const MAX_ATTEMPTS: usize = 8;
 
-/// Whether a resource request writes the faults ConfigMap's namespace's ConfigMaps (after
-/// which the fault table is reloaded).
-pub fn touches_faults(method: &Method, path: &ResourcePath) -> bool {
+/// Whether a resource request writes one of the admin API's ConfigMaps in `kube-system`
+/// (the faults', the clock's, or a ConfigMap not yet named: a create), after which the fault
+/// table and the clock are reloaded ([`reload`]).
+pub fn touches_admin_configmaps(method: &Method, path: &ResourcePath) -> bool {
     *method != Method::GET
         && path.gv.group.is_empty()
         && path.resource == "configmaps"
         && path.namespace.as_deref() == Some(FAULTS_NAMESPACE)
-        && path.name.as_deref().is_none_or(|n| n == FAULTS_CONFIGMAP)
+        && path
+            .name
+            .as_deref()
+            .is_none_or(|n| n == FAULTS_CONFIGMAP || n == CLOCK_CONFIGMAP)
 }
 
-fn faults_ref(state: &AppState) -> Result<ObjectRef> {
+/// The `kube-system` ConfigMap `name` (the faults' or the clock's).
+fn configmap_ref(state: &AppState, name: &str) -> Result<ObjectRef> {
     let info = state
         .registry()
         .lookup(&GroupVersion::new("", "v1"), "configmaps")
@@ -73,7 +81,7 @@ fn faults_ref(state: &AppState) -> Result<ObjectRef> {
     Ok(ObjectRef {
         info,
         namespace: Some(FAULTS_NAMESPACE.into()),
-        name: FAULTS_CONFIGMAP.into(),
+        name: name.into(),
     })
 }
 
@@ -88,9 +96,15 @@ fn data_of(obj: &Value) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Reads the faults ConfigMap into the fault table (at start and after each write to it).
+/// Reads the faults ConfigMap into the fault table and the clock ConfigMap into the server's
+/// clock (at start and after each write to either).
 pub async fn reload(state: &AppState) {
-    let result = match faults_ref(state) {
+    reload_faults(state).await;
+    clock::reload(state).await;
+}
+
+async fn reload_faults(state: &AppState) {
+    let result = match configmap_ref(state, FAULTS_CONFIGMAP) {
         Ok(r) => state.storage().get(&r).await,
         Err(e) => Err(e),
     };
@@ -147,6 +161,11 @@ pub async fn handle(
     };
     match (route, method) {
         (AdminRoute::Snapshot, Method::GET) => crate::snapshot::serve(&state).await,
+        (AdminRoute::Clock, Method::GET) => ok(&state.clock().status()),
+        (AdminRoute::Clock, Method::POST) => {
+            let request: admin::ClockRequest = parse(body)?;
+            ok(&clock::change(&writer, request).await?)
+        }
         (AdminRoute::History(path), Method::GET) => {
             let found = history::read(&state, &path).await;
             history::record(&state, headers, &path, &found);
@@ -297,7 +316,26 @@ fn not_found(name: &str) -> ApiError {
     }
 }
 
-/// Writes the faults ConfigMap through the server's own handler chain.
+/// A `kube-system` ConfigMap the admin API writes, and how its writes are told apart.
+struct ConfigMapTarget {
+    name: &'static str,
+    /// The header naming the change (its span carries it as an attribute).
+    header: &'static str,
+    /// The field manager and User-Agent program of the writes.
+    manager: &'static str,
+    /// What it holds, for messages.
+    what: &'static str,
+}
+
+/// The faults ConfigMap.
+const FAULTS_TARGET: ConfigMapTarget = ConfigMapTarget {
+    name: FAULTS_CONFIGMAP,
+    header: FAULT_HEADER,
+    manager: FIELD_MANAGER,
+    what: "faults",
+};
+
+/// Writes the admin API's ConfigMaps (faults, clock) through the server's own handler chain.
 struct Writer<'a> {
     state: &'a AppState,
     /// The router's dispatch ([`Dispatch`]).
@@ -311,7 +349,7 @@ impl Writer<'_> {
     async fn create(&self, mut fault: Fault) -> Result<Fault> {
         fault.created = Some(self.state.now().to_string());
         let name = fault.name.clone();
-        self.update(&format!("inject {name}"), |data| {
+        self.update(&FAULTS_TARGET, &format!("inject {name}"), |data| {
             if data.contains_key(&name) {
                 return Err(ApiError::AlreadyExists {
                     target: ErrorTarget {
@@ -341,52 +379,61 @@ impl Writer<'_> {
             .filter(|f| which(f))
             .map(|f| f.name)
             .collect();
-        self.update(&format!("clear {}", names.join(", ")), |data| {
-            let (faults, _) = faults_from_data(data);
-            let removed: Vec<Fault> = faults.into_iter().filter(|f| which(f)).collect();
-            for f in &removed {
-                data.remove(&f.name);
-            }
-            Ok(removed)
-        })
+        self.update(
+            &FAULTS_TARGET,
+            &format!("clear {}", names.join(", ")),
+            |data| {
+                let (faults, _) = faults_from_data(data);
+                let removed: Vec<Fault> = faults.into_iter().filter(|f| which(f)).collect();
+                for f in &removed {
+                    data.remove(&f.name);
+                }
+                Ok(removed)
+            },
+        )
         .await
     }
 
     /// Grants `count` more steps to the pause `pause_name`; 409 if the controller is not paused.
     async fn step(&self, pause_name: &str, controller: &str, count: u64) -> Result<Fault> {
-        self.update(&format!("step {pause_name} by {count}"), |data| {
-            let (faults, _) = faults_from_data(data);
-            let mut fault = faults
-                .into_iter()
-                .find(|f| f.name == pause_name)
-                .ok_or_else(|| ApiError::Conflict {
-                    target: ErrorTarget {
-                        group: String::new(),
-                        resource: "controllers".into(),
-                        kind: "Controller".into(),
-                        name: controller.to_string(),
-                    },
-                    detail: "the controller is not paused; pause it first".into(),
-                })?;
-            if let FaultSpec::PauseController { steps, .. } = &mut fault.spec {
-                *steps += count;
-            }
-            data.insert(
-                pause_name.to_string(),
-                serde_json::to_string(&fault).unwrap_or_default(),
-            );
-            Ok(fault)
-        })
+        self.update(
+            &FAULTS_TARGET,
+            &format!("step {pause_name} by {count}"),
+            |data| {
+                let (faults, _) = faults_from_data(data);
+                let mut fault = faults
+                    .into_iter()
+                    .find(|f| f.name == pause_name)
+                    .ok_or_else(|| ApiError::Conflict {
+                        target: ErrorTarget {
+                            group: String::new(),
+                            resource: "controllers".into(),
+                            kind: "Controller".into(),
+                            name: controller.to_string(),
+                        },
+                        detail: "the controller is not paused; pause it first".into(),
+                    })?;
+                if let FaultSpec::PauseController { steps, .. } = &mut fault.spec {
+                    *steps += count;
+                }
+                data.insert(
+                    pause_name.to_string(),
+                    serde_json::to_string(&fault).unwrap_or_default(),
+                );
+                Ok(fault)
+            },
+        )
         .await
     }
 
     /// Read-modify-write of the ConfigMap's data; retried when another writer wins.
     async fn update<T>(
         &self,
+        target: &ConfigMapTarget,
         what: &str,
         mut change: impl FnMut(&mut BTreeMap<String, String>) -> Result<T>,
     ) -> Result<T> {
-        let r = faults_ref(self.state)?;
+        let r = configmap_ref(self.state, target.name)?;
         for _ in 0..MAX_ATTEMPTS {
             let current = self.state.storage().get(&r).await?;
             let mut data = current.as_ref().map(data_of).unwrap_or_default();
@@ -397,7 +444,7 @@ impl Writer<'_> {
                     Method::POST,
                     path,
                     json!({"apiVersion": "v1", "kind": "ConfigMap",
-                           "metadata": {"name": FAULTS_CONFIGMAP, "namespace": FAULTS_NAMESPACE},
+                           "metadata": {"name": target.name, "namespace": FAULTS_NAMESPACE},
                            "data": data}),
                 ),
                 Some(obj) => {
@@ -405,29 +452,34 @@ impl Writer<'_> {
                     obj["data"] = json!(data);
                     let rv = meta::resource_version(&obj).unwrap_or_default().to_string();
                     obj["metadata"]["resourceVersion"] = json!(rv);
-                    (Method::PUT, format!("{path}/{FAULTS_CONFIGMAP}"), obj)
+                    (Method::PUT, format!("{path}/{}", target.name), obj)
                 }
             };
-            let status = self.send(method, &uri, &body, what).await?;
+            let status = self.send(target, method, &uri, &body, what).await?;
             match status {
                 s if s.is_success() => return Ok(answer),
                 StatusCode::CONFLICT => continue,
                 s => {
                     return Err(ApiError::Internal(format!(
-                        "writing {FAULTS_NAMESPACE}/{FAULTS_CONFIGMAP}: {s}"
+                        "writing {FAULTS_NAMESPACE}/{}: {s}",
+                        target.name
                     )));
                 }
             }
         }
         Err(ApiError::Conflict {
             target: r.target(),
-            detail: "too many concurrent changes to the faults; try again".into(),
+            detail: format!(
+                "too many concurrent changes to the {}; try again",
+                target.what
+            ),
         })
     }
 
-    /// One request through the server's router, as the client `miniplane-fault`.
+    /// One request through the server's router, as the client `target.manager`.
     async fn send(
         &self,
+        target: &ConfigMapTarget,
         method: Method,
         uri: &str,
         body: &Value,
@@ -437,8 +489,8 @@ impl Writer<'_> {
             .method(method)
             .uri(uri)
             .header(header::CONTENT_TYPE, "application/json")
-            .header(FAULT_HEADER, what)
-            .header(header::USER_AGENT, format!("{FIELD_MANAGER}/v1"));
+            .header(target.header, what)
+            .header(header::USER_AGENT, format!("{}/v1", target.manager));
         if let Some(tp) = &self.traceparent {
             builder = builder.header("traceparent", tp.clone());
         }

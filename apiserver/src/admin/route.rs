@@ -18,6 +18,8 @@ pub enum AdminRoute {
     History(String),
     /// `snapshot`
     Snapshot,
+    /// `clock`
+    Clock,
 }
 
 impl AdminRoute {
@@ -34,6 +36,7 @@ impl AdminRoute {
             ["lab"] => AdminRoute::Lab,
             ["history", path @ ..] if !path.is_empty() => AdminRoute::History(path.join("/")),
             ["snapshot"] => AdminRoute::Snapshot,
+            ["clock"] => AdminRoute::Clock,
             _ => return None,
         })
     }

@@ -236,6 +236,7 @@ pub async fn bootstrap_system_priority_classes(state: &AppState) -> Result<usize
         let wctx = WriteContext {
             manager: Some("kube-apiserver".into()),
             now: state.now(),
+            ids: state.ids().clone(),
             part: WritePart::Main,
             escalation: None,
             service_account: None,

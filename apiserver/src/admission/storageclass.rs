@@ -142,6 +142,7 @@ pub async fn bootstrap_default_storage_class(state: &crate::state::AppState) -> 
     let wctx = WriteContext {
         manager: Some("kube-apiserver".into()),
         now: state.now(),
+        ids: state.ids().clone(),
         part: WritePart::Main,
         escalation: None,
         service_account: None,

@@ -96,6 +96,7 @@ pub async fn ensure_local_apiservices(state: &AppState) -> Result<usize> {
                 let wctx = WriteContext {
                     manager: Some("kube-apiserver".into()),
                     now: state.now(),
+                    ids: state.ids().clone(),
                     part: WritePart::Main,
                     escalation: None,
                     service_account: None,

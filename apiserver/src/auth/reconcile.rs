@@ -90,6 +90,7 @@ async fn ensure<
     let wctx = WriteContext {
         manager: Some("kube-apiserver".into()),
         now: state.now(),
+        ids: state.ids().clone(),
         part: WritePart::Main,
         escalation: None,
         service_account: None,

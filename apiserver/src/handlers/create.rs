@@ -97,6 +97,7 @@ pub async fn ensure_namespace(state: &AppState, name: &str) -> Result<()> {
     let wctx = WriteContext {
         manager: Some("kube-apiserver".into()),
         now: state.now(),
+        ids: state.ids().clone(),
         part: WritePart::Main,
         escalation: None,
         service_account: None,
@@ -176,6 +177,7 @@ pub async fn create(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Resp
     let wctx = WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
+        ids: ctx.state.ids().clone(),
         part: WritePart::Main,
         escalation: ctx.escalation_check(&info),
         service_account: service_account_admission(&ctx, &info, namespace.as_deref(), &body)

@@ -355,6 +355,7 @@ pub async fn patch_part(
     let wctx = WriteContext {
         manager: Some(manager.clone()),
         now: ctx.state.now(),
+        ids: ctx.state.ids().clone(),
         part,
         escalation: ctx.escalation_check(&info),
         user: Some(ctx.user.clone()),

@@ -86,6 +86,7 @@ pub async fn replace(
     let wctx = WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
+        ids: ctx.state.ids().clone(),
         part,
         escalation: ctx.escalation_check(&info),
         service_account: None,

@@ -65,6 +65,7 @@ mod tests {
         let ctx = |part| WriteContext {
             manager: Some("kubectl-debug".into()),
             now: "2026-12-02T23:00:00Z".parse().expect("a time"),
+            ids: Default::default(),
             part,
             escalation: None,
             service_account: None,

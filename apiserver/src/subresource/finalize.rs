@@ -24,6 +24,7 @@ pub async fn update(ctx: RequestContext, info: Arc<ResourceInfo>, name: &str) ->
     let wctx = WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
+        ids: ctx.state.ids().clone(),
         part: WritePart::Finalize,
         escalation: None,
         service_account: None,

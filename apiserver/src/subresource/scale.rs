@@ -205,6 +205,7 @@ fn write_context(ctx: &RequestContext) -> WriteContext {
     WriteContext {
         manager: Some(ctx.field_manager()),
         now: ctx.state.now(),
+        ids: ctx.state.ids().clone(),
         part: WritePart::Scale,
         escalation: None,
         service_account: None,

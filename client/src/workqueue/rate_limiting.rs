@@ -175,7 +175,12 @@ impl<T: QueueItem> Clone for RateLimitingQueue<T> {
 impl<T: QueueItem> RateLimitingQueue<T> {
     /// A queue on the real clock with [`default_controller_rate_limiter`].
     pub fn new(name: impl Into<String>) -> Self {
-        let clock = TokioClock::shared();
+        Self::on_clock(name, TokioClock::shared())
+    }
+
+    /// A queue on `clock` (its delays and the per-item backoff; the overall 10 qps bucket
+    /// too, as client-go's queue shares one clock) with [`default_controller_rate_limiter`].
+    pub fn on_clock(name: impl Into<String>, clock: SharedClock) -> Self {
         let limiter = Arc::new(default_controller_rate_limiter(clock.clone()));
         Self::with_limiter(Queue::with_clock(name, clock), limiter)
     }

@@ -36,7 +36,7 @@ impl ClusterRoleAggregationController {
         let informer = factory.informer::<ClusterRole>();
         let this = ClusterRoleAggregationController {
             cluster_roles: Lister::new(informer.indexer().clone()),
-            queue: RateLimitingQueue::new("ClusterRoleAggregator"),
+            queue: RateLimitingQueue::on_clock("ClusterRoleAggregator", executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new("clusterrole-aggregation")),
         };

@@ -53,7 +53,7 @@ impl CronJobController {
         let this = CronJobController {
             cron_jobs: Lister::new(cj_informer.indexer().clone()),
             jobs: job_informer.indexer().clone(),
-            queue: RateLimitingQueue::new("cronjob"),
+            queue: RateLimitingQueue::on_clock("cronjob", executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new("cronjob")),
         };
@@ -140,7 +140,7 @@ impl CronJobController {
             cron_job: &cj,
             jobs: &refs,
             missing: &missing,
-            now: jiff::Timestamp::now(),
+            now: self.executor.clock().wall(),
         });
         tracing::info!(cronjob = %key, "{}", out.summary);
         client::trace::set_summary(&out.summary);

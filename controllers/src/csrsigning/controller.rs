@@ -72,7 +72,7 @@ impl CsrSigningController {
         let csrs = factory.informer::<CertificateSigningRequest>();
         let this = CsrSigningController {
             csrs: Lister::new(csrs.indexer().clone()),
-            queue: RateLimitingQueue::new("certificate"),
+            queue: RateLimitingQueue::on_clock("certificate", executor.clock().clone()),
             executor,
             ca: Arc::new(ca),
             max_duration,
@@ -144,7 +144,7 @@ impl CsrSigningController {
                         status: "True".into(),
                         reason: Some(SIGNER_VALIDATION_FAILURE.into()),
                         message: Some(message.clone()),
-                        last_update_time: Some(Time(jiff::Timestamp::now())),
+                        last_update_time: Some(Time(self.executor.clock().wall())),
                         last_transition_time: None,
                     });
                 self.update_status(&key.name, &csr).await?;

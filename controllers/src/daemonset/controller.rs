@@ -107,7 +107,7 @@ impl DaemonSetsController {
             pods: pod_informer.indexer().clone(),
             nodes: Lister::new(node_informer.indexer().clone()),
             revisions: Lister::new(revision_informer.indexer().clone()),
-            queue: RateLimitingQueue::new("daemonset"),
+            queue: RateLimitingQueue::on_clock("daemonset", executor.clock().clone()),
             expectations: Arc::new(Mutex::new(Expectations::new())),
             backoff: Arc::new(Mutex::new(FailedPodsBackoff::new())),
             executor,
@@ -303,7 +303,7 @@ impl DaemonSetsController {
             return Ok(None);
         };
         let ds: DaemonSet = (*cached).clone();
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         let nodes: Vec<Arc<Node>> = self.nodes.list(None, &apimachinery::Selector::everything());
         let nodes: Vec<&Node> = nodes.iter().map(Arc::as_ref).collect();
         let (claimed, hash, old) =

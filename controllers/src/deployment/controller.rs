@@ -118,7 +118,7 @@ impl DeploymentController {
             deployments: Lister::new(d_informer.indexer().clone()),
             replica_sets: Lister::new(rs_informer.indexer().clone()),
             pods: pod_informer.indexer().clone(),
-            queue: RateLimitingQueue::new("deployment"),
+            queue: RateLimitingQueue::on_clock("deployment", executor.clock().clone()),
             executor,
             recent_writes: Arc::default(),
             metrics: Arc::new(ControllerMetrics::new("deployment")),
@@ -259,7 +259,7 @@ impl DeploymentController {
             // Only Recreate looks at pods; skipping the copy keeps big rollouts cheap.
             BTreeMap::new()
         };
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         let out = sync_deployment(DeploymentSyncInput {
             deployment: &d,
             replica_sets: &replica_sets,
@@ -322,7 +322,7 @@ impl DeploymentController {
             return Ok(Some(Duration::ZERO));
         }
         let actions =
-            on_replica_set_create_error(d, &name, &error.to_string(), jiff::Timestamp::now());
+            on_replica_set_create_error(d, &name, &error.to_string(), self.executor.clock().wall());
         self.executor
             .execute(actions, None)
             .await

@@ -65,7 +65,7 @@ impl DisruptionController {
                     .clone(),
             ),
             stateful_sets: Lister::new(factory.informer::<StatefulSet>().indexer().clone()),
-            queue: RateLimitingQueue::new("disruption"),
+            queue: RateLimitingQueue::on_clock("disruption", executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new("disruption")),
         };
@@ -197,7 +197,7 @@ impl DisruptionController {
             pdb: &pdb,
             pods: &pods,
             scale_of: &|r, ns| self.scale_of(r, ns),
-            now: jiff::Timestamp::now(),
+            now: self.executor.clock().wall(),
         });
         tracing::info!(pdb = %key, "{}", out.summary);
         client::trace::set_summary(&out.summary);

@@ -69,7 +69,7 @@ impl EndpointsController {
             services: Lister::new(svc_informer.indexer().clone()),
             pods: Lister::new(pod_informer.indexer().clone()),
             endpoints: Lister::new(ep_informer.indexer().clone()),
-            queue: RateLimitingQueue::new("endpoint"),
+            queue: RateLimitingQueue::on_clock("endpoint", executor.clock().clone()),
             trigger_times: Arc::new(Mutex::new(TriggerTimeTracker::new())),
             stale: Arc::new(Mutex::new(HashMap::new())),
             executor,

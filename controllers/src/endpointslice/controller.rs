@@ -194,7 +194,7 @@ impl EndpointSliceController {
             pods: Lister::new(pod_informer.indexer().clone()),
             slices: Lister::new(slice_informer.indexer().clone()),
             nodes: Lister::new(node_informer.indexer().clone()),
-            queue: RateLimitingQueue::new("endpoint_slice"),
+            queue: RateLimitingQueue::on_clock("endpoint_slice", executor.clock().clone()),
             tracker: Arc::new(Mutex::new(EndpointSliceTracker::new())),
             trigger_times: Arc::new(Mutex::new(TriggerTimeTracker::new())),
             max_endpoints_per_slice,

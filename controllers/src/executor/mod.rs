@@ -32,7 +32,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use apimachinery::{ObjectKey, ObjectRef};
-use client::{EventRecorder, Tracer};
+use client::{EventRecorder, SharedClock, TokioClock, Tracer};
 use futures::future::BoxFuture;
 use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
@@ -96,6 +96,8 @@ pub struct Executor {
     recorder: EventRecorder,
     /// The controller's tracer (its workers record their syncs with it).
     tracer: Tracer,
+    /// The cluster's clock: the controller's "now" and its queue's delays.
+    clock: SharedClock,
 }
 
 /// `(kind, namespace/name)`: whose resourceVersion a write returned.
@@ -117,7 +119,20 @@ impl Executor {
             client,
             recorder,
             tracer: Tracer::disabled(),
+            clock: TokioClock::shared(),
         }
+    }
+
+    /// The same executor on the cluster's `clock` (default: the machine's).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The cluster's clock, for the controller's "now" and its queue
+    /// ([`client::RateLimitingQueue::on_clock`]).
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     /// The same executor, tracing with `tracer`.

@@ -68,7 +68,10 @@ impl GarbageCollector {
     pub fn new(factory: &SharedInformerFactory, executor: Executor) -> Self {
         let this = GarbageCollector {
             graph: Arc::new(Mutex::new(OwnerGraph::new())),
-            queue: RateLimitingQueue::new("garbage_collector_attempt_to_delete"),
+            queue: RateLimitingQueue::on_clock(
+                "garbage_collector_attempt_to_delete",
+                executor.clock().clone(),
+            ),
             custom: Arc::new(CustomMonitors::new(executor.client())),
             executor,
             metrics: Arc::new(ControllerMetrics::new("garbagecollector")),

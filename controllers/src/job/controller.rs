@@ -83,8 +83,8 @@ impl JobController {
         let this = JobController {
             jobs: Lister::new(job_informer.indexer().clone()),
             pods: pod_informer.indexer().clone(),
-            queue: RateLimitingQueue::new("job"),
-            orphan_queue: RateLimitingQueue::new("job_orphan_pod"),
+            queue: RateLimitingQueue::on_clock("job", executor.clock().clone()),
+            orphan_queue: RateLimitingQueue::on_clock("job_orphan_pod", executor.clock().clone()),
             expectations: Arc::new(Mutex::new(Expectations::new())),
             finalizer_expectations: Arc::new(Mutex::new(HashMap::new())),
             backoff: Arc::new(Mutex::new(HashMap::new())),
@@ -286,7 +286,7 @@ impl JobController {
             .cloned()
             .unwrap_or_default();
         let backoff = lock(&self.backoff).get(key).cloned().unwrap_or_default();
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         let out = {
             let mut expectations = lock(&self.expectations);
             sync_job(

@@ -40,7 +40,7 @@ pub mod shell;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use client::{ClientConfig, ClusterSource, TokioClock};
+use client::{ClientConfig, ClusterSource};
 use tokio_util::sync::CancellationToken;
 
 pub use self::config::{ApiServer, Config, EnabledControllers, LeaderElection};
@@ -309,7 +309,7 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
             set.factory(),
             config.node_lifecycle.clone(),
             set.recorder_as("node-controller", "node-controller"),
-            TokioClock::shared(),
+            set.clock().clone(),
         );
         set.add(Box::new(move |t, s| {
             t.spawn(c.run(s));
@@ -418,7 +418,7 @@ async fn run_controllers(config: &Config, mut set: ControllerSet) -> Result<()> 
             set.client_for("pod-garbage-collector").clone(),
             set.factory(),
             config.pod_gc.clone(),
-            TokioClock::shared(),
+            set.clock().clone(),
         );
         set.add(Box::new(move |t, s| {
             t.spawn(c.run(s));

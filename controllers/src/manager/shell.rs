@@ -24,11 +24,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use client::cluster_clock::ClockWatcher;
 use client::events::{ApiEventSink, EventRecorder, new_recorder};
 use client::trace::Exporter;
 use client::workqueue::queue::QueueItem;
 use client::{
-    ClientConfig, LeaderElection, RateLimitingQueue, SharedInformerFactory, TokioClock, Tracer,
+    ClientConfig, LeaderElection, RateLimitingQueue, SharedClock, SharedInformerFactory, Tracer,
 };
 use kube::Client;
 use tokio::net::TcpListener;
@@ -56,6 +57,11 @@ pub struct Shell {
     /// ([`ControllerSet::use_service_account_credentials`]).
     client_config: ClientConfig,
     listener: Option<TcpListener>,
+    /// The cluster's clock ([`client::cluster_clock`]): every timer, backoff, Lease and
+    /// Event time of the controllers reads it.
+    clock: SharedClock,
+    /// Keeps a virtual clock current while the manager runs.
+    clock_watcher: Option<ClockWatcher>,
     registry: Arc<Registry>,
     tracer: Tracer,
     /// Sends the tracer's spans; runs until the controllers have stopped.
@@ -80,6 +86,7 @@ impl Shell {
         let (tracer, exporter) = client::trace::start(&client_config, component)
             .await
             .map_err(|e| Error::Config(e.to_string()))?;
+        // The port first: a taken one is refused at once, not after the clock's retries.
         let listener = match listen {
             Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| Error::Bind {
                 addr: addr.to_string(),
@@ -88,11 +95,16 @@ impl Shell {
             })?),
             None => None,
         };
+        let (clock, clock_watcher) = client::cluster_clock::discover(&client)
+            .await
+            .map_err(Error::Config)?;
         Ok(Shell {
             component,
             client,
             client_config,
             listener,
+            clock,
+            clock_watcher,
             registry: Arc::new(Registry::default()),
             tracer,
             exporter,
@@ -129,6 +141,9 @@ impl Shell {
         if let Some(exporter) = self.exporter {
             tracker.spawn(exporter.run(serving.clone()));
         }
+        if let Some(watcher) = self.clock_watcher {
+            tracker.spawn(watcher.run(serving.clone()));
+        }
         if let Some(listener) = self.listener {
             tracker.spawn(health::serve(
                 listener,
@@ -138,9 +153,17 @@ impl Shell {
         }
         let (client, tracer, registry, component) =
             (&self.client, &self.tracer, &self.registry, self.component);
-        let client_config = &self.client_config;
+        let (client_config, clock) = (&self.client_config, &self.clock);
         let set = |token: CancellationToken| {
-            ControllerSet::new(component, client, client_config, tracer, registry, token)
+            ControllerSet::new(
+                component,
+                client,
+                client_config,
+                tracer,
+                registry,
+                clock.clone(),
+                token,
+            )
         };
         let result = match election {
             None => {
@@ -149,7 +172,7 @@ impl Shell {
             }
             Some(election) => {
                 let leadership =
-                    client::run_while_leading(client, election, &shutdown, |token| async move {
+                    client::run_while_leading(client, election, clock, &shutdown, |token| async move {
                         registry.set_leader(true);
                         tracing::info!(identity = %election.identity, "became leader: starting controllers");
                         let result = controllers(set(token)).await;
@@ -183,6 +206,7 @@ pub struct ControllerSet {
     tracer: Tracer,
     registry: Arc<Registry>,
     factory: SharedInformerFactory,
+    clock: SharedClock,
     tracker: TaskTracker,
     shutdown: CancellationToken,
     starts: Vec<Start>,
@@ -196,6 +220,7 @@ impl ControllerSet {
         client_config: &ClientConfig,
         tracer: &Tracer,
         registry: &Arc<Registry>,
+        clock: SharedClock,
         shutdown: CancellationToken,
     ) -> Self {
         // Unlike Kubernetes (a resync every 12-24 h), informers never resync: every decision
@@ -212,6 +237,7 @@ impl ControllerSet {
             tracer: tracer.clone(),
             registry: registry.clone(),
             factory,
+            clock,
             tracker: TaskTracker::new(),
             shutdown,
             starts: Vec::new(),
@@ -222,6 +248,11 @@ impl ControllerSet {
     /// The informer factory the controllers share.
     pub fn factory(&self) -> &SharedInformerFactory {
         &self.factory
+    }
+
+    /// The cluster's clock ([`client::cluster_clock`]).
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     /// The manager's client.
@@ -264,7 +295,7 @@ impl ControllerSet {
         let (recorder, broadcaster) = new_recorder(
             Arc::new(ApiEventSink::new(self.client_for(account).clone())),
             source,
-            TokioClock::shared(),
+            self.clock.clone(),
         );
         self.tracker.spawn(broadcaster.run(self.shutdown.clone()));
         recorder
@@ -283,6 +314,7 @@ impl ControllerSet {
             self.recorder_as(source, account),
         )
         .with_tracer(self.tracer.clone())
+        .with_clock(self.clock.clone())
     }
 
     /// A controller with a work queue: its counters and queue go to `/metrics` and to the

@@ -46,7 +46,7 @@ impl NamespaceController {
         let informer = factory.informer::<Namespace>();
         let this = NamespaceController {
             namespaces: Lister::new(informer.indexer().clone()),
-            queue: RateLimitingQueue::new("namespace"),
+            queue: RateLimitingQueue::on_clock("namespace", executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new("namespace")),
         };
@@ -97,7 +97,7 @@ impl NamespaceController {
             return Ok(None);
         }
         let content = self.list_content(&key.name).await?;
-        let out = sync_namespace(&ns, &content, jiff::Timestamp::now());
+        let out = sync_namespace(&ns, &content, self.executor.clock().wall());
         tracing::info!(namespace = %key, "{}", out.summary);
         client::trace::set_summary(&out.summary);
         self.executor

@@ -57,7 +57,7 @@ impl NodeIpamController {
         let informer = factory.informer::<Node>();
         let this = NodeIpamController {
             nodes: Lister::new(informer.indexer().clone()),
-            queue: RateLimitingQueue::new("cidrallocator_node"),
+            queue: RateLimitingQueue::on_clock("cidrallocator_node", executor.clock().clone()),
             set: Arc::new(Mutex::new(new_cidr_set(config))),
             pending: Arc::default(),
             executor,

@@ -81,7 +81,7 @@ impl<M: MetricsSource + Clone + 'static> HorizontalController<M> {
         let this = HorizontalController {
             hpas: Lister::new(hpa_informer.indexer().clone()),
             pods: Lister::new(factory.informer::<Pod>().indexer().clone()),
-            queue: RateLimitingQueue::new("horizontalpodautoscaler"),
+            queue: RateLimitingQueue::on_clock("horizontalpodautoscaler", executor.clock().clone()),
             executor,
             source,
             history: Arc::default(),
@@ -165,7 +165,7 @@ impl<M: MetricsSource + Clone + 'static> HorizontalController<M> {
         let Some(hpa) = self.hpas.get(key.namespace.as_deref(), &key.name) else {
             return Ok(None);
         };
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         let (api, target) = self.target_api(&hpa);
         let scale = match api.get_scale(&target.name).await {
             Ok(s) => s,

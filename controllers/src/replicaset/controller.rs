@@ -86,7 +86,7 @@ impl<K: ReplicaSetKind> ReplicaSetController<K> {
         let this = ReplicaSetController {
             replica_sets: Lister::new(rs_informer.indexer().clone()),
             pods: pod_informer.indexer().clone(),
-            queue: RateLimitingQueue::new(K::QUEUE),
+            queue: RateLimitingQueue::on_clock(K::QUEUE, executor.clock().clone()),
             expectations: Arc::new(Mutex::new(Expectations::new())),
             executor,
             metrics: Arc::new(ControllerMetrics::new(K::QUEUE)),
@@ -246,7 +246,7 @@ impl<K: ReplicaSetKind> ReplicaSetController<K> {
         let claimed = self.claim_pods(&cached).await?;
         let rs = cached.to_replica_set();
         let pods: Vec<&Pod> = claimed.iter().map(Arc::as_ref).collect();
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         let out = {
             let mut expectations = self.expectations();
             sync_replica_set(

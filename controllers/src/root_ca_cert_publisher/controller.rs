@@ -38,7 +38,7 @@ impl Publisher {
         let namespaces = factory.informer::<Namespace>();
         let this = Publisher {
             config_maps: Lister::new(config_maps.indexer().clone()),
-            queue: RateLimitingQueue::new("root_ca_cert_publisher"),
+            queue: RateLimitingQueue::on_clock("root_ca_cert_publisher", executor.clock().clone()),
             executor,
             root_ca: root_ca.into(),
             metrics: Arc::new(ControllerMetrics::new("root-ca-cert-publisher")),

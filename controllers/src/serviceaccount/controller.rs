@@ -35,7 +35,7 @@ impl ServiceAccountsController {
         let this = ServiceAccountsController {
             namespaces: Lister::new(namespaces.indexer().clone()),
             service_accounts: Lister::new(service_accounts.indexer().clone()),
-            queue: RateLimitingQueue::new("serviceaccount"),
+            queue: RateLimitingQueue::on_clock("serviceaccount", executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new("serviceaccount")),
         };

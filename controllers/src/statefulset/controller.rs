@@ -95,7 +95,7 @@ impl StatefulSetController {
             sets: Lister::new(set_informer.indexer().clone()),
             pods: pod_informer.indexer().clone(),
             revisions: Lister::new(revision_informer.indexer().clone()),
-            queue: RateLimitingQueue::new("statefulset"),
+            queue: RateLimitingQueue::on_clock("statefulset", executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new("statefulset")),
         };
@@ -229,7 +229,7 @@ impl StatefulSetController {
             collision_count,
             revisions: &revisions,
             claims: &claims,
-            now: jiff::Timestamp::now(),
+            now: self.executor.clock().wall(),
         });
         tracing::info!(statefulset = %key, "{}", out.summary);
         client::trace::set_summary(&out.summary);

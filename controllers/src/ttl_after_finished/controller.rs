@@ -40,7 +40,7 @@ impl TtlAfterFinishedController {
         let informer = factory.informer::<Job>();
         let this = TtlAfterFinishedController {
             jobs: Lister::new(informer.indexer().clone()),
-            queue: RateLimitingQueue::new("ttl_jobs_to_delete"),
+            queue: RateLimitingQueue::on_clock("ttl_jobs_to_delete", executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new("ttl-after-finished")),
         };
@@ -92,7 +92,7 @@ impl TtlAfterFinishedController {
         let Some(cached) = self.jobs.get(key.namespace.as_deref(), &key.name) else {
             return Ok(None);
         };
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         match decide(&cached, now) {
             TtlDecision::Skip => return Ok(None),
             TtlDecision::Wait(d) => return Ok(Some(d)),

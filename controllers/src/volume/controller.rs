@@ -80,7 +80,7 @@ impl VolumeController {
             volumes: Lister::new(volume_informer.indexer().clone()),
             claims: Lister::new(claim_informer.indexer().clone()),
             classes: Lister::new(class_informer.indexer().clone()),
-            queue: RateLimitingQueue::new(queue_name),
+            queue: RateLimitingQueue::on_clock(queue_name, executor.clock().clone()),
             executor,
             metrics: Arc::new(ControllerMetrics::new(metrics_name)),
         };
@@ -162,7 +162,7 @@ impl VolumeController {
 
     /// One sync of a claim (`namespace` set) or a volume.
     pub async fn sync(&self, key: &ObjectKey) -> SyncResult {
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         let mut requeue = None;
         let decision = match &key.namespace {
             Some(ns) => {

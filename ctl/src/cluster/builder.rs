@@ -255,6 +255,29 @@ impl ClusterBuilder {
         self
     }
 
+    /// Starts the cluster on a virtual clock running at `speed` cluster seconds per machine
+    /// second (0: paused) that every component reads and `miniplane clock` moves; a
+    /// cluster restarted on its data dir keeps the clock it had.
+    pub fn virtual_clock(mut self, speed: f64) -> Self {
+        self.plan.virtual_clock = Some(speed);
+        self
+    }
+
+    /// Starts a new virtual clock ([`Self::virtual_clock`]) at `start` instead of the
+    /// machine's time.
+    pub fn clock_start(mut self, start: jiff::Timestamp) -> Self {
+        self.plan.clock_start = Some(start);
+        self
+    }
+
+    /// Draws the API server's generated names and new objects' UIDs, and the scheduler's
+    /// tie-breaks, from `seed`: with a paused virtual clock started at a fixed time, the same
+    /// steps on a fresh cluster give the same objects every run.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.plan.seed = Some(seed);
+        self
+    }
+
     /// Runs each component as a child process of `exe` (the `miniplane` binary:
     /// `miniplane apiserver`, `controller-manager`, `scheduler`, `kubelet`) instead of in
     /// this process; their stderr goes to `<data dir>/logs/<component>.log`.

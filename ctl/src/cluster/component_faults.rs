@@ -133,6 +133,10 @@ impl Restarter {
             // Served by the API server, which is never restarted here.
             etcd_listen: None,
             etcd: None,
+            // Read by the API server only (the components read the cluster's clock).
+            virtual_clock: None,
+            clock_start: None,
+            seed: None,
             apiservers: 1,
         };
         match &self.launcher {

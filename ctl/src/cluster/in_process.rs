@@ -72,6 +72,9 @@ pub(crate) async fn start_apiserver(
     let mut options = apiserver::ServerOptions {
         tracing: plan.tracing.clone(),
         component_probes: plan.component_probes.clone(),
+        virtual_clock: plan.virtual_clock,
+        clock_start: plan.clock_start,
+        seed: plan.seed,
         ..apiserver::ServerOptions::default()
     };
     if let Some(pki) = pki {
@@ -220,16 +223,19 @@ pub(crate) async fn start_clients(
             .then(|| client::LeaderElection::new(scheduler::scheduler::LEASE_NAME));
         let client =
             ClientConfig::new(access.source(Component::Scheduler)).tracing(plan.tracing.enabled);
-        let seed = std::collections::hash_map::RandomState::new().hash_one(url);
+        let seed = plan
+            .seed
+            .unwrap_or_else(|| std::collections::hash_map::RandomState::new().hash_one(url));
         members.spawn_thread(Component::Scheduler, move |shutdown| async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
             let config = scheduler::Config {
                 client,
                 scheduler_name: "default-scheduler".into(),
                 listener: Some(listener),
-                // Random tie-breaking, as kube-scheduler's (and `miniplane scheduler`'s) default.
+                // Random tie-breaking, as kube-scheduler's (and `miniplane scheduler`'s)
+                // default, unless the plan has a seed.
                 seed,
-                clock: client::TokioClock::shared(),
+                clock: None,
                 leader_election,
             };
             scheduler::run(config, shutdown).await

@@ -62,6 +62,14 @@ pub(crate) struct Plan {
     /// How many API servers serve the cluster: on [`Plan::etcd`], or else on the first one's
     /// embedded store, which it serves to the others over etcd's API ([`Plan::share_store`]).
     pub(crate) apiservers: usize,
+    /// Start the cluster on a virtual clock at this speed (0: paused) unless it has one
+    /// (`--clock virtual`, `--clock-speed`); `None`: the clock it has.
+    pub(crate) virtual_clock: Option<f64>,
+    /// The time a new virtual clock starts at (`--clock-start`); `None`: the machine's.
+    pub(crate) clock_start: Option<jiff::Timestamp>,
+    /// The seed of generated names, UIDs and the scheduler's tie-breaks (`--seed`); `None`:
+    /// random.
+    pub(crate) seed: Option<u64>,
 }
 
 /// Refuses an API server count the cluster cannot run (none).

@@ -217,6 +217,14 @@ impl Launcher {
             plan.history.revisions.unwrap_or(0)
         );
         args.extend([window.as_str(), revisions.as_str()]);
+        let clock_speed = plan.virtual_clock.map(|s| format!("--clock-speed={s}"));
+        if let Some(speed) = &clock_speed {
+            args.extend(["--clock=virtual", speed.as_str()]);
+        }
+        let clock_start = plan.clock_start.map(|t| format!("--clock-start={t}"));
+        args.extend(clock_start.iter().map(String::as_str));
+        let seed = plan.seed.map(|s| format!("--seed={s}"));
+        args.extend(seed.iter().map(String::as_str));
         let etcd = match plan.etcd_listen.filter(|_| replica == 0) {
             Some((at, writable)) if at.port() == 0 => {
                 let free = std::net::TcpListener::bind(at)
@@ -353,9 +361,11 @@ impl Launcher {
             }
             wanted.push((Component::ControllerManager, args));
         }
+        let scheduler_seed = plan.seed.map(|s| format!("--seed={s}"));
         if plan.scheduler {
             let mut args = vec!["--kubeconfig", &kubeconfigs[1]];
             args.extend(common.iter().copied());
+            args.extend(scheduler_seed.iter().map(String::as_str));
             wanted.push((Component::Scheduler, args));
         }
         let cloud_config = plan

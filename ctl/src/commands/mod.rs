@@ -2,10 +2,11 @@
 //! as kind's `create cluster`), `kubeconfig`, `trace` (what a write set in motion), `fault`
 //! (injecting failures, `docs/faults.md`), `lab` (the teaching labs, `docs/labs.md`),
 //! `cloud` (the simulated cloud under the cluster, `docs/cloud.md`), `load` (the simulated
-//! usage of a workload's pods, for `kubectl top` and the HPA) and `snapshot` (a cluster's
-//! objects saved at one revision and restored).
+//! usage of a workload's pods, for `kubectl top` and the HPA), `snapshot` (a cluster's
+//! objects saved at one revision and restored) and `clock` (the cluster's virtual clock).
 //! The kubectl-like verbs are in `kubectl/`; the components' own subcommands in `components/`.
 
+pub(crate) mod clock;
 pub(crate) mod cloud;
 pub(crate) mod fault;
 pub(crate) mod kubeconfig;

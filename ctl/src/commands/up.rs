@@ -85,6 +85,8 @@ pub struct UpArgs {
     #[command(flatten)]
     trace: crate::components::apiserver::TraceArgs,
     #[command(flatten)]
+    clock: crate::components::apiserver::ClockArgs,
+    #[command(flatten)]
     etcd: crate::components::apiserver::EtcdArgs,
     #[command(flatten)]
     storage: crate::components::apiserver::EtcdStorageArgs,
@@ -184,6 +186,15 @@ pub fn main(args: UpArgs) -> anyhow::Result<()> {
         .apiservers(args.apiservers)
         .on_progress(|p| eprintln!("{p}"));
     builder = args.node_args.apply_to(builder);
+    if let Some(speed) = args.clock.virtual_speed()? {
+        builder = builder.virtual_clock(speed);
+    }
+    if let Some(start) = args.clock.start() {
+        builder = builder.clock_start(start);
+    }
+    if let Some(seed) = args.clock.seed() {
+        builder = builder.seed(seed);
+    }
     args.etcd.check()?;
     if let Some((at, writable)) = args.etcd.listen() {
         builder = builder.etcd_listen(at, writable);
@@ -289,6 +300,19 @@ Watch it in a browser: {ui_url}
         nodes = args.nodes,
         kubeconfig = kubeconfig.display(),
     );
+    if let Ok(Some(speed)) = args.clock.virtual_speed() {
+        let pace = if speed == 0.0 {
+            "paused".to_string()
+        } else {
+            format!("running at {speed}x")
+        };
+        text.push_str(&format!(
+            "
+The cluster runs on a virtual clock ({pace}): nothing that waits on time moves unless you move it.
+    miniplane clock advance 5m        (or: miniplane clock run --speed 60; miniplane clock pause)
+"
+        ));
+    }
     if let Some(etcd) = cluster.etcd_endpoint() {
         let mode =
             if args.etcd.listen().is_some_and(|(_, w)| w) || cluster.apiserver_urls().len() > 1 {

@@ -39,6 +39,8 @@ pub struct ApiserverArgs {
     #[command(flatten)]
     trace: TraceArgs,
     #[command(flatten)]
+    clock: ClockArgs,
+    #[command(flatten)]
     serving: ServingArgs,
     #[command(flatten)]
     auth: AuthArgs,
@@ -369,6 +371,61 @@ impl ServingArgs {
     }
 }
 
+/// The cluster clock's flags of `miniplane apiserver`, also taken by `miniplane up`.
+#[derive(Debug, clap::Args)]
+pub struct ClockArgs {
+    /// Whose time the cluster runs on: `real` (the machine's) or `virtual` (one clock that
+    /// every component reads and `miniplane clock advance|run|pause` moves). A cluster
+    /// started on a virtual clock keeps it when restarted on its data.
+    #[arg(long, value_enum, default_value = "real")]
+    clock: ClockKind,
+    /// Cluster seconds per machine second a new virtual clock runs at (0: paused).
+    #[arg(long, value_name = "SPEED", default_value_t = 1.0)]
+    clock_speed: f64,
+    /// The time a new virtual clock starts at (RFC 3339, `2026-01-01T00:00:00Z`; default:
+    /// the machine's): with `--seed`, a scenario run twice stamps the same times.
+    #[arg(long, value_name = "TIME")]
+    clock_start: Option<jiff::Timestamp>,
+    /// Draw the names generated for `generateName` and the UIDs of new objects from this seed
+    /// (and break the scheduler's ties with it, on `up`), so that a scenario run twice on a
+    /// fresh cluster names every object the same (default: random, as Kubernetes').
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+}
+
+/// The values of `--clock`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClockKind {
+    /// The machine's clock.
+    Real,
+    /// A cluster clock moved by the user.
+    Virtual,
+}
+
+impl ClockArgs {
+    /// The speed a virtual clock starts at, `None` for the machine's clock; a bad speed is
+    /// refused.
+    pub fn virtual_speed(&self) -> anyhow::Result<Option<f64>> {
+        if !(self.clock_speed.is_finite() && self.clock_speed >= 0.0) {
+            anyhow::bail!(
+                "invalid --clock-speed {}: must be a number of 0 or more",
+                self.clock_speed
+            );
+        }
+        Ok((self.clock == ClockKind::Virtual).then_some(self.clock_speed))
+    }
+
+    /// The time a new virtual clock starts at (`--clock-start`), `None`: the machine's.
+    pub fn start(&self) -> Option<jiff::Timestamp> {
+        self.clock_start
+    }
+
+    /// The seed of generated names and UIDs (`--seed`), `None`: random.
+    pub fn seed(&self) -> Option<u64> {
+        self.seed
+    }
+}
+
 /// The tracing flags of `miniplane apiserver`, also taken by `miniplane up`.
 #[derive(Debug, clap::Args)]
 pub struct TraceArgs {
@@ -403,6 +460,9 @@ pub fn main(args: ApiserverArgs) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let mut options = apiserver::ServerOptions {
             tracing: args.trace.options(),
+            virtual_clock: args.clock.virtual_speed()?,
+            clock_start: args.clock.start(),
+            seed: args.clock.seed(),
             ..apiserver::ServerOptions::default()
         };
         args.serving.apply(&mut options)?;

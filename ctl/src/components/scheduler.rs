@@ -84,7 +84,7 @@ pub fn main(args: SchedulerArgs) -> anyhow::Result<()> {
             scheduler_name: args.scheduler_name.clone(),
             listener,
             seed: args.seed.unwrap_or_else(rand_seed),
-            clock: client::TokioClock::shared(),
+            clock: None,
             leader_election,
         };
         let shutdown = CancellationToken::new();

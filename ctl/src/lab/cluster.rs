@@ -11,6 +11,10 @@
 //! port of 127.0.0.1; the lab's commands get `ETCDCTL_API=3` and `ETCDCTL_ENDPOINTS` (see
 //! [`super::runner::LabRunner::with_etcd_endpoint`]).
 //!
+//! `clock: virtual` starts the cluster on a virtual clock running at real speed, which the
+//! lab's steps move with `miniplane clock advance` instead of waiting (grace periods,
+//! tolerations, back-offs).
+//!
 //! `apiservers: N` runs N API servers (as `miniplane up --apiservers`): the first keeps the
 //! store and serves it over etcd's v3 API, writable, to the others, which are its etcd clients,
 //! as kube-apiservers share one etcd; the lab's commands get `APISERVER_1` to `APISERVER_N`,
@@ -63,6 +67,22 @@ pub struct ClusterSpec {
     /// How many API servers serve the cluster (default 1); the components use the first.
     #[serde(default = "one")]
     pub apiservers: usize,
+    /// `virtual`: the cluster runs on a virtual clock (at real speed until moved), so the
+    /// learner skips waits with `miniplane clock advance` (as `miniplane up --clock
+    /// virtual`); `real` (the default): the machine's clock.
+    #[serde(default)]
+    pub clock: LabClock,
+}
+
+/// `clock`: whose time the lab's cluster runs on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LabClock {
+    /// The machine's clock.
+    #[default]
+    Real,
+    /// A virtual clock, running at 1x until the learner moves it.
+    Virtual,
 }
 
 /// `etcdListen`: whether the lab's cluster serves its store over etcd's v3 API, and how.
@@ -128,6 +148,7 @@ impl Default for ClusterSpec {
             horizontal_pod_autoscaler_sync_period: None,
             etcd_listen: EtcdListen::Off,
             apiservers: 1,
+            clock: LabClock::Real,
         }
     }
 }
@@ -147,6 +168,9 @@ impl ClusterSpec {
             );
         if let Some(period) = self.horizontal_pod_autoscaler_sync_period {
             builder = builder.horizontal_pod_autoscaler_sync_period(period);
+        }
+        if self.clock == LabClock::Virtual {
+            builder = builder.virtual_clock(1.0);
         }
         if self.etcd_listen != EtcdListen::Off {
             let any_port = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));

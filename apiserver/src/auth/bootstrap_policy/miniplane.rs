@@ -9,11 +9,12 @@
 //!   is): every verb on miniplane's own API, `/miniplane/*` (faults, work queues, labs, the
 //!   trace collector); `cluster-admin`'s `nonResourceURLs: ["*"]` grants it too;
 //! - `miniplane:viewer` (ClusterRole, bound to no one): reading the traces, the faults, the
-//!   work queues and the lab's status, for `kubectl create clusterrolebinding ...
+//!   work queues, the lab's status and the clock, for `kubectl create clusterrolebinding ...
 //!   --clusterrole=miniplane:viewer --user=...`;
 //! - `miniplane:faults-reader` (Role and RoleBinding in `kube-system`): reading the
 //!   `miniplane-faults` ConfigMap every component watches for the faults in force, and the
-//!   `miniplane-load` ConfigMap the kubelets watch for the loads `miniplane load` sets;
+//!   `miniplane-load` ConfigMap the kubelets watch for the loads `miniplane load` sets, and
+//!   the `miniplane-clock` ConfigMap of a cluster on a virtual clock;
 //! - `miniplane:node` (ClusterRoleBinding): the `system:node` ClusterRole for the group
 //!   `system:nodes`. Kubernetes bound it so before 1.8; since, the Node authorizer (which
 //!   miniplane does not have) lets each kubelet reach its own node's objects;
@@ -90,6 +91,7 @@ pub(super) fn cluster_roles() -> Vec<ClusterRole> {
                 "/miniplane/v1/faults",
                 "/miniplane/v1/controllers",
                 "/miniplane/v1/lab",
+                "/miniplane/v1/clock",
             ])],
         ),
     ]
@@ -122,7 +124,7 @@ pub(super) fn roles() -> Vec<Role> {
             rule(&["get", "list", "watch"])
                 .groups(&[LEGACY])
                 .resources(&["configmaps"])
-                .names(&["miniplane-faults", "miniplane-load"])
+                .names(&["miniplane-faults", "miniplane-load", "miniplane-clock"])
                 .build(),
         ]),
     }]
