@@ -323,3 +323,70 @@ async fn every_process_of_a_separate_cluster_reads_the_cluster_clock() {
     assert_eq!(node.metadata.creation_timestamp.unwrap().0, start);
     cluster.stop().unwrap();
 }
+
+/// The metrics-server scrapes every resolution of the cluster's time: on a paused clock it
+/// has scraped once (no rate yet, so no PodMetrics); after a minute's advance, which takes
+/// 0.6 s of the machine's, it has scraped four times more and serves the pod's CPU at a
+/// time of that minute.
+#[tokio::test]
+async fn the_metrics_server_scrapes_on_the_cluster_clock() {
+    let cluster = Cluster::builder()
+        .nodes(1)
+        .metrics_server(Some(Duration::from_secs(15)))
+        .virtual_clock(0.0)
+        .start()
+        .unwrap();
+    let client = cluster.client();
+    let admin = AdminClient::new(client.clone());
+    let deployment = crate::support::deployment("web", 1, "nginx:1.27");
+    Api::<Deployment>::default_namespaced(client.clone())
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
+    until("the pod Running", || async {
+        pods(&client).await.iter().any(|p| phase(p) == "Running")
+    })
+    .await;
+    let metrics = || async {
+        let request = http::Request::get("/apis/metrics.k8s.io/v1beta1/namespaces/default/pods")
+            .body(Vec::new())
+            .unwrap();
+        match client.request_text(request).await {
+            Ok(text) => serde_json::from_str::<serde_json::Value>(&text).unwrap()["items"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default(),
+            Err(_) => Vec::new(),
+        }
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        metrics().await.is_empty(),
+        "a paused clock: one scrape at most, no rate"
+    );
+    let t0: Timestamp = admin.clock().await.unwrap().now.parse().unwrap();
+    let t1 = advance_to_arrival(&admin, "1m").await;
+    let began = std::time::Instant::now();
+    let items = loop {
+        let items = metrics().await;
+        if !items.is_empty() {
+            break items;
+        }
+        assert!(
+            began.elapsed() < DEADLINE,
+            "no PodMetrics after the advance"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let stamp: Timestamp = items[0]["timestamp"].as_str().unwrap().parse().unwrap();
+    assert!(
+        stamp > t0 && stamp <= t1,
+        "sampled at the cluster's time ({stamp}, within {t0}..{t1})"
+    );
+    // Between two samples of the kubelet: 15 s of cluster time and the scrape's own latency
+    // (a hundred times the machine's, during the advance).
+    let window = items[0]["window"].as_str().unwrap();
+    let seconds: f64 = window.trim_end_matches('s').parse().unwrap();
+    assert!((15.0..17.0).contains(&seconds), "window {window}");
+    cluster.stop().unwrap();
+}

@@ -30,7 +30,6 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use client::SharedIndexInformer;
-use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
@@ -45,6 +44,8 @@ pub struct Shared {
     pub nodes: SharedIndexInformer<Node>,
     /// The pods in phase Running.
     pub pods: SharedIndexInformer<Pod>,
+    /// The cluster's clock (its virtual one when it runs on one), for the objects' times.
+    pub clock: client::SharedClock,
 }
 
 /// The routes over `shared`.
@@ -284,7 +285,7 @@ fn respond_one(found: Result<Value, Box<Response>>, kind: &str, table: bool) -> 
 
 impl Shared {
     fn list_nodes(&self, opts: &ListOptions) -> Vec<Value> {
-        let now = Timestamp::now();
+        let now = self.clock.wall();
         let storage = self.storage.read().unwrap_or_else(|p| p.into_inner());
         let mut nodes = self.nodes.indexer().list();
         nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -325,12 +326,12 @@ impl Shared {
             name,
             node.metadata.labels.as_ref(),
             &usage,
-            Timestamp::now(),
+            self.clock.wall(),
         ))
     }
 
     fn list_pods(&self, namespace: Option<&str>, opts: &ListOptions) -> Vec<Value> {
-        let now = Timestamp::now();
+        let now = self.clock.wall();
         let storage = self.storage.read().unwrap_or_else(|p| p.into_inner());
         let mut pods: Vec<_> = self
             .pods
@@ -384,7 +385,7 @@ impl Shared {
             name,
             pod.metadata.labels.as_ref(),
             &usage,
-            Timestamp::now(),
+            self.clock.wall(),
         ))
     }
 }

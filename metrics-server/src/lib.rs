@@ -10,7 +10,8 @@
 //!         register (register.rs): ClusterRole system:aggregated-metrics-reader, Service and
 //!           EndpointSlice kube-system/metrics-server (this machine's address, PORT),
 //!           APIService v1beta1.metrics.k8s.io ─▶ the API server's aggregator finds it Available
-//!         every --metric-resolution (15 s; the first at once):
+//!         every --metric-resolution (15 s; the first at once) of the cluster's clock (its
+//!         virtual one under `up --clock virtual`, client::cluster_clock):
 //!           scraper.rs: GET /metrics/resource on each node's kubelet ─▶ decode.rs ─▶ batch
 //!           storage.rs: last two points per node/container; CPU = Δcounter/Δt
 //!         api.rs: GET /apis/metrics.k8s.io/v1beta1/{nodes,pods,namespaces/NS/pods}[/NAME]
@@ -167,6 +168,10 @@ impl MetricsServer {
             .user_agent(USER_AGENT)
             .tracing(false);
         let client = client::build_client(&client_config).await?;
+        // The cluster's clock: on a virtual one, scrapes come every resolution of its time.
+        let (clock, clock_watcher) = client::cluster_clock::discover(&client)
+            .await
+            .map_err(Error::Config)?;
         let factory = SharedInformerFactory::new(client.clone(), Duration::ZERO);
         factory.set_without_managed_fields();
         let nodes = factory.informer::<Node>();
@@ -182,10 +187,14 @@ impl MetricsServer {
         };
         let inner = shutdown.child_token();
         factory.start(&inner);
+        if let Some(watcher) = clock_watcher {
+            tokio::spawn(watcher.run(inner.clone()));
+        }
         let shared = Arc::new(api::Shared {
             storage: RwLock::new(storage::Storage::new(config.metric_resolution)),
             nodes,
             pods,
+            clock,
         });
         let app = api::router(shared.clone());
         let stop = inner.clone();
@@ -241,7 +250,8 @@ impl MetricsServer {
     }
 }
 
-/// Scrapes at once, then every resolution, until `shutdown` fires (`runScrape`, `tick`).
+/// Scrapes at once, then every resolution of the cluster's clock, until `shutdown` fires
+/// (`runScrape`, `tick`; a scrape that overran its period is followed by the next at once).
 async fn scrape_loop(
     shared: &api::Shared,
     config: &Config,
@@ -249,18 +259,19 @@ async fn scrape_loop(
     shutdown: &CancellationToken,
 ) {
     let scraper = scraper::Scraper::with_transport(config.kubelet_request_timeout, transport);
-    let mut ticker = tokio::time::interval(config.metric_resolution);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let clock = shared.clock.clone();
+    let mut next = clock.now();
     loop {
         tokio::select! {
             () = shutdown.cancelled() => return,
-            _ = ticker.tick() => {}
+            () = clock.sleep_until(next) => {}
         }
+        next = clock.now().max(next) + config.metric_resolution;
         let started = std::time::Instant::now();
         let nodes = shared.nodes.indexer().list();
         let batch = tokio::select! {
             () = shutdown.cancelled() => return,
-            b = scraper.scrape(&nodes, jiff::Timestamp::now) => b,
+            b = scraper.scrape(&nodes, || clock.wall()) => b,
         };
         let (node_count, pod_count) = (batch.nodes.len(), batch.pods.len());
         shared
