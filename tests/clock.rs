@@ -251,8 +251,9 @@ async fn a_cluster_on_the_machines_clock_refuses_to_move_it() {
     cluster.stop().unwrap();
 }
 
-/// `up --separate --clock virtual`: the API server, the controller-manager, the scheduler and
-/// the kubelets each run as a process of their own and each stamps what it writes with the
+/// `up --separate --clock virtual`: the API server, the controller-manager, the scheduler,
+/// the cloud-controller-manager and the kubelets each run as a process of their own and each
+/// stamps what it writes with the
 /// cluster's time, not its machine's: a clock years ahead of the machine's, running at a
 /// hundredth of its pace (a paused one would hold back any retry a process makes under load
 /// until the clock moves), so every stamp of the test's few seconds is the start's second.
@@ -262,6 +263,7 @@ async fn every_process_of_a_separate_cluster_reads_the_cluster_clock() {
     let cluster = Cluster::builder()
         .separate(env!("CARGO_BIN_EXE_miniplane"))
         .nodes(2)
+        .cloud(true)
         .virtual_clock(0.01)
         .clock_start(start)
         .start()
@@ -321,6 +323,31 @@ async fn every_process_of_a_separate_cluster_reads_the_cluster_clock() {
         .await
         .unwrap();
     assert_eq!(node.metadata.creation_timestamp.unwrap().0, start);
+    // The cloud-controller-manager's route controller reconciles every 10 s of cluster time
+    // (its first pass came before the nodes had pod CIDRs): the node's network condition.
+    AdminClient::new(client.clone())
+        .advance_clock("15s", None)
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let began = std::time::Instant::now();
+    let routed = loop {
+        let node = nodes.get("node-0").await.unwrap();
+        let condition = node
+            .status
+            .and_then(|s| s.conditions)
+            .and_then(|c| c.into_iter().find(|c| c.type_ == "NetworkUnavailable"));
+        if let Some(c) = condition.filter(|c| c.reason.as_deref() == Some("RouteCreated")) {
+            break c;
+        }
+        assert!(began.elapsed() < DEADLINE, "node-0 never routed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let routed_at = routed.last_transition_time.unwrap().0;
+    assert!(
+        routed_at > start && routed_at <= start + SignedDuration::from_secs(16),
+        "routed at the cluster's time, within the advance: {routed_at}"
+    );
     cluster.stop().unwrap();
 }
 

@@ -124,7 +124,7 @@ impl CloudNodeLifecycleController {
             self.monitor_nodes().await;
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(self.period) => {}
+                () = self.executor.clock().sleep(self.period) => {}
             }
         }
     }

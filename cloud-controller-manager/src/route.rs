@@ -185,7 +185,7 @@ impl RouteController {
             }
             tokio::select! {
                 () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(self.period) => {}
+                () = self.executor.clock().sleep(self.period) => {}
             }
         }
     }
@@ -245,7 +245,7 @@ impl RouteController {
                 }
             }
         }
-        let now = jiff::Timestamp::now();
+        let now = self.executor.clock().wall();
         for node in &nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
             let count = routed.get(&name).copied().unwrap_or(0);

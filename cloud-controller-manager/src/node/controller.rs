@@ -113,7 +113,7 @@ impl CloudNodeController {
             loop {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
-                    () = tokio::time::sleep(this.status_update_frequency) => {}
+                    () = this.executor.clock().sleep(this.status_update_frequency) => {}
                 }
                 this.update_node_status().await;
             }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use apimachinery::{EventType, ObjectKey, ObjectRef};
 use client::workqueue::queue::Queue;
 use client::workqueue::rate_limiting::ItemExponentialFailureRateLimiter;
-use client::{DeltaObject, Lister, RateLimitingQueue, SharedInformerFactory, TokioClock};
+use client::{DeltaObject, Lister, RateLimitingQueue, SharedInformerFactory};
 use cloud::{NodeRef, ServiceRef};
 use controllers::executor::Executor;
 use controllers::manager::metrics::ControllerMetrics;
@@ -80,7 +80,7 @@ impl ServiceController {
         executor: Executor,
         cluster_name: String,
     ) -> Self {
-        let clock = TokioClock::shared();
+        let clock = executor.clock().clone();
         let limiter = Arc::new(ItemExponentialFailureRateLimiter::new(
             RETRY_DELAYS.0,
             RETRY_DELAYS.1,
@@ -162,7 +162,7 @@ impl ServiceController {
                 tokio::select! {
                     () = shutdown.cancelled() => return,
                     () = this.nodes_changed.notified() => {}
-                    () = tokio::time::sleep(NODE_SYNC_PERIOD) => {}
+                    () = this.executor.clock().sleep(NODE_SYNC_PERIOD) => {}
                 }
                 this.node_sync().await;
             }
