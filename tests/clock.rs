@@ -66,17 +66,17 @@ fn ready(node: &Node) -> String {
         .unwrap_or_default()
 }
 
-/// Polls `what` until it holds (or fails the test after [`DEADLINE`]).
+/// [`crate::support::until`] for a check that holds or not.
 async fn until<F, Fut>(what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = std::time::Instant::now();
-    while !check().await {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::support::until(what, || {
+        let holds = check();
+        async move { holds.await.then_some(()) }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -231,7 +231,7 @@ async fn a_paused_cluster_moves_only_with_its_clock_and_skips_a_node_failure() {
 
 #[tokio::test]
 async fn a_cluster_on_the_machines_clock_refuses_to_move_it() {
-    let cluster = Cluster::builder()
+    let cluster = crate::support::cluster()
         .nodes(0)
         .controller_manager(false)
         .scheduler(false)

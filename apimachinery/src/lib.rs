@@ -35,6 +35,7 @@ pub mod duration;
 pub mod ephemeral_container;
 pub mod event_type;
 pub mod fmt;
+pub mod hash;
 pub mod httpstream;
 pub mod labels;
 pub mod net;

@@ -20,12 +20,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use apimachinery::hash::{SAFE_ALPHABET as ALPHABET, fnv64a};
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
-
-/// The characters of a generated name's suffix: no vowels, no confusable digits
-/// (`names.SimpleNameGenerator`).
-const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+use rand::{Rng, RngCore, SeedableRng};
 
 /// Characters a generated suffix adds.
 const SUFFIX_LEN: usize = 5;
@@ -57,7 +54,7 @@ impl Ids {
     pub fn seeded(seed: u64, revision: u64) -> Ids {
         Ids {
             seeded: Some(Seeded {
-                seed: fnv1a(&[&seed.to_le_bytes(), &revision.to_le_bytes()]),
+                seed: fnv64a(&[&seed.to_le_bytes(), &revision.to_le_bytes()]),
                 counters: Mutex::new(HashMap::new()),
             }),
         }
@@ -71,27 +68,28 @@ impl Ids {
     /// `base` (cut to 58 characters) + 5 characters.
     pub fn name(&self, base: &str) -> String {
         let base: String = base.chars().take(MAX_BASE).collect();
-        let mut rng = self.rng("name", &base);
-        let suffix: String = (0..SUFFIX_LEN)
-            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
-            .collect();
+        let suffix: String = self.draw("name", &base, |rng| {
+            (0..SUFFIX_LEN)
+                .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+                .collect()
+        });
         format!("{base}{suffix}")
     }
 
     /// A version-4 UUID for the object at `key` (resource, namespace and name).
     pub fn uid(&self, key: &str) -> String {
         let mut bytes = [0u8; 16];
-        self.rng("uid", key).fill(&mut bytes);
+        self.draw("uid", key, |rng| rng.fill_bytes(&mut bytes));
         uuid::Builder::from_random_bytes(bytes)
             .into_uuid()
             .to_string()
     }
 
-    /// The generator of one draw: the thread's for random ids, else one seeded with the
-    /// seed, the kind of draw, `of` and how many draws `of` has had.
-    fn rng(&self, kind: &str, of: &str) -> StdRng {
+    /// Runs `f` on the generator of one draw: the thread's for random ids, else one seeded
+    /// with the seed, the kind of draw, `of` and how many draws `of` has had.
+    fn draw<T>(&self, kind: &str, of: &str, f: impl FnOnce(&mut dyn RngCore) -> T) -> T {
         let Some(seeded) = &self.seeded else {
-            return StdRng::from_rng(&mut rand::rng());
+            return f(&mut rand::rng());
         };
         let key = format!("{kind}\0{of}");
         let n = {
@@ -100,22 +98,12 @@ impl Ids {
             *count += 1;
             *count
         };
-        StdRng::seed_from_u64(fnv1a(&[
+        f(&mut StdRng::seed_from_u64(fnv64a(&[
             &seeded.seed.to_le_bytes(),
             key.as_bytes(),
             &n.to_le_bytes(),
-        ]))
+        ])))
     }
-}
-
-/// FNV-1a, 64 bit, over the chunks in turn: a hash that is the same in every build.
-fn fnv1a(chunks: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in chunks.iter().flat_map(|c| c.iter()) {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
 }
 
 #[cfg(test)]

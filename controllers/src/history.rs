@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
 use serde_json::{Value, json};
 
-use crate::deployment::hash::safe_encode_string;
+use apimachinery::hash::{fnv32, safe_encode_string};
 
 /// `ControllerRevisionHashLabel`: the revision's hash, on the revision (and, for DaemonSets,
 /// the hash on their pods; for StatefulSets, the revision's name on theirs).
@@ -57,18 +57,6 @@ pub fn template_of(revision: &ControllerRevision) -> Option<PodTemplateSpec> {
         map.remove("$patch");
     }
     serde_json::from_value(template).ok()
-}
-
-/// FNV-1, 32 bit (Go's `hash/fnv.New32`).
-fn fnv32(chunks: &[&[u8]]) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for chunk in chunks {
-        for &byte in *chunk {
-            hash = hash.wrapping_mul(0x0100_0193);
-            hash ^= u32::from(byte);
-        }
-    }
-    hash
 }
 
 /// `HashControllerRevision`: the hash of `data` and, when given, the collision count.

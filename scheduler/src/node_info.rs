@@ -429,9 +429,7 @@ impl NodeInfo {
         let name = node.metadata.name.as_deref().unwrap_or_default();
         if *self.name != *name || self.name_hash == 0 {
             self.name = Arc::from(name);
-            self.name_hash = name.bytes().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-            });
+            self.name_hash = apimachinery::hash::fnv64a(&[name.as_bytes()]);
         }
         self.allocatable = Resources::from_list(
             node.status

@@ -20,27 +20,7 @@
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 
-/// The alphabet of `rand.SafeEncodeString`: no vowels (no words), no `0 1 3` (look-alikes).
-pub const SAFE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-
-/// FNV-1a, 32 bit (Go's `hash/fnv.New32a`).
-pub fn fnv32a(chunks: &[&[u8]]) -> u32 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for chunk in chunks {
-        for &byte in *chunk {
-            hash ^= u32::from(byte);
-            hash = hash.wrapping_mul(0x0100_0193);
-        }
-    }
-    hash
-}
-
-/// `rand.SafeEncodeString`: each byte mapped to `SAFE_ALPHABET[byte % 27]`.
-pub fn safe_encode_string(s: &str) -> String {
-    s.bytes()
-        .map(|b| char::from(SAFE_ALPHABET[usize::from(b) % SAFE_ALPHABET.len()]))
-        .collect()
-}
+use apimachinery::hash::{fnv32a, safe_encode_string};
 
 /// `ComputeHash`: the pod-template-hash of `template` with `collision_count`.
 pub fn compute_hash(template: &PodTemplateSpec, collision_count: Option<i32>) -> String {
@@ -63,6 +43,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use super::*;
+    use apimachinery::hash::SAFE_ALPHABET;
 
     fn template(image: &str) -> PodTemplateSpec {
         PodTemplateSpec {
@@ -79,20 +60,6 @@ mod tests {
                 ..Default::default()
             }),
         }
-    }
-
-    #[test]
-    fn fnv32a_known_vectors() {
-        assert_eq!(fnv32a(&[b""]), 0x811c_9dc5);
-        assert_eq!(fnv32a(&[b"a"]), 0xe40c_292c);
-        assert_eq!(fnv32a(&[b"foo"]), 0xa9f3_7ed7);
-        assert_eq!(fnv32a(&[b"fo", b"o"]), fnv32a(&[b"foo"]));
-    }
-
-    #[test]
-    fn safe_encoding_maps_digits_like_kubernetes() {
-        // '0' is byte 48 → 48 % 27 = 21 → '4'; '9' is 57 → 3 → 'f'.
-        assert_eq!(safe_encode_string("0123456789"), "456789bcdf");
     }
 
     #[test]
