@@ -48,6 +48,7 @@ mod operator;
 mod preemption;
 mod python_client;
 mod rbac;
+mod record_replay;
 mod replication_controllers;
 mod rollouts;
 mod scheduler_e2e;

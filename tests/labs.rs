@@ -264,6 +264,11 @@ async fn lab_23_where_the_state_lives() {
     run_lab("23-where-the-state-lives").await;
 }
 
+#[tokio::test]
+async fn lab_24_record_replay() {
+    run_lab("24-record-replay").await;
+}
+
 /// `miniplane lab start` in the foreground (as a student runs it), and from another process
 /// `status`, `check`, `hint`, `solve --all`, `check` again: the verbs a student types.
 #[test]

@@ -13,6 +13,8 @@
 //!   revision 901  Deleted                              trace 77a0c1…
 //! ```
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -119,29 +121,12 @@ pub struct HistoryEntry {
     /// The object after the change (`None` after a delete).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<Value>,
-    /// The writer: the field manager whose managedFields entry the change made or moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub manager: Option<String>,
-    /// That entry's operation (`Apply`, `Update`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub operation: Option<String>,
-    /// That entry's subresource (`status`, `scale`), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subresource: Option<String>,
+    /// Who made the change.
+    #[serde(flatten)]
+    pub writer: Writer,
     /// That entry's time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<String>,
-    /// The component whose request made the change, when the trace collector still has the
-    /// request's span and its parent (`kube-controller-manager`, `kubectl`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub component: Option<String>,
-    /// The authenticated user of the request that made the change, when the trace collector
-    /// still has the request's span (`kubernetes-admin`, `system:kube-controller-manager`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// The write's trace context (W3C `traceparent`: `00-<trace>-<span>-01`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub traceparent: Option<String>,
     /// The fields the change set, changed or removed (empty for the oldest kept version when
     /// `before_compaction`).
     #[serde(default)]
@@ -158,15 +143,79 @@ impl HistoryEntry {
             revision,
             change: ChangeType::Deleted,
             object: None,
-            manager: None,
-            operation: None,
-            subresource: None,
+            writer: Writer::default(),
             time: None,
-            component: None,
-            user: None,
-            traceparent: None,
             diff: Vec::new(),
             before_compaction: false,
+        }
+    }
+}
+
+/// Who made a write: the field manager whose managedFields entry it made or moved
+/// ([`writer`]), and the request that carried it as the API server's trace collector tells.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Writer {
+    /// The field manager (`kubectl-client-side-apply`, `kube-controller-manager`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<String>,
+    /// That entry's operation (`Apply`, `Update`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<String>,
+    /// That entry's subresource (`status`, `scale`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subresource: Option<String>,
+    /// The component whose request made the write, when the trace collector still has the
+    /// request's span and its parent (`kube-controller-manager`; none for a client that sent
+    /// no trace context, as kubectl).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+    /// The authenticated user of the request, when the trace collector still has its span
+    /// (`kubernetes-admin`, `system:kube-controller-manager`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The write's trace context (W3C `traceparent`: `00-<trace>-<span>-01`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+}
+
+impl Writer {
+    /// What version `obj` tells of its writer after `before` (`None`: it was created): the
+    /// managedFields entry the write made or moved ([`writer`]) and the trace annotation; with
+    /// that entry's time. The component and user are the trace collector's to tell.
+    pub fn of(before: Option<&Value>, obj: &Value) -> (Writer, Option<String>) {
+        let entry = writer(before, obj);
+        let field = |name: &str| {
+            entry
+                .and_then(|w| w.get(name))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let traceparent = obj
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(TRACEPARENT_ANNOTATION))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let found = Writer {
+            manager: field("manager"),
+            operation: field("operation"),
+            subresource: field("subresource"),
+            component: None,
+            user: None,
+            traceparent,
+        };
+        (found, field("time"))
+    }
+
+    /// Who, for people: the user, with the component that sent the request or else the field
+    /// manager (`kubernetes-admin (kubectl-scale)`).
+    pub fn who(&self) -> String {
+        let by = self.component.as_ref().or(self.manager.as_ref());
+        match (&self.user, by) {
+            (Some(user), Some(by)) => format!("{user} ({by})"),
+            (Some(user), None) => user.clone(),
+            (None, Some(by)) => by.clone(),
+            (None, None) => "unknown".to_owned(),
         }
     }
 }
@@ -183,6 +232,49 @@ pub struct FieldChange {
     /// The value after (`None`: the field was removed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new: Option<Value>,
+}
+
+/// The managedFields entry of the manager that made a change: one that is new in `obj` (a
+/// manager, operation and subresource `before` has no entry for) or whose `time` moved;
+/// Kubernetes moves an entry's time only for the manager whose operation changed its set of
+/// fields (`managedfields/internal/managedfieldsupdater.go`), while a manager that only lost
+/// fields to another keeps its time. Of several, the latest. `None` when no entry is new or
+/// moved (a manager changed only fields it owned already), or when several share the latest
+/// time (with no version before, as for the oldest kept one, they all look new).
+pub fn writer<'v>(before: Option<&'v Value>, obj: &'v Value) -> Option<&'v Value> {
+    let entries = |v: Option<&'v Value>| {
+        v.and_then(|v| v.pointer("/metadata/managedFields"))
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    };
+    let text = |e: &Value, field: &str| {
+        e.get(field)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    let id = |e: &Value| {
+        (
+            text(e, "manager"),
+            text(e, "operation"),
+            text(e, "subresource"),
+        )
+    };
+    let old: HashMap<_, String> = entries(before)
+        .iter()
+        .map(|e| (id(e), text(e, "time")))
+        .collect();
+    let acted: Vec<&Value> = entries(Some(obj))
+        .iter()
+        .filter(|e| old.get(&id(e)) != Some(&text(e, "time")))
+        .collect();
+    let latest = acted.iter().map(|e| text(e, "time")).max()?;
+    let mut at_latest = acted.into_iter().filter(|e| text(e, "time") == latest);
+    match (at_latest.next(), at_latest.next()) {
+        (Some(only), None) => Some(only),
+        _ => None,
+    }
 }
 
 /// The fields that differ between two versions of an object, leaf by leaf, in document order.
@@ -508,5 +600,66 @@ mod tests {
         assert_eq!(history.at(4), Err(AtError::Compacted { oldest: 5 }));
         assert_eq!(history.at(41), Err(AtError::Future { current: 40 }));
         assert!(!history.cut());
+    }
+
+    fn managed(manager: &str, time: &str, fields: Value) -> Value {
+        json!({"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields})
+    }
+
+    fn managed_object(entries: Vec<Value>) -> Value {
+        json!({"metadata": {"managedFields": entries}})
+    }
+
+    fn manager(v: Option<&Value>) -> Option<&str> {
+        v.and_then(|e| e["manager"].as_str())
+    }
+
+    #[test]
+    fn the_writer_is_the_entry_a_change_made_or_moved() {
+        let create = managed(
+            "kubectl-create",
+            "2026-01-01T00:00:00Z",
+            json!({"f:spec": {}}),
+        );
+        let before = managed_object(vec![create.clone()]);
+        // A new manager.
+        let scaled = managed_object(vec![
+            create.clone(),
+            managed(
+                "kubectl-scale",
+                "2026-01-01T00:00:05Z",
+                json!({"f:spec": {"f:replicas": {}}}),
+            ),
+        ]);
+        assert_eq!(
+            manager(writer(Some(&before), &scaled)),
+            Some("kubectl-scale")
+        );
+        // A manager whose entry moved, the other left as it was.
+        let again = managed_object(vec![
+            managed(
+                "kubectl-create",
+                "2026-01-01T00:00:09Z",
+                json!({"f:spec": {"f:x": {}}}),
+            ),
+            managed(
+                "kubectl-scale",
+                "2026-01-01T00:00:05Z",
+                json!({"f:spec": {"f:replicas": {}}}),
+            ),
+        ]);
+        assert_eq!(
+            manager(writer(Some(&scaled), &again)),
+            Some("kubectl-create")
+        );
+        // Nothing moved: a manager changed only fields it owned.
+        assert_eq!(manager(writer(Some(&again), &again)), None);
+        // No version before and two entries of the same second: no way to tell.
+        let tie = managed_object(vec![
+            managed("a", "2026-01-01T00:00:01Z", json!({})),
+            managed("b", "2026-01-01T00:00:01Z", json!({})),
+        ]);
+        assert_eq!(manager(writer(None, &tie)), None);
+        assert_eq!(manager(writer(None, &before)), Some("kubectl-create"));
     }
 }

@@ -3,8 +3,9 @@
 //! There is no Kubernetes counterpart: this is the part of miniplane that breaks a cluster on
 //! purpose ([`Fault`]), shows the inside of its controllers ([`ControllerStatus`]: each
 //! work queue's depth, keys in flight, retries, pause state) and the progress of a teaching
-//! lab ([`LabStatus`]), the kept versions of any object ([`ObjectHistory`]) and
-//! the cluster's virtual clock ([`ClockState`]). The API
+//! lab ([`LabStatus`]), the kept versions of any object ([`ObjectHistory`]),
+//! the cluster's virtual clock ([`ClockState`]) and recordings of its writes
+//! ([`recording::Recording`], compared after a replay by [`replay::compare`]). The API
 //! server serves these, the components obey and report them,
 //! the `miniplane fault`/`lab` verbs and the web UI read and write them.
 //!
@@ -19,6 +20,8 @@ pub mod controller;
 pub mod fault;
 pub mod history;
 pub mod lab;
+pub mod recording;
+pub mod replay;
 
 pub use clock::{
     CLOCK_CONFIGMAP, CLOCK_NAMESPACE, ClockError, ClockMode, ClockRequest, ClockState, ClockStatus,

@@ -10,6 +10,7 @@
 //!   event_type      an Event's type: Normal or Warning                            core/v1 EventType*
 //!   qos             a pod's quality-of-service class                              component-helpers
 //!   fmt             Go's %q, as Kubernetes' messages quote values
+//!   merge_patch     the JSON merge patch from one version of an object to another  pkg/util/jsonmergepatch
 //!   ephemeral_container  an ephemeral container as a Container                  EphemeralContainerCommon
 //!   pod_log_options PodLogOptions from a pods/log query, validated               core/v1 PodLogOptions,
 //!                                                                                  ValidatePodLogOptions
@@ -38,6 +39,7 @@ pub mod fmt;
 pub mod hash;
 pub mod httpstream;
 pub mod labels;
+pub mod merge_patch;
 pub mod net;
 pub mod object_key;
 pub mod pki;

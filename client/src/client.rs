@@ -110,12 +110,18 @@ impl ClientConfig {
     }
 }
 
-/// Builds a kube client from `config`.
-pub async fn build_client(config: &ClientConfig) -> Result<Client> {
-    // kube's HTTPS connector needs a process-wide rustls crypto provider; pick ring (an
-    // `Err` means another one is already installed, which is just as good).
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let kube_config = match &config.source {
+/// The API server's URL `source` names (the kubeconfig's current cluster, or the URL).
+pub async fn server_url(source: &ClusterSource) -> Result<String> {
+    Ok(kube_config(source)
+        .await?
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned())
+}
+
+async fn kube_config(source: &ClusterSource) -> Result<Config> {
+    Ok(match source {
         ClusterSource::Kubeconfig(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
                 .map_err(|e| Error::KubeConfig(format!("{}: {e}", path.display())))?;
@@ -132,8 +138,15 @@ pub async fn build_client(config: &ClientConfig) -> Result<Client> {
         ClusterSource::Infer => Config::infer()
             .await
             .map_err(|e| Error::KubeConfig(e.to_string()))?,
-    };
-    let mut kube_config = kube_config;
+    })
+}
+
+/// Builds a kube client from `config`.
+pub async fn build_client(config: &ClientConfig) -> Result<Client> {
+    // kube's HTTPS connector needs a process-wide rustls crypto provider; pick ring (an
+    // `Err` means another one is already installed, which is just as good).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut kube_config = kube_config(&config.source).await?;
     if let Some(token) = &config.bearer_token {
         kube_config.auth_info = kube::config::AuthInfo {
             token: Some(token.clone().into()),

@@ -62,7 +62,7 @@ pub mod trace;
 pub mod without_managed_fields;
 pub mod workqueue;
 
-pub use client::{ClientConfig, ClusterSource, RateLimit, build_client};
+pub use client::{ClientConfig, ClusterSource, RateLimit, build_client, server_url};
 pub use clock::{Clock, FakeClock, SharedClock, TokioClock};
 pub use delta_fifo::{DeletedFinalStateUnknown, DeltaObject};
 pub use error::{Error, Result};

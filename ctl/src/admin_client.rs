@@ -176,6 +176,19 @@ impl AdminClient {
         Ok(status)
     }
 
+    /// The spans the API server's trace collector holds of trace `id` (32 hex digits).
+    pub async fn trace_spans(&self, id: &str) -> Result<Vec<trace::Span>, AdminError> {
+        #[derive(serde::Deserialize)]
+        struct Trace {
+            spans: Vec<trace::Span>,
+        }
+        let request = http::Request::get(format!("{}/{id}", trace::COLLECTOR_PATH))
+            .body(Vec::new())
+            .map_err(|e| AdminError(e.to_string()))?;
+        let trace: Trace = self.client.request(request).await?;
+        Ok(trace.spans)
+    }
+
     /// A snapshot of the cluster's store: every object at one revision, as a snapshot file's
     /// bytes (`apiserver::snapshot`).
     pub async fn snapshot(&self) -> Result<Vec<u8>, AdminError> {

@@ -56,6 +56,11 @@ enum Command {
     /// Saves a running cluster's objects at one revision, checks a snapshot file, restores one
     /// into a new data directory (etcdctl/etcdutl snapshot).
     Snapshot(commands::snapshot::SnapshotArgs),
+    /// Records every write of a running cluster (who, what, when, its trace) to a file.
+    Record(commands::record::RecordArgs),
+    /// Replays a recording's client writes on a new cluster and reports where the outcome
+    /// differs from the recording, object by object (exit status 1 if it does).
+    Replay(commands::replay::ReplayArgs),
     /// Shows and moves the cluster's virtual clock (`up --clock virtual`): advance, run, pause.
     Clock(commands::clock::ClockArgs),
     /// Teaching labs: list, start, status, check, hint, solve, reset (docs/labs.md).
@@ -77,6 +82,8 @@ fn main() -> std::process::ExitCode {
         | Command::Lab(_)
         | Command::Load(_)
         | Command::Snapshot(_)
+        | Command::Record(_)
+        | Command::Replay(_)
         | Command::Clock(_) => "off",
         // The client verbs likewise; `cloud serve` logs as a component does.
         Command::Cloud(ref args) => args.default_log_filter(),
@@ -105,6 +112,17 @@ fn main() -> std::process::ExitCode {
         Command::Load(args) => commands::load::main(args),
         Command::Snapshot(args) => commands::snapshot::main(args),
         Command::Clock(args) => commands::clock::main(args),
+        Command::Record(args) => commands::record::main(args),
+        // As diff(1): 0 the same, 1 different, 2 trouble.
+        Command::Replay(args) => {
+            return match commands::replay::main(args) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("miniplane: {e}");
+                    std::process::ExitCode::from(2)
+                }
+            };
+        }
         Command::Lab(args) => commands::lab::main(args),
         Command::Cloud(args) => commands::cloud::main(args),
     };

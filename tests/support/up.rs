@@ -335,7 +335,7 @@ pub fn process_alive(pid: u32) -> bool {
 }
 
 /// Appends everything `pipe` yields to a shared string, on a thread.
-fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
+pub fn collect(pipe: impl Read + Send + 'static) -> Arc<Mutex<String>> {
     let text = Arc::new(Mutex::new(String::new()));
     let sink = text.clone();
     std::thread::spawn(move || {

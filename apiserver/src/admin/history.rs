@@ -125,23 +125,12 @@ fn written(
     before: Option<&Value>,
     obj: &Value,
 ) -> HistoryEntry {
-    let writer = writer(before, obj);
-    let field = |name: &str| {
-        writer
-            .and_then(|w| w.get(name))
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-    };
-    let traceparent = obj
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(trace::TRACEPARENT_ANNOTATION))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
+    let (mut writer, time) = history::Writer::of(before, obj);
     // A key's version restarts at 1 when it is created again after a delete.
     let created = kv.version == 1;
-    let (component, user) = traceparent
-        .as_deref()
-        .map_or((None, None), |tp| traces.request(tp));
+    if let Some(tp) = writer.traceparent.as_deref() {
+        (writer.component, writer.user) = traces.request(tp);
+    }
     HistoryEntry {
         revision: kv.mod_revision.0,
         change: if created {
@@ -150,59 +139,11 @@ fn written(
             ChangeType::Updated
         },
         object: Some(obj.clone()),
-        manager: field("manager"),
-        operation: field("operation"),
-        subresource: field("subresource"),
-        time: field("time"),
-        component,
-        user,
-        traceparent,
+        writer,
+        time,
         // A creation has no version before it: `--at` shows what it set.
         diff: before.map(|b| history::diff(b, obj)).unwrap_or_default(),
         before_compaction: false,
-    }
-}
-
-/// The managedFields entry of the manager that made a change: one that is new in `obj` (a
-/// manager, operation and subresource `before` has no entry for) or whose `time` moved;
-/// Kubernetes moves an entry's time only for the manager whose operation changed its set of
-/// fields (`managedfields/internal/managedfieldsupdater.go`), while a manager that only lost
-/// fields to another keeps its time. Of several, the latest. `None` when no entry is new or
-/// moved (a manager changed only fields it owned already), or when several share the latest
-/// time (with no version before, as for the oldest kept one, they all look new).
-fn writer<'v>(before: Option<&'v Value>, obj: &'v Value) -> Option<&'v Value> {
-    let entries = |v: Option<&'v Value>| {
-        v.and_then(|v| v.pointer("/metadata/managedFields"))
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-    };
-    let text = |e: &Value, field: &str| {
-        e.get(field)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let id = |e: &Value| {
-        (
-            text(e, "manager"),
-            text(e, "operation"),
-            text(e, "subresource"),
-        )
-    };
-    let old: HashMap<_, String> = entries(before)
-        .iter()
-        .map(|e| (id(e), text(e, "time")))
-        .collect();
-    let acted: Vec<&Value> = entries(Some(obj))
-        .iter()
-        .filter(|e| old.get(&id(e)) != Some(&text(e, "time")))
-        .collect();
-    let latest = acted.iter().map(|e| text(e, "time")).max()?;
-    let mut at_latest = acted.into_iter().filter(|e| text(e, "time") == latest);
-    match (at_latest.next(), at_latest.next()) {
-        (Some(only), None) => Some(only),
-        _ => None,
     }
 }
 
@@ -292,21 +233,6 @@ pub fn record(
 
 #[cfg(test)]
 mod tests {
-    use super::writer;
-    use serde_json::{Value, json};
-
-    fn entry(manager: &str, time: &str, fields: Value) -> Value {
-        json!({"manager": manager, "operation": "Update", "time": time, "fieldsV1": fields})
-    }
-
-    fn object(entries: Vec<Value>) -> Value {
-        json!({"metadata": {"managedFields": entries}})
-    }
-
-    fn manager(v: Option<&Value>) -> Option<&str> {
-        v.and_then(|e| e["manager"].as_str())
-    }
-
     /// The admin crate depends on no other crate of the workspace, so it names the trace
     /// annotation its diffs leave out itself: the same one the API server stamps.
     #[test]
@@ -315,54 +241,5 @@ mod tests {
             admin::history::TRACEPARENT_ANNOTATION,
             trace::TRACEPARENT_ANNOTATION
         );
-    }
-
-    #[test]
-    fn the_writer_is_the_entry_a_change_made_or_moved() {
-        let create = entry(
-            "kubectl-create",
-            "2026-01-01T00:00:00Z",
-            json!({"f:spec": {}}),
-        );
-        let before = object(vec![create.clone()]);
-        // A new manager.
-        let scaled = object(vec![
-            create.clone(),
-            entry(
-                "kubectl-scale",
-                "2026-01-01T00:00:05Z",
-                json!({"f:spec": {"f:replicas": {}}}),
-            ),
-        ]);
-        assert_eq!(
-            manager(writer(Some(&before), &scaled)),
-            Some("kubectl-scale")
-        );
-        // A manager whose entry moved, the other left as it was.
-        let again = object(vec![
-            entry(
-                "kubectl-create",
-                "2026-01-01T00:00:09Z",
-                json!({"f:spec": {"f:x": {}}}),
-            ),
-            entry(
-                "kubectl-scale",
-                "2026-01-01T00:00:05Z",
-                json!({"f:spec": {"f:replicas": {}}}),
-            ),
-        ]);
-        assert_eq!(
-            manager(writer(Some(&scaled), &again)),
-            Some("kubectl-create")
-        );
-        // Nothing moved: a manager changed only fields it owned.
-        assert_eq!(manager(writer(Some(&again), &again)), None);
-        // No version before and two entries of the same second: no way to tell.
-        let tie = object(vec![
-            entry("a", "2026-01-01T00:00:01Z", json!({})),
-            entry("b", "2026-01-01T00:00:01Z", json!({})),
-        ]);
-        assert_eq!(manager(writer(None, &tie)), None);
-        assert_eq!(manager(writer(None, &before)), Some("kubectl-create"));
     }
 }

@@ -132,7 +132,7 @@ impl NodeArgs {
     }
 }
 
-fn parse_profile(s: &str) -> Result<KubeletProfile, String> {
+pub(crate) fn parse_profile(s: &str) -> Result<KubeletProfile, String> {
     s.parse()
 }
 

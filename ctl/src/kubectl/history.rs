@@ -151,7 +151,7 @@ fn heading(h: &ObjectHistory, object_name: &str) -> String {
 /// Kubernetes moves an entry's time only when its set of fields changes
 /// (`managedfields/internal/managedfieldsupdater.go`). USER and COMPONENT still say who.
 fn writer(e: &history::HistoryEntry) -> String {
-    let Some(manager) = &e.manager else {
+    let Some(manager) = &e.writer.manager else {
         // The oldest kept version has no version before it to compare with.
         return if e.before_compaction {
             "<unknown>".into()
@@ -159,10 +159,13 @@ fn writer(e: &history::HistoryEntry) -> String {
             "<owned fields>".into()
         };
     };
-    let detail: Vec<&str> = [e.operation.as_deref(), e.subresource.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect();
+    let detail: Vec<&str> = [
+        e.writer.operation.as_deref(),
+        e.writer.subresource.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if detail.is_empty() {
         manager.clone()
     } else {
@@ -172,7 +175,7 @@ fn writer(e: &history::HistoryEntry) -> String {
 
 /// `trace/span`, each shortened to its first 8 hex digits.
 fn trace(e: &history::HistoryEntry) -> String {
-    let Some(tp) = &e.traceparent else {
+    let Some(tp) = &e.writer.traceparent else {
         return "<none>".into();
     };
     let parts: Vec<&str> = tp.split('-').collect();
@@ -218,8 +221,8 @@ fn table(h: &ObjectHistory, object_name: &str) -> String {
             } else {
                 writer(e)
             },
-            e.user.as_deref().unwrap_or("<unknown>"),
-            e.component.as_deref().unwrap_or("<unknown>"),
+            e.writer.user.as_deref().unwrap_or("<unknown>"),
+            e.writer.component.as_deref().unwrap_or("<unknown>"),
             trace(e)
         ));
         diffs.push(
@@ -288,12 +291,14 @@ mod tests {
         HistoryEntry {
             change,
             object,
-            manager: Some("kube-controller-manager".into()),
-            operation: Some("Update".into()),
-            subresource: Some("status".into()),
-            component: Some("kube-controller-manager".into()),
-            user: Some("system:kube-controller-manager".into()),
-            traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+            writer: admin::history::Writer {
+                manager: Some("kube-controller-manager".into()),
+                operation: Some("Update".into()),
+                subresource: Some("status".into()),
+                component: Some("kube-controller-manager".into()),
+                user: Some("system:kube-controller-manager".into()),
+                traceparent: Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into()),
+            },
             ..HistoryEntry::deleted(revision)
         }
     }

@@ -30,7 +30,7 @@ mod history;
 mod manifest;
 pub(crate) mod printers;
 mod resource_args;
-mod restmapper;
+pub(crate) mod restmapper;
 mod rollout;
 mod scale;
 mod table;

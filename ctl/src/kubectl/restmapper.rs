@@ -119,6 +119,11 @@ impl RestMapper {
         Ok(RestMapper::from_legacy(&lists))
     }
 
+    /// Every resource of every group version the server serves.
+    pub fn mappings(&self) -> &[Mapping] {
+        &self.mappings
+    }
+
     /// The mapper of aggregated discovery documents (`/api` then `/apis`).
     pub fn from_aggregated(lists: &[APIGroupDiscoveryList]) -> RestMapper {
         let mut mappings = Vec::new();
