@@ -30,7 +30,7 @@ pub const API_VERSION: &str = "miniplane.dev/v1";
 /// and the components that name the spans of their requests. A write by anyone else (kubectl's
 /// `kubectl-client-side-apply`, `kubectl-scale`, a Python client, an operator) is external:
 /// what a replay sends again.
-pub const CONTROL_PLANE: [&str; 9] = [
+pub const CONTROL_PLANE: [&str; 8] = [
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
@@ -40,8 +40,6 @@ pub const CONTROL_PLANE: [&str; 9] = [
     "clusterrole-aggregation-controller",
     // The cluster clock is replayed by the replay's own clock, not by its writes.
     "miniplane-clock",
-    // `miniplane snapshot restore` and the API server's own bootstrap writes.
-    "miniplane",
 ];
 
 /// Whether a field manager or component is part of the control plane ([`CONTROL_PLANE`]).
@@ -505,6 +503,8 @@ mod tests {
         assert!(is_control_plane("kubelet"));
         assert!(!is_control_plane("kubectl-client-side-apply"));
         assert!(!is_control_plane("miniplane-fault"));
+        // `miniplane apply`'s field manager: a client like kubectl.
+        assert!(!is_control_plane("miniplane"));
         assert!(is_control_plane_user("system:kube-controller-manager"));
         assert!(is_control_plane_user("system:node:node-0"));
         assert!(is_control_plane_user(

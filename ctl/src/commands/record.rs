@@ -259,6 +259,14 @@ async fn watch(
         };
         let mut stream = match stream {
             Ok(s) => s.boxed(),
+            // Too old to watch from: list again, as an informer does.
+            Err(kube::Error::Api(e)) if e.code == 410 => {
+                match relist(&api, index, &tx).await {
+                    Some(now) => rv = now,
+                    None => return,
+                }
+                continue;
+            }
             Err(e) => {
                 failures += 1;
                 if failures > 5 {
@@ -284,15 +292,9 @@ async fn watch(
                     continue;
                 }
                 Ok(Some(WatchEvent::Error(e))) if e.code == 410 => {
-                    match api.list(&ListParams::default()).await {
-                        Ok(list) => {
-                            rv = list.metadata.resource_version.unwrap_or_default();
-                            let _ = tx.send(Observed::Gap(index)).await;
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Observed::Failed(index, e.to_string())).await;
-                            return;
-                        }
+                    match relist(&api, index, &tx).await {
+                        Some(now) => rv = now,
+                        None => return,
                     }
                     break;
                 }
@@ -313,6 +315,25 @@ async fn watch(
             {
                 return;
             }
+        }
+    }
+}
+
+/// Lists the resource again after 410 Gone and reports the gap; the list's resourceVersion,
+/// or `None` (reported as a failure) when the list fails.
+async fn relist(
+    api: &Api<DynamicObject>,
+    index: usize,
+    tx: &tokio::sync::mpsc::Sender<Observed>,
+) -> Option<String> {
+    match api.list(&ListParams::default()).await {
+        Ok(list) => {
+            let _ = tx.send(Observed::Gap(index)).await;
+            Some(list.metadata.resource_version.unwrap_or_default())
+        }
+        Err(e) => {
+            let _ = tx.send(Observed::Failed(index, e.to_string())).await;
+            None
         }
     }
 }

@@ -13,6 +13,8 @@
 //!           changed (its field manager, its subresource) · delete
 //!        ─▶ the clock reaches the recording's end ─▶ compare until the same or --settle
 //!           (admin::replay::compare) ─▶ report; exit 1 if anything differs, 2 on an error
+//!   trace:  replay FILE ─▶ replay create deployments (recordedBy, reason) ─▶ the API server's
+//!           request ─▶ the controllers' work, as for any write (component miniplane-replay)
 //! ```
 //!
 //! The clock is the cluster's time, not the machine's: at `--speed 5` the controllers have a
@@ -204,8 +206,22 @@ async fn replay(
     let start: jiff::Timestamp = recording.header.start_time.parse()?;
     let mut clock = Clock::read(&admin, start, args.speed).await?;
     let resources = Resources::of(recording);
+    // The replay is one trace: a span per client write sent again, with why, and under it the
+    // API server's request and all the control plane did in answer.
+    let (tracer, exporter) = client::trace::Tracer::new(
+        TRACE_COMPONENT,
+        client.clone(),
+        client::trace::DEFAULT_BUFFER,
+    );
+    let exported = tokio_util::sync::CancellationToken::new();
+    let exporting = tokio::spawn(exporter.run(exported.clone()));
+    let mut root = tracer.root(
+        &format!("replay {}", args.file.display()),
+        trace::SpanKind::Internal,
+    );
+    let external = recording.external_writes().count();
     let mut sender = Sender {
-        client: client.clone(),
+        client: client::trace::sync_client(&tracer, &client),
         resources: &resources,
         names: HashMap::new(),
         uids: HashMap::new(),
@@ -251,14 +267,49 @@ async fn replay(
         clock.advance_to(at).await?;
         let offset = at.duration_since(start);
         let verb = verb(w);
-        let outcome = match verb {
-            "create" => sender
-                .create(&w.api_version, &w.resource, &w.object, Some(w))
-                .await
-                .map(|_| ()),
-            "delete" => sender.delete(&id).await,
-            _ => sender.patch(&id, before.as_ref(), w).await,
+        let mut span = root.as_ref().and_then(|r| {
+            tracer.child(
+                &r.context(),
+                &format!("replay {verb} {}", w.resource),
+                trace::SpanKind::Client,
+            )
+        });
+        if let Some(span) = &mut span {
+            span.set("recordedRevision", w.revision.to_string());
+            span.set("recordedBy", w.writer.who());
+            span.set(
+                "reason",
+                format!(
+                    "written by {} at +{:.1}s: a client outside the control plane, so sent again \
+                     (the control plane's writes are left to the replay's own)",
+                    w.writer.who(),
+                    offset.as_secs_f64()
+                ),
+            );
+            span.set(trace::attr::NAME, id.name.as_str());
+        }
+        let send = async {
+            match verb {
+                "create" => sender
+                    .create(&w.api_version, &w.resource, &w.object, Some(w))
+                    .await
+                    .map(|_| ()),
+                "delete" => sender.delete(&id).await,
+                _ => sender.patch(&id, before.as_ref(), w).await,
+            }
         };
+        let outcome = match &span {
+            Some(span) => client::trace::under(&tracer, span.context(), send).await,
+            None => send.await,
+        };
+        if let Some(mut span) = span {
+            span.summary = match &outcome {
+                Ok(()) => format!("{verb} {} as {}", id.display(), w.writer.who()),
+                Err(e) => format!("{verb} {} failed: {e}", id.display()),
+            };
+            span.end();
+            tracer.record(span);
+        }
         let line = format!(
             "  {:>8}  {verb} {}  ({})",
             format!("+{:.1}s", offset.as_secs_f64()),
@@ -285,8 +336,27 @@ async fn replay(
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
+    if let Some(mut root) = root.take() {
+        root.summary = format!(
+            "{external} client writes of {} recorded sent again; {} objects compared, {}",
+            recording.writes.len(),
+            report.compared,
+            if report.same() {
+                "all the same".to_owned()
+            } else {
+                format!("{} came out otherwise", report.differences.len())
+            }
+        );
+        root.end();
+        tracer.record(root);
+    }
+    exported.cancel();
+    let _ = exporting.await;
     Ok(report)
 }
+
+/// The component the replay's spans name.
+const TRACE_COMPONENT: &str = "miniplane-replay";
 
 /// What a client write asks of the replay: `create`, `delete` (a delete request, or an
 /// object removed at once) or `patch`.
