@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use trace::{Span, TRACEPARENT_ANNOTATION, Tree};
 
 use crate::support::DEADLINE;
-use crate::support::spine::spine;
+use crate::support::spine::{spine, work_kinds};
 
 const START: &str = "2030-01-01T00:00:00Z";
 const SEED: u64 = 20_301;
@@ -47,19 +47,6 @@ fn normalize(mut object: Value) -> Value {
         }
     }
     object
-}
-
-/// What kinds of work a step caused: the distinct `[component] span name` pairs of its
-/// trace, reads left out. (The paths between them depend on timing: whether a queue merged
-/// two events into one sync, which write a sync's status update followed; and a controller
-/// reads an object live only when its cache has not yet seen its own last write.)
-fn work_kinds(spans: &[Span]) -> String {
-    let kinds: BTreeSet<String> = spans
-        .iter()
-        .filter(|s| !(s.name.starts_with("GET ") || s.name.starts_with("get ")))
-        .map(|s| format!("[{}] {}", s.component, s.name))
-        .collect();
-    kinds.into_iter().collect::<Vec<_>>().join("\n")
 }
 
 async fn get(client: &kube::Client, path: &str) -> Value {

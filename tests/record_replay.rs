@@ -1,14 +1,21 @@
 //! `miniplane record` and `miniplane replay`: a period of a running cluster recorded with who
 //! wrote what, and its clients' writes replayed on a new cluster that must come out the same,
-//! object by object; a smaller cluster must not, and a cut recording starts nothing.
+//! object by object; replayed twice with a seed, the same names, outcome and kinds of work in
+//! the replay's trace; a smaller cluster must not come out the same, and a cut recording
+//! starts nothing.
 
 use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use miniplane::{Cluster, KubeletProfile};
+use trace::{Span, TraceSummary, Tree};
 
 use admin::ChangeType;
 use admin::recording::Recording;
 
+use crate::support::spine::work_kinds;
 use crate::support::up::{UpEnv, collect, signal};
-use crate::support::{DEADLINE, eventually};
+use crate::support::{DEADLINE, eventually, until};
 
 #[test]
 fn a_recording_names_its_writers_and_replays_to_the_same_objects() {
@@ -199,6 +206,52 @@ fn a_recording_names_its_writers_and_replays_to_the_same_objects() {
     assert_eq!(first.renamed.len(), 3, "the 3 pods: {first:?}");
     assert_eq!(first, second);
 
+    // The same replay into two fresh seeded clusters on a paused clock: the same outcome, the
+    // same names and a trace of the same kinds of work under the replay's root.
+    let into = || {
+        let start: jiff::Timestamp = recording.header.start_time.parse().unwrap();
+        // As `up` makes one (and the replay its own), so that the outcome is the recording's.
+        let cluster = Cluster::builder()
+            .nodes(1)
+            .kubelet_profile(KubeletProfile::Fast)
+            .leader_elect(true)
+            .cloud(true)
+            .secure(true)
+            .metrics_server(Some(Duration::from_secs(15)))
+            .virtual_clock(0.0)
+            .clock_start(start)
+            .seed(7)
+            .start()
+            .unwrap();
+        let out = env
+            .miniplane(&["replay", "--into", "-o", "json", "--kubeconfig"])
+            .arg(cluster.kubeconfig_path())
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: admin::replay::Report = serde_json::from_slice(&out.stdout).unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let kinds = runtime.block_on(replay_trace_kinds(&cluster.client()));
+        drop(runtime);
+        cluster.stop().unwrap();
+        (report, kinds)
+    };
+    let (first, second) = (into(), into());
+    assert!(
+        first
+            .1
+            .contains("[miniplane-replay] replay create deployments"),
+        "{}",
+        first.1
+    );
+    assert!(first.1.contains("[kube-controller-manager]"), "{}", first.1);
+    assert_eq!(first, second);
+
     // With no node, the pods stay Pending: the report names them and the node, exit 1.
     let replay = env
         .miniplane(&[
@@ -247,4 +300,48 @@ fn a_recording_names_its_writers_and_replays_to_the_same_objects() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// The kinds of work of the replay's trace (root component `miniplane-replay`), once the
+/// components have reported it all.
+async fn replay_trace_kinds(client: &kube::Client) -> String {
+    let get = |path: String| {
+        let client = client.clone();
+        async move {
+            let request = http::Request::get(path).body(Vec::new()).unwrap();
+            serde_json::from_str::<serde_json::Value>(&client.request_text(request).await.unwrap())
+                .unwrap()
+        }
+    };
+    let id = until("the replay's trace", || async {
+        let body = get("/miniplane/v1/traces?limit=200&minSpans=2".into()).await;
+        let traces: Vec<TraceSummary> = serde_json::from_value(body["traces"].clone()).ok()?;
+        traces
+            .into_iter()
+            .find(|t| t.root_component == "miniplane-replay")
+            .map(|t| t.trace_id)
+    })
+    .await;
+    let mut last = 0;
+    let mut stable_since = Instant::now();
+    let start = Instant::now();
+    loop {
+        let body = get(format!("/miniplane/v1/traces/{id}")).await;
+        let spans: Vec<Span> = serde_json::from_value(body["spans"].clone()).unwrap_or_default();
+        if spans.len() != last {
+            last = spans.len();
+            stable_since = Instant::now();
+        }
+        if Tree::build(&spans).orphans().is_empty()
+            && stable_since.elapsed() > Duration::from_millis(1500)
+        {
+            return work_kinds(&spans);
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "trace {id} incomplete: {} spans",
+            spans.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }

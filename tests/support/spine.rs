@@ -1,6 +1,9 @@
 //! The spine of an apply's trace: the one path from the write through each component to a
 //! pod's status, masked for what differs between runs and folded where siblings repeat. The
-//! golden trace (`trace::`) and the determinism check (`determinism::`) compare it.
+//! golden trace (`trace::`) and the determinism check (`determinism::`) compare it; the
+//! determinism check and the replay's (`record_replay::`) also compare the kinds of work.
+
+use std::collections::BTreeSet;
 
 use trace::{Span, Tree};
 
@@ -120,4 +123,17 @@ pub fn spine(spans: &[Span]) -> String {
     }
     let roots = tree.roots();
     render(&tree, roots[0]).join("\n") + "\n"
+}
+
+/// What kinds of work a step caused: the distinct `[component] span name` pairs of its
+/// trace, reads left out. (The paths between them depend on timing: whether a queue merged
+/// two events into one sync, which write a sync's status update followed; and a controller
+/// reads an object live only when its cache has not yet seen its own last write.)
+pub fn work_kinds(spans: &[Span]) -> String {
+    let kinds: BTreeSet<String> = spans
+        .iter()
+        .filter(|s| !(s.name.starts_with("GET ") || s.name.starts_with("get ")))
+        .map(|s| format!("[{}] {}", s.component, s.name))
+        .collect();
+    kinds.into_iter().collect::<Vec<_>>().join("\n")
 }
