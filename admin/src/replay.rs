@@ -267,16 +267,9 @@ pub fn differences_of(
     history::diff(&a, &b)
 }
 
-/// Fields every run makes anew: they never count as a difference.
-const METADATA_MADE_ANEW: [&str; 7] = [
-    "uid",
-    "resourceVersion",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "managedFields",
-    "selfLink",
-    "name",
-];
+/// Metadata every run makes anew (beside what [`drop_made_anew`] removes at any depth): it
+/// never counts as a difference.
+const METADATA_MADE_ANEW: [&str; 4] = ["resourceVersion", "managedFields", "selfLink", "name"];
 
 /// Leaves out what differs between any two runs of the same steps: identities, resource
 /// versions, times (every field named `…Time`, `…Timestamp`, `startedAt`, `finishedAt`), the
@@ -291,29 +284,14 @@ pub fn normalize(obj: &mut Value) {
         status.remove("daemonEndpoints");
     }
     token_volumes(obj);
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in METADATA_MADE_ANEW {
-            meta.remove(k);
-        }
-        if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            annotations.remove(TRACEPARENT_ANNOTATION);
-            if annotations.is_empty() {
-                meta.remove("annotations");
-            }
-        }
-        if let Some(owners) = meta
-            .get_mut("ownerReferences")
-            .and_then(Value::as_array_mut)
-        {
-            for o in owners.iter_mut().filter_map(Value::as_object_mut) {
-                o.remove("uid");
-            }
-        }
-    }
-    drop_times(obj);
+    without_metadata(obj, &METADATA_MADE_ANEW);
+    drop_made_anew(obj);
 }
 
-fn drop_times(v: &mut Value) {
+/// Removes, at any depth, every member that a run makes anew whatever its place: times
+/// (`…Time`, `…Timestamp`, `startedAt`, `finishedAt`, so `creationTimestamp` too), container
+/// IDs and UIDs (the object's own and its owners').
+fn drop_made_anew(v: &mut Value) {
     match v {
         Value::Object(members) => {
             members.retain(|k, _| {
@@ -324,10 +302,28 @@ fn drop_times(v: &mut Value) {
                         "startedAt" | "finishedAt" | "containerID" | "uid"
                     ))
             });
-            members.values_mut().for_each(drop_times);
+            members.values_mut().for_each(drop_made_anew);
         }
-        Value::Array(items) => items.iter_mut().for_each(drop_times),
+        Value::Array(items) => items.iter_mut().for_each(drop_made_anew),
         _ => {}
+    }
+}
+
+/// Removes the metadata fields `keys` and the trace annotation (the annotations too, when
+/// nothing else is left in them): what the API server sets on a write, not what its writer
+/// sent.
+pub fn without_metadata(obj: &mut Value, keys: &[&str]) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for k in keys {
+        meta.remove(*k);
+    }
+    if let Some(annotations) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+        annotations.remove(TRACEPARENT_ANNOTATION);
+        if annotations.is_empty() {
+            meta.remove("annotations");
+        }
     }
 }
 

@@ -106,6 +106,22 @@ pub fn request_verb(method: &str, named: bool, watch: bool) -> &'static str {
     }
 }
 
+/// The span `context` names among `spans`, with its parent when `spans` holds it. For a
+/// write's trace context (an object's `miniplane.dev/traceparent`), that is the API server's
+/// span of the request and the client's span that sent it (none for a client that sent no
+/// trace context, as kubectl): who wrote it, as `miniplane history` and `miniplane record`
+/// name the writer.
+pub fn span_and_parent<'s>(
+    spans: &'s [Span],
+    context: &SpanContext,
+) -> Option<(&'s Span, Option<&'s Span>)> {
+    let span = spans.iter().find(|s| s.span_id == context.span_id)?;
+    let parent = span
+        .parent_span_id
+        .and_then(|p| spans.iter().find(|s| s.span_id == p));
+    Some((span, parent))
+}
+
 /// How a span's summary names the object a request is about: `ns/name`, `name` (cluster
 /// scope), `in ns` (a collection), or nothing.
 pub fn object_label(namespace: Option<&str>, name: Option<&str>) -> String {

@@ -166,14 +166,10 @@ impl Traces<'_> {
             .read
             .entry(context.trace_id)
             .or_insert_with(|| state.collector().trace(context.trace_id));
-        let Some(span) = spans.iter().find(|s| s.span_id == context.span_id) else {
+        let Some((span, parent)) = trace::span_and_parent(spans, &context) else {
             return (None, None);
         };
-        let component = span
-            .parent_span_id
-            .and_then(|parent| spans.iter().find(|s| s.span_id == parent))
-            .map(|s| s.component.clone());
-        (component, span.attribute("user"))
+        (parent.map(|p| p.component.clone()), span.attribute("user"))
     }
 }
 

@@ -19,7 +19,7 @@
 //! and goes on, with the writes in between missing from the file (the recorder says so).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use admin::history::{self, ChangeType};
@@ -55,7 +55,7 @@ pub fn main(args: RecordArgs) -> anyhow::Result<()> {
 
 async fn run(args: RecordArgs) -> anyhow::Result<()> {
     // Refuse a file that cannot be written before recording anything.
-    check_writable(&args.file)?;
+    super::check_writable(&args.file)?;
     let admin = args.cluster.admin().await?;
     let config = client::ClientConfig::new(args.cluster.source()).user_agent("miniplane-record");
     let client = client::build_client(&config)
@@ -203,7 +203,7 @@ async fn run(args: RecordArgs) -> anyhow::Result<()> {
         end,
     };
     let text = recording.to_lines()?;
-    write_whole(&args.file, text.as_bytes())?;
+    super::write_whole(&args.file, text.as_bytes())?;
     eprintln!(
         "recorded {} writes ({external} by clients outside the control plane) up to revision {} in {}{}",
         recording.end.writes,
@@ -339,7 +339,7 @@ async fn relist(
 }
 
 /// An object as JSON with its `apiVersion` and `kind` (list items come without them).
-fn to_value(mut obj: DynamicObject, resource: &ApiResource) -> Value {
+pub(crate) fn to_value(mut obj: DynamicObject, resource: &ApiResource) -> Value {
     obj.types = Some(kube::api::TypeMeta {
         api_version: resource.api_version.clone(),
         kind: resource.kind.clone(),
@@ -481,21 +481,18 @@ async fn attribute(admin: &miniplane::admin_client::AdminClient, writes: &mut [W
         let Some(Some(spans)) = traces.get(&id) else {
             continue;
         };
-        let Some(span) = spans.iter().find(|s| s.span_id == context.span_id) else {
+        let Some((span, parent)) = trace::span_and_parent(spans, &context) else {
             continue;
         };
         // A delete's object carries the delete's context only on the watch event that
-        // removed it or marked it; a write's, its own request's.
-        if !(span.name.starts_with("delete") || w.change != ChangeType::Deleted && !w.deleting) {
+        // removed it or marked it (else its last write's); a write's, its own request's.
+        let removal = w.deleting || w.change == ChangeType::Deleted;
+        if removal && !span.name.starts_with("delete") {
             continue;
         }
-        let parent = span
-            .parent_span_id
-            .and_then(|p| spans.iter().find(|s| s.span_id == p));
         w.writer.user = span.attribute("user");
         w.writer.component = parent.map(|p| p.component.clone());
-        let manager_told =
-            w.writer.manager.is_some() && !w.deleting && w.change != ChangeType::Deleted;
+        let manager_told = w.writer.manager.is_some() && !removal;
         w.external = match (parent, &w.writer.user) {
             (Some(p), _) => !recording::is_control_plane(&p.component),
             // A write's own managedFields entry already told.
@@ -504,32 +501,4 @@ async fn attribute(admin: &miniplane::admin_client::AdminClient, writes: &mut [W
             (None, None) => true,
         };
     }
-}
-
-/// Fails early when `file`'s directory does not exist or cannot be written.
-fn check_writable(file: &Path) -> anyhow::Result<()> {
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    tempfile::NamedTempFile::new_in(dir)
-        .map(drop)
-        .with_context(|| format!("cannot write {}", file.display()))
-}
-
-/// Writes `data` to `file` whole or not at all (a temporary file renamed over it).
-fn write_whole(file: &Path, data: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
-        .with_context(|| format!("writing {}", file.display()))?;
-    tmp.write_all(data)
-        .and_then(|()| tmp.as_file().sync_all())
-        .with_context(|| format!("writing {}", file.display()))?;
-    tmp.persist(file)
-        .with_context(|| format!("writing {}", file.display()))?;
-    Ok(())
 }

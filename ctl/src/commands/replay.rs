@@ -507,12 +507,8 @@ impl Resources {
                 Err(kube::Error::Api(e)) if e.code == 404 => continue,
                 Err(e) => return Err(e).with_context(|| format!("listing {resource}")),
             };
-            for mut item in list.items {
-                item.types = Some(kube::api::TypeMeta {
-                    api_version: ar.api_version.clone(),
-                    kind: ar.kind.clone(),
-                });
-                let value = serde_json::to_value(&item)?;
+            for item in list.items {
+                let value = super::record::to_value(item, ar);
                 if let Some(id) = ObjectId::of(api_version, resource, &value) {
                     out.insert(id, value);
                 }
@@ -666,8 +662,9 @@ impl Sender<'_> {
 /// creationTimestamp, generation, managedFields, deletion) and the trace annotation.
 fn strip(object: &Value) -> Value {
     let mut body = object.clone();
-    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-        for k in [
+    admin::replay::without_metadata(
+        &mut body,
+        &[
             "uid",
             "resourceVersion",
             "creationTimestamp",
@@ -676,16 +673,8 @@ fn strip(object: &Value) -> Value {
             "deletionTimestamp",
             "deletionGracePeriodSeconds",
             "selfLink",
-        ] {
-            meta.remove(k);
-        }
-        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
-            a.remove(admin::history::TRACEPARENT_ANNOTATION);
-            if a.is_empty() {
-                meta.remove("annotations");
-            }
-        }
-    }
+        ],
+    );
     body
 }
 

@@ -136,10 +136,7 @@ async fn save(file: &Path, output: Option<Format>, cluster: &ClusterArgs) -> any
         }
     };
     // Written whole or not at all: a partial file never takes the name.
-    let part = file.with_extension("part");
-    std::fs::write(&part, &bytes)
-        .map_err(|e| anyhow::anyhow!("writing {}: {e}", part.display()))?;
-    std::fs::rename(&part, file).map_err(|e| anyhow::anyhow!("writing {}: {e}", file.display()))?;
+    super::write_whole(file, &bytes)?;
     println!(
         "saved {} objects at revision {} to {} ({} bytes)",
         snapshot.kvs.len(),
