@@ -84,14 +84,7 @@ mod process;
 #[path = "../../store/tests/etcd/cluster.rs"]
 #[allow(dead_code)]
 mod etcd_cluster;
-use process::{Proc, cpu_seconds, peak_rss_mib, spawn, thread_cpu_seconds};
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use process::{Proc, cpu_seconds, env_or, median, peak_rss_mib, spawn, thread_cpu_seconds};
 
 struct RunResult {
     nodes_ready: Duration,
@@ -478,11 +471,6 @@ fn median_of(times: impl Iterator<Item = Option<Duration>>) -> Option<Duration> 
 /// Whether `BENCH_WATCH=running` asks for the observer that sees only Running pods.
 fn running_only() -> bool {
     std::env::var("BENCH_WATCH").is_ok_and(|v| v == "running")
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

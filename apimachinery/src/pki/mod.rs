@@ -49,7 +49,7 @@ pub use csr::{
 };
 pub use files::write_cert_and_key;
 pub use serving::{RequestClientCert, tls_server_config};
-pub use verify::{ClientIdentity, verify_client_chain};
+pub use verify::{ClientIdentity, ClientVerifier, verify_client_chain};
 
 /// The DER of the first certificate in a PEM text (a CA file such as `--client-ca-file`).
 pub fn first_certificate(pem: &str) -> Result<Vec<u8>> {

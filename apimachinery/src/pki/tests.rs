@@ -501,3 +501,40 @@ fn a_ca_knows_when_it_ends() {
         .as_secs();
     assert_eq!(end, want);
 }
+
+#[test]
+fn a_verifier_remembers_a_chain_only_inside_its_validity() {
+    let other = ca();
+    let ca = ca();
+    let now = SystemTime::now();
+    let verifier = ClientVerifier::new(ca.cert_der().to_vec());
+    let window = Validity {
+        not_before: now - DAY,
+        not_after: now + DAY,
+    };
+    let alice = ca.issue_client("alice", &["dev"], window).expect("issued");
+    let certs = chain(&alice.cert_pem);
+    let first = verifier.verify(&certs, now).expect("valid");
+    assert_eq!(first.common_name, "alice");
+    assert_eq!(first.organizations, vec!["dev".to_string()]);
+    // Remembered: the same verdict again, and past notAfter the full check's refusal.
+    assert_eq!(verifier.verify(&certs, now).expect("valid"), first);
+    let err = verifier
+        .verify(&certs, now + 2 * DAY)
+        .expect_err("expired since");
+    assert!(matches!(err, CertError::Expired { .. }), "{err:?}");
+    let err = verifier
+        .verify(&certs, now - 2 * DAY)
+        .expect_err("not yet valid then");
+    assert!(matches!(err, CertError::NotYetValid { .. }), "{err:?}");
+    // Another CA's chain is refused every time, remembered or not.
+    let mallory = other
+        .issue_client("alice", &[], Validity::default_cert())
+        .expect("issued");
+    for _ in 0..2 {
+        let err = verifier
+            .verify(&chain(&mallory.cert_pem), now)
+            .expect_err("another CA");
+        assert!(matches!(err, CertError::UnknownAuthority), "{err:?}");
+    }
+}

@@ -109,3 +109,100 @@ fn identity(cert: &CertificateDer<'_>) -> Result<ClientIdentity> {
         _ => Err(CertError::NoCommonName),
     }
 }
+
+/// Chains remembered by a [`ClientVerifier`] before it forgets them all and starts again: one
+/// per client certificate in use, far more than a cluster's components and users.
+const MAX_REMEMBERED_CHAINS: usize = 4096;
+
+/// A chain [`ClientVerifier`] verified, and when all its certificates are valid.
+#[derive(Debug, Clone)]
+struct Verified {
+    identity: ClientIdentity,
+    not_before: SystemTime,
+    not_after: SystemTime,
+}
+
+/// [`verify_client_chain`] against one CA, remembering each chain it verified with the window
+/// in which every certificate of the chain is valid: the same chain inside that window is the
+/// same verdict (the signatures and the CA do not change), so it is not verified again. Outside
+/// the window, and for a chain it does not know, it verifies in full; failures are not
+/// remembered. A client's every request carries its connection's chain, so this turns one
+/// ECDSA verification per request into one per certificate (kube-apiserver verifies per
+/// request; the verdicts are the same).
+#[derive(Debug)]
+pub struct ClientVerifier {
+    ca_der: Vec<u8>,
+    memo: std::sync::Mutex<std::collections::HashMap<Vec<u8>, Verified>>,
+}
+
+impl ClientVerifier {
+    /// A verifier for chains issued by the CA certificate `ca_der`.
+    pub fn new(ca_der: Vec<u8>) -> ClientVerifier {
+        ClientVerifier {
+            ca_der,
+            memo: std::sync::Mutex::default(),
+        }
+    }
+
+    /// The CA certificate chains are verified against.
+    pub fn ca_der(&self) -> &[u8] {
+        &self.ca_der
+    }
+
+    /// [`verify_client_chain`]'s verdict on `chain` at `now`.
+    pub fn verify(&self, chain: &[CertificateDer<'_>], now: SystemTime) -> Result<ClientIdentity> {
+        let key: Vec<u8> = chain
+            .iter()
+            .flat_map(|c| c.as_ref().iter().copied())
+            .collect();
+        let known = self.lock().get(&key).cloned();
+        if let Some(v) = known
+            && v.not_before <= now
+            && now <= v.not_after
+        {
+            return Ok(v.identity);
+        }
+        let identity = verify_client_chain(&self.ca_der, chain, now)?;
+        if let Some((not_before, not_after)) = validity(chain) {
+            let mut memo = self.lock();
+            if memo.len() >= MAX_REMEMBERED_CHAINS {
+                memo.clear();
+            }
+            memo.insert(
+                key,
+                Verified {
+                    identity: identity.clone(),
+                    not_before,
+                    not_after,
+                },
+            );
+        }
+        Ok(identity)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Vec<u8>, Verified>> {
+        self.memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// When every certificate of `chain` is valid: the latest `notBefore` to the earliest
+/// `notAfter` (`None` if one does not parse).
+fn validity(chain: &[CertificateDer<'_>]) -> Option<(SystemTime, SystemTime)> {
+    let mut window: Option<(SystemTime, SystemTime)> = None;
+    for cert in chain {
+        let (_, parsed) = x509_parser::certificate::X509Certificate::from_der(cert).ok()?;
+        let at = |t: x509_parser::time::ASN1Time| {
+            let secs = u64::try_from(t.timestamp()).ok()?;
+            UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+        };
+        let validity = parsed.validity();
+        let (from, until) = (at(validity.not_before)?, at(validity.not_after)?);
+        window = Some(match window {
+            None => (from, until),
+            Some((a, b)) => (a.max(from), b.min(until)),
+        });
+    }
+    window
+}

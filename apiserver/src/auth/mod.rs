@@ -131,12 +131,19 @@ pub struct RequestUser {
 pub struct Auth {
     options: AuthOptions,
     policy: Arc<PolicyCache>,
+    /// The x509 authenticator: `options.client_ca`'s verifier, which remembers the chains it
+    /// verified.
+    x509: Option<apimachinery::pki::ClientVerifier>,
 }
 
 impl Auth {
     /// With these options.
     pub fn new(options: AuthOptions) -> Auth {
         Auth {
+            x509: options
+                .client_ca
+                .as_ref()
+                .map(|ca| apimachinery::pki::ClientVerifier::new(ca.to_vec())),
             options,
             policy: Arc::default(),
         }
@@ -161,11 +168,10 @@ impl Auth {
         peer: Option<&crate::PeerCertificates>,
     ) -> Result<Authenticated, String> {
         // The x509 authenticator (`x509.Authenticator`): CN is the user, O the groups.
-        if let (Some(ca), Some(chain)) = (&self.options.client_ca, peer.filter(|c| !c.0.is_empty()))
-        {
-            let identity =
-                apimachinery::pki::verify_client_chain(ca, &chain.0, std::time::SystemTime::now())
-                    .map_err(|e| format!("verifying certificate failed: {e}"))?;
+        if let (Some(x509), Some(chain)) = (&self.x509, peer.filter(|c| !c.0.is_empty())) {
+            let identity = x509
+                .verify(&chain.0, std::time::SystemTime::now())
+                .map_err(|e| format!("verifying certificate failed: {e}"))?;
             return Ok(Authenticated::User(
                 UserInfo {
                     name: identity.common_name,

@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{
-    finalizer_patch, ingress, lb_ports, needs_cleanup, needs_sync, service_ref, stable_nodes,
-    status_patch, wants_load_balancer,
+    finalizer_patch, ingress, lb_ports, needs_cleanup, needs_sync, service_ref, stable_node,
+    stable_nodes, status_patch, wants_load_balancer,
 };
 
 /// `nodeSyncPeriod`: the node sync also runs this often without a change.
@@ -118,7 +118,14 @@ impl ServiceController {
         node_informer.add_event_handler(
             client::ResourceEventHandlerFuncs::new()
                 .on_add(move |_, _| n1.check_node_set())
-                .on_update(move |_, _| n2.check_node_set())
+                .on_update(move |old: Arc<Node>, new: Arc<Node>| {
+                    // Most updates are status heartbeats: only one that adds, removes or
+                    // changes the node's entry in the stable set can change the set
+                    // (`shouldSyncUpdatedNode`), and only then is the whole set listed again.
+                    if stable_node(&old) != stable_node(&new) {
+                        n2.check_node_set();
+                    }
+                })
                 .on_delete(move |_| n3.check_node_set()),
         );
         this

@@ -108,25 +108,24 @@ pub fn lb_ports(svc: &Service) -> Vec<LoadBalancerPort> {
 
 /// `stableNodeSetPredicates`: the nodes a load balancer sends to, sorted by name.
 pub fn stable_nodes(nodes: &[Arc<Node>]) -> Vec<NodeRef> {
-    let mut out: Vec<NodeRef> = nodes
-        .iter()
-        .filter(|n| n.metadata.deletion_timestamp.is_none())
-        .filter(|n| {
-            !n.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.contains_key(LABEL_EXCLUDE_BALANCERS))
-        })
-        .filter(|n| {
-            !n.spec
-                .as_ref()
-                .and_then(|s| s.taints.as_ref())
-                .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT_TO_BE_DELETED))
-        })
-        .map(|n| crate::node::node_ref(n))
-        .collect();
+    let mut out: Vec<NodeRef> = nodes.iter().filter_map(|n| stable_node(n)).collect();
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out
+}
+
+/// The node's entry in [`stable_nodes`], or `None` if it is left out (being deleted, excluded
+/// from load balancers, or tainted to be deleted).
+pub fn stable_node(n: &Node) -> Option<NodeRef> {
+    let excluded = n.metadata.deletion_timestamp.is_some()
+        || n.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(LABEL_EXCLUDE_BALANCERS))
+        || n.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| ts.iter().any(|t| t.key == TAINT_TO_BE_DELETED));
+    (!excluded).then(|| crate::node::node_ref(n))
 }
 
 /// The metadata patch that adds or removes the finalizer (with the resourceVersion it was

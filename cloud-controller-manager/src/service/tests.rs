@@ -108,6 +108,25 @@ fn backends_are_the_stable_node_set_sorted() {
 }
 
 #[test]
+fn only_an_update_that_moves_a_node_in_or_out_of_the_set_or_changes_it_counts() {
+    let ready = node("a", None, None, false);
+    let not_ready = node("a", None, Some("node.kubernetes.io/not-ready"), false);
+    // A heartbeat or a readiness change leaves the node's entry as it was.
+    assert_eq!(stable_node(&ready), stable_node(&not_ready));
+    assert!(stable_node(&ready).is_some());
+    for gone in [
+        node("a", Some(LABEL_EXCLUDE_BALANCERS), None, false),
+        node("a", None, Some(TAINT_TO_BE_DELETED), false),
+        node("a", None, None, true),
+    ] {
+        assert_eq!(stable_node(&gone), None);
+    }
+    let mut provider = (*ready).clone();
+    provider.spec.get_or_insert_default().provider_id = Some("sim://a".into());
+    assert_ne!(stable_node(&provider), stable_node(&ready));
+}
+
+#[test]
 fn ports_map_to_node_ports_and_status_is_patched_only_on_change() {
     let s = svc("LoadBalancer", true);
     assert_eq!(

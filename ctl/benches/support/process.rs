@@ -160,3 +160,20 @@ pub fn thread_cpu_seconds(pid: u32) -> Vec<(String, f64)> {
         })
         .collect()
 }
+
+/// The number in the environment variable `name`, else `default`.
+pub fn env_or(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The median of `v` (the upper one of an even count; NaN if empty).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}

@@ -307,6 +307,29 @@ pub(crate) struct Access {
 }
 
 /// The names of `nodes` simulated nodes (`node-0`, ...), as the kubelets name them.
+/// Bytes of node names the kubelets' shared serving certificate names at most. rustls (webpki)
+/// refuses a certificate whose DER lengths need more than two bytes (64 KiB), which 10,000 node
+/// names pass; the names are a courtesy for clients that dial a kubelet by name, since the API
+/// server and the metrics-server dial its `InternalIP` (127.0.0.1), which the certificate
+/// always names.
+const MAX_KUBELET_NAME_BYTES: usize = 32 * 1024;
+
+/// The hosts of the kubelets' serving certificate: the loopback names, then the names of as
+/// many nodes as fit in [`MAX_KUBELET_NAME_BYTES`] (all of them up to a few thousand nodes).
+fn kubelet_hosts(nodes: &[String]) -> Vec<String> {
+    let mut hosts: Vec<String> = ["127.0.0.1", "::1", "localhost"].map(String::from).into();
+    let mut budget = MAX_KUBELET_NAME_BYTES;
+    for name in nodes {
+        // The name and its DER tag and length.
+        let Some(left) = budget.checked_sub(name.len() + 4) else {
+            break;
+        };
+        budget = left;
+        hosts.push(name.clone());
+    }
+    hosts
+}
+
 pub(crate) fn node_names(nodes: usize) -> Vec<String> {
     let config = kubelet_sim::Config::new(client::ClusterSource::Infer, 0);
     (0..nodes).map(|i| config.node_name(i)).collect()
@@ -377,10 +400,8 @@ impl Access {
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         let pki_err = |e: apimachinery::pki::CertError| Error::component(Component::Kubelet, e);
         let ca = Ca::load_or_create(&dir).map_err(pki_err)?;
-        let mut hosts: Vec<String> = ["127.0.0.1", "::1", "localhost"].map(String::from).into();
-        hosts.extend(nodes.iter().cloned());
         let issued = ca
-            .issue_serving_named("kubelet", &hosts, Validity::default_cert())
+            .issue_serving_named("kubelet", &kubelet_hosts(nodes), Validity::default_cert())
             .map_err(pki_err)?;
         let (cert, key) =
             apimachinery::pki::write_cert_and_key(&dir, "kubelet", &issued).map_err(pki_err)?;
@@ -412,5 +433,43 @@ impl Access {
         } else {
             client::ClusterSource::Url(self.url.clone())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kubelets_certificate_serves_ten_thousand_nodes() {
+        let ca = Ca::generate_in_memory(Validity::default_cert()).expect("a CA");
+        let few = kubelet_hosts(&node_names(3));
+        assert_eq!(
+            few,
+            [
+                "127.0.0.1",
+                "::1",
+                "localhost",
+                "node-0",
+                "node-1",
+                "node-2"
+            ]
+        );
+        let many = kubelet_hosts(&node_names(10_000));
+        assert!(many.len() > 1_000 && many.len() < 10_003, "{}", many.len());
+        let issued = ca
+            .issue_serving_named("kubelet", &many, Validity::default_cert())
+            .expect("issued");
+        apimachinery::pki::tls_server_config(&issued.cert_pem, &issued.key_pem, None)
+            .expect("rustls takes the certificate");
+        // Every name of 10,000 nodes is what rustls refused.
+        let mut all = kubelet_hosts(&[]);
+        all.extend(node_names(10_000));
+        let issued = ca
+            .issue_serving_named("kubelet", &all, Validity::default_cert())
+            .expect("issued");
+        assert!(
+            apimachinery::pki::tls_server_config(&issued.cert_pem, &issued.key_pem, None).is_err()
+        );
     }
 }

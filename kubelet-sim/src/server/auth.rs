@@ -206,8 +206,9 @@ pub enum ReviewError {
 /// The kubelet API's authenticator and authorizer (`KubeletAuth`).
 pub struct RequestAuth {
     config: ServingAuth,
-    /// The client CA's certificate (DER), when client certificates authenticate.
-    client_ca: Option<Vec<u8>>,
+    /// The client CA's verifier, when client certificates authenticate (it remembers the
+    /// chains it verified, as the API server's does).
+    client_ca: Option<apimachinery::pki::ClientVerifier>,
     /// What sends the reviews (the simulator's own user).
     client: Option<kube::Client>,
     tokens: Cache<Option<UserInfo>>,
@@ -224,7 +225,7 @@ impl RequestAuth {
     ) -> Self {
         RequestAuth {
             config,
-            client_ca,
+            client_ca: client_ca.map(apimachinery::pki::ClientVerifier::new),
             client,
             tokens: Cache::new(),
             decisions: Cache::new(),
@@ -238,8 +239,8 @@ impl RequestAuth {
         headers: &HeaderMap,
         peer: Option<&PeerCertificates>,
     ) -> Option<UserInfo> {
-        if let (Some(ca), Some(chain)) = (&self.client_ca, peer) {
-            match apimachinery::pki::verify_client_chain(ca, &chain.0, SystemTime::now()) {
+        if let (Some(x509), Some(chain)) = (&self.client_ca, peer) {
+            match x509.verify(&chain.0, SystemTime::now()) {
                 Ok(id) => {
                     return Some(authenticated(UserInfo {
                         name: id.common_name,

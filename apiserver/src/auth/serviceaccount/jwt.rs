@@ -19,6 +19,7 @@ use ring::signature::{
     UnparsedPublicKey,
 };
 use serde_json::Value;
+use std::sync::Arc;
 
 /// The DER prefix of a P-256 public key in PKIX form (`SubjectPublicKeyInfo` with
 /// id-ecPublicKey and prime256v1), before the 65-byte uncompressed point.
@@ -32,7 +33,12 @@ pub struct SigningKey {
     pair: EcdsaKeyPair,
     key_id: String,
     rng: SystemRandom,
+    /// Tokens whose signature this key verified, with their claims ([`SigningKey::verify`]).
+    verified: std::sync::Mutex<std::collections::HashMap<String, Arc<Value>>>,
 }
+
+/// Tokens a [`SigningKey`] remembers before it forgets them all and starts again.
+const MAX_REMEMBERED_TOKENS: usize = 4096;
 
 impl std::fmt::Debug for SigningKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,7 +66,12 @@ impl SigningKey {
         let mut spki = P256_SPKI_PREFIX.to_vec();
         spki.extend_from_slice(pair.public_key().as_ref());
         let key_id = URL_SAFE_NO_PAD.encode(ring::digest::digest(&ring::digest::SHA256, &spki));
-        Ok(SigningKey { pair, key_id, rng })
+        Ok(SigningKey {
+            pair,
+            key_id,
+            rng,
+            verified: std::sync::Mutex::default(),
+        })
     }
 
     /// The key id (`kid`) tokens carry.
@@ -87,7 +98,31 @@ impl SigningKey {
     }
 
     /// The claims of `token` if it is a compact JWS signed by this key, else why not.
-    pub fn verify(&self, token: &str) -> Result<Value, String> {
+    ///
+    /// A token verified once is remembered with its claims: the same bytes under the same key
+    /// are the same verdict, so a client's every request costs one map lookup instead of an
+    /// ECDSA verification. What can change (expiry, the ServiceAccount's existence) is checked
+    /// by the callers on every request. Refusals are not remembered.
+    pub fn verify(&self, token: &str) -> Result<Arc<Value>, String> {
+        let lock = || {
+            self.verified
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(claims) = lock().get(token) {
+            return Ok(claims.clone());
+        }
+        let claims = Arc::new(self.verify_signature(token)?);
+        let mut verified = lock();
+        if verified.len() >= MAX_REMEMBERED_TOKENS {
+            verified.clear();
+        }
+        verified.insert(token.to_owned(), claims.clone());
+        Ok(claims)
+    }
+
+    /// [`SigningKey::verify`] without the memo.
+    fn verify_signature(&self, token: &str) -> Result<Value, String> {
         let mut parts = token.split('.');
         let (Some(header), Some(payload), Some(signature), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
@@ -147,7 +182,11 @@ mod tests {
             unverified_claims(&token).unwrap()["sub"],
             "system:serviceaccount:a:b"
         );
+        // Remembered once verified; a refusal is not remembered, and a tampered token is not
+        // the remembered one.
+        assert_eq!(key.verify(&token).unwrap(), key.verify(&token).unwrap());
         let (_, other) = SigningKey::generate().unwrap();
+        assert_eq!(other.verify(&token).unwrap_err(), "invalid signature");
         assert_eq!(other.verify(&token).unwrap_err(), "invalid signature");
         let mut parts: Vec<&str> = token.split('.').collect();
         let forged =

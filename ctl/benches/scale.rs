@@ -1,0 +1,273 @@
+//! Scale: one `miniplane up --nodes N` (every component in one process, its defaults: every
+//! acknowledged write synced to disk, HTTPS and RBAC, tracing on, the simulated cloud and a
+//! metrics-server; the `fast` kubelet profile, so the figure is the control plane's), then one
+//! Deployment of R replicas asking 1m CPU and 1Mi each, created through the API and timed until
+//! its `status.availableReplicas` is R, polled every 200 ms.
+//!
+//! ```text
+//! cargo bench -p ctl --bench scale                                   # 1,000 nodes, 10,000 pods, 3 runs
+//! BENCH_NODES=10000 BENCH_REPLICAS=10000,30000,100000 BENCH_RUNS=3 cargo bench -p ctl --bench scale
+//! BENCH_TRACING=0 cargo bench -p ctl --bench scale                   # every component --tracing=false
+//! BENCH_IDLE_SECONDS=10 cargo bench -p ctl --bench scale             # the idle window (default 10 s)
+//! BENCH_UP_ARGS="--cloud=false" cargo bench -p ctl --bench scale     # more `up` flags
+//! MINIPLANE_BENCH_BIN=path cargo bench -p ctl --bench scale          # another miniplane build
+//! ```
+//!
+//! Per run it prints:
+//! * the start-up: `up` started until every node is Ready (its "ready" line);
+//! * the idle cost: the process's CPU over `BENCH_IDLE_SECONDS` with nothing but heartbeats and
+//!   leases going on, per node per second;
+//! * the apply: seconds to all Available, the process's peak RSS (`VmHWM`) and what it grew by
+//!   per pod (RSS after the apply less RSS before, over R);
+//! * whether the cluster stayed usable: the slowest and the median of `kubectl get nodes` and
+//!   of `kubectl get pods -l probe=one` (one pod created before the Deployment), run back to
+//!   back by a second thread from the Deployment's creation to all Available (the real
+//!   `kubectl` binary, so the figure includes its own start, as a user sees it).
+//!
+//! With several replica counts, each count is a fresh cluster, run `BENCH_RUNS` times, and the
+//! medians are printed as one table (the linearity check: seconds and bytes against pods). Not a
+//! timed test: it prints figures for `docs/benchmarks.md`.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use kube::{Client, Config};
+use serde_json::json;
+
+#[path = "support/process.rs"]
+mod process;
+use process::{cpu_seconds, env_or, median, peak_rss_mib, rss_mib, spawn};
+
+/// What one run measured.
+struct Run {
+    /// `up` started → every node Ready.
+    start: Duration,
+    /// CPU seconds per node per second while idle.
+    idle_cpu_per_node: f64,
+    /// Deployment created → `availableReplicas` = replicas.
+    available: Duration,
+    /// Peak RSS of the process, MiB.
+    peak_rss: f64,
+    /// RSS growth over the apply per pod, bytes.
+    bytes_per_pod: f64,
+    /// `kubectl get nodes` durations during the apply, seconds.
+    get_nodes: Vec<f64>,
+    /// `kubectl get pods -l probe=one` durations during the apply, seconds.
+    get_pod: Vec<f64>,
+}
+
+fn max(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NAN, f64::max)
+}
+
+/// One `kubectl` command's wall time against the cluster of `kubeconfig` (its output dropped).
+fn kubectl_seconds(kubeconfig: &std::path::Path, args: &[&str]) -> f64 {
+    let start = Instant::now();
+    let status = Command::new("kubectl")
+        .args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("kubectl (Debian package kubectl) on PATH");
+    assert!(status.success(), "kubectl {args:?} failed");
+    start.elapsed().as_secs_f64()
+}
+
+fn deployment(replicas: usize) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "scale"},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "scale"}},
+            "template": {
+                "metadata": {"labels": {"app": "scale"}},
+                "spec": {"containers": [{
+                    "name": "app",
+                    "image": "registry.k8s.io/pause:3.10",
+                    "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}}
+                }]}
+            }
+        }
+    }))
+    .unwrap()
+}
+
+async fn one_run(nodes: usize, replicas: usize, idle_seconds: u64) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let nodes_arg = nodes.to_string();
+    let mut args = vec![
+        "up",
+        "--kubelet-profile",
+        "fast",
+        "--port",
+        "0",
+        "--nodes",
+        &nodes_arg,
+        "--data-dir",
+        data,
+    ];
+    if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0") {
+        args.push("--tracing=false");
+    }
+    let extra = std::env::var("BENCH_UP_ARGS").unwrap_or_default();
+    args.extend(extra.split_whitespace());
+    let started = Instant::now();
+    let (up, _) = spawn(&args, "miniplane is ready at ");
+    let start = started.elapsed();
+    let pid = up.id();
+    let kubeconfig = std::path::Path::new(data).join("kubeconfig");
+    let config = Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
+        &Default::default(),
+    )
+    .await
+    .unwrap();
+    let client = Client::try_from(config).unwrap();
+
+    // Idle: the registration's writes settle first.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let cpu_before = cpu_seconds(pid);
+    tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
+    let idle_cpu_per_node =
+        (cpu_seconds(pid) - cpu_before) / idle_seconds as f64 / nodes.max(1) as f64;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let probe: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "probe", "labels": {"probe": "one"}},
+        "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.10"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &probe).await.unwrap();
+    let rss_before = rss_mib(pid);
+
+    // kubectl, back to back, on a thread of its own until the apply ends.
+    let done = Arc::new(AtomicBool::new(false));
+    let prober = {
+        let done = done.clone();
+        let kubeconfig = kubeconfig.clone();
+        std::thread::spawn(move || {
+            let (mut get_nodes, mut get_pod) = (Vec::new(), Vec::new());
+            while !done.load(Ordering::Relaxed) {
+                get_nodes.push(kubectl_seconds(&kubeconfig, &["get", "nodes"]));
+                get_pod.push(kubectl_seconds(
+                    &kubeconfig,
+                    &["get", "pods", "-l", "probe=one"],
+                ));
+            }
+            (get_nodes, get_pod)
+        })
+    };
+
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
+    let applied = Instant::now();
+    deployments
+        .create(&PostParams::default(), &deployment(replicas))
+        .await
+        .unwrap();
+    let deadline = applied + Duration::from_secs(1800);
+    loop {
+        let d = deployments.get("scale").await.unwrap();
+        let available = d
+            .status
+            .and_then(|s| s.available_replicas)
+            .unwrap_or_default();
+        if available as usize == replicas {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{available}/{replicas} Available after 30 minutes"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let available = applied.elapsed();
+    done.store(true, Ordering::Relaxed);
+    let (get_nodes, get_pod) = prober.join().unwrap();
+    let peak_rss = peak_rss_mib(pid);
+    let bytes_per_pod = (rss_mib(pid) - rss_before) * 1024.0 * 1024.0 / replicas as f64;
+    drop(up);
+    Run {
+        start,
+        idle_cpu_per_node,
+        available,
+        peak_rss,
+        bytes_per_pod,
+        get_nodes,
+        get_pod,
+    }
+}
+
+fn main() {
+    let nodes = env_or("BENCH_NODES", 1_000);
+    let counts: Vec<usize> = std::env::var("BENCH_REPLICAS")
+        .unwrap_or_else(|_| "10000".into())
+        .split(',')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    let runs = env_or("BENCH_RUNS", 3).max(1);
+    let idle_seconds = env_or("BENCH_IDLE_SECONDS", 10).max(1) as u64;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "scale bench: {nodes} nodes, replicas {counts:?}, {runs} runs each, {cores} cores, \
+         one process (miniplane up, every write synced)"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut table = Vec::new();
+    for &replicas in &counts {
+        let mut results = Vec::new();
+        for run in 1..=runs {
+            let r = rt.block_on(one_run(nodes, replicas, idle_seconds));
+            println!(
+                "  {replicas} pods, run {run}: start {:.2} s; idle {:.1} µs CPU per node per s; \
+                 all Available {:.2} s ({:.0} pods/s); peak RSS {:.0} MiB, {:.1} KiB per pod; \
+                 kubectl get nodes max {:.2} s (median {:.2}, {} runs), get pods -l max {:.2} s \
+                 (median {:.2})",
+                r.start.as_secs_f64(),
+                r.idle_cpu_per_node * 1e6,
+                r.available.as_secs_f64(),
+                replicas as f64 / r.available.as_secs_f64(),
+                r.peak_rss,
+                r.bytes_per_pod / 1024.0,
+                max(&r.get_nodes),
+                median(r.get_nodes.clone()),
+                r.get_nodes.len(),
+                max(&r.get_pod),
+                median(r.get_pod.clone()),
+            );
+            results.push(r);
+        }
+        let m = |f: &dyn Fn(&Run) -> f64| median(results.iter().map(f).collect());
+        table.push((
+            replicas,
+            m(&|r| r.start.as_secs_f64()),
+            m(&|r| r.idle_cpu_per_node * 1e6),
+            m(&|r| r.available.as_secs_f64()),
+            m(&|r| r.peak_rss),
+            m(&|r| r.bytes_per_pod / 1024.0),
+            m(&|r| max(&r.get_nodes)),
+            m(&|r| max(&r.get_pod)),
+        ));
+    }
+    println!(
+        "\nmedians ({nodes} nodes, {runs} runs):\n\
+         | pods | start | idle µs CPU/node/s | all Available | peak RSS | KiB per pod | slowest get nodes | slowest get pods -l |\n\
+         | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for (pods, start, idle, avail, rss, kib, nodes_s, pod_s) in table {
+        println!(
+            "| {pods} | {start:.2} s | {idle:.1} | {avail:.2} s | {rss:.0} MiB | {kib:.1} | \
+             {nodes_s:.2} s | {pod_s:.2} s |"
+        );
+    }
+}
