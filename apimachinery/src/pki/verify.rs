@@ -144,11 +144,6 @@ impl ClientVerifier {
         }
     }
 
-    /// The CA certificate chains are verified against.
-    pub fn ca_der(&self) -> &[u8] {
-        &self.ca_der
-    }
-
     /// [`verify_client_chain`]'s verdict on `chain` at `now`.
     pub fn verify(&self, chain: &[CertificateDer<'_>], now: SystemTime) -> Result<ClientIdentity> {
         let key: Vec<u8> = chain
