@@ -17,10 +17,14 @@
 //!                     none                ─▶ NetworkUnavailable True  "NoRouteCreated"
 //! ```
 //!
-//! A periodic loop like Kubernetes' (no work queue to pause). Simplification: routes are
-//! created one at a time rather than with 200 in flight.
+//! A periodic loop like Kubernetes' (no work queue to pause). As there, deletions and
+//! creations run side by side, at most [`MAX_CONCURRENT_ROUTE_CREATIONS`] (200) creations in
+//! flight, and then the Nodes' conditions are written side by side (Kubernetes starts a
+//! goroutine per Node; here at most [`MAX_CONCURRENT_CONDITION_UPDATES`] at once). With
+//! 10,000 nodes one at a time would take minutes: each creation is a save of the cloud's
+//! state, which creations in flight together share.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +33,7 @@ use client::{Lister, SharedInformerFactory};
 use cloud::Route;
 use controllers::Event;
 use controllers::executor::Executor;
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::Api;
@@ -37,6 +42,11 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::node::controller::node_object_ref;
+
+/// `maxConcurrentRouteCreations`: creations in flight at once.
+pub const MAX_CONCURRENT_ROUTE_CREATIONS: usize = 200;
+/// Nodes' `NetworkUnavailable` updates in flight at once.
+pub const MAX_CONCURRENT_CONDITION_UPDATES: usize = 200;
 
 /// What one reconciliation does.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -201,8 +211,18 @@ impl RouteController {
             .map_err(|e| format!("error listing routes: {e}"))?;
         let nodes = self.nodes.list(None, &apimachinery::Selector::everything());
         let plan = plan(&nodes, &routes, &self.cluster_cidr);
-        for route in &plan.delete {
-            match routes_api.delete_route(&self.cluster_name, route).await {
+        let cluster = self.cluster_name.as_str();
+        // Owned items: a stream over borrowed ones trips the compiler's check that the
+        // controller's future is Send.
+        let deletions = futures::stream::iter(plan.delete.clone())
+            .map(|route| async move {
+                let deleted = routes_api.delete_route(cluster, &route).await;
+                (route, deleted)
+            })
+            .buffer_unordered(MAX_CONCURRENT_ROUTE_CREATIONS);
+        futures::pin_mut!(deletions);
+        while let Some((route, deleted)) = deletions.next().await {
+            match deleted {
                 Ok(()) => {
                     tracing::info!(route = %route.name, cidr = %route.destination_cidr, "Deleted route")
                 }
@@ -213,28 +233,31 @@ impl RouteController {
         for r in routes.iter().filter(|r| !plan.delete.contains(r)) {
             *routed.entry(r.target_node.clone()).or_default() += 1;
         }
-        for (hint, route) in &plan.create {
-            let started = std::time::Instant::now();
-            match routes_api
-                .create_route(&self.cluster_name, hint, route)
-                .await
-            {
+        let by_name: HashMap<&str, &Arc<Node>> = nodes
+            .iter()
+            .filter_map(|n| Some((n.metadata.name.as_deref()?, n)))
+            .collect();
+        let creations = futures::stream::iter(plan.create.clone())
+            .map(|(hint, route)| async move {
+                let started = std::time::Instant::now();
+                let created = routes_api.create_route(cluster, &hint, &route).await;
+                (hint, route, started.elapsed(), created)
+            })
+            .buffer_unordered(MAX_CONCURRENT_ROUTE_CREATIONS);
+        futures::pin_mut!(creations);
+        while let Some((hint, route, took, created)) = creations.next().await {
+            match created {
                 Ok(()) => {
                     tracing::info!(node = %route.target_node, cidr = %route.destination_cidr, "Created route for node");
                     *routed.entry(route.target_node.clone()).or_default() += 1;
                 }
                 Err(e) => {
                     let message = format!(
-                        "Could not create route {hint} {} for node {} after {:?}: {e}",
-                        route.destination_cidr,
-                        route.target_node,
-                        started.elapsed()
+                        "Could not create route {hint} {} for node {} after {took:?}: {e}",
+                        route.destination_cidr, route.target_node,
                     );
                     tracing::warn!("{message}");
-                    if let Some(node) = nodes
-                        .iter()
-                        .find(|n| n.metadata.name.as_deref() == Some(route.target_node.as_str()))
-                    {
+                    if let Some(node) = by_name.get(route.target_node.as_str()) {
                         self.executor.record(&Event {
                             regarding: node_object_ref(node),
                             type_: EventType::Warning,
@@ -246,17 +269,29 @@ impl RouteController {
             }
         }
         let now = self.executor.clock().wall();
+        let api = Api::<Node>::all(self.executor.client());
+        let mut patches = Vec::new();
         for node in &nodes {
             let name = node.metadata.name.clone().unwrap_or_default();
             let count = routed.get(&name).copied().unwrap_or(0);
-            let Some(condition) = network_condition(node, count, now) else {
-                continue;
-            };
-            let patch = json!({ "status": { "conditions": [condition] } });
-            if let Err(e) = Api::<Node>::all(self.executor.client())
-                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
-                .await
-            {
+            if let Some(condition) = network_condition(node, count, now) {
+                patches.push((name, json!({ "status": { "conditions": [condition] } })));
+            }
+        }
+        let updates = futures::stream::iter(patches)
+            .map(|(name, patch)| {
+                let api = api.clone();
+                async move {
+                    let patched = api
+                        .patch_status(&name, &PatchParams::default(), &Patch::Strategic(patch))
+                        .await;
+                    (name, patched)
+                }
+            })
+            .buffer_unordered(MAX_CONCURRENT_CONDITION_UPDATES);
+        futures::pin_mut!(updates);
+        while let Some((name, patched)) = updates.next().await {
+            if let Err(e) = patched {
                 tracing::warn!(node = %name, error = %e, "failed to update networking condition");
             }
         }

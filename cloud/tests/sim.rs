@@ -715,6 +715,86 @@ async fn concurrent_launches_are_saved_together_and_answered_one_by_one() {
     again.stop().await;
 }
 
+/// A poller that passes the list's `ETag` back gets `304 Not Modified` (nothing) until an
+/// instance changes; a launch of an instance that exists changes nothing; a restarted cloud's
+/// tags are new.
+#[tokio::test]
+async fn a_list_is_sent_again_only_when_an_instance_changed() {
+    let dir = tempfile::tempdir().unwrap();
+    let running = Running::start(dir.path(), Duration::ZERO).await;
+    let cloud = &running.cloud;
+    cloud.launch_instance("node-a", None).await.unwrap();
+    let (listed, tag) = cloud
+        .list_instances_since(None)
+        .await
+        .unwrap()
+        .expect("a list");
+    assert_eq!(listed.len(), 1);
+    assert!(tag.starts_with('"') && tag.ends_with('"'), "{tag}");
+    assert_eq!(cloud.list_instances_since(Some(&tag)).await.unwrap(), None);
+    cloud.launch_instance("node-a", None).await.unwrap();
+    assert_eq!(
+        cloud.list_instances_since(Some(&tag)).await.unwrap(),
+        None,
+        "launching an existing instance changes nothing"
+    );
+    cloud.stop_instance("node-a").await.unwrap();
+    let (listed, stopped) = cloud
+        .list_instances_since(Some(&tag))
+        .await
+        .unwrap()
+        .expect("changed");
+    assert_eq!(listed[0].state, InstanceState::Stopped);
+    assert_ne!(stopped, tag);
+    assert_eq!(
+        cloud
+            .list_instances_since(Some("\"other\""))
+            .await
+            .unwrap()
+            .map(|l| l.0.len()),
+        Some(1)
+    );
+    running.stop().await;
+
+    let again = Running::start(dir.path(), Duration::ZERO).await;
+    let (listed, _) = again
+        .cloud
+        .list_instances_since(Some(&stopped))
+        .await
+        .unwrap()
+        .expect("a restarted cloud's tags are new");
+    assert_eq!(listed[0].state, InstanceState::Stopped);
+    again.stop().await;
+}
+
+/// A change that cannot be saved is not made: with the cloud's directory gone, a launch is
+/// answered 500 and the instance is not there, then or once saving works again.
+#[tokio::test]
+async fn a_change_that_cannot_be_saved_is_not_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let cloud_dir = dir.path().join("cloud");
+    let running = Running::start(&cloud_dir, Duration::ZERO).await;
+    let cloud = &running.cloud;
+    cloud.launch_instance("node-a", None).await.unwrap();
+    std::fs::remove_dir_all(&cloud_dir).unwrap();
+    let refused = cloud.launch_instance("node-b", None).await;
+    assert_eq!(api_status(refused), 500);
+    let names = |l: Vec<CloudInstance>| l.into_iter().map(|i| i.name).collect::<Vec<_>>();
+    assert_eq!(names(cloud.list_instances().await.unwrap()), ["node-a"]);
+    std::fs::create_dir_all(&cloud_dir).unwrap();
+    let c = cloud.launch_instance("node-c", None).await.unwrap();
+    assert_eq!(
+        names(cloud.list_instances().await.unwrap()),
+        ["node-a", "node-c"]
+    );
+    assert_eq!(
+        c.internal_ip,
+        Ipv4Addr::new(172, 31, 0, 2),
+        "node-b's address was never taken"
+    );
+    running.stop().await;
+}
+
 async fn joined<T>(handles: impl Iterator<Item = JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();
     for h in handles {

@@ -19,6 +19,11 @@
 //!   leases going on, per node per second;
 //! * the apply: seconds to all Available, the process's peak RSS (`VmHWM`) and what it grew by
 //!   per pod (RSS after the apply less RSS before, over R);
+//! * with `BENCH_UP_ARGS=--separate` (each component a child process of `up`), the same per
+//!   component: its CPU while idle, its peak RSS and its RSS growth per pod, beside the size of
+//!   one of the Deployment's pods as JSON (as `kubectl get pod -o json` receives it): where the
+//!   bytes per pod go. The totals are then the sums over `up` and its children (the peak an
+//!   upper bound: the processes need not peak together);
 //! * whether the cluster stayed usable: the slowest and the median of `kubectl get nodes` and
 //!   of `kubectl get pods -l probe=one` (one pod created before the Deployment), run back to
 //!   back by a second thread from the Deployment's creation to all Available (the real
@@ -36,13 +41,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use kube::{Client, Config};
 use serde_json::json;
 
 #[path = "support/process.rs"]
 mod process;
-use process::{cpu_seconds, env_or, median, peak_rss_mib, rss_mib, spawn};
+use process::{children, cpu_seconds, env_or, median, peak_rss_mib, rss_mib, spawn};
 
 /// What one run measured.
 struct Run {
@@ -58,8 +63,24 @@ struct Run {
     bytes_per_pod: f64,
     /// `kubectl get nodes` durations during the apply, seconds.
     get_nodes: Vec<f64>,
+    /// One of the Deployment's pods as JSON, bytes.
+    pod_json_bytes: usize,
+    /// With `--separate`, each child process of `up`: what it measured alone.
+    parts: Vec<Part>,
     /// `kubectl get pods -l probe=one` durations during the apply, seconds.
     get_pod: Vec<f64>,
+}
+
+/// One component process of a `--separate` cluster.
+struct Part {
+    /// Its subcommand (`apiserver`, `scheduler`, ...).
+    name: String,
+    /// CPU seconds per node per second while idle.
+    idle_cpu_per_node: f64,
+    /// Peak RSS, MiB.
+    peak_rss: f64,
+    /// RSS growth over the apply per pod, bytes.
+    bytes_per_pod: f64,
 }
 
 fn max(v: &[f64]) -> f64 {
@@ -135,12 +156,21 @@ async fn one_run(nodes: usize, replicas: usize, idle_seconds: u64) -> Run {
     .unwrap();
     let client = Client::try_from(config).unwrap();
 
+    // `up` and, with `--separate`, its component processes.
+    let mut pids = vec![(pid, "up".to_owned())];
+    pids.extend(children(pid));
+    let per_node_second = |cpu: f64| cpu / idle_seconds as f64 / nodes.max(1) as f64;
+
     // Idle: the registration's writes settle first.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let cpu_before = cpu_seconds(pid);
+    let cpu_before: Vec<f64> = pids.iter().map(|(p, _)| cpu_seconds(*p)).collect();
     tokio::time::sleep(Duration::from_secs(idle_seconds)).await;
-    let idle_cpu_per_node =
-        (cpu_seconds(pid) - cpu_before) / idle_seconds as f64 / nodes.max(1) as f64;
+    let idle_cpu: Vec<f64> = pids
+        .iter()
+        .zip(&cpu_before)
+        .map(|((p, _), before)| per_node_second(cpu_seconds(*p) - before))
+        .collect();
+    let idle_cpu_per_node = idle_cpu.iter().sum();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let probe: Pod = serde_json::from_value(json!({
@@ -149,7 +179,7 @@ async fn one_run(nodes: usize, replicas: usize, idle_seconds: u64) -> Run {
     }))
     .unwrap();
     pods.create(&PostParams::default(), &probe).await.unwrap();
-    let rss_before = rss_mib(pid);
+    let rss_before: Vec<f64> = pids.iter().map(|(p, _)| rss_mib(*p)).collect();
 
     // kubectl, back to back, on a thread of its own until the apply ends.
     let done = Arc::new(AtomicBool::new(false));
@@ -194,8 +224,23 @@ async fn one_run(nodes: usize, replicas: usize, idle_seconds: u64) -> Run {
     let available = applied.elapsed();
     done.store(true, Ordering::Relaxed);
     let (get_nodes, get_pod) = prober.join().unwrap();
-    let peak_rss = peak_rss_mib(pid);
-    let bytes_per_pod = (rss_mib(pid) - rss_before) * 1024.0 * 1024.0 / replicas as f64;
+    let mib_per_pod = |mib: f64| mib * 1024.0 * 1024.0 / replicas as f64;
+    let mut parts: Vec<Part> = pids
+        .iter()
+        .zip(rss_before.iter().zip(&idle_cpu))
+        .map(|((p, name), (before, idle))| Part {
+            name: name.clone(),
+            idle_cpu_per_node: *idle,
+            peak_rss: peak_rss_mib(*p),
+            bytes_per_pod: mib_per_pod(rss_mib(*p) - before),
+        })
+        .collect();
+    let peak_rss = parts.iter().map(|p| p.peak_rss).sum();
+    let bytes_per_pod = parts.iter().map(|p| p.bytes_per_pod).sum();
+    if parts.len() == 1 {
+        parts.clear();
+    }
+    let pod_json_bytes = one_pod_json(&client).await;
     drop(up);
     Run {
         start,
@@ -205,7 +250,23 @@ async fn one_run(nodes: usize, replicas: usize, idle_seconds: u64) -> Run {
         bytes_per_pod,
         get_nodes,
         get_pod,
+        pod_json_bytes,
+        parts,
     }
+}
+
+/// The size of one of the Deployment's pods as the API server sends it as JSON.
+async fn one_pod_json(client: &Client) -> usize {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let list = pods
+        .list(&ListParams::default().labels("app=scale").limit(1))
+        .await
+        .unwrap();
+    let name = list.items[0].metadata.name.clone().unwrap();
+    let request = http::Request::get(format!("/api/v1/namespaces/default/pods/{name}"))
+        .body(Vec::new())
+        .unwrap();
+    client.request_text(request).await.unwrap().len()
 }
 
 fn main() {
@@ -245,6 +306,20 @@ fn main() {
                 max(&r.get_pod),
                 median(r.get_pod.clone()),
             );
+            if !r.parts.is_empty() {
+                println!("    a pod as JSON: {} bytes", r.pod_json_bytes);
+            }
+            for part in &r.parts {
+                println!(
+                    "    {:<26} idle {:>6.1} µs CPU per node per s; peak RSS {:>6.0} MiB; \
+                     {:>6.1} KiB per pod ({:.1}× a pod's JSON)",
+                    part.name,
+                    part.idle_cpu_per_node * 1e6,
+                    part.peak_rss,
+                    part.bytes_per_pod / 1024.0,
+                    part.bytes_per_pod / r.pod_json_bytes as f64,
+                );
+            }
             results.push(r);
         }
         let m = |f: &dyn Fn(&Run) -> f64| median(results.iter().map(f).collect());

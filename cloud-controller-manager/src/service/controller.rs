@@ -57,8 +57,7 @@ pub struct ServiceController {
     /// Each LB Service's backends as last sent to the cloud (`lastSyncedNodes`), and what
     /// the cloud knows it by (for a Service deleted without its finalizer).
     synced: Arc<Mutex<SyncedBackends>>,
-    /// The stable node set the node sync last saw.
-    node_set: Arc<Mutex<Vec<String>>>,
+    /// Wakes the node sync; notifications before it runs count once (`nodeQueue`'s one key).
     nodes_changed: Arc<Notify>,
     /// Sync counters for `/metrics`.
     pub metrics: Arc<ControllerMetrics>,
@@ -95,7 +94,6 @@ impl ServiceController {
             executor,
             cluster_name,
             synced: Arc::default(),
-            node_set: Arc::default(),
             nodes_changed: Arc::new(Notify::new()),
             metrics: Arc::new(ControllerMetrics::new("service")),
         };
@@ -117,16 +115,16 @@ impl ServiceController {
         let (n1, n2, n3) = (this.clone(), this.clone(), this.clone());
         node_informer.add_event_handler(
             client::ResourceEventHandlerFuncs::new()
-                .on_add(move |_, _| n1.check_node_set())
+                .on_add(move |_, _| n1.nodes_changed.notify_one())
                 .on_update(move |old: Arc<Node>, new: Arc<Node>| {
                     // Most updates are status heartbeats: only one that adds, removes or
                     // changes the node's entry in the stable set can change the set
-                    // (`shouldSyncUpdatedNode`), and only then is the whole set listed again.
+                    // (`shouldSyncUpdatedNode`), and only then does the node sync run.
                     if stable_node(&old) != stable_node(&new) {
-                        n2.check_node_set();
+                        n2.nodes_changed.notify_one();
                     }
                 })
-                .on_delete(move |_| n3.check_node_set()),
+                .on_delete(move |_| n3.nodes_changed.notify_one()),
         );
         this
     }
@@ -138,14 +136,6 @@ impl ServiceController {
 
     fn current_nodes(&self) -> Vec<NodeRef> {
         stable_nodes(&self.nodes.list(None, &apimachinery::Selector::everything()))
-    }
-
-    /// Wakes the node sync if the stable node set is not the one it last saw.
-    fn check_node_set(&self) {
-        let now = names(&self.current_nodes());
-        if *lock(&self.node_set) != now {
-            self.nodes_changed.notify_one();
-        }
     }
 
     /// Starts `workers` workers and the node sync on `tracker` (call after the caches synced).
@@ -355,9 +345,13 @@ impl ServiceController {
     /// `nodeSyncLoop`: every LB Service whose backends are not the current stable node set
     /// gets `UpdateLoadBalancer` (a failure requeues the Service for a full sync).
     pub async fn node_sync(&self) {
+        // No load balancer yet: no backends to bring up to date (and no set to list, which
+        // with 10,000 nodes registering would be most of the controller's work).
+        if lock(&self.synced).is_empty() {
+            return;
+        }
         let nodes = self.current_nodes();
         let now = names(&nodes);
-        *lock(&self.node_set) = now.clone();
         let Ok(balancer) = self.balancer() else {
             return;
         };

@@ -56,16 +56,32 @@ impl AddressPool {
 
     /// The lowest host address not in `used`, or `None` when every one is taken.
     pub(crate) fn lowest_free(&self, used: &BTreeSet<Ipv4Addr>) -> Option<Ipv4Addr> {
-        let (first, last) = self.first_and_last();
-        (first + 1..last)
-            .map(Ipv4Addr::from)
-            .find(|ip| !used.contains(ip))
+        self.lowest_free_from(Ipv4Addr::UNSPECIFIED, |ip| used.contains(&ip))
     }
-}
 
-/// The lowest free host address of the first of `pools` that has one.
-pub(crate) fn lowest_free_of(pools: &[AddressPool], used: &BTreeSet<Ipv4Addr>) -> Option<Ipv4Addr> {
-    pools.iter().find_map(|p| p.lowest_free(used))
+    /// The lowest host address at or above `from` that is not `used`, or `None`. With `from`
+    /// below every free address it is [`AddressPool::lowest_free`]; a caller that knows the
+    /// addresses below some point are taken starts there and skips them.
+    pub(crate) fn lowest_free_from(
+        &self,
+        from: Ipv4Addr,
+        used: impl Fn(Ipv4Addr) -> bool,
+    ) -> Option<Ipv4Addr> {
+        let (first, last) = self.first_and_last();
+        (u32::from(from).max(first + 1)..last)
+            .map(Ipv4Addr::from)
+            .find(|ip| !used(*ip))
+    }
+
+    /// The network address, which names the pool.
+    pub(crate) fn network(&self) -> Ipv4Addr {
+        self.network
+    }
+
+    /// The pool's last address (its broadcast, never handed out).
+    pub(crate) fn broadcast(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.first_and_last().1)
+    }
 }
 
 impl fmt::Display for AddressPool {
@@ -84,13 +100,13 @@ mod tests {
             (1..=254).map(|i| Ipv4Addr::new(198, 51, 100, i)).collect();
         used.remove(&Ipv4Addr::new(198, 51, 100, 7));
         assert_eq!(
-            lowest_free_of(&EXTERNAL, &used),
+            EXTERNAL.iter().find_map(|p| p.lowest_free(&used)),
             Some(Ipv4Addr::new(198, 51, 100, 7)),
             "TEST-NET-2 first"
         );
         used.insert(Ipv4Addr::new(198, 51, 100, 7));
         assert_eq!(
-            lowest_free_of(&EXTERNAL, &used),
+            EXTERNAL.iter().find_map(|p| p.lowest_free(&used)),
             Some(Ipv4Addr::new(198, 18, 0, 1))
         );
         assert_eq!(EXTERNAL[1].host_count(), 131_070);

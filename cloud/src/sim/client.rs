@@ -121,6 +121,34 @@ impl HttpCloud {
         self.list("/v1/instances").await
     }
 
+    /// Every instance, unless none changed since the list whose `ETag` was `since` (then
+    /// `None`: the server answered `304 Not Modified` and sent nothing). The list comes with
+    /// its own `ETag`, to pass as `since` next time. This is how a poller watches thousands
+    /// of instances at the cost of one empty answer while nothing happens.
+    pub async fn list_instances_since(
+        &self,
+        since: Option<&str>,
+    ) -> Result<Option<(Vec<CloudInstance>, String)>, CloudError> {
+        let path = "/v1/instances";
+        let headers: Vec<(http::header::HeaderName, &str)> = since
+            .map(|tag| (http::header::IF_NONE_MATCH, tag))
+            .into_iter()
+            .collect();
+        let (status, answer_headers, bytes) = self
+            .send_with(Method::GET, path, None::<&()>, &headers)
+            .await?;
+        if status == StatusCode::NOT_MODIFIED {
+            return Ok(None);
+        }
+        let tag = answer_headers
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let list: List<CloudInstance> = decode(Method::GET, path, status, &bytes)?;
+        Ok(Some((list.items, tag)))
+    }
+
     /// The instance named `name` that is not terminated ([`CloudError::InstanceNotFound`]
     /// when there is none).
     pub async fn get_instance(&self, name: &str) -> Result<CloudInstance, CloudError> {
@@ -211,35 +239,27 @@ impl HttpCloud {
         path: &str,
         body: Option<&impl Serialize>,
     ) -> Result<T, CloudError> {
-        let (status, bytes) = self.send(method.clone(), path, body).await?;
-        if !status.is_success() {
-            let message = match serde_json::from_slice::<ErrorBody>(&bytes) {
-                Ok(body) => body.message,
-                Err(_) if bytes.is_empty() => status.to_string(),
-                Err(_) => String::from_utf8_lossy(&bytes).trim().to_owned(),
-            };
-            return Err(CloudError::Api {
-                status: status.as_u16(),
-                message,
-            });
-        }
-        serde_json::from_slice(&bytes).map_err(|e| CloudError::Api {
-            status: status.as_u16(),
-            message: format!("unexpected answer to {method} {path}: {e}"),
-        })
+        let (status, _, bytes) = self.send_with(method.clone(), path, body, &[]).await?;
+        decode(method, path, status, &bytes)
     }
 
-    async fn send(
+    /// One exchange: `method path` with `body` as JSON and `headers`; the answer's status,
+    /// headers and body.
+    async fn send_with(
         &self,
         method: Method,
         path: &str,
         body: Option<&impl Serialize>,
-    ) -> Result<(StatusCode, Bytes), CloudError> {
+        headers: &[(http::header::HeaderName, &str)],
+    ) -> Result<(StatusCode, http::HeaderMap, Bytes), CloudError> {
         let url = format!("{}{path}", self.endpoint);
         let mut request = Request::builder()
             .method(method)
             .uri(&url)
             .header(http::header::ACCEPT, "application/json");
+        for (name, value) in headers {
+            request = request.header(name, *value);
+        }
         let body = match body {
             Some(body) => {
                 request = request.header(http::header::CONTENT_TYPE, "application/json");
@@ -263,13 +283,14 @@ impl HttpCloud {
                 .await
                 .map_err(|e| CloudError::Unavailable(format!("{url}: {}", error_chain(&e))))?;
             let status = response.status();
+            let headers = response.headers().clone();
             let bytes = response
                 .into_body()
                 .collect()
                 .await
                 .map_err(|e| CloudError::Unavailable(format!("{url}: reading the answer: {e}")))?
                 .to_bytes();
-            Ok((status, bytes))
+            Ok((status, headers, bytes))
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
@@ -280,6 +301,31 @@ impl HttpCloud {
                 ))
             })?
     }
+}
+
+/// A 2xx answer's body decoded as `T`; any other status as [`CloudError::Api`] with the
+/// server's message.
+fn decode<T: DeserializeOwned>(
+    method: Method,
+    path: &str,
+    status: StatusCode,
+    bytes: &[u8],
+) -> Result<T, CloudError> {
+    if !status.is_success() {
+        let message = match serde_json::from_slice::<ErrorBody>(bytes) {
+            Ok(body) => body.message,
+            Err(_) if bytes.is_empty() => status.to_string(),
+            Err(_) => String::from_utf8_lossy(bytes).trim().to_owned(),
+        };
+        return Err(CloudError::Api {
+            status: status.as_u16(),
+            message,
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| CloudError::Api {
+        status: status.as_u16(),
+        message: format!("unexpected answer to {method} {path}: {e}"),
+    })
 }
 
 /// A 404 on an instance path is `cloudprovider.InstanceNotFound`.

@@ -82,13 +82,27 @@ struct InstanceFilter {
     id: Option<String>,
 }
 
+/// The list carries the state's `ETag`; with `If-None-Match: <that tag>` nothing changed
+/// since, and the answer is `304 Not Modified` without a body (RFC 9110, 13.1.2), so a
+/// poller of 10,000 instances pays only when one changes.
 async fn list_instances(
     State(shared): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
     Q(filter): Q<InstanceFilter>,
-) -> Result<Json<List<CloudInstance>>, Rejection> {
-    let items =
-        shared.read(|s, _| Ok(s.find_instances(filter.name.as_deref(), filter.id.as_deref())))?;
-    Ok(Json(List { items }))
+) -> Result<Response, Rejection> {
+    let if_none_match = headers
+        .get(axum::http::header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok());
+    let (items, tag) = shared
+        .read_tagged(if_none_match, |s, _| {
+            Ok(s.find_instances(filter.name.as_deref(), filter.id.as_deref()))
+        })
+        .await?;
+    let etag = [(axum::http::header::ETAG, tag)];
+    Ok(match items {
+        Some(items) => (etag, Json(List { items })).into_response(),
+        None => (StatusCode::NOT_MODIFIED, etag).into_response(),
+    })
 }
 
 async fn launch_instance(
@@ -115,6 +129,7 @@ async fn get_instance(
                 .cloned()
                 .ok_or_else(|| instance_not_found(&name))
         })
+        .await
         .map(Json)
 }
 
@@ -152,7 +167,7 @@ async fn delete_instance(
 async fn list_load_balancers(
     State(shared): State<Arc<Shared>>,
 ) -> Result<Json<List<CloudLoadBalancer>>, Rejection> {
-    let items = shared.read(|s, now| Ok(s.load_balancers(now)))?;
+    let items = shared.read(|s, now| Ok(s.load_balancers(now))).await?;
     Ok(Json(List { items }))
 }
 
@@ -160,7 +175,10 @@ async fn get_load_balancer(
     State(shared): State<Arc<Shared>>,
     Name(name): Name,
 ) -> Result<Json<CloudLoadBalancer>, Rejection> {
-    shared.read(|s, now| s.load_balancer(&name, now)).map(Json)
+    shared
+        .read(|s, now| s.load_balancer(&name, now))
+        .await
+        .map(Json)
 }
 
 async fn ensure_load_balancer(
@@ -211,7 +229,9 @@ async fn list_routes(
     State(shared): State<Arc<Shared>>,
     Q(filter): Q<RouteFilter>,
 ) -> Result<Json<List<CloudRoute>>, Rejection> {
-    let items = shared.read(|s, _| Ok(s.routes(filter.cluster.as_deref())))?;
+    let items = shared
+        .read(|s, _| Ok(s.routes(filter.cluster.as_deref())))
+        .await?;
     Ok(Json(List { items }))
 }
 
@@ -245,7 +265,7 @@ struct FaultFilter {
 }
 
 async fn list_faults(State(shared): State<Arc<Shared>>) -> Result<Json<List<Fault>>, Rejection> {
-    let items = shared.read(|s, _| Ok(s.faults()))?;
+    let items = shared.read(|s, _| Ok(s.faults())).await?;
     Ok(Json(List { items }))
 }
 
@@ -284,7 +304,7 @@ async fn fault_gate(
     request: Request,
     next: Next,
 ) -> Response {
-    let verdict = shared.fault_verdict(api);
+    let verdict = shared.fault_verdict(api).await;
     if !verdict.delay.is_zero() {
         tokio::select! {
             () = tokio::time::sleep(verdict.delay) => {}

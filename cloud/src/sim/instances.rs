@@ -25,8 +25,10 @@
 //!
 //! Unlike EC2, a stopped instance keeps its external IP, and there are no instance types to
 //! choose from: the type is a label.
+//!
+//! The instances are kept in launch order, with an [`InstanceIndex`] beside them
+//! (`instance_index.rs`): no call scans them all.
 
-use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
 use jiff::{SignedDuration, Timestamp};
@@ -35,8 +37,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{InstanceMetadata, NodeAddress};
 
-use super::address_pool::{AddressPool, EXTERNAL, INTERNAL, lowest_free_of};
+use super::address_pool::{AddressPool, EXTERNAL, INTERNAL};
 use super::api::{LaunchRequest, Rejection, check_name};
+use super::instance_index::InstanceIndex;
 use super::state::CloudState;
 
 /// The provider name, the scheme of the provider IDs.
@@ -163,9 +166,10 @@ pub(crate) struct Launched {
 impl CloudState {
     /// The instance named `name` that is not terminated.
     pub(crate) fn live_instance(&self, name: &str) -> Option<&CloudInstance> {
-        self.instances
-            .iter()
-            .find(|i| i.name == name && i.is_live())
+        self.index
+            .live
+            .get(name)
+            .and_then(|&at| self.instances.get(at))
     }
 
     /// Every instance (terminated ones too) with this name and/or id, in launch order.
@@ -174,14 +178,25 @@ impl CloudState {
         name: Option<&str>,
         id: Option<&str>,
     ) -> Vec<CloudInstance> {
-        self.instances
-            .iter()
-            .filter(|i| name.is_none_or(|n| i.name == n) && id.is_none_or(|d| i.id == d))
-            .cloned()
-            .collect()
+        let matches =
+            |i: &&CloudInstance| name.is_none_or(|n| i.name == n) && id.is_none_or(|d| i.id == d);
+        let one =
+            |found: Option<&CloudInstance>| found.filter(matches).into_iter().cloned().collect();
+        match (name, id) {
+            // An id names at most one instance.
+            (_, Some(id)) => one(self
+                .index
+                .ids
+                .get(id)
+                .and_then(|&at| self.instances.get(at))),
+            // With no terminated instance, a name has at most its live one.
+            (Some(name), None) if self.index.terminated == 0 => one(self.live_instance(name)),
+            _ => self.instances.iter().filter(matches).cloned().collect(),
+        }
     }
 
     /// Launches `request.name` unless it has a live instance, which is returned unchanged.
+    /// A refused launch changes nothing.
     pub(crate) fn launch(
         &mut self,
         request: &LaunchRequest,
@@ -202,34 +217,37 @@ impl CloudState {
             }
             None => DEFAULT_INSTANCE_TYPE.to_owned(),
         };
-        self.forget_terminated(now);
-        let live = || self.instances.iter().filter(|i| i.is_live());
         let internal_ip = match request.internal_ip {
             Some(ip) => {
-                if let Some(holder) = live().find(|i| i.internal_ip == ip) {
+                if self.index.internal.contains(&ip) {
+                    let holder = self
+                        .instances
+                        .iter()
+                        .find(|i| i.is_live() && i.internal_ip == ip);
                     return Err(Rejection::Conflict(format!(
                         "internal IP {ip} is in use by instance {} ({})",
-                        holder.name, holder.id
+                        holder.map_or("?", |h| h.name.as_str()),
+                        holder.map_or("?", |h| h.id.as_str()),
                     )));
                 }
                 ip
             }
-            None => {
-                let used: BTreeSet<Ipv4Addr> = live().map(|i| i.internal_ip).collect();
-                INTERNAL
-                    .lowest_free(&used)
-                    .ok_or_else(|| exhausted("internal", &[INTERNAL]))?
-            }
+            None => self
+                .index
+                .lowest_free(&[INTERNAL], false)
+                .ok_or_else(|| exhausted("internal", &[INTERNAL]))?,
         };
-        let used: BTreeSet<Ipv4Addr> = live().map(|i| i.external_ip).collect();
-        let external_ip =
-            lowest_free_of(&EXTERNAL, &used).ok_or_else(|| exhausted("external", &EXTERNAL))?;
+        let external_ip = self
+            .index
+            .lowest_free(&EXTERNAL, true)
+            .ok_or_else(|| exhausted("external", &EXTERNAL))?;
         let id = loop {
             let id = format!("i-{:017x}", rng.random::<u128>() & ((1u128 << 68) - 1));
-            if !self.instances.iter().any(|i| i.id == id) {
+            if !self.index.ids.contains_key(&id) {
                 break id;
             }
         };
+        self.forget_terminated(now);
         let zone = ZONES[(self.launches % ZONES.len() as u64) as usize];
         self.launches += 1;
         let instance = CloudInstance {
@@ -245,6 +263,7 @@ impl CloudState {
             launched_at: now,
             terminated_at: None,
         };
+        self.index.add(self.instances.len(), &instance);
         self.instances.push(instance.clone());
         Ok(Launched {
             instance,
@@ -279,21 +298,33 @@ impl CloudState {
         terminated_at: Option<Timestamp>,
     ) -> Result<CloudInstance, Rejection> {
         let instance = self
-            .instances
-            .iter_mut()
-            .find(|i| i.name == name && i.is_live())
+            .index
+            .live
+            .get(name)
+            .and_then(|&at| self.instances.get_mut(at))
             .ok_or_else(|| instance_not_found(name))?;
         instance.state = state;
         instance.terminated_at = terminated_at;
-        Ok(instance.clone())
+        let instance = instance.clone();
+        if state == InstanceState::Terminated {
+            self.index.terminated(&instance);
+        }
+        Ok(instance)
     }
 
     /// Drops the instances terminated more than [`TERMINATED_KEPT`] ago.
     fn forget_terminated(&mut self, now: Timestamp) {
+        if self.index.terminated == 0 {
+            return;
+        }
+        let kept = self.instances.len();
         self.instances.retain(|i| {
             i.terminated_at
                 .is_none_or(|t| now.duration_since(t) < TERMINATED_KEPT)
         });
+        if self.instances.len() != kept {
+            self.index = InstanceIndex::new(&self.instances);
+        }
     }
 }
 
@@ -454,6 +485,127 @@ mod tests {
         assert_eq!(b.instance.instance_type, "sim.large-8");
         let names: Vec<&str> = state.instances.iter().map(|i| i.name.as_str()).collect();
         assert_eq!(names, ["node-b"]);
+    }
+
+    /// The index answers as a scan of the instances would, through launches past the first
+    /// external pool, terminations (whose addresses are taken again, lowest first), a
+    /// forgetting and a reading back from JSON.
+    #[test]
+    fn lookups_and_free_addresses_stay_right_as_instances_come_and_go() {
+        let mut state = CloudState::default();
+        for n in 0..300 {
+            launch(&mut state, &format!("n-{n}"), None);
+        }
+        let b = |n: u8| Ipv4Addr::new(198, 51, 100, n);
+        assert_eq!(
+            state.live_instance("n-253").map(|i| i.external_ip),
+            Some(b(254))
+        );
+        assert_eq!(
+            state.live_instance("n-254").map(|i| i.external_ip),
+            Some(Ipv4Addr::new(198, 18, 0, 1))
+        );
+        for name in ["n-10", "n-4", "n-270"] {
+            state
+                .terminate(name, Timestamp::UNIX_EPOCH)
+                .expect("terminate");
+        }
+        let again = launch(&mut state, "n-10", None).instance;
+        assert_eq!(
+            (again.internal_ip, again.external_ip),
+            (Ipv4Addr::new(172, 31, 0, 5), b(5)),
+            "the lowest freed addresses first (n-4's)"
+        );
+        let next = launch(&mut state, "x", None).instance;
+        assert_eq!(next.external_ip, b(11));
+        let last = launch(&mut state, "y", None).instance;
+        assert_eq!(last.external_ip, Ipv4Addr::new(198, 18, 0, 17), "n-270's");
+        let fresh = launch(&mut state, "z", None).instance;
+        assert_eq!(fresh.external_ip, Ipv4Addr::new(198, 18, 0, 47));
+
+        let scan = |state: &CloudState, name: &str| {
+            state
+                .instances
+                .iter()
+                .find(|i| i.name == name && i.is_live())
+                .cloned()
+        };
+        let check = |state: &CloudState| {
+            for i in &state.instances {
+                assert_eq!(state.live_instance(&i.name).cloned(), scan(state, &i.name));
+                let all: Vec<_> = state
+                    .instances
+                    .iter()
+                    .filter(|j| j.name == i.name)
+                    .collect();
+                let found = state.find_instances(Some(&i.name), None);
+                assert_eq!(found.iter().collect::<Vec<_>>(), all);
+                assert_eq!(
+                    state.find_instances(None, Some(&i.id)),
+                    std::slice::from_ref(i)
+                );
+                let other = if i.name == "x" { "y" } else { "x" };
+                assert_eq!(state.find_instances(Some(other), Some(&i.id)), []);
+            }
+        };
+        check(&state);
+        let later = Timestamp::UNIX_EPOCH + SignedDuration::from_hours(2);
+        let request = LaunchRequest {
+            name: "after-an-hour".into(),
+            internal_ip: None,
+            instance_type: None,
+        };
+        state
+            .launch(&request, later, &mut StdRng::seed_from_u64(9))
+            .expect("launch");
+        assert_eq!(
+            state.instances.len(),
+            305 - 3,
+            "the 3 terminated ones forgotten"
+        );
+        check(&state);
+        let read = CloudState::from_json(&state.to_json().expect("encode")).expect("decode");
+        assert_eq!(read, state);
+        check(&read);
+        assert_eq!(
+            read.live_instance("n-299").map(|i| &i.id),
+            state.live_instance("n-299").map(|i| &i.id)
+        );
+    }
+
+    /// Each refusal comes before any change: the state is as it was (so the cloud needs no
+    /// copy of itself to undo one).
+    #[test]
+    fn a_refused_call_changes_nothing() {
+        let mut state = CloudState::default();
+        launch(&mut state, "node-a", Some([10, 0, 0, 5]));
+        state
+            .terminate("node-a", Timestamp::UNIX_EPOCH)
+            .expect("terminate");
+        launch(&mut state, "node-b", Some([10, 0, 0, 6]));
+        let before = state.clone();
+        let later = Timestamp::UNIX_EPOCH + SignedDuration::from_hours(2);
+        let refused = [
+            ("node-c", Some([10, 0, 0, 6]), None),
+            ("Node C", None, None),
+            ("node-c", None, Some("no such type!")),
+        ];
+        for (name, ip, instance_type) in refused {
+            let request = LaunchRequest {
+                name: name.into(),
+                internal_ip: ip.map(Ipv4Addr::from),
+                instance_type: instance_type.map(Into::into),
+            };
+            assert!(
+                state
+                    .launch(&request, later, &mut StdRng::seed_from_u64(2))
+                    .is_err()
+            );
+            assert_eq!(state, before, "{name} {ip:?} {instance_type:?}");
+        }
+        assert!(state.stop("node-a").is_err());
+        assert!(state.terminate("nobody", later).is_err());
+        assert_eq!(state, before);
     }
 
     #[test]

@@ -63,6 +63,7 @@ mod client;
 mod error;
 mod faults;
 mod handlers;
+mod instance_index;
 mod instances;
 mod load_balancers;
 mod provider;

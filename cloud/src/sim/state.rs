@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::faults::Fault;
+use super::instance_index::InstanceIndex;
 use super::instances::CloudInstance;
 use super::load_balancers::LoadBalancerRecord;
 use super::routes::RouteRecord;
@@ -25,7 +26,7 @@ use super::routes::RouteRecord;
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
 /// Everything the simulated cloud knows.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct CloudState {
     /// [`FORMAT_VERSION`].
     pub version: u32,
@@ -39,6 +40,21 @@ pub(crate) struct CloudState {
     pub routes: BTreeMap<String, RouteRecord>,
     /// The faults in force, by group.
     pub faults: Vec<Fault>,
+    /// Where the instances are by name, id and address (not saved: rebuilt on reading).
+    #[serde(skip)]
+    pub(super) index: InstanceIndex,
+}
+
+/// Two states are equal when what they save is: the index is derived from the instances.
+impl PartialEq for CloudState {
+    fn eq(&self, other: &CloudState) -> bool {
+        self.version == other.version
+            && self.launches == other.launches
+            && self.instances == other.instances
+            && self.load_balancers == other.load_balancers
+            && self.routes == other.routes
+            && self.faults == other.faults
+    }
 }
 
 impl Default for CloudState {
@@ -50,6 +66,7 @@ impl Default for CloudState {
             load_balancers: BTreeMap::new(),
             routes: BTreeMap::new(),
             faults: Vec::new(),
+            index: InstanceIndex::default(),
         }
     }
 }
@@ -58,7 +75,7 @@ impl CloudState {
     /// Reads a state written by [`CloudState::to_json`], refusing one that breaks the
     /// cloud's invariants (so a hand-edited file fails at start, not at some later call).
     pub(crate) fn from_json(bytes: &[u8]) -> Result<CloudState, String> {
-        let state: CloudState = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let mut state: CloudState = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
         if state.version != FORMAT_VERSION {
             return Err(format!(
                 "format version {} (this cloud reads version {FORMAT_VERSION})",
@@ -84,6 +101,7 @@ impl CloudState {
                 ));
             }
         }
+        state.index = InstanceIndex::new(&state.instances);
         Ok(state)
     }
 

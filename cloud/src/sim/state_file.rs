@@ -91,14 +91,10 @@ impl StateFile {
         Ok((StateFile { path, _lock: lock }, state))
     }
 
-    /// Writes `state` atomically and durably.
-    pub(crate) fn save(&self, state: &CloudState) -> Result<()> {
-        let bytes = state.to_json().map_err(|e| Error::Io {
-            what: "encoding",
-            path: self.path.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        write_atomically(&self.path, &bytes)
+    /// Writes a state already encoded by [`CloudState::to_json`] atomically and durably; the
+    /// error as a sentence.
+    pub(crate) fn write(&self, bytes: &[u8]) -> std::result::Result<(), String> {
+        write_atomically(&self.path, bytes).map_err(|e| e.to_string())
     }
 }
 
@@ -139,7 +135,8 @@ mod tests {
             launches: 7,
             ..CloudState::default()
         };
-        file.save(&changed).expect("save");
+        file.write(&changed.to_json().expect("encode"))
+            .expect("save");
         assert!(!cloud.join("state.json.tmp").exists());
         let second = StateFile::open(&cloud).expect_err("locked");
         assert!(matches!(second, Error::Locked { .. }), "{second}");

@@ -118,6 +118,40 @@ pub fn peak_rss_mib(pid: u32) -> f64 {
     status_mib(pid, "VmHWM")
 }
 
+/// The processes whose parent is `pid`, each with its first argument (a `miniplane`
+/// subcommand such as `apiserver`), from `/proc`.
+pub fn children(pid: u32) -> Vec<(u32, String)> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Some(child) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        // Field 4, the parent's pid, comes after the command name's closing paren.
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if parent == Some(pid) {
+            let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).unwrap_or_default();
+            let name = cmdline
+                .split(|b| *b == 0)
+                .nth(1)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .unwrap_or_default();
+            found.push((child, name));
+        }
+    }
+    found.sort();
+    found
+}
+
 /// CPU time (user + system) a process has used so far, in seconds, from `/proc/PID/stat`
 /// (`utime` + `stime`, in clock ticks of 1/100 s as on every Linux the benches run on);
 /// 0 if unreadable.

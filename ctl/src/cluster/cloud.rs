@@ -6,9 +6,10 @@
 //!                modes: the cloud is not a Kubernetes component), state in <data-dir>/cloud/
 //!                ─▶ an instance per node (node-i, InternalIP = the node's 172.16.0.i+2),
 //!                   launched unless it exists (a restarted cluster finds its instances)
-//!   follow_power: every 500 ms the instances' states ─▶ a node whose instance is stopped or
-//!                 terminated has its kubelet switched off (no heartbeats, as a machine that
-//!                 is off), and on again when its instance runs again
+//!   follow_power: every 500 ms the instances' states (if any changed: the list's ETag, else
+//!                 304) ─▶ a node whose instance is stopped or terminated has its kubelet
+//!                 switched off (no heartbeats, as a machine that is off), and on again when
+//!                 its instance runs again
 //! ```
 //!
 //! kind and kubeadm clusters have no cloud; a cloud's machines run their kubelets. Here the
@@ -31,8 +32,10 @@ use crate::progress::Component;
 /// How often the machines' power is looked at.
 const POWER_POLL: Duration = Duration::from_millis(500);
 
-/// Launches in flight when a cluster's instances are made.
-const LAUNCH_CONCURRENCY: usize = 32;
+/// Launches in flight when a cluster's instances are made. The cloud saves the launches that
+/// arrive together in one rewrite of its state file, which grows with the instances: more in
+/// flight, fewer rewrites (10,000 nodes: about 40).
+const LAUNCH_CONCURRENCY: usize = 256;
 
 /// The cloud of a cluster being started.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,12 +107,14 @@ pub(crate) async fn follow_power(
         }
     };
     let mut off: BTreeSet<String> = BTreeSet::new();
+    // The list's ETag: while no instance changes, each poll is answered 304 with no body.
+    let mut seen: Option<String> = None;
     loop {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(POWER_POLL) => {}
         }
-        let Ok(instances) = cloud.list_instances().await else {
+        let Ok(Some((instances, tag))) = cloud.list_instances_since(seen.as_deref()).await else {
             continue;
         };
         // The newest instance of each name (a terminated one may have a successor).
@@ -119,6 +124,7 @@ pub(crate) async fn follow_power(
                 state.insert(&i.name, i.state);
             }
         }
+        let mut failed = false;
         for (name, s) in state {
             let running = s == InstanceState::Running;
             let was_off = off.contains(name);
@@ -131,6 +137,7 @@ pub(crate) async fn follow_power(
                 Ok(r) => kubelet.request_text(r).await.map(|_| ()),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot build the heartbeat request");
+                    failed = true;
                     continue;
                 }
             };
@@ -147,8 +154,13 @@ pub(crate) async fn follow_power(
                     );
                     off.insert(name.to_owned());
                 }
-                Err(e) => tracing::warn!(node = name, error = %e, "switching the kubelet failed"),
+                Err(e) => {
+                    tracing::warn!(node = name, error = %e, "switching the kubelet failed");
+                    failed = true;
+                }
             }
         }
+        // A switch that failed is tried again at the next poll, on the full list.
+        seen = (!failed).then_some(tag);
     }
 }

@@ -249,6 +249,7 @@ pub(crate) async fn start_clients(
             cloud_controller_manager::Config::new(access.source(Component::CloudControllerManager));
         config.tracing = plan.tracing.enabled;
         config.cluster_cidr = plan.node_ipam.as_ref().map(|c| c.cluster_cidr);
+        config.concurrent_node_syncs = super::plan::ccm_node_syncs(plan.nodes);
         if plan.fast_node_lifecycle {
             config.node_monitor_period = FAST_PERIOD;
         }

@@ -2,11 +2,13 @@
 //! `Ready=True` through the API — what `kubectl wait --for=condition=Ready node --all` checks —
 //! and, on a cloud, the cloud-controller-manager has initialized it (pods can schedule there).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, WatchEvent, WatchParams};
 
 use crate::error::Result;
 
@@ -14,6 +16,8 @@ use crate::error::Result;
 const FIRST_POLL: Duration = Duration::from_millis(2);
 /// The longest pause between polls.
 const MAX_POLL: Duration = Duration::from_millis(50);
+/// How long one watch of the nodes lasts before it is made again (the server ends it).
+const WATCH_SECONDS: u32 = 60;
 
 /// Waits until the API server answers `GET /version` (it serves only once its bootstrap,
 /// the default namespaces, is done). Retries until the caller's deadline.
@@ -29,26 +33,58 @@ pub(crate) async fn wait_serving(client: &kube::Client) {
 /// Waits until every node in `names` reports `Ready=True` (and, with `initialized`, has lost
 /// the uninitialized taint). Nodes of an earlier run with more nodes (same data dir) are not
 /// waited for.
+///
+/// As `kubectl wait` does: one list, then a watch from the list's resourceVersion that keeps
+/// the set of nodes still waited for, until it is empty (a watch that ends or is refused lists
+/// again). Polling the list instead would make the API server encode every node over and over
+/// while 10,000 of them register.
 pub(crate) async fn wait_nodes_ready(
     client: &kube::Client,
     names: &[String],
     initialized: bool,
 ) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
+    let wanted: HashSet<&str> = names.iter().map(String::as_str).collect();
+    let done = |n: &Node| is_ready(n) && (!initialized || !is_uninitialized(n));
     let mut pause = FIRST_POLL;
     loop {
         let list = nodes.list(&ListParams::default()).await?;
-        let ready = list
-            .items
-            .iter()
-            .filter(|n| n.metadata.name.as_ref().is_some_and(|m| names.contains(m)))
-            .filter(|n| is_ready(n) && (!initialized || !is_uninitialized(n)))
-            .count();
-        if ready == names.len() {
+        let mut waiting = wanted.clone();
+        for n in list.items.iter().filter(|n| done(n)) {
+            waiting.remove(n.metadata.name.as_deref().unwrap_or_default());
+        }
+        if waiting.is_empty() {
             return Ok(());
         }
-        tokio::time::sleep(pause).await;
-        pause = (pause * 2).min(MAX_POLL);
+        let version = list.metadata.resource_version.unwrap_or_default();
+        let params = WatchParams::default().timeout(WATCH_SECONDS);
+        let Ok(stream) = nodes.watch(&params, &version).await else {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_POLL);
+            continue;
+        };
+        let mut stream = std::pin::pin!(stream);
+        while let Ok(Some(event)) = stream.try_next().await {
+            let (node, gone) = match &event {
+                WatchEvent::Added(n) | WatchEvent::Modified(n) => (n, false),
+                WatchEvent::Deleted(n) => (n, true),
+                // 410 Gone or another refusal: list again.
+                WatchEvent::Error(_) => break,
+                WatchEvent::Bookmark(_) => continue,
+            };
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let Some(&name) = wanted.get(name) else {
+                continue;
+            };
+            if !gone && done(node) {
+                waiting.remove(name);
+            } else {
+                waiting.insert(name);
+            }
+            if waiting.is_empty() {
+                return Ok(());
+            }
+        }
     }
 }
 

@@ -372,10 +372,12 @@ impl Launcher {
             .cloud
             .as_ref()
             .map(|c| c.cloud_config().to_string_lossy().into_owned());
+        let node_syncs = super::plan::ccm_node_syncs(plan.nodes).to_string();
         if let Some(cloud_config) = &cloud_config {
             let mut args = vec!["--kubeconfig", &kubeconfigs[2]];
             args.extend(common.iter().copied());
             args.extend(["--cloud-config", cloud_config]);
+            args.extend(["--concurrent-node-syncs", &node_syncs]);
             args.extend(ipam.iter().flatten().take(3).map(String::as_str));
             if fast {
                 args.extend(["--node-monitor-period", "200ms"]);
