@@ -162,21 +162,37 @@ pub fn forbidden_text(user: &str, verb: &str, subresources: &[&str]) -> String {
     )
 }
 
-/// A cache of decisions with an expiry each.
+/// A cache of decisions with an expiry each. Expired entries are swept when the cache has
+/// grown to twice what it held after the last sweep (at least [`SWEEP_AT`]): with the
+/// decisions of 10,000 simulated kubelets in one cache, a sweep on every insertion past a
+/// fixed size would scan them all each time.
 struct Cache<V> {
-    entries: Mutex<HashMap<String, (Instant, V)>>,
+    entries: Mutex<Entries<V>>,
 }
+
+/// The entries, and the size at which the next sweep runs.
+struct Entries<V> {
+    map: HashMap<String, (Instant, V)>,
+    sweep_at: usize,
+}
+
+/// The smallest size at which expired entries are swept.
+const SWEEP_AT: usize = 1024;
 
 impl<V: Clone> Cache<V> {
     fn new() -> Self {
         Cache {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries {
+                map: HashMap::new(),
+                sweep_at: SWEEP_AT,
+            }),
         }
     }
 
     fn get(&self, key: &str) -> Option<V> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         entries
+            .map
             .get(key)
             .filter(|(until, _)| *until > Instant::now())
             .map(|(_, v)| v.clone())
@@ -185,10 +201,11 @@ impl<V: Clone> Cache<V> {
     fn put(&self, key: String, value: V, ttl: Duration) {
         let now = Instant::now();
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        if entries.len() >= 1024 {
-            entries.retain(|_, (until, _)| *until > now);
+        if entries.map.len() >= entries.sweep_at {
+            entries.map.retain(|_, (until, _)| *until > now);
+            entries.sweep_at = (entries.map.len() * 2).max(SWEEP_AT);
         }
-        entries.insert(key, (now + ttl, value));
+        entries.map.insert(key, (now + ttl, value));
     }
 }
 
@@ -480,5 +497,24 @@ mod tests {
         assert_eq!(cache.get("a"), Some(true));
         assert_eq!(cache.get("b"), None);
         assert_eq!(cache.get("c"), None);
+    }
+
+    /// Expired entries go at the next sweep; live ones stay however many there are, and the
+    /// next sweep waits until the cache has doubled.
+    #[test]
+    fn expired_decisions_are_swept_and_live_ones_kept() {
+        let cache = Cache::new();
+        for i in 0..SWEEP_AT {
+            cache.put(format!("gone-{i}"), i, Duration::ZERO);
+        }
+        for i in 0..3000 {
+            cache.put(format!("live-{i}"), i, Duration::from_secs(60));
+        }
+        let entries = cache.entries.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(entries.map.keys().all(|k| k.starts_with("live-")));
+        assert_eq!(entries.map.len(), 3000);
+        assert!(entries.sweep_at > 3000 / 2, "{}", entries.sweep_at);
+        drop(entries);
+        assert_eq!(cache.get("live-2999"), Some(2999));
     }
 }
