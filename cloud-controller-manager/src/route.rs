@@ -18,8 +18,8 @@
 //! ```
 //!
 //! A periodic loop like Kubernetes' (no work queue to pause). As there, deletions and
-//! creations run side by side, at most [`MAX_CONCURRENT_ROUTE_CREATIONS`] (200) creations in
-//! flight, and then the Nodes' conditions are written side by side (Kubernetes starts a
+//! creations run side by side, at most [`MAX_CONCURRENT_ROUTE_CREATIONS`] (200) of each in
+//! flight (Kubernetes limits only the creations), and then the Nodes' conditions are written side by side (Kubernetes starts a
 //! goroutine per Node; here at most [`MAX_CONCURRENT_CONDITION_UPDATES`] at once). With
 //! 10,000 nodes one at a time would take minutes: each creation is a save of the cloud's
 //! state, which creations in flight together share.

@@ -270,18 +270,8 @@ async fn start_separate(data: &str, node_count: usize) -> (Under, String, Durati
 /// prints its URL.
 fn start_one(data: &str, node_count: usize, extra: &[&str]) -> (Under, String, Duration) {
     let nodes_arg = node_count.to_string();
-    let mut args = vec![
-        "up",
-        "--kubelet-profile",
-        "fast",
-        "--port",
-        "0",
-        "--nodes",
-        &nodes_arg,
-        "--data-dir",
-        data,
-        "--no-fsync",
-    ];
+    let mut args = process::up_args(&nodes_arg, data);
+    args.push("--no-fsync");
     if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0") {
         args.push("--tracing=false");
     }
@@ -301,13 +291,8 @@ fn start_one(data: &str, node_count: usize, extra: &[&str]) -> (Under, String, D
 /// A client of the cluster: from the kubeconfig `up` wrote in `data` (a secure cluster's CA
 /// and admin certificate), else plain HTTP to `url`.
 async fn client_of(data: &str, url: &str) -> Client {
-    let kubeconfig = std::path::Path::new(data).join("kubeconfig");
-    if one_process() && kubeconfig.exists() {
-        let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-        let config = Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        return Client::try_from(config).unwrap();
+    if one_process() && std::path::Path::new(data).join("kubeconfig").exists() {
+        return process::client_of_data_dir(data).await;
     }
     Client::try_from(Config::new(url.parse().unwrap())).unwrap()
 }

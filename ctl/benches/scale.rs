@@ -41,13 +41,16 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
 use kube::api::{Api, ListParams, PostParams};
-use kube::{Client, Config};
 use serde_json::json;
 
 #[path = "support/process.rs"]
 mod process;
-use process::{children, cpu_seconds, env_or, median, peak_rss_mib, rss_mib, spawn};
+use process::{
+    children, client_of_data_dir, cpu_seconds, env_or, median, peak_rss_mib, rss_mib, spawn,
+    up_args,
+};
 
 /// What one run measured.
 struct Run {
@@ -127,17 +130,7 @@ async fn one_run(nodes: usize, replicas: usize, idle_seconds: u64) -> Run {
     let data = dir.path().join("data");
     let data = data.to_str().unwrap();
     let nodes_arg = nodes.to_string();
-    let mut args = vec![
-        "up",
-        "--kubelet-profile",
-        "fast",
-        "--port",
-        "0",
-        "--nodes",
-        &nodes_arg,
-        "--data-dir",
-        data,
-    ];
+    let mut args = up_args(&nodes_arg, data);
     if std::env::var("BENCH_TRACING").is_ok_and(|v| v == "0") {
         args.push("--tracing=false");
     }
@@ -148,13 +141,7 @@ async fn one_run(nodes: usize, replicas: usize, idle_seconds: u64) -> Run {
     let start = started.elapsed();
     let pid = up.id();
     let kubeconfig = std::path::Path::new(data).join("kubeconfig");
-    let config = Config::from_custom_kubeconfig(
-        kube::config::Kubeconfig::read_from(&kubeconfig).unwrap(),
-        &Default::default(),
-    )
-    .await
-    .unwrap();
-    let client = Client::try_from(config).unwrap();
+    let client = client_of_data_dir(data).await;
 
     // `up` and, with `--separate`, its component processes.
     let mut pids = vec![(pid, "up".to_owned())];

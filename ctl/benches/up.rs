@@ -90,25 +90,16 @@ fn one_up(shape: UpShape) -> UpRun {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_miniplane"));
     let nodes = shape.nodes.to_string();
-    cmd.args([
-        "up",
-        "--kubelet-profile",
-        "fast",
-        "--port",
-        "0",
-        "--nodes",
-        &nodes,
-        if shape.cloud {
+    let data = dir.path().join("mp");
+    cmd.args(process::up_args(&nodes, data.to_str().unwrap()))
+        .arg(if shape.cloud {
             "--cloud=true"
         } else {
             "--cloud=false"
-        },
-        "--data-dir",
-    ])
-    .arg(dir.path().join("mp"))
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+        })
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     if shape.separate {
         cmd.arg("--separate");
     }

@@ -17,8 +17,7 @@
 //! order they are made. The file is synced, and a runtime thread must not wait on a disk:
 //! hence the blocking thread. Writes that arrive while a save is under way are saved together
 //! by the next one (group commit, as the store's WAL does: one committer, so no write waits
-//! for another's turn), so a burst of launches costs a
-//! few file rewrites, not one each; a batch that changed nothing (a launch of an existing
+//! for another's turn), so a burst of launches costs a few file rewrites, not one each; a batch that changed nothing (a launch of an existing
 //! instance) is not written. Each save moves the state's generation on: the `ETag` of a list,
 //! so a poller asks "changed since?" and gets `304 Not Modified` for free. The queue's lock is
 //! a plain mutex, never held across an `.await`; the state's is asynchronous, so a call that
@@ -154,8 +153,8 @@ impl Shared {
         Ok((Some(f(&inner.state, Timestamp::now())?), tag))
     }
 
-    /// Runs `f` on a copy of the state; if it succeeds and changed something, saves the copy
-    /// (with the other writes queued meanwhile) and makes it the state.
+    /// Queues `f` for the committer, which runs it on the state and saves it (with the other
+    /// writes queued meanwhile); answers once saved, or with why not.
     pub(crate) async fn write<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&mut CloudState, Timestamp, &mut StdRng) -> Result<T, Rejection> + Send + 'static,
@@ -194,27 +193,26 @@ impl Shared {
     /// save wait for the next turn: the slower the disk, the bigger the batches.
     fn commit_until_idle(&self) {
         // If a save panics, the next write starts a committer again.
-        struct Idle<'a>(&'a Shared);
-        impl Drop for Idle<'_> {
+        struct OnPanic<'a>(&'a Shared);
+        impl Drop for OnPanic<'_> {
             fn drop(&mut self) {
                 if std::thread::panicking() {
                     self.0.queue().committing = false;
                 }
             }
         }
-        let _on_panic = Idle(self);
+        let _on_panic = OnPanic(self);
         loop {
-            let jobs = std::mem::take(&mut self.queue().jobs);
-            if jobs.is_empty() {
-                // Checked and cleared under the queue's lock: a write pushed after this sees
-                // no committer and starts one.
+            let jobs = {
                 let mut queue = self.queue();
                 if queue.jobs.is_empty() {
+                    // Cleared under the queue's lock: a write pushed after this sees no
+                    // committer and starts one.
                     queue.committing = false;
                     return;
                 }
-                continue;
-            }
+                std::mem::take(&mut queue.jobs)
+            };
             self.commit(jobs);
         }
     }

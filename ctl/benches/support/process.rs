@@ -98,6 +98,33 @@ pub fn spawn(args: &[&str], marker: &str) -> (Proc, String) {
     (Proc(child), line)
 }
 
+/// `miniplane up` with `nodes` nodes of the `fast` kubelet profile, on a free port, its data in
+/// `data`: how the benches that start a whole cluster start it (they add their own flags).
+pub fn up_args<'a>(nodes: &'a str, data: &'a str) -> Vec<&'a str> {
+    vec![
+        "up",
+        "--kubelet-profile",
+        "fast",
+        "--port",
+        "0",
+        "--nodes",
+        nodes,
+        "--data-dir",
+        data,
+    ]
+}
+
+/// A client of the cluster `up` started on `data`, from the kubeconfig it wrote there (the
+/// cluster's CA and the admin's certificate).
+pub async fn client_of_data_dir(data: &str) -> kube::Client {
+    let path = std::path::Path::new(data).join("kubeconfig");
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
 /// A `/proc/PID/status` memory field (`VmRSS`, `VmHWM`) in MiB; 0 if unreadable.
 fn status_mib(pid: u32, field: &str) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
