@@ -139,16 +139,21 @@ impl Handoff {
 
     /// The watch cache's object at `key` as of `revision`, if a cacher holds exactly that.
     pub fn current(&self, key: &[u8], revision: Revision) -> Option<Arc<Value>> {
-        let objects = self
-            .watched
+        self.current_objects(key)?.current(key, revision)
+    }
+
+    /// The current objects of the cacher whose prefix `key` (a key, or a list's prefix that
+    /// lies within one cacher's) starts with, if one watches it: for a list to look up each
+    /// of its keys without finding the cacher again.
+    pub fn current_objects(&self, key: &[u8]) -> Option<Arc<dyn CurrentObjects>> {
+        self.watched
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .find(|w| key.starts_with(w.prefix.as_bytes()))?
             .objects
             .as_ref()?
-            .upgrade()?;
-        objects.current(key, revision)
+            .upgrade()
     }
 
     /// Offers `object` (what `stored` decodes to, whatever its resourceVersion) for the write

@@ -14,6 +14,16 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
     json_response_as(code, body, "application/json")
 }
 
+/// A JSON response whose body is already encoded.
+pub fn json_bytes_response(code: StatusCode, bytes: Vec<u8>) -> Response {
+    let mut resp = (code, bytes).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 /// A JSON response with a specific content type, written as kube-apiserver writes it
 /// ([`crate::wire`]).
 pub fn json_response_as(code: StatusCode, body: &Value, content_type: &'static str) -> Response {

@@ -209,16 +209,20 @@ pub struct Updated {
     pub json: Option<Bytes>,
 }
 
-/// A page of a list.
+/// A page of a list: decoded objects of its own ([`Storage::list`]), or objects that may be
+/// shared with the watch cache ([`SharedPage`], [`Storage::list_shared`]).
 #[derive(Debug)]
-pub struct Page {
+pub struct Page<T = Value> {
     /// The objects, in key order.
-    pub items: Vec<Value>,
+    pub items: Vec<T>,
     /// The revision the list was read at.
     pub revision: Revision,
     /// The key to continue from, when more keys remain.
     pub next_key: Option<Bytes>,
 }
+
+/// A page whose objects may be shared with the watch cache ([`Storage::list_shared`]).
+pub type SharedPage = Page<Arc<Value>>;
 
 /// The store, seen as Kubernetes objects.
 #[derive(Clone)]
@@ -342,6 +346,56 @@ impl Storage {
         want: usize,
         keep: &(dyn Fn(&Value) -> bool + Sync),
     ) -> Result<Page> {
+        let page = self
+            .list_from(prefix, start, revision, want, keep, false)
+            .await?;
+        Ok(Page {
+            // Decoded here, so held nowhere else: unwrapped, not copied.
+            items: page.items.into_iter().map(Arc::unwrap_or_clone).collect(),
+            revision: page.revision,
+            next_key: page.next_key,
+        })
+    }
+
+    /// [`Storage::list`] for a reader that only reads the objects (a list response): the
+    /// objects the watch cache holds at the very revision the store returned are shared with
+    /// it instead of decoded again, as kube-apiserver serves lists from its watch cache. The
+    /// page itself (its keys, revision and continue key) is still read from the store.
+    /// Custom resources are decoded: their apiVersion depends on the request.
+    pub async fn list_shared(
+        &self,
+        info: &ResourceInfo,
+        prefix: &str,
+        start: Option<Bytes>,
+        revision: Option<Revision>,
+        want: usize,
+        keep: &(dyn Fn(&Value) -> bool + Sync),
+    ) -> Result<SharedPage> {
+        self.list_from(prefix, start, revision, want, keep, info.crd.is_none())
+            .await
+    }
+
+    async fn list_from(
+        &self,
+        prefix: &str,
+        start: Option<Bytes>,
+        revision: Option<Revision>,
+        want: usize,
+        keep: &(dyn Fn(&Value) -> bool + Sync),
+        cached: bool,
+    ) -> Result<SharedPage> {
+        let objects = cached
+            .then(|| self.handoff.current_objects(prefix.as_bytes()))
+            .flatten();
+        let read = |kv: &store::KeyValue| -> Result<Arc<Value>> {
+            match objects
+                .as_ref()
+                .and_then(|o| o.current(&kv.key, kv.mod_revision))
+            {
+                Some(object) => Ok(object),
+                None => decode(&kv.value, kv.mod_revision).map(Arc::new),
+            }
+        };
         let mut items = Vec::new();
         let mut start = start;
         let mut revision = revision;
@@ -362,7 +416,7 @@ impl Storage {
             let mut last_key = None;
             for kv in &resp.kvs {
                 last_key = Some(kv.key.clone());
-                let obj = decode(&kv.value, kv.mod_revision)?;
+                let obj = read(kv)?;
                 if keep(&obj) {
                     items.push(obj);
                     if want != 0 && items.len() == want {

@@ -232,6 +232,56 @@ async fn an_update_starts_from_the_cached_object_of_the_revision_it_read() {
     assert_eq!(starting_object(&storage, &stale).await, created);
 }
 
+#[tokio::test]
+async fn a_shared_list_takes_the_cached_objects_of_the_revisions_it_read_only() {
+    let storage = Storage::new(Arc::new(MemoryBackend::new()));
+    let mut created = Vec::new();
+    for name in ["a", "b"] {
+        let obj = json!({"metadata": {"name": name, "namespace": "default"}, "v": 1});
+        created.push(storage.create(&pod(name), obj).await.expect("create"));
+    }
+    let rev_of = |o: &Value| Revision(meta::resource_version(o).expect("rv").parse().expect("n"));
+    // The cache holds a marked object as of `a`'s revision (no cache would mark it) to show
+    // which objects the list took from it; `b` was written later.
+    let mut marked = created[0].clone();
+    marked["cached"] = json!("yes");
+    let cache: Arc<dyn crate::decoded_objects::CurrentObjects> = Arc::new(FixedCache {
+        revision: rev_of(&created[0]),
+        object: Arc::new(marked.clone()),
+    });
+    storage
+        .handoff()
+        .watch_prefix_with("/registry/pods/", Arc::downgrade(&cache));
+    let info = pod("a").info;
+    let all = |_: &Value| true;
+    let page = storage
+        .list_shared(&info, "/registry/pods/default/", None, None, 0, &all)
+        .await
+        .expect("list");
+    let items: Vec<Value> = page.items.iter().map(|o| (**o).clone()).collect();
+    assert_eq!(items, vec![marked, created[1].clone()]);
+    // Continued from `b` at the same revision: only `b`, decoded.
+    let page = storage
+        .list_shared(
+            &info,
+            "/registry/pods/default/",
+            Some(Bytes::from_static(b"/registry/pods/default/b")),
+            Some(page.revision),
+            1,
+            &all,
+        )
+        .await
+        .expect("list");
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(*page.items[0], created[1]);
+    // The plain list decodes every object.
+    let plain = storage
+        .list("/registry/pods/default/", None, None, 0, &all)
+        .await
+        .expect("list");
+    assert_eq!(plain.items, created);
+}
+
 /// A `decide` that sets `v` on the existing object.
 fn set_v(v: i64) -> impl FnMut(Option<&Value>) -> Result<Update> {
     move |cur| {

@@ -14,7 +14,9 @@ use crate::error::{ApiError, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
 use crate::strategy::TableColumn;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Value, json};
+use std::borrow::Borrow;
 
 /// What each row's `object` carries (`?includeObject=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -78,26 +80,21 @@ pub fn row(
     include: IncludeObject,
     now: jiff::Timestamp,
 ) -> Value {
-    let mut cells = Vec::new();
-    if info.strategy.table_has_name_column() {
-        cells.push(json!(meta::name(obj).unwrap_or_default()));
-    }
-    cells.extend(info.strategy.table_row(obj, now));
-    let mut row = json!({ "cells": cells });
-    match include {
-        IncludeObject::None => {}
-        IncludeObject::Metadata => row["object"] = meta::partial_object_metadata(obj),
-        IncludeObject::Object => row["object"] = obj.clone(),
-    }
-    row
+    serde_json::to_value(Row {
+        info,
+        obj,
+        include,
+        now,
+    })
+    .unwrap_or(Value::Null)
 }
 
 /// A Table of `objects`. `list_meta` is the list's `metadata` (resourceVersion, continue);
 /// `with_columns` is false for watch events after the first, which carry rows only
 /// (`columnDefinitions: null`, as Kubernetes' `NoHeaders` after the first watch event).
-pub fn table(
+pub fn table<T: Borrow<Value>>(
     info: &ResourceInfo,
-    objects: &[Value],
+    objects: &[T],
     list_meta: Value,
     include: IncludeObject,
     with_columns: bool,
@@ -108,8 +105,115 @@ pub fn table(
         "apiVersion": "meta.k8s.io/v1",
         "metadata": list_meta,
         "columnDefinitions": if with_columns { Value::Array(columns(info)) } else { Value::Null },
-        "rows": objects.iter().map(|o| row(info, o, include, now)).collect::<Vec<_>>(),
+        "rows": objects.iter().map(|o| row(info, o.borrow(), include, now)).collect::<Vec<_>>(),
     })
+}
+
+/// [`table`] written as JSON (and a newline), as kube-apiserver writes it: the rows' objects
+/// are written from the objects themselves, not copied into a tree first (a list of 500
+/// Nodes' metadata is ~1 MB of JSON).
+pub fn write_table<T: Borrow<Value>>(
+    info: &ResourceInfo,
+    objects: &[T],
+    list_meta: &Value,
+    include: IncludeObject,
+    now: jiff::Timestamp,
+) -> Vec<u8> {
+    let doc = TableDocument {
+        info,
+        objects,
+        list_meta,
+        include,
+        now,
+    };
+    let mut out = Vec::with_capacity(4096);
+    if serde_json::to_writer(&mut out, &doc).is_err() {
+        out.clear();
+    }
+    out.push(b'\n');
+    out
+}
+
+struct TableDocument<'a, T> {
+    info: &'a ResourceInfo,
+    objects: &'a [T],
+    list_meta: &'a Value,
+    include: IncludeObject,
+    now: jiff::Timestamp,
+}
+
+impl<T: Borrow<Value>> Serialize for TableDocument<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(5))?;
+        map.serialize_entry("kind", "Table")?;
+        map.serialize_entry("apiVersion", "meta.k8s.io/v1")?;
+        map.serialize_entry("metadata", self.list_meta)?;
+        map.serialize_entry("columnDefinitions", &columns(self.info))?;
+        map.serialize_entry("rows", &Rows(self))?;
+        map.end()
+    }
+}
+
+/// The rows of a table, each written as it is made.
+struct Rows<'a, T>(&'a TableDocument<'a, T>);
+
+impl<T: Borrow<Value>> Serialize for Rows<'_, T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let doc = self.0;
+        serializer.collect_seq(doc.objects.iter().map(|o| Row {
+            info: doc.info,
+            obj: o.borrow(),
+            include: doc.include,
+            now: doc.now,
+        }))
+    }
+}
+
+/// One row: the name and the strategy's cells, then the object per `includeObject`
+/// (`PartialObjectMetadata` written from the object's own metadata).
+struct Row<'a> {
+    info: &'a ResourceInfo,
+    obj: &'a Value,
+    include: IncludeObject,
+    now: jiff::Timestamp,
+}
+
+impl Serialize for Row<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut cells = Vec::new();
+        if self.info.strategy.table_has_name_column() {
+            cells.push(json!(meta::name(self.obj).unwrap_or_default()));
+        }
+        cells.extend(self.info.strategy.table_row(self.obj, self.now));
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("cells", &cells)?;
+        match self.include {
+            IncludeObject::None => {}
+            IncludeObject::Metadata => {
+                map.serialize_entry("object", &PartialMetadata(self.obj))?;
+            }
+            IncludeObject::Object => {
+                map.serialize_entry("object", &crate::wire::Ordered(self.obj))?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// An object's `PartialObjectMetadata` (`meta.AsPartialObjectMetadata`), written from it.
+struct PartialMetadata<'a>(&'a Value);
+
+impl Serialize for PartialMetadata<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("kind", "PartialObjectMetadata")?;
+        map.serialize_entry("apiVersion", "meta.k8s.io/v1")?;
+        match self.0.get("metadata") {
+            Some(m) => map.serialize_entry("metadata", m)?,
+            None => map.serialize_entry("metadata", &serde_json::Map::new())?,
+        }
+        map.end()
+    }
 }
 
 #[cfg(test)]
@@ -134,5 +238,47 @@ mod tests {
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["rows"][0]["object"]["metadata"]["namespace"], "default");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn a_written_table_is_the_table_in_kube_apiservers_member_order() {
+        let info = ResourceInfo::new("apps", "v1", "Deployment", "deployments", true);
+        let objs = [
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                   "metadata": {"name": "a", "namespace": "default"}, "spec": {"replicas": 2}}),
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "b"}}),
+        ];
+        let now = jiff::Timestamp::now();
+        let meta = json!({"resourceVersion": "5", "continue": "x"});
+        for include in [
+            IncludeObject::None,
+            IncludeObject::Metadata,
+            IncludeObject::Object,
+        ] {
+            let bytes = write_table(&info, &objs, &meta, include, now);
+            assert_eq!(bytes.last(), Some(&b'\n'));
+            let written: Value = serde_json::from_slice(&bytes).expect("JSON");
+            assert_eq!(
+                written,
+                table(&info, &objs, meta.clone(), include, true, now)
+            );
+        }
+        let text = String::from_utf8(write_table(
+            &info,
+            &objs,
+            &meta,
+            IncludeObject::Metadata,
+            now,
+        ))
+        .expect("UTF-8");
+        assert!(text.starts_with(r#"{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":"#));
+        assert!(text.contains(
+            r#""object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"default"}}"#
+        ));
+        let text = String::from_utf8(write_table(&info, &objs, &meta, IncludeObject::Object, now))
+            .expect("UTF-8");
+        assert!(
+            text.contains(r#""object":{"kind":"Deployment","apiVersion":"apps/v1","metadata""#)
+        );
     }
 }

@@ -65,12 +65,51 @@ impl Serialize for Ordered<'_> {
     }
 }
 
-/// The items of a list, each written as [`Ordered`].
-struct Items<'a>(&'a [Value]);
+/// Writes a list document — `kind`, `apiVersion`, `metadata`, then `items`, each written as
+/// [`Ordered`] — followed by a newline, from objects that may be shared (with the watch
+/// cache) instead of moved into one tree.
+pub fn write_list<T: std::borrow::Borrow<Value>>(
+    out: &mut Vec<u8>,
+    kind: &str,
+    api_version: &str,
+    metadata: &Value,
+    items: &[T],
+) -> serde_json::Result<()> {
+    struct List<'a, T> {
+        kind: &'a str,
+        api_version: &'a str,
+        metadata: &'a Value,
+        items: &'a [T],
+    }
+    impl<T: std::borrow::Borrow<Value>> Serialize for List<'_, T> {
+        fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let mut map = serializer.serialize_map(Some(4))?;
+            map.serialize_entry("kind", self.kind)?;
+            map.serialize_entry("apiVersion", self.api_version)?;
+            map.serialize_entry("metadata", self.metadata)?;
+            map.serialize_entry("items", &Items(self.items))?;
+            map.end()
+        }
+    }
+    serde_json::to_writer(
+        &mut *out,
+        &List {
+            kind,
+            api_version,
+            metadata,
+            items,
+        },
+    )?;
+    out.push(b'\n');
+    Ok(())
+}
 
-impl Serialize for Items<'_> {
+/// The items of a list (owned or shared), each written as [`Ordered`].
+struct Items<'a, T>(&'a [T]);
+
+impl<T: std::borrow::Borrow<Value>> Serialize for Items<'_, T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(Ordered))
+        serializer.collect_seq(self.0.iter().map(|o| Ordered(o.borrow())))
     }
 }
 

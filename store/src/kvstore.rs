@@ -504,8 +504,14 @@ impl KvStore {
         for (key, at) in live {
             if page.is_full() {
                 page.count();
-            } else {
-                page.push(self.version_written(&key, at)?);
+                continue;
+            }
+            // A key not written since `at` is read from the latest map; only the keys changed
+            // after `rev` are read back from `revs` (a paginated list of 10,000 Nodes whose
+            // Leases move the revision on reads nearly all of them from memory).
+            match latest.get(&key) {
+                Some(kv) if kv.mod_revision == at => page.push(kv.clone()),
+                _ => page.push(self.version_written(&key, at)?),
             }
         }
         Ok(page.finish(rev))

@@ -17,7 +17,7 @@ use super::RequestContext;
 use crate::error::{ApiError, ErrorTarget, Result};
 use crate::meta;
 use crate::registry::ResourceInfo;
-use crate::response::json_response;
+use crate::response::json_bytes_response;
 use crate::selector::FieldSelector;
 use crate::storage::prefix;
 use crate::strategy::{FieldError, FieldErrorKind};
@@ -160,7 +160,7 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
     let page = ctx
         .state
         .storage()
-        .list(&pfx, start, read_rev, limit, &keep)
+        .list_shared(&info, &pfx, start, read_rev, limit, &keep)
         .await
         .map_err(|e| match (e, ctx.query.non_empty("continue")) {
             (ApiError::Expired(_), Some(_)) => ApiError::Expired(
@@ -172,44 +172,70 @@ pub async fn list(ctx: RequestContext, info: Arc<ResourceInfo>) -> Result<Respon
     if let Some(next) = &page.next_key {
         list_meta["continue"] = json!(encode_continue(page.revision, next, &pfx));
     }
-    let body = if ctx.accept.table {
-        table::table(
-            &info,
-            &page.items,
-            list_meta,
-            ctx.include_object()?,
-            true,
-            ctx.state.now(),
-        )
-    } else if ctx.accept.partial_metadata {
+    if ctx.accept.table {
+        return Ok(json_bytes_response(
+            StatusCode::OK,
+            table::write_table(
+                &info,
+                &page.items,
+                &list_meta,
+                ctx.include_object()?,
+                ctx.state.now(),
+            ),
+        ));
+    }
+    if ctx.accept.partial_metadata {
         let items: Vec<Value> = page
             .items
             .iter()
-            .map(meta::partial_object_metadata)
+            .map(|o| meta::partial_object_metadata(o))
             .collect();
-        json!({
-            "kind": "PartialObjectMetadataList",
-            "apiVersion": "meta.k8s.io/v1",
-            "metadata": list_meta,
-            "items": items,
-        })
-    } else {
-        let items: Vec<Value> = page
-            .items
-            .into_iter()
-            .map(|mut o| {
-                meta::set_type(&mut o, &info.api_version(), &info.kind);
+        return Ok(json_bytes_response(
+            StatusCode::OK,
+            list_document(
+                "PartialObjectMetadataList",
+                "meta.k8s.io/v1",
+                &list_meta,
+                &items,
+            ),
+        ));
+    }
+    // The objects are written as they are held (shared with the watch cache); one whose
+    // apiVersion or kind is not the list's is copied and set.
+    let api_version = info.api_version();
+    let items: Vec<Arc<Value>> = page
+        .items
+        .into_iter()
+        .map(|o| {
+            if meta::api_version(&o) == Some(api_version.as_str())
+                && meta::kind(&o) == Some(info.kind.as_str())
+            {
                 o
-            })
-            .collect();
-        json!({
-            "kind": info.list_kind(),
-            "apiVersion": info.api_version(),
-            "metadata": list_meta,
-            "items": items,
+            } else {
+                let mut o = Arc::unwrap_or_clone(o);
+                meta::set_type(&mut o, &api_version, &info.kind);
+                Arc::new(o)
+            }
         })
-    };
-    Ok(json_response(StatusCode::OK, &body))
+        .collect();
+    Ok(json_bytes_response(
+        StatusCode::OK,
+        list_document(&info.list_kind(), &api_version, &list_meta, &items),
+    ))
+}
+
+/// A list's JSON, as kube-apiserver writes it ([`crate::wire::write_list`]).
+fn list_document<T: std::borrow::Borrow<Value>>(
+    kind: &str,
+    api_version: &str,
+    list_meta: &Value,
+    items: &[T],
+) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(4096);
+    if crate::wire::write_list(&mut bytes, kind, api_version, list_meta, items).is_err() {
+        bytes.clear();
+    }
+    bytes
 }
 
 /// `ValidateListOptions`' 422 for a `resourceVersionMatch` it does not know.
