@@ -96,6 +96,15 @@ struct Indexed {
     waiters: usize,
 }
 
+/// The most bytes of pages sled keeps in memory (its default is 1 GiB). Every version the store
+/// writes goes to sled, and reads of it are rare: history (watches from before the watch
+/// cache's ring, reads at an older revision, `key_history`) and the start-up load; the
+/// current version of every key is in `latest`. With sled's default, the versions written
+/// since start-up (up to the history budget, plus the data set) stayed in its cache: a
+/// 10,000-pod apply on 1,000 nodes peaked ~140 MiB higher (`docs/benchmarks.md`, "Scale").
+/// Pages past this are read back from the file (the OS's page cache).
+pub(crate) const SLED_CACHE_BYTES: u64 = 64 << 20;
+
 /// Opens sled. The caller holds the directory lock, so sled's own file lock can only be held by
 /// a `Store` of this process that was just closed: sled 0.34 releases it when its background
 /// write tasks finish, a moment after the last handle is dropped. That case is retried for up
@@ -104,6 +113,7 @@ fn open_sled(dir: &Path) -> Result<sled::Db> {
     let config = sled::Config::new()
         .path(dir)
         .mode(sled::Mode::HighThroughput)
+        .cache_capacity(SLED_CACHE_BYTES)
         // sled's own periodic flush would only compete with the WAL's fdatasync for the disk:
         // durability comes from the WAL, and sled is flushed at checkpoints.
         .flush_every_ms(None);
