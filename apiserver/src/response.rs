@@ -16,11 +16,13 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
 
 /// A JSON response whose body is already encoded.
 pub fn json_bytes_response(code: StatusCode, bytes: Vec<u8>) -> Response {
+    bytes_response(code, bytes, "application/json")
+}
+
+fn bytes_response(code: StatusCode, bytes: Vec<u8>, content_type: &'static str) -> Response {
     let mut resp = (code, bytes).into_response();
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 
@@ -33,8 +35,5 @@ pub fn json_response_as(code: StatusCode, body: &Value, content_type: &'static s
     if crate::wire::write_document(&mut bytes, body).is_err() {
         bytes.clear();
     }
-    let mut resp = (code, bytes).into_response();
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp
+    bytes_response(code, bytes, content_type)
 }
